@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gpusys channel ABI: the layout of the shared memory between one client
+ * process (its GPU kernels, or the host-lane emulator) and gpusysd.
+ *
+ * This one header is included by the daemon, the client library, the device
+ * code (nvcc) and the emulator. Everything in it is plain C11 that nvcc also
+ * accepts. Changing any layout below means bumping GPUSYS_ABI_VERSION.
+ *
+ * The channel, in order (offsets are in the header, all page aligned):
+ *
+ *   header      struct gpusys_channel_header, one page. Written by the daemon
+ *               before the memory is shared, read-only afterwards, except for
+ *               the words whose comment names another single writer.
+ *   client_seq  uint32_t[num_ports]  written by the client only
+ *   server_seq  uint32_t[num_ports]  written by the daemon only
+ *   ports       struct gpusys_port[num_ports]
+ *   bulk        bulk_bytes of data area (large transfers; file I/O)
+ *
+ * Ownership of a port (after LLVM libc's GPU RPC): the client owns port p
+ * when client_seq[p] == server_seq[p], the daemon owns it when they differ.
+ * Each side only ever increments/copies its own word, so every shared word
+ * has exactly one writer: GPU atomics on host memory are not atomic with
+ * respect to the CPU on the machines we target
+ * (CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED = 0).
+ *
+ * A message (request or response) is one or more packets:
+ *   packet 0   port header, per-lane len[] and aux[] words, and each
+ *              active lane's first GPUSYS_INLINE_BYTES bytes (its 64-byte
+ *              slot of data[]); see struct gpusys_port
+ *   packet k>0 (streaming) GPUSYS_PACKET_BYTES raw bytes of the "stream":
+ *              the concatenation, in lane order, of every active lane's
+ *              bytes beyond its first GPUSYS_INLINE_BYTES. Both sides derive
+ *              the stream layout from the lens in packet 0.
+ * Client -> daemon: the client writes a packet and increments client_seq;
+ * the daemon consumes it and acknowledges by setting server_seq equal (the
+ * port is the client's again) and, for the last request packet, having
+ * written response packet 0 first. For a streamed response the client
+ * increments client_seq to ask for each further packet; the daemon writes it
+ * and sets server_seq equal. When the client has read the last response
+ * packet it owns the port and releases its (private) port lock.
+ *
+ * Fire-and-forget (GPUSYS_REQ_NOREPLY): the client publishes the last request
+ * packet and releases the port lock without waiting. The daemon acknowledges
+ * once it has copied the request out; the next user of the port waits for
+ * that acknowledgement before writing (ownership rule above).
+ *
+ * The daemon treats all of this memory as hostile: it copies a packet out
+ * before looking at it, keeps its own copy of server_seq, and bounds every
+ * length (see daemon/port_server.c).
+ */
+#ifndef GPUSYS_ABI_H
+#define GPUSYS_ABI_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+#define GPUSYS_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#define GPUSYS_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+
+#define GPUSYS_CHANNEL_MAGIC UINT32_C(0x53595347) /* "GSYS" little endian */
+#define GPUSYS_ABI_VERSION 1u
+
+#define GPUSYS_WARP_LANES 32u     /* lanes per packet (one NVIDIA warp) */
+#define GPUSYS_SLOT_BYTES 64u     /* one lane's share of a packet */
+#define GPUSYS_PACKET_BYTES (GPUSYS_WARP_LANES * GPUSYS_SLOT_BYTES) /* 2 KiB */
+#define GPUSYS_INLINE_BYTES GPUSYS_SLOT_BYTES /* payload bytes of a lane in packet 0 */
+#define GPUSYS_MAX_LANE_PAYLOAD (UINT32_C(1) << 20) /* per lane, per direction */
+#define GPUSYS_MAX_PORTS 16384u
+#define GPUSYS_MIN_PORTS 1u
+#define GPUSYS_PROGRESS_SLOTS 64u /* daemon threads that may complete requests */
+#define GPUSYS_PAGE_BYTES 4096u
+
+/* Opcodes: 16 bits. 0..32767 belong to gpusysd, 32768..65535 to user
+ * callbacks registered by the client (a later issue). 0 is never valid. */
+enum gpusys_opcode {
+	GPUSYS_OP_INVALID = 0,
+	GPUSYS_OP_NOOP = 1, /* no payload; status 0 */
+	GPUSYS_OP_ECHO = 2, /* payload returned unchanged */
+
+	/* Print service: 0x0100.. */
+	GPUSYS_OP_PRINT = 0x0100,
+
+	/* File service: 0x0200.. */
+	GPUSYS_OP_FILE_FIRST = 0x0200,
+	GPUSYS_OP_FILE_LAST = 0x02ff,
+
+	GPUSYS_OP_SYSTEM_LAST = 0x7fff,
+	GPUSYS_OP_USER_FIRST = 0x8000,
+};
+
+/* Request flags (port header .flags). Unknown bits are rejected. */
+enum gpusys_req_flags {
+	GPUSYS_REQ_NOREPLY = 1u << 0, /* fire-and-forget: no response packet */
+	GPUSYS_REQ_KNOWN_FLAGS = GPUSYS_REQ_NOREPLY,
+};
+
+/* Status codes. Per-lane and per-request statuses are 0 or a negative Linux
+ * errno value (both ends of a channel are Linux processes on one host), so
+ * file calls can report exactly what POSIX gave. gpusys_strerror() in the
+ * client library names them. The protocol itself uses these: */
+/*   -ENOSYS     unknown or unsupported opcode                               */
+/*   -EINVAL     malformed request (bad mask, unknown flag)                  */
+/*   -E2BIG      a lane payload exceeds GPUSYS_MAX_LANE_PAYLOAD              */
+/*   -EMSGSIZE   the response does not fit the capacity the lane gave        */
+/*   -ENOMEM     the daemon's per-client memory budget is exhausted          */
+/*   -ESHUTDOWN  the daemon is stopping or has gone (client side)            */
+
+/* Daemon state word (header.server_state). */
+enum gpusys_server_state {
+	GPUSYS_SERVER_STARTING = 0,
+	GPUSYS_SERVER_RUNNING = 1,
+	GPUSYS_SERVER_STOPPED = 2, /* channel is dead: no request will be served */
+};
+
+/* Client-host state word (header.client_host_state): written by libgpusys in
+ * the client process, read by device code, so kernels stop spinning when the
+ * host side saw the daemon go away (it cannot write server_state then). */
+enum gpusys_client_host_state {
+	GPUSYS_CLIENT_HOST_OK = 0,
+	GPUSYS_CLIENT_HOST_ABORT = 1,
+};
+
+struct gpusys_channel_header {
+	/* line 0: layout, written once by the daemon */
+	uint32_t magic;
+	uint32_t abi_version;
+	uint32_t num_ports;
+	uint32_t header_bytes;
+	uint64_t total_bytes;
+	uint64_t client_seq_offset;
+	uint64_t server_seq_offset;
+	uint64_t ports_offset;
+	uint64_t bulk_offset;
+	uint64_t bulk_bytes;
+
+	/* line 1: written by the daemon only */
+	volatile uint32_t server_state __attribute__((aligned(64)));
+	uint32_t client_id;
+
+	/* line 2: written by the client host library only */
+	volatile uint32_t client_host_state __attribute__((aligned(64)));
+
+	/* line 3: written by the client's device code (or emulator) only.
+	 * Each request increments a counter in private (device) memory and
+	 * stores the new value here; the daemon's idle poll reads this one word
+	 * instead of scanning every port. Plain stores from many warps are fine:
+	 * every value written is fresh, so any write after the daemon's last
+	 * read makes it differ. */
+	volatile uint64_t doorbell __attribute__((aligned(64)));
+
+	/* lines 4..: requests completed, one word per daemon thread (single
+	 * writer each). Their sum is the progress value: when it reaches the
+	 * number of requests a client submitted, all of them are done. */
+	struct {
+		volatile uint64_t completed;
+		uint8_t pad_[56];
+	} progress[GPUSYS_PROGRESS_SLOTS] __attribute__((aligned(64)));
+};
+
+GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_channel_header) <= GPUSYS_PAGE_BYTES,
+		     "channel header must fit its page");
+
+struct gpusys_port_header {
+	uint16_t opcode;      /* enum gpusys_opcode or user opcode */
+	uint16_t flags;       /* enum gpusys_req_flags */
+	uint32_t reserved0;
+	uint64_t lane_mask;   /* active lanes; bit i = lane i */
+	int32_t status;       /* response: whole-request status, 0 or -errno */
+	uint32_t reserved1;
+	uint8_t reserved[40];
+};
+GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_port_header) == 64, "port header is one line");
+
+/*
+ * A port. Packet 0 of a message uses header, len[], aux[] and data (lane i's
+ * first GPUSYS_INLINE_BYTES bytes at data[i * GPUSYS_INLINE_BYTES]). The
+ * per-lane words are arrays rather than fields of each lane's slot so that a
+ * warp writes all its lengths with one coalesced 128-byte store.
+ *   request:  len[i] = payload bytes of lane i, aux[i] = bytes lane i can
+ *             receive in the response (its capacity)
+ *   response: len[i] = payload bytes for lane i, aux[i] = lane i's status
+ *             (0 or -errno, as int32_t)
+ * Stream packets (k > 0) use only data[], as GPUSYS_PACKET_BYTES raw bytes.
+ */
+struct gpusys_port {
+	struct gpusys_port_header header;
+	uint32_t len[GPUSYS_WARP_LANES];
+	uint32_t aux[GPUSYS_WARP_LANES];
+	uint8_t data[GPUSYS_PACKET_BYTES];
+};
+GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_port) == 64 + 256 + GPUSYS_PACKET_BYTES, "port size");
+GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_port) % 64 == 0, "ports stay line aligned");
+
+/* Where the channel's regions lie for a given port count and bulk size. The
+ * daemon computes it when creating a channel; the client recomputes it and
+ * rejects a header that disagrees. */
+struct gpusys_channel_layout {
+	uint64_t client_seq_offset;
+	uint64_t server_seq_offset;
+	uint64_t ports_offset;
+	uint64_t bulk_offset;
+	uint64_t bulk_bytes;
+	uint64_t total_bytes;
+};
+
+static inline uint64_t gpusys_align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static inline struct gpusys_channel_layout gpusys_channel_layout(uint32_t num_ports, uint64_t bulk_bytes,
+								  uint64_t granularity)
+{
+	struct gpusys_channel_layout l;
+	uint64_t seq_bytes = gpusys_align_up((uint64_t)num_ports * 4u, GPUSYS_PAGE_BYTES);
+
+	l.client_seq_offset = GPUSYS_PAGE_BYTES;
+	l.server_seq_offset = l.client_seq_offset + seq_bytes;
+	l.ports_offset = l.server_seq_offset + seq_bytes;
+	l.bulk_offset = gpusys_align_up(l.ports_offset + (uint64_t)num_ports * sizeof(struct gpusys_port),
+					GPUSYS_PAGE_BYTES);
+	l.bulk_bytes = gpusys_align_up(bulk_bytes, GPUSYS_PAGE_BYTES);
+	l.total_bytes = gpusys_align_up(l.bulk_offset + l.bulk_bytes, granularity ? granularity : GPUSYS_PAGE_BYTES);
+	return l;
+}
+
+/* Bytes a lane sends beyond its slot: the part that goes through stream packets. */
+static inline uint32_t gpusys_stream_part(uint32_t len)
+{
+	return len > GPUSYS_INLINE_BYTES ? len - GPUSYS_INLINE_BYTES : 0;
+}
+
+#endif /* GPUSYS_ABI_H */

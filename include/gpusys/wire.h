@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The attach handshake between libgpusys and gpusysd, on the client socket
+ * RUNTIME_DIR/gpusysd.sock (AF_UNIX, SOCK_SEQPACKET: one message per
+ * record, so a short or long read is a protocol error, not a partial one).
+ *
+ *   client -> daemon   struct gpusys_hello, with SCM_RIGHTS descriptors
+ *                      (hello.nfds of them, in this order: stdout, stderr,
+ *                      current working directory; each optional and -1
+ *                      in the list is simply not sent, see hello.fd_mask)
+ *   daemon -> client   struct gpusys_welcome, with SCM_RIGHTS: the channel
+ *                      memory (one fd) when status == 0
+ *
+ * The connection then stays open and idle: its closing (or the client
+ * process dying) is the detach, and the daemon frees everything of that
+ * client. A daemon that must refuse sends a welcome with status < 0 and a
+ * NUL-terminated message, then closes.
+ *
+ * The control socket RUNTIME_DIR/control.sock is AF_UNIX SOCK_STREAM with
+ * one JSON object per line each way: {"cmd":"status"} -> status object.
+ */
+#ifndef GPUSYS_WIRE_H
+#define GPUSYS_WIRE_H
+
+#include <stdint.h>
+#include "abi.h"
+
+#define GPUSYS_HELLO_MAGIC UINT32_C(0x4c454847)   /* "GHEL" */
+#define GPUSYS_WELCOME_MAGIC UINT32_C(0x4c455747) /* "GWEL" */
+#define GPUSYS_WIRE_VERSION 1u
+
+#define GPUSYS_SOCKET_NAME "gpusysd.sock"
+#define GPUSYS_CONTROL_NAME "control.sock"
+#define GPUSYS_DEFAULT_RUNTIME_DIR "/run/gpusysd"
+#define GPUSYS_RUNTIME_DIR_ENV "GPUSYS_RUNTIME_DIR"
+
+/* Which descriptors came with the hello, in this order. */
+enum gpusys_hello_fds {
+	GPUSYS_HELLO_FD_STDOUT = 1u << 0,
+	GPUSYS_HELLO_FD_STDERR = 1u << 1,
+	GPUSYS_HELLO_FD_CWD = 1u << 2,
+	GPUSYS_HELLO_FD_KNOWN = 0x7u,
+};
+
+/* How the channel memory is shared. */
+enum gpusys_memory_kind {
+	GPUSYS_MEMORY_MEMFD = 1,    /* memfd: mmap it; a CUDA client registers it
+				       with cuMemHostRegister */
+	GPUSYS_MEMORY_CUDA_VMM = 2, /* POSIX fd from cuMemExportToShareableHandle:
+				       import with cuMemImportFromShareableHandle */
+};
+
+struct gpusys_hello {
+	uint32_t magic;          /* GPUSYS_HELLO_MAGIC */
+	uint32_t wire_version;   /* GPUSYS_WIRE_VERSION */
+	uint32_t abi_version;    /* GPUSYS_ABI_VERSION */
+	uint32_t num_ports;      /* requested; the daemon may lower it */
+	int32_t cuda_device;     /* device ordinal, or -1: no GPU (memfd channel) */
+	uint32_t memory_kinds;   /* bit (1 << kind) for each kind the client can import */
+	uint32_t fd_mask;        /* enum gpusys_hello_fds */
+	uint32_t reserved;
+	uint64_t bulk_bytes;     /* requested bulk area; the daemon may lower it */
+	char comm[32];           /* informational program name, NUL-terminated */
+};
+
+struct gpusys_welcome {
+	uint32_t magic;          /* GPUSYS_WELCOME_MAGIC */
+	uint32_t wire_version;
+	int32_t status;          /* 0 or -errno; on error message says why */
+	uint32_t client_id;
+	uint32_t memory_kind;    /* enum gpusys_memory_kind */
+	uint32_t num_ports;
+	uint64_t channel_bytes;  /* size of the shared memory */
+	uint64_t bulk_bytes;
+	char message[128];       /* human-readable, NUL-terminated */
+};
+
+#endif /* GPUSYS_WIRE_H */
