@@ -9,7 +9,7 @@
  *
  * The channel, in order (offsets are in the header, all page aligned):
  *
- *   header      struct gpusys_channel_header, one page. Written by the daemon
+ *   header      struct gpusys_channel_header, GPUSYS_HEADER_BYTES. Written by the daemon
  *               before the memory is shared, read-only afterwards, except for
  *               the words whose comment names another single writer.
  *   client_seq  uint32_t[num_ports]  written by the client only
@@ -72,6 +72,7 @@
 #define GPUSYS_MIN_PORTS 1u
 #define GPUSYS_PROGRESS_SLOTS 64u /* daemon threads that may complete requests */
 #define GPUSYS_PAGE_BYTES 4096u
+#define GPUSYS_HEADER_BYTES 8192u /* struct gpusys_channel_header, padded */
 
 /* Opcodes: 16 bits. 0..32767 belong to gpusysd, 32768..65535 to user
  * callbacks registered by the client (a later issue). 0 is never valid. */
@@ -160,8 +161,8 @@ struct gpusys_channel_header {
 	} progress[GPUSYS_PROGRESS_SLOTS] __attribute__((aligned(64)));
 };
 
-GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_channel_header) <= GPUSYS_PAGE_BYTES,
-		     "channel header must fit its page");
+GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_channel_header) <= GPUSYS_HEADER_BYTES,
+		     "channel header must fit its pages");
 
 struct gpusys_port_header {
 	uint16_t opcode;      /* enum gpusys_opcode or user opcode */
@@ -217,7 +218,7 @@ static inline struct gpusys_channel_layout gpusys_channel_layout(uint32_t num_po
 	struct gpusys_channel_layout l;
 	uint64_t seq_bytes = gpusys_align_up((uint64_t)num_ports * 4u, GPUSYS_PAGE_BYTES);
 
-	l.client_seq_offset = GPUSYS_PAGE_BYTES;
+	l.client_seq_offset = GPUSYS_HEADER_BYTES;
 	l.server_seq_offset = l.client_seq_offset + seq_bytes;
 	l.ports_offset = l.server_seq_offset + seq_bytes;
 	l.bulk_offset = gpusys_align_up(l.ports_offset + (uint64_t)num_ports * sizeof(struct gpusys_port),
@@ -225,6 +226,27 @@ static inline struct gpusys_channel_layout gpusys_channel_layout(uint32_t num_po
 	l.bulk_bytes = gpusys_align_up(bulk_bytes, GPUSYS_PAGE_BYTES);
 	l.total_bytes = gpusys_align_up(l.bulk_offset + l.bulk_bytes, granularity ? granularity : GPUSYS_PAGE_BYTES);
 	return l;
+}
+
+/* Write a fresh header for a zeroed channel of this layout (the daemon does
+ * this before sharing the memory; tests do it for in-process channels). */
+static inline void gpusys_channel_format(void *base, uint32_t num_ports, const struct gpusys_channel_layout *l,
+					 uint32_t client_id)
+{
+	struct gpusys_channel_header *h = (struct gpusys_channel_header *)base;
+
+	h->magic = GPUSYS_CHANNEL_MAGIC;
+	h->abi_version = GPUSYS_ABI_VERSION;
+	h->num_ports = num_ports;
+	h->header_bytes = GPUSYS_HEADER_BYTES;
+	h->total_bytes = l->total_bytes;
+	h->client_seq_offset = l->client_seq_offset;
+	h->server_seq_offset = l->server_seq_offset;
+	h->ports_offset = l->ports_offset;
+	h->bulk_offset = l->bulk_offset;
+	h->bulk_bytes = l->bulk_bytes;
+	h->client_id = client_id;
+	h->server_state = GPUSYS_SERVER_RUNNING;
 }
 
 /* Bytes a lane sends beyond its slot: the part that goes through stream packets. */

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Opcode -> service. Each service file exports its table; this file is the
+ * only place that knows them all. Lookup is on every request: the group
+ * (high byte) picks a short table.
+ */
+#include <stddef.h>
+
+#include "port_server.h"
+#include "services.h"
+
+static const struct service *const *const groups[] = {
+	[0] = service_basic_table, /* 0x00xx */
+};
+
+const struct service *service_find(uint16_t opcode)
+{
+	unsigned group = opcode >> 8;
+
+	if (group >= sizeof(groups) / sizeof(groups[0]) || !groups[group])
+		return NULL;
+	const struct service *const *table = groups[group];
+	for (size_t i = 0; table[i]; i++) {
+		if (table[i]->opcode == opcode)
+			return table[i];
+	}
+	return NULL;
+}

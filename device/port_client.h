@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The client side of the port protocol (include/gpusys/abi.h), written once.
+ * nvcc compiles it into device/ for kernels; the host compiler compiles it
+ * into the emulator (libclient/emulator.c). See device/lane.h for how one
+ * source serves both: per-lane arguments are arrays indexed with
+ * GPUSYS_LI(lane), which has one element per lane on the host and a single
+ * element (the calling lane's) on the GPU.
+ *
+ * gpusys_rpc() is the one entry point: every service call (noop, echo,
+ * print, files...) is a message of per-lane payloads and a response of
+ * per-lane payloads and statuses.
+ */
+#ifndef GPUSYS_PORT_CLIENT_H
+#define GPUSYS_PORT_CLIENT_H
+
+#include <errno.h>
+#include <stdint.h>
+
+#include "gpusys/abi.h"
+#include "gpusys/dev.h"
+#include "lane.h"
+
+/* Check the daemon and host state words every this many spins. On a GPU each
+ * spin is a ~1 us read across PCIe. */
+#define GPUSYS_SPIN_CHECK_EVERY 256u
+
+/* ---------------------------------------------------------------- copies */
+
+/* Copy n bytes from private memory into the channel. The channel side is
+ * written with 8-byte stores wherever alignment allows: on a GPU every
+ * store to host memory is a bus transaction. */
+GPUSYS_FN void gpusys_copy_to_channel(uint8_t *dst, const uint8_t *src, uint32_t n)
+{
+#if defined(__CUDACC__)
+	uint32_t i = 0;
+	while (i < n && ((uintptr_t)(dst + i) & 7u))
+		dst[i] = src[i], i++;
+	if (((uintptr_t)(src + i) & 7u) == 0) {
+		for (; i + 8 <= n; i += 8)
+			*(uint64_t *)(dst + i) = *(const uint64_t *)(src + i);
+	} else {
+		for (; i + 8 <= n; i += 8) {
+			uint64_t w = 0;
+			for (uint32_t b = 0; b < 8; b++)
+				w |= (uint64_t)src[i + b] << (8 * b);
+			*(uint64_t *)(dst + i) = w;
+		}
+	}
+	for (; i < n; i++)
+		dst[i] = src[i];
+#else
+	memcpy(dst, src, n);
+#endif
+}
+
+/* Copy n bytes out of the channel. On a GPU the loads are volatile so they
+ * bypass L1, which may still hold this port's previous response. */
+GPUSYS_FN void gpusys_copy_from_channel(uint8_t *dst, const uint8_t *src, uint32_t n)
+{
+#if defined(__CUDACC__)
+	uint32_t i = 0;
+	const volatile uint8_t *vs = src;
+	while (i < n && ((uintptr_t)(src + i) & 7u))
+		dst[i] = vs[i], i++;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w = *(const volatile uint64_t *)(src + i);
+		if (((uintptr_t)(dst + i) & 7u) == 0) {
+			*(uint64_t *)(dst + i) = w;
+		} else {
+			for (uint32_t b = 0; b < 8; b++)
+				dst[i + b] = (uint8_t)(w >> (8 * b));
+		}
+	}
+	for (; i < n; i++)
+		dst[i] = vs[i];
+#else
+	memcpy(dst, src, n);
+#endif
+}
+
+/* ------------------------------------------------------- port ownership */
+
+/* 0 while the channel is usable; -ESHUTDOWN once either state word says the
+ * daemon is gone. */
+GPUSYS_FN int gpusys_channel_dead(const gpusys_dev_t *dev)
+{
+	if (gpusys_load_shared_u32(&dev->hdr->server_state) == GPUSYS_SERVER_STOPPED)
+		return -ESHUTDOWN;
+	if (gpusys_load_shared_u32(&dev->hdr->client_host_state) != GPUSYS_CLIENT_HOST_OK)
+		return -ESHUTDOWN;
+	return 0;
+}
+
+/* Wait until the port is the client's (server_seq == seq). Leader only. */
+GPUSYS_FN int gpusys_wait_owned(const gpusys_dev_t *dev, uint32_t p, uint32_t seq)
+{
+	uint32_t spins = 0;
+	while (gpusys_load_shared_u32(&dev->server_seq[p]) != seq) {
+		gpusys_spin_pause();
+		if (++spins % GPUSYS_SPIN_CHECK_EVERY == 0) {
+			int dead = gpusys_channel_dead(dev);
+			if (dead)
+				return dead;
+		}
+	}
+	gpusys_fence_acquire();
+	return 0;
+}
+
+/* Hand the port to the daemon: every lane's stores first, then the flag. */
+GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32_t p, uint32_t seq,
+				  int first_packet)
+{
+	gpusys_fence_release();
+	gpusys_lane_sync(mask);
+	seq++;
+	if (gpusys_lane_is_leader(mask)) {
+		gpusys_store_shared_u32(&dev->client_seq[p], seq);
+		if (first_packet)
+			gpusys_store_shared_u64(&dev->hdr->doorbell, gpusys_counter_next(dev->submitted));
+		gpusys_fence_flush();
+	}
+	return seq;
+}
+
+/* Leader: lock a port (private lock), starting at this warp's hint. */
+GPUSYS_FN uint32_t gpusys_port_lock(const gpusys_dev_t *dev)
+{
+	uint32_t n = dev->num_ports;
+	uint32_t p = gpusys_port_hint() % n;
+	for (uint32_t tries = 1;; tries++) {
+		if (gpusys_lock_try(&dev->locks[p].lock))
+			return p;
+		p = p + 1 == n ? 0 : p + 1;
+		if (tries % n == 0)
+			gpusys_spin_pause();
+	}
+}
+
+/* -------------------------------------------------------------- streams */
+
+/* Lane l's bytes beyond its inline slot form [off, off + part) of the
+ * message's stream; packet k carries stream bytes [k*P, (k+1)*P). Copy this
+ * lane's share of packet k in the given direction. */
+GPUSYS_FN void gpusys_stream_chunk(uint8_t *packet, uint32_t k, uint32_t off, uint32_t part, uint8_t *buf,
+				   int to_channel)
+{
+	uint64_t lo = (uint64_t)k * GPUSYS_PACKET_BYTES, hi = lo + GPUSYS_PACKET_BYTES;
+	uint64_t a = off > lo ? off : lo, b = (uint64_t)off + part < hi ? (uint64_t)off + part : hi;
+	if (a >= b)
+		return;
+	uint8_t *in_packet = packet + (a - lo);
+	uint8_t *in_buf = buf + GPUSYS_INLINE_BYTES + (a - off);
+	if (to_channel)
+		gpusys_copy_to_channel(in_packet, in_buf, (uint32_t)(b - a));
+	else
+		gpusys_copy_from_channel(in_buf, in_packet, (uint32_t)(b - a));
+}
+
+/* ------------------------------------------------------------------ rpc */
+
+/*
+ * One call from the lanes in mask (the caller's lane must be in it).
+ * Per-lane arrays (index GPUSYS_LI(lane)):
+ *   in, in_len      request payload (in_len <= GPUSYS_MAX_LANE_PAYLOAD)
+ *   out, out_cap    where the response goes and how much fits
+ *   out_len         bytes received (may be NULL with flags NOREPLY)
+ *   lane_status     0 or -errno from the service (may be NULL with NOREPLY)
+ * Returns 0 or a negative errno for the whole call: -E2BIG (a payload is too
+ * large, nothing sent), -ESHUTDOWN (daemon gone), or the request status the
+ * daemon set (-ENOSYS unknown opcode, -EINVAL malformed...).
+ * Every lane of mask must call it together (converged), as with any warp
+ * collective.
+ */
+GPUSYS_FN int gpusys_rpc(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flags, uint64_t mask,
+			 const void *const *in, const uint32_t *in_len, void *const *out,
+			 const uint32_t *out_cap, uint32_t *out_len, int32_t *lane_status)
+{
+	uint32_t part[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+	uint32_t off[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+	uint32_t p = 0, seq = 0, total;
+	int rc = 0;
+
+	if (gpusys_lane_max(mask, in_len) > GPUSYS_MAX_LANE_PAYLOAD)
+		return -E2BIG;
+
+	/* Own a port: lock it, then wait until the daemon has handed it back
+	 * (a fire-and-forget request of a previous holder may be in flight). */
+	if (gpusys_lane_is_leader(mask)) {
+		p = gpusys_port_lock(dev);
+		seq = dev->locks[p].seq;
+		rc = gpusys_wait_owned(dev, p, seq);
+	}
+	p = gpusys_lane_bcast_u32(mask, p);
+	seq = gpusys_lane_bcast_u32(mask, seq);
+	rc = (int)gpusys_lane_bcast_u32(mask, (uint32_t)rc);
+	if (rc)
+		goto unlock;
+
+	struct gpusys_port *port = &dev->ports[p];
+
+	/* Packet 0: header, lengths, capacities, inline bytes. */
+	if (gpusys_lane_is_leader(mask)) {
+		port->header.opcode = opcode;
+		port->header.flags = flags;
+		port->header.lane_mask = mask;
+	}
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		uint32_t n = in_len[GPUSYS_LI(l)];
+		port->len[l] = n;
+		port->aux[l] = out_cap ? out_cap[GPUSYS_LI(l)] : 0;
+		gpusys_copy_to_channel(port->data + l * GPUSYS_INLINE_BYTES, (const uint8_t *)in[GPUSYS_LI(l)],
+				       n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
+		part[GPUSYS_LI(l)] = gpusys_stream_part(n);
+	}
+	total = gpusys_lane_exscan(mask, part, off);
+	seq = gpusys_publish(dev, mask, p, seq, 1);
+
+	/* Request stream: each further packet once the daemon took the last. */
+	for (uint32_t k = 0; k * GPUSYS_PACKET_BYTES < total; k++) {
+		if (gpusys_lane_is_leader(mask))
+			rc = gpusys_wait_owned(dev, p, seq);
+		rc = (int)gpusys_lane_bcast_u32(mask, (uint32_t)rc);
+		if (rc)
+			goto unlock;
+		GPUSYS_FOR_EACH_LANE(mask, l)
+		{
+			gpusys_stream_chunk(port->data, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)],
+					    (uint8_t *)in[GPUSYS_LI(l)], 1);
+		}
+		seq = gpusys_publish(dev, mask, p, seq, 0);
+	}
+
+	if (flags & GPUSYS_REQ_NOREPLY)
+		goto unlock; /* the next holder waits for the daemon's ack */
+
+	/* Response packet 0. */
+	if (gpusys_lane_is_leader(mask))
+		rc = gpusys_wait_owned(dev, p, seq);
+	rc = (int)gpusys_lane_bcast_u32(mask, (uint32_t)rc);
+	if (rc)
+		goto unlock;
+	gpusys_lane_sync(mask);
+	rc = *(volatile int32_t *)&port->header.status;
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		uint32_t n = *(volatile uint32_t *)&port->len[l];
+		uint32_t cap = out_cap[GPUSYS_LI(l)];
+		/* The daemon never sends more than cap; the clamp keeps a bug
+		 * there from becoming an overflow here. */
+		n = n < cap ? n : cap;
+		out_len[GPUSYS_LI(l)] = n;
+		lane_status[GPUSYS_LI(l)] = *(volatile int32_t *)&port->aux[l];
+		gpusys_copy_from_channel((uint8_t *)out[GPUSYS_LI(l)], port->data + l * GPUSYS_INLINE_BYTES,
+					 n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
+		part[GPUSYS_LI(l)] = gpusys_stream_part(n);
+	}
+	total = rc ? 0 : gpusys_lane_exscan(mask, part, off);
+
+	/* Response stream: ask for each further packet, then read it. */
+	for (uint32_t k = 0; k * GPUSYS_PACKET_BYTES < total; k++) {
+		seq = gpusys_publish(dev, mask, p, seq, 0);
+		if (gpusys_lane_is_leader(mask))
+			rc = gpusys_wait_owned(dev, p, seq);
+		rc = (int)gpusys_lane_bcast_u32(mask, (uint32_t)rc);
+		if (rc)
+			goto unlock;
+		gpusys_lane_sync(mask);
+		GPUSYS_FOR_EACH_LANE(mask, l)
+		{
+			gpusys_stream_chunk(port->data, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)],
+					    (uint8_t *)out[GPUSYS_LI(l)], 0);
+		}
+	}
+
+unlock:
+	gpusys_lane_sync(mask);
+	if (gpusys_lane_is_leader(mask)) {
+		dev->locks[p].seq = seq;
+		gpusys_lock_release(&dev->locks[p].lock);
+	}
+	return rc;
+}
+
+#endif /* GPUSYS_PORT_CLIENT_H */

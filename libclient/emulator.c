@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Host-lane emulator: the client protocol of device/port_client.h, compiled
+ * for the CPU. Each calling thread is one warp; per-lane arguments are
+ * arrays. Locks and the request counter live in this process's private
+ * memory, as they live in device memory for a real GPU.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "gpusys/emulator.h"
+#include "../device/port_client.h"
+#include "dev_handle.h"
+
+__thread uint32_t gpusys_emu_port_hint;
+
+struct gpusys_emu {
+	gpusys_dev_t dev;
+	unsigned long long submitted;
+	struct gpusys_port_lock locks[]; /* num_ports */
+};
+
+int gpusys_emu_open(void *channel_base, struct gpusys_emu **ret)
+{
+	const struct gpusys_channel_header *hdr = channel_base;
+	int r = gpusys_channel_check(hdr, hdr->total_bytes);
+	if (r < 0)
+		return r;
+
+	struct gpusys_emu *emu = calloc(1, sizeof(*emu) + hdr->num_ports * sizeof(struct gpusys_port_lock));
+	if (!emu)
+		return -ENOMEM;
+	/* Our private copy of each client_seq starts where the shared words
+	 * are: a fresh channel is all zeros, but a handle opened again over a
+	 * used channel must continue the sequence. */
+	const volatile uint32_t *cs = (const volatile uint32_t *)((const uint8_t *)channel_base + hdr->client_seq_offset);
+	for (uint32_t p = 0; p < hdr->num_ports; p++)
+		emu->locks[p].seq = cs[p];
+	gpusys_dev_fill(&emu->dev, channel_base, hdr, emu->locks, &emu->submitted);
+	*ret = emu;
+	return 0;
+}
+
+void gpusys_emu_close(struct gpusys_emu *emu)
+{
+	free(emu);
+}
+
+const gpusys_dev_t *gpusys_emu_dev(const struct gpusys_emu *emu)
+{
+	return &emu->dev;
+}
+
+void gpusys_emu_set_warp(uint32_t warp)
+{
+	gpusys_emu_port_hint = warp;
+}
+
+uint64_t gpusys_emu_submitted(const struct gpusys_emu *emu)
+{
+	return __atomic_load_n(&emu->submitted, __ATOMIC_RELAXED);
+}
+
+uint64_t gpusys_channel_progress(const struct gpusys_channel_header *hdr)
+{
+	uint64_t sum = 0;
+	for (unsigned i = 0; i < GPUSYS_PROGRESS_SLOTS; i++)
+		sum += __atomic_load_n(&hdr->progress[i].completed, __ATOMIC_ACQUIRE);
+	return sum;
+}
+
+int gpusys_emu_synchronize(const struct gpusys_emu *emu, int timeout_ms)
+{
+	struct timespec start, now;
+	uint64_t want = gpusys_emu_submitted(emu);
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (unsigned spins = 0;; spins++) {
+		if (gpusys_channel_progress(emu->dev.hdr) >= want)
+			return 0;
+		int dead = gpusys_channel_dead(&emu->dev);
+		if (dead)
+			return dead;
+		if (spins < 1000) {
+			gpusys_spin_pause();
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+		if (timeout_ms >= 0 && ms >= timeout_ms)
+			return -ETIMEDOUT;
+		nanosleep(&(struct timespec){ .tv_nsec = 20000 }, NULL);
+	}
+}
+
+int gpusys_emu_rpc(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flags, uint64_t mask,
+		   const void *const in[GPUSYS_WARP_LANES], const uint32_t in_len[GPUSYS_WARP_LANES],
+		   void *const out[GPUSYS_WARP_LANES], const uint32_t out_cap[GPUSYS_WARP_LANES],
+		   uint32_t out_len[GPUSYS_WARP_LANES], int32_t lane_status[GPUSYS_WARP_LANES])
+{
+	if (!mask || (mask >> GPUSYS_WARP_LANES))
+		return -EINVAL;
+	return gpusys_rpc(dev, opcode, flags, mask, in, in_len, out, out_cap, out_len, lane_status);
+}
+
+int gpusys_emu_noop(const gpusys_dev_t *dev, uint64_t mask)
+{
+	static const uint32_t zeros[GPUSYS_WARP_LANES];
+	const void *in[GPUSYS_WARP_LANES] = { 0 };
+	void *out[GPUSYS_WARP_LANES] = { 0 };
+	uint32_t out_len[GPUSYS_WARP_LANES];
+	int32_t st[GPUSYS_WARP_LANES];
+
+	int rc = gpusys_emu_rpc(dev, GPUSYS_OP_NOOP, 0, mask, in, zeros, out, zeros, out_len, st);
+	if (rc)
+		return rc;
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		if (st[l])
+			return st[l];
+	}
+	return 0;
+}
+
+int gpusys_emu_echo(const gpusys_dev_t *dev, uint64_t mask, const void *const in[GPUSYS_WARP_LANES],
+		    const uint32_t in_len[GPUSYS_WARP_LANES], void *const out[GPUSYS_WARP_LANES],
+		    const uint32_t out_cap[GPUSYS_WARP_LANES], uint32_t out_len[GPUSYS_WARP_LANES],
+		    int32_t lane_status[GPUSYS_WARP_LANES])
+{
+	return gpusys_emu_rpc(dev, GPUSYS_OP_ECHO, 0, mask, in, in_len, out, out_cap, out_len, lane_status);
+}

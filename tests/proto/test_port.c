@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: MIT */
+/* Port protocol: the emulated client against the real port server, in one
+ * process: sizes around every boundary, lane masks, contention, fire-and-
+ * forget, malformed requests and a channel scribbled on while served. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gpusys/emulator.h"
+#include "inproc_server.h"
+
+static uint64_t rng_next(uint64_t *s)
+{
+	/* xorshift64*: reproducible from the printed seed */
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545F4914F6CDD1DULL;
+}
+
+static void fill_random(uint8_t *b, size_t n, uint64_t *s)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)(rng_next(s) >> 56);
+}
+
+static const uint32_t boundary_sizes[] = {
+	0, 1, GPUSYS_INLINE_BYTES - 1, GPUSYS_INLINE_BYTES, GPUSYS_INLINE_BYTES + 1,
+	GPUSYS_PACKET_BYTES - 1, GPUSYS_PACKET_BYTES, GPUSYS_PACKET_BYTES + 1, 3 * GPUSYS_PACKET_BYTES + 17,
+};
+
+/* One echo from one emulated warp; every byte of every active lane checked,
+ * and bytes past the echoed length left untouched. */
+static void echo_and_check(const gpusys_dev_t *dev, uint64_t mask, const uint32_t *len, uint64_t *rng)
+{
+	const void *in[GPUSYS_WARP_LANES] = { 0 };
+	void *out[GPUSYS_WARP_LANES] = { 0 };
+	uint32_t in_len[GPUSYS_WARP_LANES] = { 0 }, cap[GPUSYS_WARP_LANES] = { 0 }, got[GPUSYS_WARP_LANES];
+	int32_t st[GPUSYS_WARP_LANES];
+
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		if (!(mask >> l & 1))
+			continue;
+		uint8_t *b = malloc(len[l] + 1);
+		uint8_t *o = malloc(len[l] + 8);
+		fill_random(b, len[l], rng);
+		memset(o, 0xa5, len[l] + 8);
+		in[l] = b;
+		out[l] = o;
+		in_len[l] = len[l];
+		cap[l] = len[l] + 8;
+		got[l] = 0xdeadbeef;
+		st[l] = 12345;
+	}
+	assert_int_equal(gpusys_emu_echo(dev, mask, in, in_len, out, cap, got, st), 0);
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		if (!(mask >> l & 1))
+			continue;
+		assert_int_equal(st[l], 0);
+		assert_int_equal(got[l], len[l]);
+		assert_memory_equal(out[l], in[l], len[l]);
+		for (int k = 0; k < 8; k++)
+			assert_int_equal(((uint8_t *)out[l])[len[l] + k], 0xa5);
+		free((void *)in[l]);
+		free(out[l]);
+	}
+}
+
+static void test_echo_boundary_sizes(void **state)
+{
+	(void)state;
+	uint64_t rng = 0x1234567;
+	struct inproc *s = inproc_start(4, 1);
+	struct gpusys_emu *emu;
+	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
+	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
+	const uint64_t masks[] = { 1, 0x80000000u, 0x5, 0xffff0000u, 0xffffffffu, 0x12345678u };
+	uint32_t len[GPUSYS_WARP_LANES];
+
+	for (size_t m = 0; m < sizeof(masks) / sizeof(masks[0]); m++) {
+		/* every lane the same size */
+		for (size_t z = 0; z < sizeof(boundary_sizes) / sizeof(boundary_sizes[0]); z++) {
+			for (int l = 0; l < 32; l++)
+				len[l] = boundary_sizes[z];
+			echo_and_check(dev, masks[m], len, &rng);
+		}
+		/* lanes of mixed sizes: the stream interleaves them */
+		for (int l = 0; l < 32; l++)
+			len[l] = boundary_sizes[(l + m) % (sizeof(boundary_sizes) / sizeof(boundary_sizes[0]))];
+		echo_and_check(dev, masks[m], len, &rng);
+	}
+	/* 1 MiB, the protocol maximum, from one lane and from three */
+	for (int l = 0; l < 32; l++)
+		len[l] = GPUSYS_MAX_LANE_PAYLOAD;
+	echo_and_check(dev, 1u << 7, len, &rng);
+	echo_and_check(dev, 0x80000101u, len, &rng);
+	assert_int_equal(gpusys_emu_synchronize(emu, 5000), 0);
+	assert_int_equal(gpusys_channel_progress(dev->hdr), gpusys_emu_submitted(emu));
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+}
+
+struct worker_arg {
+	const gpusys_dev_t *dev;
+	uint32_t warp;
+	unsigned iters;
+	uint64_t seed;
+};
+
+static void *contend(void *p)
+{
+	struct worker_arg *a = p;
+	uint64_t rng = a->seed;
+	uint32_t len[GPUSYS_WARP_LANES];
+
+	gpusys_emu_set_warp(a->warp);
+	for (unsigned i = 0; i < a->iters; i++) {
+		uint64_t mask = rng_next(&rng) & 0xffffffffu;
+		uint32_t lanes = 1 + (uint32_t)(rng_next(&rng) % 32);
+		if (lanes == 1)
+			mask = 1ull << (rng_next(&rng) % 32);
+		else if (lanes == 32)
+			mask = 0xffffffffu;
+		if (!mask)
+			mask = 1;
+		for (int l = 0; l < 32; l++) {
+			uint64_t r = rng_next(&rng);
+			len[l] = (r & 3) ? (uint32_t)(r >> 40) % (GPUSYS_INLINE_BYTES + 1)
+					 : boundary_sizes[(r >> 8) % (sizeof(boundary_sizes) / sizeof(boundary_sizes[0]))];
+		}
+		if (i % 7 == 3) {
+			/* fire-and-forget between the echoes */
+			const void *in[32] = { 0 };
+			void *out[32] = { 0 };
+			uint32_t z[32] = { 0 };
+			assert_int_equal(gpusys_emu_rpc(a->dev, GPUSYS_OP_NOOP, GPUSYS_REQ_NOREPLY, mask, in, z, out,
+							z, NULL, NULL),
+					 0);
+		}
+		echo_and_check(a->dev, mask, len, &rng);
+	}
+	return NULL;
+}
+
+static void test_contention(void **state)
+{
+	(void)state;
+	enum { WARPS = 8, PORTS = 3 };
+	struct inproc *s = inproc_start(PORTS, 2); /* fewer ports than warps */
+	struct gpusys_emu *emu;
+	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
+	pthread_t th[WARPS];
+	struct worker_arg args[WARPS];
+
+	for (int i = 0; i < WARPS; i++) {
+		args[i] = (struct worker_arg){ gpusys_emu_dev(emu), (uint32_t)i, 400, 0x9e3779b97f4a7c15ull * (i + 1) };
+		pthread_create(&th[i], NULL, contend, &args[i]);
+	}
+	for (int i = 0; i < WARPS; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(gpusys_emu_synchronize(emu, 5000), 0);
+	assert_true(gpusys_emu_submitted(emu) >= WARPS * 400);
+	assert_int_equal(gpusys_channel_progress(gpusys_emu_dev(emu)->hdr), gpusys_emu_submitted(emu));
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+}
+
+static void test_errors(void **state)
+{
+	(void)state;
+	struct inproc *s = inproc_start(2, 1);
+	struct gpusys_emu *emu;
+	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
+	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
+	static uint8_t big[3 * GPUSYS_PACKET_BYTES], out_buf[32][64];
+	const void *in[32];
+	void *out[32];
+	uint32_t len[32], cap[32], got[32];
+	int32_t st[32];
+
+	for (int l = 0; l < 32; l++) {
+		in[l] = big;
+		out[l] = out_buf[l];
+		len[l] = 10;
+		cap[l] = 64;
+	}
+	/* unknown opcodes, without and with a streamed payload */
+	assert_int_equal(gpusys_emu_rpc(dev, 0x7abc, 0, 0x3, in, len, out, cap, got, st), -ENOSYS);
+	len[1] = sizeof(big);
+	assert_int_equal(gpusys_emu_rpc(dev, GPUSYS_OP_USER_FIRST + 9, 0, 0x3, in, len, out, cap, got, st), -ENOSYS);
+	/* the port is usable afterwards */
+	assert_int_equal(gpusys_emu_noop(dev, 0xffffffffu), 0);
+	/* a response larger than the lane's capacity */
+	len[1] = 100;
+	assert_int_equal(gpusys_emu_echo(dev, 0x3, in, len, out, cap, got, st), 0);
+	assert_int_equal(st[0], 0);
+	assert_int_equal(got[0], 10);
+	assert_int_equal(st[1], -EMSGSIZE);
+	assert_int_equal(got[1], 0);
+	/* a payload over the protocol maximum is refused before sending */
+	len[0] = GPUSYS_MAX_LANE_PAYLOAD + 1;
+	assert_int_equal(gpusys_emu_echo(dev, 0x1, in, len, out, cap, got, st), -E2BIG);
+	/* a mask outside the warp */
+	assert_int_equal(gpusys_emu_noop(dev, 0), -EINVAL);
+
+	/* Malformed requests written by hand, as a hostile client would. */
+	struct gpusys_port *port = &dev->ports[0];
+	uint32_t seq = dev->locks[0].seq;
+	struct {
+		uint16_t flags;
+		uint64_t mask;
+		uint32_t len0;
+		int32_t want;
+	} bad[] = {
+		{ 0x8000, 1, 0, -EINVAL },                     /* unknown flag */
+		{ 0, 0, 0, -EINVAL },                          /* empty mask */
+		{ 0, 1ull << 40, 0, -EINVAL },                 /* lane outside the warp */
+		{ 0, 1, GPUSYS_MAX_LANE_PAYLOAD + 1, -E2BIG }, /* oversized lane */
+		{ 0, 1, 0xffffffffu, -E2BIG },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		port->header.opcode = GPUSYS_OP_ECHO;
+		port->header.flags = bad[i].flags;
+		port->header.lane_mask = bad[i].mask;
+		port->len[0] = bad[i].len0;
+		port->aux[0] = 64;
+		__atomic_store_n(&dev->client_seq[0], ++seq, __ATOMIC_RELEASE);
+		while (__atomic_load_n(&dev->server_seq[0], __ATOMIC_ACQUIRE) != seq)
+			;
+		assert_int_equal(port->header.status, bad[i].want);
+	}
+	dev->locks[0].seq = seq;
+	assert_true(atomic_load(&s->table.rejected) >= 5);
+	/* and the channel still serves */
+	len[0] = 10;
+	assert_int_equal(gpusys_emu_echo(dev, 0xffffffffu, in, len, out, cap, got, st), 0);
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+}
+
+struct scribble_arg {
+	struct inproc *s;
+	atomic_int stop;
+};
+
+static void *scribble(void *p)
+{
+	struct scribble_arg *a = p;
+	uint64_t rng = 42;
+	uint8_t *base = a->s->base;
+	const struct gpusys_channel_header *h = a->s->base;
+	/* Everything past the header page is the client's to scribble on. */
+	size_t lo = h->client_seq_offset, span = h->bulk_offset - lo;
+
+	while (!atomic_load(&a->stop)) {
+		size_t at = lo + rng_next(&rng) % span;
+		base[at] = (uint8_t)rng_next(&rng);
+		if ((rng_next(&rng) & 15) == 0) {
+			/* flip a client_seq so the server looks at garbage */
+			uint32_t port = (uint32_t)(rng_next(&rng) % a->s->table.num_ports);
+			volatile uint32_t *cs = (volatile uint32_t *)(base + h->client_seq_offset);
+			cs[port] += 1;
+		}
+	}
+	return NULL;
+}
+
+static void test_scribbled_channel(void **state)
+{
+	(void)state;
+	struct inproc *s = inproc_start(16, 2);
+	struct scribble_arg a = { .s = s };
+	pthread_t th;
+
+	pthread_create(&th, NULL, scribble, &a);
+	struct timespec d = { 0, 300 * 1000 * 1000 };
+	nanosleep(&d, NULL);
+	atomic_store(&a.stop, 1);
+	pthread_join(th, NULL);
+	/* The server survived (ASan would have caught a stray access) and
+	 * bounded what it held for the garbage. */
+	assert_true(atomic_load(&s->table.mem_used) <= s->table.mem_budget);
+	inproc_stop(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_echo_boundary_sizes),
+		cmocka_unit_test(test_contention),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_scribbled_channel),
+	};
+	return cmocka_run_group_tests_name("proto", tests, NULL, NULL);
+}
