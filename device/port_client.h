@@ -50,7 +50,8 @@ GPUSYS_FN void gpusys_copy_to_channel(uint8_t *dst, const uint8_t *src, uint32_t
 	for (; i < n; i++)
 		dst[i] = src[i];
 #else
-	memcpy(dst, src, n);
+	if (n) /* a lane with nothing to send may pass no buffer */
+		memcpy(dst, src, n);
 #endif
 }
 
@@ -75,7 +76,8 @@ GPUSYS_FN void gpusys_copy_from_channel(uint8_t *dst, const uint8_t *src, uint32
 	for (; i < n; i++)
 		dst[i] = vs[i];
 #else
-	memcpy(dst, src, n);
+	if (n) /* a lane with nothing to send may pass no buffer */
+		memcpy(dst, src, n);
 #endif
 }
 
