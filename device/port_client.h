@@ -181,6 +181,7 @@ GPUSYS_FN int gpusys_rpc(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flag
 {
 	uint32_t part[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	uint32_t off[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+	struct gpusys_port *port;
 	uint32_t p = 0, seq = 0, total;
 	int rc = 0;
 
@@ -200,7 +201,7 @@ GPUSYS_FN int gpusys_rpc(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flag
 	if (rc)
 		goto unlock;
 
-	struct gpusys_port *port = &dev->ports[p];
+	port = &dev->ports[p];
 
 	/* Packet 0: header, lengths, capacities, inline bytes. */
 	if (gpusys_lane_is_leader(mask)) {

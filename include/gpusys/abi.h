@@ -54,6 +54,13 @@
 
 #include <stdint.h>
 
+/* Helpers below are used by host and device code alike. */
+#ifdef __CUDACC__
+#define GPUSYS_ABI_FN static inline __host__ __device__
+#else
+#define GPUSYS_ABI_FN static inline
+#endif
+
 #ifdef __cplusplus
 #define GPUSYS_STATIC_ASSERT(c, m) static_assert(c, m)
 #else
@@ -207,12 +214,12 @@ struct gpusys_channel_layout {
 	uint64_t total_bytes;
 };
 
-static inline uint64_t gpusys_align_up(uint64_t v, uint64_t a)
+GPUSYS_ABI_FN uint64_t gpusys_align_up(uint64_t v, uint64_t a)
 {
 	return (v + a - 1) / a * a;
 }
 
-static inline struct gpusys_channel_layout gpusys_channel_layout(uint32_t num_ports, uint64_t bulk_bytes,
+GPUSYS_ABI_FN struct gpusys_channel_layout gpusys_channel_layout(uint32_t num_ports, uint64_t bulk_bytes,
 								  uint64_t granularity)
 {
 	struct gpusys_channel_layout l;
@@ -250,7 +257,7 @@ static inline void gpusys_channel_format(void *base, uint32_t num_ports, const s
 }
 
 /* Bytes a lane sends beyond its slot: the part that goes through stream packets. */
-static inline uint32_t gpusys_stream_part(uint32_t len)
+GPUSYS_ABI_FN uint32_t gpusys_stream_part(uint32_t len)
 {
 	return len > GPUSYS_INLINE_BYTES ? len - GPUSYS_INLINE_BYTES : 0;
 }
