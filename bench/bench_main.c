@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/* gpusys-bench: benchmarks of gpusysd against its floor and its peers. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: gpusys-bench rtt --emulate [options]   NOOP round trip, emulated warps\n"
+			"       gpusys-bench rtt [options]             NOOP round trip from GPU kernels\n"
+			"run 'gpusys-bench rtt --help' for the options\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage();
+		return 2;
+	}
+	if (strcmp(argv[1], "rtt") == 0) {
+		int emulate = 0;
+		for (int i = 2; i < argc; i++)
+			emulate |= strcmp(argv[i], "--emulate") == 0;
+		if (emulate)
+			return bench_rtt_emulated(argc - 1, argv + 1);
+#ifdef GPUSYS_BENCH_HAVE_GPU
+		return bench_rtt_gpu(argc - 1, argv + 1);
+#else
+		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc); use rtt --emulate\n");
+		return 2;
+#endif
+	}
+	usage();
+	return 2;
+}
