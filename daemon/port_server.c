@@ -63,6 +63,7 @@ int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports
 	t->ports = (struct gpusys_port *)(base + hdr->ports_offset);
 	t->owner = owner;
 	t->mem_budget = mem_budget;
+	pthread_mutex_init(&t->service_state_lock, NULL);
 	t->seen = calloc(num_ports, sizeof(*t->seen));
 	t->claim = calloc(num_ports, sizeof(*t->claim));
 	t->state = calloc(num_ports, sizeof(*t->state));
@@ -89,6 +90,10 @@ static void pending_free(struct port_table *t, struct pending *pd)
 
 void port_table_fini(struct port_table *t)
 {
+	if (!t->seen && !t->claim && !t->state)
+		return; /* never initialised, or already torn down */
+	service_client_fini(t);
+	pthread_mutex_destroy(&t->service_state_lock);
 	if (t->state) {
 		for (uint32_t p = 0; p < t->num_ports; p++)
 			pending_free(t, t->state[p].pending);

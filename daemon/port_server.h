@@ -13,6 +13,7 @@
 #ifndef GPUSYSD_PORT_SERVER_H
 #define GPUSYSD_PORT_SERVER_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,6 +37,17 @@ struct port_table {
 	uint64_t mem_budget;               /* bound on mem_used (-ENOMEM past it) */
 	atomic_uint_fast64_t requests;     /* requests completed (for status) */
 	atomic_uint_fast64_t rejected;     /* requests refused as malformed */
+	/* Per-client state of services that keep some (print buffers, open
+	 * files), created on first use and torn down by port_table_fini()
+	 * through service_client_fini(), before the session closes the
+	 * client's descriptors. Index: enum service_state_slot. */
+	void *service_state[4];
+	pthread_mutex_t service_state_lock; /* guards creating them */
+};
+
+enum service_state_slot {
+	SERVICE_STATE_PRINT = 0,
+	SERVICE_STATE_FILE = 1,
 };
 
 /* A request copied out of the channel and validated, and its response. */
@@ -72,6 +84,10 @@ struct service {
 
 /* Registry of services by opcode (daemon/service.c). NULL: unknown opcode. */
 const struct service *service_find(uint16_t opcode);
+
+/* Tear down every service's per-client state of t (flush output, close
+ * files). Called once, from port_table_fini, when no thread serves t. */
+void service_client_fini(struct port_table *t);
 
 int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports, void *owner,
 		    uint64_t mem_budget);
