@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A client's channel memory: allocated by a backend (memfd today; CUDA VMM
+ * later, in channel_cuda.c), shared with the client as one descriptor, and
+ * mapped here. The header fill and the stop marking are common to all
+ * backends.
+ */
+#ifndef GPUSYSD_CHANNEL_H
+#define GPUSYSD_CHANNEL_H
+
+#include <stdint.h>
+
+#include "gpusys/abi.h"
+
+struct channel;
+
+struct channel_ops {
+	const char *name;
+	uint32_t memory_kind; /* enum gpusys_memory_kind carried in the welcome */
+	/* Allocate and map the memory for num_ports/bulk_bytes: fill ch->layout
+	 * (with the backend's granularity), ch->base, ch->bytes, ch->fd (the
+	 * descriptor sent to the client). Memory reads as zero. 0 or -errno;
+	 * on failure nothing is left allocated. */
+	int (*alloc)(struct channel *ch, uint32_t num_ports, uint64_t bulk_bytes);
+	/* Unmap and release everything alloc made. */
+	void (*free)(struct channel *ch);
+};
+
+struct channel {
+	const struct channel_ops *ops;
+	struct gpusys_channel_layout layout;
+	void *base;    /* our mapping */
+	uint64_t bytes;
+	int fd;        /* shareable descriptor, owned by the channel */
+	uint32_t num_ports;
+	void *priv;    /* backend's own state */
+};
+
+extern const struct channel_ops channel_memfd_ops;
+
+/* CUDA VMM backend (channel_cuda.c): the backend for a client of a GPU that
+ * can import it, or NULL (no CUDA, no such GPU, the client prefers memfd). */
+const struct channel_ops *channel_cuda_pick(int32_t cuda_device, uint32_t memory_kinds);
+
+/* The backend for a client: cuda_device and the memory kinds it can import
+ * (hello fields). NULL if no backend fits. */
+const struct channel_ops *channel_pick(int32_t cuda_device, uint32_t memory_kinds);
+
+/* Allocate through ops and write the header (magic, offsets, client_id,
+ * server_state = RUNNING). 0 or -errno; ch is untouched on failure. */
+int channel_create(struct channel *ch, const struct channel_ops *ops, uint32_t num_ports, uint64_t bulk_bytes,
+		   uint32_t client_id);
+
+static inline struct gpusys_channel_header *channel_header(const struct channel *ch)
+{
+	return (struct gpusys_channel_header *)ch->base;
+}
+
+/* Tell the client's code no request will be served any more. */
+void channel_mark_stopped(struct channel *ch);
+
+/* Mark stopped, then release. Safe on a zeroed channel. */
+void channel_destroy(struct channel *ch);
+
+#endif

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/* gpusysd settings: defaults, the config file ("key = value" lines) and the
+ * limits every value is checked against. */
+#ifndef GPUSYSD_CONFIG_FILE_H
+#define GPUSYSD_CONFIG_FILE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct gpusysd_config {
+	unsigned pollers;              /* 0: chosen from the CPU count */
+	unsigned workers;
+	unsigned max_clients;
+	unsigned max_ports;            /* per client */
+	uint64_t channel_bulk_bytes;   /* upper bound on a client's bulk area */
+	uint64_t client_mem_budget;    /* bytes of daemon memory per client */
+	unsigned idle_spin_us;         /* pollers spin this long after the last work */
+	unsigned idle_sleep_us;        /* then poller 0 sleeps this long between doorbell checks */
+	unsigned handshake_timeout_ms; /* a connection must say hello within this */
+};
+
+void config_defaults(struct gpusysd_config *cfg);
+
+/* Parse "key = value" lines from f; name is used in messages. On error
+ * returns -EINVAL with "NAME:LINE: why" in err. Keys not in the file keep
+ * the values cfg had. */
+int config_parse(struct gpusysd_config *cfg, const char *name, FILE *f, char *err, size_t errlen);
+
+/* Open and parse path. A missing file is -ENOENT (with a message) so the
+ * caller decides whether that matters. */
+int config_load(struct gpusysd_config *cfg, const char *path, char *err, size_t errlen);
+
+/* Set one key from a string, as a config line would ("pollers", "4").
+ * -ENOENT: unknown key; -EINVAL: bad value (why in err, without location). */
+int config_set(struct gpusysd_config *cfg, const char *key, const char *value, char *err, size_t errlen);
+
+/* Checks that involve several keys (progress slots). */
+int config_check(const struct gpusysd_config *cfg, char *err, size_t errlen);
+
+/* Pollers to run when the config says 0 ("auto"), for a given CPU count:
+ * one on small machines, where a spinning poller would take half of it. */
+unsigned config_auto_pollers(unsigned ncpu);
+
+#endif

@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The main thread: a libevent loop over the listening sockets, handshakes,
+ * attached clients' connections (their closing is the detach), control
+ * connections, signals and a once-a-second status update. It never touches
+ * ports; pollers and workers do.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "config.h" /* generated: GPUSYS_VERSION */
+#include "control.h"
+#include "daemon.h"
+#include "dispatch.h"
+#include "listener.h"
+#include "log.h"
+#include "notify.h"
+#include "poller.h"
+#include "pool.h"
+
+/* Pollers 1.. park after this long without work. */
+#define PARK_US 2000
+/* A dozing poller 0 still scans every port this often (see poller.c). */
+#define RESCAN_MS 10
+
+static void close_fds(int *fds, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+static void refuse(int fd, int status, const char *why)
+{
+	struct gpusys_welcome w;
+
+	welcome_refusal(&w, status, "%s", why);
+	welcome_send(fd, &w, -1);
+	close(fd);
+}
+
+/* ---------------------------------------------------------------- detach */
+
+static void detach(struct daemon *d, struct session *s, const char *why)
+{
+	event_free(s->ev);
+	s->ev = NULL;
+	/* After this no poller looks at the session; calls already in the
+	 * pool hold their own references. */
+	registry_remove(&d->reg, s);
+	log_info("client %u detached (%s): pid %d comm '%s', %llu requests", s->id, why, (int)s->peer.pid,
+		 s->peer.comm, (unsigned long long)session_requests(s));
+	session_unref(s);
+	notify_status(d->reg.count, daemon_requests_served(d));
+}
+
+static void on_session_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	char byte;
+
+	(void)what;
+	ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	/* The connection carries nothing after the welcome: data is a
+	 * protocol error, and ending the session is the only safe answer. */
+	detach(s->daemon, s, n == 0 ? "connection closed" : n < 0 ? strerror(errno) : "unexpected message");
+}
+
+/* ---------------------------------------------------------------- attach */
+
+static void on_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HELLO_NFDS], const struct peer *peer)
+{
+	struct daemon *d = arg;
+	char why[128];
+
+	if (registry_full(&d->reg)) {
+		snprintf(why, sizeof(why), "gpusysd already serves its maximum of %u clients", d->cfg.max_clients);
+		log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
+		close_fds(fds, HELLO_NFDS);
+		refuse(fd, -EUSERS, why);
+		return;
+	}
+	const struct channel_ops *ops = channel_pick(h->cuda_device, h->memory_kinds);
+	if (!ops) {
+		snprintf(why, sizeof(why), "client can import no memory kind this daemon offers (kinds 0x%x)",
+			 h->memory_kinds);
+		log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
+		close_fds(fds, HELLO_NFDS);
+		refuse(fd, -EPROTO, why);
+		return;
+	}
+
+	uint32_t max_ports = d->cfg.max_ports < GPUSYS_MAX_PORTS ? d->cfg.max_ports : GPUSYS_MAX_PORTS;
+	uint32_t num_ports = h->num_ports < 1 ? 1 : h->num_ports > max_ports ? max_ports : h->num_ports;
+	uint64_t bulk = h->bulk_bytes < d->cfg.channel_bulk_bytes ? h->bulk_bytes : d->cfg.channel_bulk_bytes;
+	struct session_params prm = {
+		.id = registry_new_id(&d->reg),
+		.peer = peer,
+		.ops = ops,
+		.num_ports = num_ports,
+		.bulk_bytes = bulk,
+		.mem_budget = d->cfg.client_mem_budget,
+		.fds = { fds[0], fds[1], fds[2] },
+		.retired_requests = &d->retired_requests,
+	};
+	struct session *s;
+	int r = session_create(&prm, &s);
+	if (r < 0) {
+		snprintf(why, sizeof(why), "cannot create the channel: %s", strerror(-r));
+		log_err("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
+		close_fds(fds, HELLO_NFDS);
+		refuse(fd, r, why);
+		return;
+	}
+	s->sock = fd;
+	s->daemon = d;
+	s->ev = event_new(d->base, fd, EV_READ | EV_PERSIST, on_session_event, s);
+	if (!s->ev || event_add(s->ev, NULL) < 0) {
+		log_err("pid %d comm '%s' refused: out of memory", (int)peer->pid, peer->comm);
+		if (s->ev)
+			event_free(s->ev);
+		s->sock = -1;
+		session_unref(s);
+		refuse(fd, -ENOMEM, "out of memory");
+		return;
+	}
+
+	/* Serve first, then welcome: a client may send its first request the
+	 * moment it has the welcome. */
+	registry_add(&d->reg, s);
+
+	struct gpusys_welcome w = {
+		.magic = GPUSYS_WELCOME_MAGIC,
+		.wire_version = GPUSYS_WIRE_VERSION,
+		.status = 0,
+		.client_id = s->id,
+		.memory_kind = ops->memory_kind,
+		.num_ports = num_ports,
+		.channel_bytes = s->chan.bytes,
+		.bulk_bytes = s->chan.layout.bulk_bytes,
+	};
+	snprintf(w.message, sizeof(w.message), "attached as client %u", s->id);
+	r = welcome_send(fd, &w, s->chan.fd);
+	if (r < 0) {
+		detach(d, s, "welcome not delivered");
+		return;
+	}
+	log_info("client %u attached: pid %d uid %d comm '%s', %u ports, %llu KiB %s channel", s->id,
+		 (int)peer->pid, (int)peer->uid, peer->comm, num_ports, (unsigned long long)(s->chan.bytes >> 10),
+		 ops->name);
+	notify_status(d->reg.count, daemon_requests_served(d));
+}
+
+/* ---------------------------------------------------------------- events */
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)what;
+	log_info("%s: stopping", strsignal((int)sig));
+	event_base_loopbreak(d->base);
+}
+
+static void on_status_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)fd;
+	(void)what;
+	notify_status(d->reg.count, daemon_requests_served(d));
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+/* Each client holds a socket, a channel descriptor and up to three passed
+ * ones: max_clients of them need more than the usual 1024. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int start(struct daemon *d, const char *runtime_dir)
+{
+	char err[256];
+	int r;
+
+	r = runtime_open(&d->rt, runtime_dir, err, sizeof(err));
+	if (r < 0) {
+		log_err("%s", err);
+		return r;
+	}
+	r = pool_create(d->cfg.workers, d->cfg.pollers, dispatch_run, NULL, &d->pool);
+	if (r < 0) {
+		log_err("cannot start the worker pool: %s", strerror(-r));
+		return r;
+	}
+	struct poller_params pp = {
+		.count = d->cfg.pollers,
+		.spin_us = d->cfg.idle_spin_us,
+		.sleep_us = d->cfg.idle_sleep_us,
+		.park_us = PARK_US,
+		.rescan_ms = RESCAN_MS,
+		.defer = dispatch_defer,
+		.defer_arg = d->pool,
+	};
+	r = pollers_create(&pp, d->cfg.max_clients, &d->pollers);
+	if (r < 0) {
+		log_err("cannot set up pollers: %s", strerror(-r));
+		return r;
+	}
+	r = registry_init(&d->reg, d->cfg.max_clients, d->pollers);
+	if (r < 0) {
+		log_err("out of memory");
+		return r;
+	}
+
+	d->base = event_base_new();
+	if (!d->base) {
+		log_err("cannot create the event loop");
+		return -ENOMEM;
+	}
+	r = listener_new(d->base, d->rt.client_fd, d->cfg.handshake_timeout_ms, on_hello, d, &d->listener);
+	if (r >= 0)
+		r = control_new(d->base, d->rt.control_fd, daemon_status_json, d, &d->control);
+	if (r < 0) {
+		log_err("cannot set up the listeners: %s", strerror(-r));
+		return r;
+	}
+	d->ev_sigterm = evsignal_new(d->base, SIGTERM, on_signal, d);
+	d->ev_sigint = evsignal_new(d->base, SIGINT, on_signal, d);
+	d->ev_status = event_new(d->base, -1, EV_PERSIST, on_status_timer, d);
+	if (!d->ev_sigterm || !d->ev_sigint || !d->ev_status || evsignal_add(d->ev_sigterm, NULL) < 0 ||
+	    evsignal_add(d->ev_sigint, NULL) < 0 || event_add(d->ev_status, &(struct timeval){ .tv_sec = 1 }) < 0) {
+		log_err("cannot set up signal handling");
+		return -ENOMEM;
+	}
+
+	r = pollers_start(d->pollers);
+	if (r < 0)
+		return r;
+	clock_gettime(CLOCK_MONOTONIC, &d->started);
+	return 0;
+}
+
+static void stop(struct daemon *d)
+{
+	notify_stopping();
+	/* Clients first learn that nothing more will be served, so their
+	 * warps stop waiting while we wind down. */
+	registry_for_each(&d->reg, s) channel_mark_stopped(&s->chan);
+
+	listener_free(d->listener);
+	d->listener = NULL;
+	control_free(d->control);
+	d->control = NULL;
+	if (d->pollers)
+		pollers_stop(d->pollers);
+	/* Runs what is queued, so every deferred call drops its reference. */
+	pool_destroy(d->pool);
+	d->pool = NULL;
+	while (d->reg.head)
+		detach(d, d->reg.head, "gpusysd stopping");
+	registry_fini(&d->reg);
+	pollers_destroy(d->pollers);
+	d->pollers = NULL;
+
+	if (d->ev_sigterm)
+		event_free(d->ev_sigterm);
+	if (d->ev_sigint)
+		event_free(d->ev_sigint);
+	if (d->ev_status)
+		event_free(d->ev_status);
+	if (d->base)
+		event_base_free(d->base);
+	d->base = NULL;
+	runtime_close(&d->rt);
+}
+
+int daemon_run(const struct gpusysd_config *cfg, const char *runtime_dir)
+{
+	struct daemon *d = calloc(1, sizeof(*d));
+	char err[256];
+	int status = 1;
+
+	if (!d) {
+		log_err("out of memory");
+		return 1;
+	}
+	d->cfg = *cfg;
+	if (d->cfg.pollers == 0) {
+		cpu_set_t set;
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		if (sched_getaffinity(0, sizeof(set), &set) == 0)
+			n = CPU_COUNT(&set);
+		d->cfg.pollers = config_auto_pollers(n > 0 ? (unsigned)n : 1);
+	}
+	if (config_check(&d->cfg, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		free(d);
+		return 1;
+	}
+	d->rt = (struct runtime){ .lock_fd = -1, .client_fd = -1, .control_fd = -1 };
+	atomic_init(&d->retired_requests, 0);
+
+	/* A client that vanishes while we write to it must cost an EPIPE,
+	 * not the daemon. */
+	signal(SIGPIPE, SIG_IGN);
+	raise_fd_limit();
+	if (evthread_use_pthreads() < 0) {
+		log_err("libevent has no pthreads support");
+		free(d);
+		return 1;
+	}
+
+	bool served = false;
+	if (start(d, runtime_dir) == 0) {
+		served = true;
+		log_info("serving %s (version %s, pid %d, %u pollers, %u workers)", d->rt.dir, GPUSYS_VERSION,
+			 (int)getpid(), d->cfg.pollers, d->cfg.workers);
+		notify_ready();
+		notify_status(0, 0);
+		if (event_base_dispatch(d->base) < 0)
+			log_err("event loop failed");
+		else
+			status = 0;
+	}
+	stop(d);
+	if (served)
+		log_info("stopped");
+	free(d);
+	return status;
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/* The daemon as a whole: what the main thread owns, and its lifecycle. */
+#ifndef GPUSYSD_DAEMON_H
+#define GPUSYSD_DAEMON_H
+
+#include <stdatomic.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "config_file.h"
+#include "registry.h"
+#include "runtime.h"
+
+struct event;
+struct event_base;
+struct control;
+struct listener;
+struct pool;
+struct pollers;
+
+struct daemon {
+	struct gpusysd_config cfg; /* pollers resolved (never 0) */
+	struct runtime rt;
+	struct event_base *base;
+	struct event *ev_sigterm, *ev_sigint, *ev_status;
+	struct listener *listener;
+	struct control *control;
+	struct pollers *pollers;
+	struct pool *pool;
+	struct registry reg;
+	struct timespec started; /* CLOCK_MONOTONIC */
+	atomic_uint_fast64_t retired_requests; /* of sessions already freed */
+};
+
+/* Serve until SIGTERM/SIGINT. Returns the process exit status. */
+int daemon_run(const struct gpusysd_config *cfg, const char *runtime_dir);
+
+/* The control "status" reply. */
+json_t *daemon_status_json(void *daemon);
+
+/* Requests served over the daemon's life, attached clients included. */
+uint64_t daemon_requests_served(struct daemon *d);
+
+#endif

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/* gpusysd: command line and configuration; daemon.c does the rest. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h" /* generated: GPUSYS_VERSION, GPUSYS_DEFAULT_CONFIG */
+#include "config_file.h"
+#include "daemon.h"
+#include "gpusys/wire.h"
+#include "log.h"
+#include "notify.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: gpusysd [OPTION]...\n"
+		"Serve system calls from GPU kernels (and host-lane emulators) of attached clients.\n"
+		"\n"
+		"  --runtime-dir DIR  sockets and lock live here (default $" GPUSYS_RUNTIME_DIR_ENV
+		" or " GPUSYS_DEFAULT_RUNTIME_DIR ")\n"
+		"  --config FILE      settings file (default " GPUSYS_DEFAULT_CONFIG ", if present)\n"
+		"  --pollers N        poller threads (overrides the file; 0: from the CPU count)\n"
+		"  --workers M        worker threads for blocking requests (overrides the file)\n"
+		"  --foreground       stay in the foreground (the only mode; for unit files)\n"
+		"  --verbose          log debug messages too\n"
+		"  --version          print the version and exit\n"
+		"  --help             print this and exit\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "pollers", required_argument, NULL, 'p' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *runtime_dir = NULL, *config_path = NULL, *pollers = NULL, *workers = NULL;
+	struct gpusysd_config cfg;
+	char err[512];
+	int c;
+
+	log_init();
+	/* From here on every exit path tells systemd we are stopping. */
+	notify_init();
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r': runtime_dir = optarg; break;
+		case 'c': config_path = optarg; break;
+		case 'p': pollers = optarg; break;
+		case 'w': workers = optarg; break;
+		case 'f': break;
+		case 'v': log_set_level(LOG_DEBUG); break;
+		case 'V': printf("gpusysd %s\n", GPUSYS_VERSION); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "gpusysd: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 1;
+	}
+
+	config_defaults(&cfg);
+	/* The default file is optional; one named on the command line is not. */
+	int r = config_load(&cfg, config_path ? config_path : GPUSYS_DEFAULT_CONFIG, err, sizeof(err));
+	if (r < 0 && !(r == -ENOENT && !config_path)) {
+		log_err("%s", err);
+		return 1;
+	}
+	if (pollers && config_set(&cfg, "pollers", pollers, err, sizeof(err)) < 0) {
+		log_err("--pollers: %s", err);
+		return 1;
+	}
+	if (workers && config_set(&cfg, "workers", workers, err, sizeof(err)) < 0) {
+		log_err("--workers: %s", err);
+		return 1;
+	}
+	if (!runtime_dir)
+		runtime_dir = getenv(GPUSYS_RUNTIME_DIR_ENV);
+	if (!runtime_dir || !*runtime_dir)
+		runtime_dir = GPUSYS_DEFAULT_RUNTIME_DIR;
+
+	return daemon_run(&cfg, runtime_dir);
+}

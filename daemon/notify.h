@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/* The systemd service manager protocol (sd_notify). Every call is a no-op
+ * when NOTIFY_SOCKET is unset, so gpusysd runs the same outside systemd. */
+#ifndef GPUSYSD_NOTIFY_H
+#define GPUSYSD_NOTIFY_H
+
+#include <stdint.h>
+
+/* Arrange for STOPPING=1 to be sent on every exit path (atexit). */
+void notify_init(void);
+void notify_ready(void);
+void notify_stopping(void);
+/* STATUS=, sent only when the text changes. */
+void notify_status(unsigned clients, uint64_t requests);
+
+#endif

@@ -1,0 +1,407 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The hot path: a tight scan of client_seq[] against the private seen[] of
+ * every port of every channel, no locks, no allocation.
+ *
+ * Idle policy. While work was seen in the last spin_us every poller spins
+ * (a hand-off to a sleeping thread costs microseconds, see DESIGN-NOTES).
+ * After that poller 0 dozes: it sleeps sleep_us at a time and in between
+ * reads one word per channel, the header doorbell the client bumps with
+ * every new request, instead of scanning every port. The other pollers keep
+ * spinning up to park_us, then park on a condition variable; poller 0 wakes
+ * them when it finds work again. Before dozing, poller 0 records the
+ * doorbells and scans once more, so a request published just before the
+ * record is not left to wait for the next one (the io_uring SQPOLL order:
+ * announce, re-check, sleep). Stream packets after the first do not ring
+ * the doorbell, so a dozing poller 0 also scans every port each rescan_ms:
+ * a client that stalls in the middle of a message longer than spin_us
+ * still makes progress.
+ *
+ * Grace periods. Each poller publishes a counter after every pass and an
+ * offline flag while it sleeps or parks. pollers_publish() swaps the
+ * snapshot pointer, then waits until every poller has either completed a
+ * pass or is offline: a poller only reads the snapshot pointer after it
+ * has come online and after the previous pass's counter store, and all of
+ * these are sequentially consistent, so a poller seen offline or seen
+ * passing will load the new snapshot next (Dekker's pattern: store mine,
+ * load yours, on both sides).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include "log.h"
+#include "port_server.h"
+#include "poller.h"
+
+struct snapshot {
+	uint64_t gen;
+	uint32_t n;
+	uint64_t *doze_seen; /* poller 0 only: doorbells as last recorded */
+	struct port_table *t[];
+};
+
+struct poller {
+	/* Read by the main thread during grace periods: a line of its own so
+	 * the scan does not share it with anything. */
+	_Alignas(64) atomic_uint_fast64_t quiescent;
+	atomic_bool offline;
+	struct pollers *set;
+	pthread_t thread;
+	unsigned index;
+	bool running;
+	uint64_t passes; /* private copy of quiescent */
+};
+
+struct pollers {
+	struct poller_params prm;
+	uint64_t spin_ns, park_ns, rescan_ns;
+	_Atomic(struct snapshot *) snap;
+	/* Two snapshots, so publishing allocates nothing and cannot fail (a
+	 * detach must always be able to take a channel out): the main thread
+	 * fills the one not published, swaps, and after the grace period the
+	 * old one is free to be filled next time. */
+	struct snapshot *buf[2];
+	uint32_t capacity;
+	uint64_t gen; /* main thread only */
+	atomic_bool stop;
+
+	/* Parking of pollers 1..count-1. */
+	pthread_mutex_t park_mu;
+	pthread_cond_t park_cv;
+	uint64_t wake_gen;
+	atomic_uint parked;
+
+	struct poller *p; /* count entries, 64-byte aligned */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+static struct snapshot *snapshot_alloc(uint32_t capacity)
+{
+	struct snapshot *s = calloc(1, sizeof(*s) + capacity * (sizeof(s->t[0]) + sizeof(uint64_t)));
+	if (s)
+		s->doze_seen = (uint64_t *)(s->t + capacity);
+	return s;
+}
+
+/* ------------------------------------------------------------ one pass */
+
+static inline unsigned serve_port(struct poller *pl, struct port_table *t, uint32_t p)
+{
+	if (!port_pending(t, p) || !port_try_claim(t, p))
+		return 0;
+	struct port_call *call = NULL;
+	switch (port_server_step(t, p, pl->index, &call)) {
+	case PORT_STEP_NONE:
+		return 0;
+	case PORT_STEP_DONE:
+		return 1;
+	case PORT_STEP_DEFER:
+		pl->set->prm.defer(call, pl->index, pl->set->prm.defer_arg);
+		return 1;
+	}
+	return 0;
+}
+
+/* Every port of every channel once, poller k starting at k/count of the way
+ * round so that pollers mostly claim different ports. Returns the number
+ * of ports that made progress. */
+static unsigned scan(struct poller *pl, const struct snapshot *s)
+{
+	unsigned work = 0, k = pl->index, count = pl->set->prm.count;
+
+	for (uint32_t i = 0; i < s->n; i++) {
+		struct port_table *t = s->t[i];
+		uint32_t n = t->num_ports;
+		uint32_t start = (uint32_t)((uint64_t)k * n / count);
+		for (uint32_t p = start; p < n; p++)
+			work += serve_port(pl, t, p);
+		for (uint32_t p = 0; p < start; p++)
+			work += serve_port(pl, t, p);
+	}
+	return work;
+}
+
+/* ------------------------------------------------------ grace periods */
+
+static void pass_done(struct poller *pl)
+{
+	atomic_store_explicit(&pl->quiescent, ++pl->passes, memory_order_seq_cst);
+}
+
+static void go_offline(struct poller *pl)
+{
+	atomic_store_explicit(&pl->offline, true, memory_order_seq_cst);
+}
+
+static void go_online(struct poller *pl)
+{
+	atomic_store_explicit(&pl->offline, false, memory_order_seq_cst);
+}
+
+static struct snapshot *load_snapshot(struct pollers *ps)
+{
+	return atomic_load_explicit(&ps->snap, memory_order_seq_cst);
+}
+
+static void synchronize(struct pollers *ps)
+{
+	uint64_t seen[GPUSYS_PROGRESS_SLOTS];
+	unsigned n = ps->prm.count;
+
+	for (unsigned i = 0; i < n; i++)
+		seen[i] = atomic_load_explicit(&ps->p[i].quiescent, memory_order_seq_cst);
+	for (unsigned i = 0; i < n; i++) {
+		struct poller *pl = &ps->p[i];
+		while (!atomic_load_explicit(&pl->offline, memory_order_seq_cst) &&
+		       atomic_load_explicit(&pl->quiescent, memory_order_seq_cst) == seen[i])
+			nanosleep(&(struct timespec){ .tv_nsec = 10000 }, NULL);
+	}
+}
+
+/* ------------------------------------------------------------- idling */
+
+static void wake_parked(struct pollers *ps)
+{
+	/* The common case, nobody parked, costs one load. A poller that is
+	 * just about to park misses this wake-up and sleeps until the next:
+	 * harmless, poller 0 serves what it found. */
+	if (atomic_load_explicit(&ps->parked, memory_order_relaxed) == 0)
+		return;
+	pthread_mutex_lock(&ps->park_mu);
+	ps->wake_gen++;
+	pthread_cond_broadcast(&ps->park_cv);
+	pthread_mutex_unlock(&ps->park_mu);
+}
+
+static void park(struct poller *pl)
+{
+	struct pollers *ps = pl->set;
+
+	pthread_mutex_lock(&ps->park_mu);
+	uint64_t gen = ps->wake_gen;
+	atomic_fetch_add_explicit(&ps->parked, 1, memory_order_relaxed);
+	go_offline(pl);
+	while (gen == ps->wake_gen && !atomic_load_explicit(&ps->stop, memory_order_relaxed))
+		pthread_cond_wait(&ps->park_cv, &ps->park_mu);
+	atomic_fetch_sub_explicit(&ps->parked, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&ps->park_mu);
+	go_online(pl);
+}
+
+static void record_doorbells(struct snapshot *s)
+{
+	for (uint32_t i = 0; i < s->n; i++)
+		s->doze_seen[i] = s->t[i]->hdr->doorbell;
+}
+
+static bool doorbell_rang(const struct snapshot *s)
+{
+	for (uint32_t i = 0; i < s->n; i++)
+		if (s->t[i]->hdr->doorbell != s->doze_seen[i])
+			return true;
+	return false;
+}
+
+/* Poller 0, idle: returns when there may be work (or on stop). */
+static void doze(struct poller *pl)
+{
+	struct pollers *ps = pl->set;
+	const struct timespec nap = { .tv_nsec = (long)ps->prm.sleep_us * 1000 };
+	uint64_t gen = 0, last_scan = 0;
+	bool recorded = false;
+
+	for (;;) {
+		struct snapshot *s = load_snapshot(ps);
+		bool work;
+		if (!recorded || s->gen != gen) {
+			/* New or changed channel list: record, then re-check. */
+			record_doorbells(s);
+			gen = s->gen;
+			recorded = true;
+			work = scan(pl, s) > 0;
+			last_scan = now_ns();
+		} else {
+			work = doorbell_rang(s);
+			if (!work && ps->rescan_ns) {
+				uint64_t t = now_ns();
+				if (t - last_scan >= ps->rescan_ns) {
+					last_scan = t;
+					work = scan(pl, s) > 0;
+				}
+			}
+		}
+		pass_done(pl);
+		if (work)
+			return;
+		go_offline(pl);
+		/* Relative sleep: the timer slack set on this thread keeps the
+		 * wake-up within a microsecond or so of nap. */
+		clock_nanosleep(CLOCK_MONOTONIC, 0, &nap, NULL);
+		go_online(pl);
+		if (atomic_load_explicit(&ps->stop, memory_order_relaxed))
+			return;
+	}
+}
+
+static void *poller_main(void *arg)
+{
+	struct poller *pl = arg;
+	struct pollers *ps = pl->set;
+	char name[16];
+
+	snprintf(name, sizeof(name), "gpusysd-poll%u", pl->index);
+	pthread_setname_np(pthread_self(), name);
+	/* The default slack is 50 us: a 50 us nap would take 100. */
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+
+	go_online(pl);
+	uint64_t last_work = now_ns();
+	while (!atomic_load_explicit(&ps->stop, memory_order_relaxed)) {
+		unsigned work = scan(pl, load_snapshot(ps));
+		pass_done(pl);
+		if (work) {
+			last_work = now_ns();
+			if (pl->index == 0)
+				wake_parked(ps);
+			continue;
+		}
+		cpu_relax();
+		uint64_t idle = now_ns() - last_work;
+		if (idle < ps->spin_ns)
+			continue;
+		if (pl->index == 0) {
+			doze(pl);
+			wake_parked(ps);
+			last_work = now_ns();
+		} else if (idle >= ps->park_ns) {
+			park(pl);
+			last_work = now_ns();
+		}
+	}
+	go_offline(pl);
+	return NULL;
+}
+
+/* ----------------------------------------------------------- lifecycle */
+
+int pollers_create(const struct poller_params *prm, uint32_t capacity, struct pollers **ret)
+{
+	if (prm->count == 0 || prm->count > GPUSYS_PROGRESS_SLOTS || !prm->defer)
+		return -EINVAL;
+	struct pollers *ps = calloc(1, sizeof(*ps));
+	if (!ps)
+		return -ENOMEM;
+	ps->prm = *prm;
+	ps->spin_ns = (uint64_t)prm->spin_us * 1000;
+	ps->park_ns = (uint64_t)prm->park_us * 1000;
+	if (ps->park_ns < ps->spin_ns)
+		ps->park_ns = ps->spin_ns;
+	ps->rescan_ns = (uint64_t)prm->rescan_ms * 1000000;
+	size_t bytes = (prm->count * sizeof(struct poller) + 63) / 64 * 64;
+	ps->p = aligned_alloc(64, bytes);
+	ps->buf[0] = snapshot_alloc(capacity);
+	ps->buf[1] = snapshot_alloc(capacity);
+	ps->capacity = capacity;
+	if (!ps->p || !ps->buf[0] || !ps->buf[1]) {
+		free(ps->p);
+		free(ps->buf[0]);
+		free(ps->buf[1]);
+		free(ps);
+		return -ENOMEM;
+	}
+	memset(ps->p, 0, bytes);
+	for (unsigned i = 0; i < prm->count; i++) {
+		ps->p[i].set = ps;
+		ps->p[i].index = i;
+		/* Not started counts as offline: grace periods skip it. */
+		atomic_init(&ps->p[i].offline, true);
+		atomic_init(&ps->p[i].quiescent, 0);
+	}
+	atomic_init(&ps->snap, ps->buf[0]);
+	atomic_init(&ps->stop, false);
+	atomic_init(&ps->parked, 0);
+	pthread_mutex_init(&ps->park_mu, NULL);
+	pthread_cond_init(&ps->park_cv, NULL);
+	*ret = ps;
+	return 0;
+}
+
+int pollers_start(struct pollers *ps)
+{
+	for (unsigned i = 0; i < ps->prm.count; i++) {
+		int r = pthread_create(&ps->p[i].thread, NULL, poller_main, &ps->p[i]);
+		if (r) {
+			log_err("cannot start poller thread %u: %s", i, strerror(r));
+			pollers_stop(ps);
+			return -r;
+		}
+		ps->p[i].running = true;
+	}
+	return 0;
+}
+
+void pollers_stop(struct pollers *ps)
+{
+	atomic_store(&ps->stop, true);
+	pthread_mutex_lock(&ps->park_mu);
+	ps->wake_gen++;
+	pthread_cond_broadcast(&ps->park_cv);
+	pthread_mutex_unlock(&ps->park_mu);
+	for (unsigned i = 0; i < ps->prm.count; i++) {
+		if (ps->p[i].running)
+			pthread_join(ps->p[i].thread, NULL);
+		ps->p[i].running = false;
+	}
+}
+
+void pollers_destroy(struct pollers *ps)
+{
+	if (!ps)
+		return;
+	pollers_stop(ps);
+	free(ps->buf[0]);
+	free(ps->buf[1]);
+	pthread_cond_destroy(&ps->park_cv);
+	pthread_mutex_destroy(&ps->park_mu);
+	free(ps->p);
+	free(ps);
+}
+
+int pollers_publish(struct pollers *ps, struct port_table *const *tables, uint32_t n)
+{
+	if (n > ps->capacity)
+		return -E2BIG;
+	struct snapshot *cur = atomic_load_explicit(&ps->snap, memory_order_relaxed);
+	struct snapshot *s = cur == ps->buf[0] ? ps->buf[1] : ps->buf[0];
+	s->gen = ++ps->gen;
+	s->n = n;
+	for (uint32_t i = 0; i < n; i++) {
+		s->t[i] = tables[i];
+		s->doze_seen[i] = 0;
+	}
+	atomic_store_explicit(&ps->snap, s, memory_order_seq_cst);
+	synchronize(ps);
+	return 0;
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/* The status object of the control protocol (see docs and gpusysctl). */
+#include <unistd.h>
+
+#include "config.h" /* generated: GPUSYS_VERSION */
+#include "daemon.h"
+
+static int64_t seconds_since(const struct timespec *t0)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int64_t)(now.tv_sec - t0->tv_sec) - (now.tv_nsec < t0->tv_nsec);
+}
+
+uint64_t daemon_requests_served(struct daemon *d)
+{
+	uint64_t total = atomic_load_explicit(&d->retired_requests, memory_order_relaxed);
+	registry_for_each(&d->reg, s) total += session_requests(s);
+	return total;
+}
+
+static json_t *client_json(const struct session *s)
+{
+	return json_pack("{s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I}",
+			 "id", (json_int_t)s->id,
+			 "pid", (json_int_t)s->peer.pid,
+			 "uid", (json_int_t)s->peer.uid,
+			 "gid", (json_int_t)s->peer.gid,
+			 "comm", s->peer.comm,
+			 "ports", (json_int_t)s->ports.num_ports,
+			 "ports_in_use", (json_int_t)session_ports_in_use(s),
+			 "requests", (json_int_t)session_requests(s),
+			 "rejected", (json_int_t)session_rejected(s),
+			 "attached_s", (json_int_t)seconds_since(&s->attached));
+}
+
+json_t *daemon_status_json(void *arg)
+{
+	struct daemon *d = arg;
+	json_t *clients = json_array();
+
+	if (!clients)
+		return NULL;
+	registry_for_each(&d->reg, s) json_array_append_new(clients, client_json(s));
+	return json_pack("{s:s, s:I, s:I, s:s, s:I, s:I, s:o, s:I, s:I}",
+			 "version", GPUSYS_VERSION,
+			 "pid", (json_int_t)getpid(),
+			 "uptime_s", (json_int_t)seconds_since(&d->started),
+			 "runtime_dir", d->rt.dir,
+			 "pollers", (json_int_t)d->cfg.pollers,
+			 "workers", (json_int_t)d->cfg.workers,
+			 "clients", clients,
+			 "requests_served", (json_int_t)daemon_requests_served(d),
+			 "clients_attached", (json_int_t)d->reg.count);
+}

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libgpusys, host side: attach a process to gpusysd and map its channel.
+ *
+ *     struct gpusys_attach_opts o = { .num_ports = 8, .cuda_device = -1 };
+ *     struct gpusys_client *c;
+ *     int rc = gpusys_client_attach(&o, &c);
+ *     if (rc < 0)
+ *             fprintf(stderr, "%s: %s\n", gpusys_strerror(rc), gpusys_client_last_error());
+ *     ... gpusys_client_channel(c) is the channel (include/gpusys/abi.h) ...
+ *     gpusys_client_detach(c);
+ *
+ * Functions return 0 or a negative errno; out-parameters are written only on
+ * success. Closing the connection (detach, or the process ending) is what
+ * tells the daemon to free the channel.
+ */
+#ifndef GPUSYS_CLIENT_H
+#define GPUSYS_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gpusys_client;
+
+struct gpusys_attach_opts {
+	const char *runtime_dir; /* NULL: $GPUSYS_RUNTIME_DIR, else /run/gpusysd */
+	uint32_t num_ports;      /* asked for; the daemon may grant fewer (0 counts as 1) */
+	uint64_t bulk_bytes;     /* asked for; the daemon may grant less */
+	int cuda_device;         /* device ordinal, or -1: no GPU */
+	bool pass_stdio;         /* give the daemon our stdout and stderr (print service) */
+	bool pass_cwd;           /* give the daemon our working directory (file service) */
+	uint32_t memory_kinds;   /* (1u << enum gpusys_memory_kind) this process can
+				    import; 0 means memfd only. A channel of a kind
+				    other than memfd is not mapped here:
+				    gpusys_client_channel() is NULL and the
+				    importer (CUDA) maps and checks it. */
+};
+
+/*
+ * Connect to DIR/gpusysd.sock, send the hello, receive the welcome and the
+ * channel descriptor, map the channel and check its header against the
+ * layout its port count implies. Errors:
+ *   -ENOENT, -ECONNREFUSED  no daemon at DIR
+ *   -EPROTO                 version mismatch or a malformed welcome/channel
+ *   -EUSERS                 the daemon serves its maximum of clients
+ *   -ETIMEDOUT              no welcome within 10 s
+ *   any refusal status the daemon sent
+ * gpusys_client_last_error() then says why in words.
+ */
+int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_client **ret);
+
+/* Unmap the channel and close the connection. NULL is fine. */
+void gpusys_client_detach(struct gpusys_client *c);
+
+void *gpusys_client_channel(const struct gpusys_client *c);
+uint64_t gpusys_client_channel_bytes(const struct gpusys_client *c);
+uint32_t gpusys_client_num_ports(const struct gpusys_client *c);
+uint32_t gpusys_client_id(const struct gpusys_client *c);
+/* The descriptor the daemon sent (owned by c; dup it to keep it), for an
+ * importer such as CUDA. */
+int gpusys_client_memory_fd(const struct gpusys_client *c);
+uint32_t gpusys_client_memory_kind(const struct gpusys_client *c); /* enum gpusys_memory_kind */
+/* The connection to the daemon (owned by c): poll it for POLLRDHUP to learn
+ * that the daemon went away. */
+int gpusys_client_socket_fd(const struct gpusys_client *c);
+
+/* What the last failed gpusys_client_attach() in this thread said, or "". */
+const char *gpusys_client_last_error(void);
+
+/* A description of 0 or a negative errno, with the protocol's meanings
+ * (-ESHUTDOWN: "gpusysd stopped or went away", ...). Never NULL. */
+const char *gpusys_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUSYS_CLIENT_H */

@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: MIT */
+/* Attaching to gpusysd: the client half of the handshake in
+ * include/gpusys/wire.h, and the check of the channel it hands us. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "gpusys/client.h"
+#include "gpusys/wire.h"
+
+#define WELCOME_TIMEOUT_MS 10000
+/* More than the one a welcome carries, so extra ones are seen (and closed). */
+#define MAX_RECV_FDS 4
+
+struct gpusys_client {
+	int sock;
+	int mem_fd;
+	void *base; /* NULL for a kind we do not map */
+	uint64_t bytes;
+	uint32_t num_ports;
+	uint32_t client_id;
+	uint32_t memory_kind;
+};
+
+static _Thread_local char last_error[256];
+
+static int fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+const char *gpusys_client_last_error(void)
+{
+	return last_error;
+}
+
+static void read_comm(char *out, size_t len)
+{
+	int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, out, len - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n < 0)
+		n = 0;
+	while (n > 0 && out[n - 1] == '\n')
+		n--;
+	out[n] = 0;
+}
+
+static int connect_daemon(const char *dir)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, GPUSYS_SOCKET_NAME);
+
+	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
+		return fail(-ENAMETOOLONG, "runtime directory path too long: %s", dir);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return fail(-errno, "socket: %s", strerror(errno));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+		close(fd);
+		if (e == ENOENT || e == ECONNREFUSED)
+			return fail(-e, "gpusysd is not running at %s (%s: %s)", dir, sa.sun_path, strerror(e));
+		return fail(-e, "cannot connect to %s: %s", sa.sun_path, strerror(e));
+	}
+	return fd;
+}
+
+static int send_hello(int sock, const struct gpusys_attach_opts *o)
+{
+	struct gpusys_hello h = {
+		.magic = GPUSYS_HELLO_MAGIC,
+		.wire_version = GPUSYS_WIRE_VERSION,
+		.abi_version = GPUSYS_ABI_VERSION,
+		.num_ports = o->num_ports,
+		.cuda_device = o->cuda_device,
+		.memory_kinds = o->memory_kinds ? o->memory_kinds : 1u << GPUSYS_MEMORY_MEMFD,
+		.bulk_bytes = o->bulk_bytes,
+	};
+	int fds[3], nfds = 0, cwd = -1;
+
+	read_comm(h.comm, sizeof(h.comm));
+	/* Only descriptors that are open: a daemon without stdout is not an
+	 * error, it just gets none. */
+	if (o->pass_stdio) {
+		if (fcntl(STDOUT_FILENO, F_GETFD) >= 0) {
+			fds[nfds++] = STDOUT_FILENO;
+			h.fd_mask |= GPUSYS_HELLO_FD_STDOUT;
+		}
+		if (fcntl(STDERR_FILENO, F_GETFD) >= 0) {
+			fds[nfds++] = STDERR_FILENO;
+			h.fd_mask |= GPUSYS_HELLO_FD_STDERR;
+		}
+	}
+	if (o->pass_cwd) {
+		cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (cwd < 0)
+			return fail(-errno, "cannot open the working directory: %s", strerror(errno));
+		fds[nfds++] = cwd;
+		h.fd_mask |= GPUSYS_HELLO_FD_CWD;
+	}
+
+	union {
+		struct cmsghdr align;
+		char bytes[CMSG_SPACE(3 * sizeof(int))];
+	} cbuf;
+	struct iovec iov = { .iov_base = &h, .iov_len = sizeof(h) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (nfds) {
+		memset(&cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf.bytes;
+		mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+	}
+	ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	int e = errno;
+	if (cwd >= 0)
+		close(cwd);
+	if (n < 0)
+		return fail(-e, "cannot send the hello: %s", strerror(e));
+	return 0;
+}
+
+/* The welcome and, on success, exactly one descriptor in *ret_fd. */
+static int recv_welcome(int sock, struct gpusys_welcome *w, int *ret_fd)
+{
+	union {
+		struct gpusys_welcome w;
+		char bytes[sizeof(struct gpusys_welcome) + 1];
+	} buf;
+	union {
+		struct cmsghdr align;
+		char bytes[CMSG_SPACE(MAX_RECV_FDS * sizeof(int))];
+	} cbuf;
+	struct iovec iov = { .iov_base = &buf, .iov_len = sizeof(buf) };
+	struct msghdr mh = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = cbuf.bytes,
+		.msg_controllen = sizeof(cbuf.bytes),
+	};
+	struct pollfd pfd = { .fd = sock, .events = POLLIN };
+	int fds[MAX_RECV_FDS], nfds = 0, r;
+
+	do
+		r = poll(&pfd, 1, WELCOME_TIMEOUT_MS);
+	while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return fail(-ETIMEDOUT, "no welcome from gpusysd within %d ms", WELCOME_TIMEOUT_MS);
+	memset(&buf, 0, sizeof(buf));
+	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return fail(-errno, "cannot receive the welcome: %s", strerror(errno));
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k && nfds < MAX_RECV_FDS; i++)
+			memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+	}
+
+	if (n == 0)
+		r = fail(-ECONNRESET, "gpusysd closed the connection during the handshake");
+	else if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC) || (size_t)n != sizeof(buf.w))
+		r = fail(-EPROTO, "malformed welcome (%zd bytes)", n);
+	else if (buf.w.magic != GPUSYS_WELCOME_MAGIC || buf.w.wire_version != GPUSYS_WIRE_VERSION)
+		r = fail(-EPROTO, "welcome of protocol version %u (we speak %u)", buf.w.wire_version,
+			 GPUSYS_WIRE_VERSION);
+	else if (buf.w.status < 0) {
+		buf.w.message[sizeof(buf.w.message) - 1] = 0;
+		r = fail(buf.w.status, "gpusysd refused: %s", buf.w.message);
+	} else if (buf.w.status > 0 || nfds != 1)
+		r = fail(-EPROTO, "malformed welcome (status %d, %d descriptors)", buf.w.status, nfds);
+	else
+		r = 0;
+	if (r < 0) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		return r;
+	}
+	*w = buf.w;
+	*ret_fd = fds[0];
+	return 0;
+}
+
+/* The daemon is trusted to run our requests, but a header that disagrees
+ * with the layout both sides compute means we would read the wrong words:
+ * refuse it. */
+static int check_channel(const struct gpusys_channel_header *h, const struct gpusys_welcome *w)
+{
+	struct gpusys_channel_layout l = gpusys_channel_layout(w->num_ports, w->bulk_bytes, 0);
+
+	if (h->magic != GPUSYS_CHANNEL_MAGIC || h->abi_version != GPUSYS_ABI_VERSION)
+		return fail(-EPROTO, "channel header magic 0x%x ABI %u (we speak ABI %u)", h->magic, h->abi_version,
+			    GPUSYS_ABI_VERSION);
+	if (h->num_ports != w->num_ports || h->header_bytes != GPUSYS_HEADER_BYTES || h->client_id != w->client_id)
+		return fail(-EPROTO, "channel header disagrees with the welcome");
+	if (h->client_word_offset != l.client_word_offset || h->server_word_offset != l.server_word_offset ||
+	    h->ports_offset != l.ports_offset || h->bulk_offset != l.bulk_offset || h->bulk_bytes != l.bulk_bytes ||
+	    h->total_bytes != l.total_bytes || w->channel_bytes != l.total_bytes)
+		return fail(-EPROTO, "channel layout disagrees with ABI %u for %u ports", GPUSYS_ABI_VERSION,
+			    w->num_ports);
+	if (h->server_state == GPUSYS_SERVER_STOPPED)
+		return fail(-ESHUTDOWN, "gpusysd stopped");
+	return 0;
+}
+
+int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_client **ret)
+{
+	/* Zeroed although only read after recv_welcome filled it: gcc cannot
+	 * see that through the error paths. */
+	struct gpusys_welcome w = { 0 };
+	struct gpusys_client *c;
+	int r, mem_fd = -1;
+
+	last_error[0] = 0;
+	const char *dir = opts->runtime_dir;
+	if (!dir || !*dir)
+		dir = getenv(GPUSYS_RUNTIME_DIR_ENV);
+	if (!dir || !*dir)
+		dir = GPUSYS_DEFAULT_RUNTIME_DIR;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return fail(-ENOMEM, "out of memory");
+	c->mem_fd = -1;
+	c->sock = connect_daemon(dir);
+	if (c->sock < 0) {
+		r = c->sock;
+		goto fail;
+	}
+	r = send_hello(c->sock, opts);
+	if (r < 0)
+		goto fail;
+	r = recv_welcome(c->sock, &w, &mem_fd);
+	if (r < 0)
+		goto fail;
+	c->mem_fd = mem_fd;
+	c->num_ports = w.num_ports;
+	c->client_id = w.client_id;
+	c->memory_kind = w.memory_kind;
+	c->bytes = w.channel_bytes;
+
+	uint32_t asked = opts->memory_kinds ? opts->memory_kinds : 1u << GPUSYS_MEMORY_MEMFD;
+	if (w.memory_kind >= 32 || !(asked & (1u << w.memory_kind))) {
+		r = fail(-EPROTO, "gpusysd sent memory of kind %u, which we did not offer to import", w.memory_kind);
+		goto fail;
+	}
+	if (w.num_ports < GPUSYS_MIN_PORTS || w.num_ports > GPUSYS_MAX_PORTS) {
+		r = fail(-EPROTO, "welcome grants %u ports", w.num_ports);
+		goto fail;
+	}
+	if (w.memory_kind != GPUSYS_MEMORY_MEMFD) {
+		*ret = c; /* the importer maps and checks it */
+		return 0;
+	}
+
+	struct stat st;
+	if (fstat(mem_fd, &st) < 0 || (uint64_t)st.st_size < w.channel_bytes ||
+	    w.channel_bytes < sizeof(struct gpusys_channel_header)) {
+		r = fail(-EPROTO, "channel memory is smaller than the welcome says");
+		goto fail;
+	}
+	void *base = mmap(NULL, w.channel_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mem_fd, 0);
+	if (base == MAP_FAILED) {
+		r = fail(-errno, "cannot map the channel: %s", strerror(errno));
+		goto fail;
+	}
+	c->base = base;
+	r = check_channel(base, &w);
+	if (r < 0)
+		goto fail;
+	*ret = c;
+	return 0;
+fail:
+	gpusys_client_detach(c);
+	return r;
+}
+
+void gpusys_client_detach(struct gpusys_client *c)
+{
+	if (!c)
+		return;
+	if (c->base)
+		munmap(c->base, c->bytes);
+	if (c->mem_fd >= 0)
+		close(c->mem_fd);
+	if (c->sock >= 0)
+		close(c->sock);
+	free(c);
+}
+
+void *gpusys_client_channel(const struct gpusys_client *c)
+{
+	return c->base;
+}
+
+uint64_t gpusys_client_channel_bytes(const struct gpusys_client *c)
+{
+	return c->bytes;
+}
+
+uint32_t gpusys_client_num_ports(const struct gpusys_client *c)
+{
+	return c->num_ports;
+}
+
+uint32_t gpusys_client_id(const struct gpusys_client *c)
+{
+	return c->client_id;
+}
+
+int gpusys_client_memory_fd(const struct gpusys_client *c)
+{
+	return c->mem_fd;
+}
+
+uint32_t gpusys_client_memory_kind(const struct gpusys_client *c)
+{
+	return c->memory_kind;
+}
+
+const char *gpusys_strerror(int err)
+{
+	switch (err) {
+	case 0: return "success";
+	/* The protocol's own meanings (include/gpusys/abi.h). */
+	case -ESHUTDOWN: return "gpusysd stopped or went away";
+	case -EPROTO: return "protocol mismatch between client and gpusysd";
+	case -ENOSYS: return "unknown or unsupported opcode";
+	case -E2BIG: return "a lane's payload exceeds the per-lane limit";
+	case -EMSGSIZE: return "the response does not fit the lane's capacity";
+	case -EUSERS: return "gpusysd serves its maximum number of clients";
+	case -ECONNREFUSED: return "gpusysd is not running (connection refused)";
+	case -ETIMEDOUT: return "timed out";
+	}
+	if (err < 0) {
+		const char *s = strerrordesc_np(-err);
+		if (s)
+			return s;
+	}
+	return "unknown error";
+}
+
+/* The connection to the daemon (owned by c): a CUDA client's watchdog polls
+ * it for the hang-up (libclient/cuda.c). */
+int gpusys_client_socket_fd(const struct gpusys_client *c)
+{
+	return c->sock;
+}

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: MIT */
+/* gpusysctl: ask a running gpusysd about itself over its control socket. */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "gpusys/wire.h"
+
+#define REPLY_TIMEOUT_MS 5000
+#define MAX_REPLY (16u << 20)
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: gpusysctl [--runtime-dir DIR] COMMAND\n"
+		"\n"
+		"Commands:\n"
+		"  status [--json]   the daemon and its attached clients (--json: as the daemon sent it)\n"
+		"\n"
+		"  --runtime-dir DIR  where gpusysd runs (default $" GPUSYS_RUNTIME_DIR_ENV " or " GPUSYS_DEFAULT_RUNTIME_DIR
+		")\n");
+}
+
+static int connect_control(const char *dir)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, GPUSYS_CONTROL_NAME);
+
+	if (n < 0 || (size_t)n >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "gpusysctl: runtime directory path too long: %s\n", dir);
+		return -ENAMETOOLONG;
+	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		fprintf(stderr, "gpusysctl: socket: %s\n", strerror(errno));
+		return -errno;
+	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+		if (e == ENOENT || e == ECONNREFUSED)
+			fprintf(stderr, "gpusysctl: gpusysd is not running at %s (%s: %s)\n", dir, sa.sun_path,
+				strerror(e));
+		else
+			fprintf(stderr, "gpusysctl: cannot connect to %s: %s\n", sa.sun_path, strerror(e));
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+/* Send one request line, return the reply line (malloc'd, no newline). */
+static char *request(int fd, const char *req)
+{
+	size_t len = strlen(req), cap = 4096, n = 0;
+	char *buf;
+
+	if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len) {
+		fprintf(stderr, "gpusysctl: cannot send the request: %s\n", strerror(errno));
+		return NULL;
+	}
+	buf = malloc(cap);
+	while (buf) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int r = poll(&pfd, 1, REPLY_TIMEOUT_MS);
+		if (r == 0) {
+			fprintf(stderr, "gpusysctl: no reply from gpusysd within %d ms\n", REPLY_TIMEOUT_MS);
+			break;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		ssize_t k = r < 0 ? -1 : recv(fd, buf + n, cap - n - 1, 0);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			fprintf(stderr, "gpusysctl: gpusysd closed the connection%s%s\n", k < 0 ? ": " : "",
+				k < 0 ? strerror(errno) : "");
+			break;
+		}
+		n += (size_t)k;
+		buf[n] = 0;
+		char *nl = memchr(buf, '\n', n);
+		if (nl) {
+			*nl = 0;
+			return buf;
+		}
+		if (n + 1 == cap) {
+			if (cap >= MAX_REPLY) {
+				fprintf(stderr, "gpusysctl: reply too long\n");
+				break;
+			}
+			char *b = realloc(buf, cap * 2);
+			if (!b)
+				break;
+			buf = b;
+			cap *= 2;
+		}
+	}
+	free(buf);
+	return NULL;
+}
+
+static const char *str(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return s ? s : "?";
+}
+
+static long long num(json_t *o, const char *key)
+{
+	return (long long)json_integer_value(json_object_get(o, key));
+}
+
+static void format_duration(long long s, char *buf, size_t len)
+{
+	if (s < 60)
+		snprintf(buf, len, "%llds", s);
+	else if (s < 3600)
+		snprintf(buf, len, "%lldm%02llds", s / 60, s % 60);
+	else if (s < 86400)
+		snprintf(buf, len, "%lldh%02lldm", s / 3600, s / 60 % 60);
+	else
+		snprintf(buf, len, "%lldd%02lldh", s / 86400, s / 3600 % 24);
+}
+
+static int print_status(json_t *st)
+{
+	char up[32];
+	json_t *clients = json_object_get(st, "clients");
+	size_t i;
+	json_t *c;
+
+	format_duration(num(st, "uptime_s"), up, sizeof(up));
+	printf("gpusysd %s, pid %lld, up %s, serving %s\n", str(st, "version"), num(st, "pid"), up,
+	       str(st, "runtime_dir"));
+	printf("%lld pollers, %lld workers, %lld client%s attached, %lld requests served\n", num(st, "pollers"),
+	       num(st, "workers"), num(st, "clients_attached"), num(st, "clients_attached") == 1 ? "" : "s",
+	       num(st, "requests_served"));
+	if (!json_array_size(clients))
+		return 0;
+	printf("\n%6s %8s %6s %-16s %6s %6s %12s %8s %9s\n", "ID", "PID", "UID", "COMM", "PORTS", "IN-USE",
+	       "REQUESTS", "REJECTED", "ATTACHED");
+	json_array_foreach(clients, i, c)
+	{
+		char at[32];
+		format_duration(num(c, "attached_s"), at, sizeof(at));
+		printf("%6lld %8lld %6lld %-16s %6lld %6lld %12lld %8lld %9s\n", num(c, "id"), num(c, "pid"),
+		       num(c, "uid"), str(c, "comm"), num(c, "ports"), num(c, "ports_in_use"), num(c, "requests"),
+		       num(c, "rejected"), at);
+	}
+	return 0;
+}
+
+static int cmd_status(const char *dir, int argc, char **argv)
+{
+	int json = 0;
+
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = 1;
+		else {
+			fprintf(stderr, "gpusysctl: status: unknown argument '%s'\n", argv[i]);
+			return 2;
+		}
+	}
+	int fd = connect_control(dir);
+	if (fd < 0)
+		return 1;
+	char *line = request(fd, "{\"cmd\":\"status\"}\n");
+	close(fd);
+	if (!line)
+		return 1;
+
+	json_error_t err;
+	json_t *st = json_loads(line, 0, &err);
+	int rc = 1;
+	if (!st || !json_is_object(st))
+		fprintf(stderr, "gpusysctl: gpusysd sent a malformed reply: %s\n", st ? "not an object" : err.text);
+	else if (json_object_get(st, "error"))
+		fprintf(stderr, "gpusysctl: gpusysd says: %s\n", str(st, "error"));
+	else if (json) {
+		printf("%s\n", line);
+		rc = 0;
+	} else
+		rc = print_status(st);
+	json_decref(st);
+	free(line);
+	if (fflush(stdout) != 0 || ferror(stdout))
+		rc = 1;
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *dir = NULL;
+	int c;
+
+	/* "+": stop at the command, so its own options are left to it. */
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r': dir = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!dir || !*dir)
+		dir = getenv(GPUSYS_RUNTIME_DIR_ENV);
+	if (!dir || !*dir)
+		dir = GPUSYS_DEFAULT_RUNTIME_DIR;
+	if (optind >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	const char *cmd = argv[optind];
+	if (!strcmp(cmd, "status"))
+		return cmd_status(dir, argc - optind - 1, argv + optind + 1);
+	fprintf(stderr, "gpusysctl: unknown command '%s'\n", cmd);
+	usage(stderr);
+	return 2;
+}
