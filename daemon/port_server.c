@@ -34,11 +34,18 @@ struct pending {
 	uint64_t charged;      /* bytes counted against the client's budget */
 };
 
+/* What the client word says about a request. */
+struct request_head {
+	uint16_t opcode;
+	uint16_t flags; /* enum gpusys_req_flags */
+	uint64_t lane_mask;
+};
+
 struct port_state {
 	uint8_t phase;
 	uint32_t chunk;  /* next stream packet */
 	uint32_t chunks; /* stream packets in this message */
-	uint32_t busy_cs; /* BUSY: the client_seq the worker's answer acknowledges */
+	uint32_t busy_cs; /* BUSY: the sequence the worker's answer acknowledges */
 	struct pending *pending;
 };
 
@@ -58,8 +65,8 @@ int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports
 		return -EINVAL;
 	t->num_ports = num_ports;
 	t->hdr = hdr;
-	t->client_seq = (volatile uint32_t *)(base + hdr->client_seq_offset);
-	t->server_seq = (volatile uint32_t *)(base + hdr->server_seq_offset);
+	t->client_word = (volatile uint64_t *)(base + hdr->client_word_offset);
+	t->server_word = (volatile uint64_t *)(base + hdr->server_word_offset);
 	t->ports = (struct gpusys_port *)(base + hdr->ports_offset);
 	t->owner = owner;
 	t->mem_budget = mem_budget;
@@ -71,10 +78,10 @@ int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports
 		port_table_fini(t);
 		return -ENOMEM;
 	}
-	/* The daemon made this channel, so every server_seq is ours; start
+	/* The daemon made this channel, so every server word is ours; start
 	 * from what is there (zero for a new channel). */
 	for (uint32_t p = 0; p < num_ports; p++)
-		t->seen[p] = t->server_seq[p];
+		t->seen[p] = (uint16_t)GPUSYS_WORD_SEQ(t->server_word[p]);
 	return 0;
 }
 
@@ -107,20 +114,20 @@ void port_table_fini(struct port_table *t)
 }
 
 /* Hand the port back to the client: everything we wrote, then the word. */
-static void port_ack(struct port_table *t, uint32_t p, uint32_t cs)
+static void port_ack(struct port_table *t, uint32_t p, uint32_t seq, uint32_t sw_flags, int32_t status)
 {
-	t->seen[p] = cs;
+	t->seen[p] = (uint16_t)seq;
 	atomic_thread_fence(memory_order_release);
-	t->server_seq[p] = cs;
+	t->server_word[p] = gpusys_server_word(seq, sw_flags, status);
 }
 
 static void count_completion(struct port_table *t, unsigned slot)
 {
-	/* This thread is the only writer of its progress word. */
-	volatile uint64_t *w = &t->hdr->progress[slot].completed;
+	/* This thread is the only writer of its counter and progress word. */
+	uint64_t n = atomic_load_explicit(&t->completed[slot], memory_order_relaxed) + 1;
+	atomic_store_explicit(&t->completed[slot], n, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
-	*w = *w + 1;
-	atomic_fetch_add_explicit(&t->requests, 1, memory_order_relaxed);
+	t->hdr->progress[slot].completed = n;
 }
 
 static uint32_t packets_for(uint64_t stream_bytes)
@@ -160,38 +167,44 @@ static void stream_copy(uint8_t *packet, uint32_t k, const uint32_t *off, const 
 
 /* Write response packet 0 (unless NOREPLY) and hand the port back. Returns
  * the number of response stream packets still to send. */
-static uint32_t respond(struct port_table *t, uint32_t p, uint32_t cs, struct port_call *call,
-			uint32_t *off, uint32_t *part)
+static uint32_t respond(struct port_table *t, uint32_t p, uint32_t seq, struct port_call *call, uint32_t *off,
+			uint32_t *part)
 {
 	struct gpusys_port *port = &t->ports[p];
-	uint32_t chunks = 0;
+	uint32_t chunks = 0, trivial = 1;
 
 	if (call->flags & GPUSYS_REQ_NOREPLY) {
-		port_ack(t, p, cs);
+		port_ack(t, p, seq, 0, 0);
 		return 0;
 	}
-	port->header.status = call->status;
 	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-		uint32_t n = 0;
-		int32_t st = 0;
-		if (call->lane_mask >> l & 1) {
-			n = call->status ? 0 : call->resp_len[l];
-			st = call->lane_status[l];
-			if (n > call->cap[l]) {
-				n = 0;
-				st = -EMSGSIZE;
-			}
-			call->resp_len[l] = n;
+		if (!(call->lane_mask >> l & 1)) {
+			call->resp_len[l] = 0;
+			continue;
+		}
+		uint32_t n = call->status ? 0 : call->resp_len[l];
+		if (n > call->cap[l]) {
+			n = 0;
+			call->lane_status[l] = -EMSGSIZE;
+		}
+		call->resp_len[l] = n;
+		trivial &= n == 0 && call->lane_status[l] == 0;
+	}
+	if (!trivial) {
+		/* Inactive lanes too: the client reads only its lanes, but
+		 * stale words from an earlier message help nobody. */
+		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+			uint32_t n = call->resp_len[l];
+			port->len[l] = n;
+			port->aux[l] = (uint32_t)call->lane_status[l];
 			if (n)
 				memcpy(port->data + l * GPUSYS_INLINE_BYTES, call->resp_data[l],
 				       n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
 		}
-		port->len[l] = n;
-		port->aux[l] = (uint32_t)st;
+		if (off)
+			chunks = packets_for(stream_layout(call->lane_mask, call->resp_len, off, part));
 	}
-	if (off)
-		chunks = packets_for(stream_layout(call->lane_mask, call->resp_len, off, part));
-	port_ack(t, p, cs);
+	port_ack(t, p, seq, trivial ? GPUSYS_SW_TRIVIAL : 0, call->status);
 	return chunks;
 }
 
@@ -238,7 +251,7 @@ static enum port_step dispatch(struct port_table *t, uint32_t p, uint32_t cs, st
 /* Fast path: one packet, a service that runs inline. No allocation: the
  * payload is copied to the stack. */
 static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const struct service *svc,
-			 const struct gpusys_port_header *h, const uint32_t *len, const uint32_t *cap, unsigned slot)
+			 const struct request_head *h, const uint32_t *len, const uint32_t *cap, unsigned slot)
 {
 	struct port_call call;
 	uint8_t payload[GPUSYS_PACKET_BYTES];
@@ -297,18 +310,27 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 	count_completion(t, slot);
 }
 
-static enum port_step start_request(struct port_table *t, uint32_t p, uint32_t cs, unsigned slot,
+static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t word, unsigned slot,
 				    struct port_call **ret_call)
 {
 	struct gpusys_port *port = &t->ports[p];
-	struct gpusys_port_header h;
+	uint32_t cs = GPUSYS_WORD_SEQ(word);
+	struct request_head h = {
+		.opcode = GPUSYS_CW_OPCODE(word),
+		.flags = (GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_NOREPLY) ? GPUSYS_REQ_NOREPLY : 0,
+		.lane_mask = GPUSYS_CW_MASK(word),
+	};
 	uint32_t len[GPUSYS_WARP_LANES], cap[GPUSYS_WARP_LANES];
 	int32_t status = 0;
 
 	/* Copy out once; from here on only the copies are looked at. */
-	memcpy(&h, &port->header, sizeof(h));
-	memcpy(len, port->len, sizeof(len));
-	memcpy(cap, port->aux, sizeof(cap));
+	if (GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_EMPTY) {
+		memset(len, 0, sizeof(len));
+		memset(cap, 0, sizeof(cap));
+	} else {
+		memcpy(len, port->len, sizeof(len));
+		memcpy(cap, port->aux, sizeof(cap));
+	}
 
 	uint64_t bytes = 0;
 	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
@@ -323,15 +345,14 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint32_t c
 			cap[l] = GPUSYS_MAX_LANE_PAYLOAD;
 		bytes += len[l];
 	}
-	if (h.lane_mask == 0 || (h.lane_mask >> GPUSYS_WARP_LANES) || (h.flags & ~GPUSYS_REQ_KNOWN_FLAGS))
+	if (h.lane_mask == 0 || (GPUSYS_WORD_FLAGS(word) & ~GPUSYS_CW_KNOWN))
 		status = -EINVAL;
 	if (status) {
 		/* The lengths cannot be trusted, so neither can the stream
 		 * layout: answer at once. An honest client never gets here
 		 * (it checks the same bounds before sending). */
 		atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
-		h.flags &= GPUSYS_REQ_KNOWN_FLAGS;
-		struct port_call call = { .lane_mask = h.lane_mask & 0xffffffffu, .flags = h.flags, .status = status };
+		struct port_call call = { .lane_mask = h.lane_mask, .flags = h.flags, .status = status };
 		respond(t, p, cs, &call, NULL, NULL);
 		count_completion(t, slot);
 		port_release(t, p);
@@ -401,7 +422,7 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint32_t c
 		 * next packets are not mistaken for a new request. */
 		t->state[p] = (struct port_state){ .phase = PHASE_RECV, .chunk = 0, .chunks = packets_for(stream),
 						   .pending = pd };
-		port_ack(t, p, cs);
+		port_ack(t, p, cs, 0, 0);
 		port_release(t, p);
 		return PORT_STEP_DONE;
 	}
@@ -417,7 +438,7 @@ static enum port_step receive_packet(struct port_table *t, uint32_t p, uint32_t 
 	if (pd->call.status == 0)
 		stream_copy(t->ports[p].data, st->chunk, pd->off, pd->part, pd->call.data, 0);
 	if (++st->chunk < st->chunks) {
-		port_ack(t, p, cs);
+		port_ack(t, p, cs, 0, 0);
 		port_release(t, p);
 		return PORT_STEP_DONE;
 	}
@@ -436,7 +457,7 @@ static enum port_step send_packet(struct port_table *t, uint32_t p, uint32_t cs,
 		pending_free(t, pd);
 		count_completion(t, slot);
 	}
-	port_ack(t, p, cs);
+	port_ack(t, p, cs, 0, 0);
 	port_release(t, p);
 	return PORT_STEP_DONE;
 }
@@ -444,7 +465,8 @@ static enum port_step send_packet(struct port_table *t, uint32_t p, uint32_t cs,
 enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progress_slot,
 				struct port_call **ret_call)
 {
-	uint32_t cs = t->client_seq[p];
+	uint64_t word = t->client_word[p]; /* read once */
+	uint32_t cs = GPUSYS_WORD_SEQ(word);
 
 	if (cs == t->seen[p]) {
 		port_release(t, p);
@@ -455,7 +477,7 @@ enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progr
 
 	switch (t->state[p].phase) {
 	case PHASE_IDLE:
-		return start_request(t, p, cs, progress_slot, ret_call);
+		return start_request(t, p, word, progress_slot, ret_call);
 	case PHASE_RECV:
 		return receive_packet(t, p, cs, progress_slot, ret_call);
 	case PHASE_SEND:

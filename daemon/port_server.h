@@ -2,11 +2,11 @@
 /*
  * The daemon side of the port protocol (include/gpusys/abi.h), one port at a
  * time, with no threads of its own: pollers call port_server_step() on a
- * port whose client_seq moved, the worker pool calls port_server_finish()
+ * port whose client word moved, the worker pool calls port_server_finish()
  * for requests that had to block.
  *
  * Every packet is copied out of shared memory before it is looked at; the
- * server's own copy of server_seq (seen[]) is the truth, never the shared
+ * server's own copy of its sequence (seen[]) is the truth, never the shared
  * word; every length is bounded. A client that scribbles on its channel can
  * only get its own requests failed.
  */
@@ -26,16 +26,20 @@ struct port_state; /* private to port_server.c */
 struct port_table {
 	uint32_t num_ports;
 	struct gpusys_channel_header *hdr; /* shared */
-	volatile uint32_t *client_seq;     /* shared, client-written */
-	volatile uint32_t *server_seq;     /* shared, written here only */
+	volatile uint64_t *client_word;    /* shared, client-written */
+	volatile uint64_t *server_word;    /* shared, written here only */
 	struct gpusys_port *ports;         /* shared */
-	uint32_t *seen;                    /* private: what we last wrote to server_seq[] */
+	uint16_t *seen;                    /* private: the sequence we last acknowledged */
 	atomic_uchar *claim;               /* private: 1 while a daemon thread works on the port */
 	struct port_state *state;          /* private: per-port message assembly */
 	void *owner;                       /* the session, for services */
 	atomic_uint_fast64_t mem_used;     /* bytes held for this client's requests */
 	uint64_t mem_budget;               /* bound on mem_used (-ENOMEM past it) */
-	atomic_uint_fast64_t requests;     /* requests completed (for status) */
+	/* Requests completed, one counter per daemon thread (progress slot),
+	 * each written by its thread only: no locked instruction on the hot
+	 * path. The shared progress[] words are copies of these, so a client
+	 * scribbling on its header cannot skew what we count. */
+	atomic_uint_fast64_t completed[GPUSYS_PROGRESS_SLOTS];
 	atomic_uint_fast64_t rejected;     /* requests refused as malformed */
 	/* Per-client state of services that keep some (print buffers, open
 	 * files), created on first use and torn down by port_table_fini()
@@ -93,10 +97,26 @@ int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports
 		    uint64_t mem_budget);
 void port_table_fini(struct port_table *t);
 
+/* Requests this table has completed, summed over the threads. */
+static inline uint64_t port_table_requests(const struct port_table *t)
+{
+	uint64_t n = 0;
+	for (unsigned i = 0; i < GPUSYS_PROGRESS_SLOTS; i++)
+		n += atomic_load_explicit(&t->completed[i], memory_order_relaxed);
+	return n;
+}
+
 /* Cheap test for work: reads the shared word once. */
 static inline bool port_pending(const struct port_table *t, uint32_t p)
 {
-	return t->client_seq[p] != t->seen[p];
+	return GPUSYS_WORD_SEQ(t->client_word[p]) != t->seen[p];
+}
+
+/* For status: a daemon thread holds the port or the client has moved. A
+ * racy read, good enough for a report. */
+static inline bool port_in_use(const struct port_table *t, uint32_t p)
+{
+	return atomic_load_explicit(&t->claim[p], memory_order_relaxed) || port_pending(t, p);
 }
 
 static inline bool port_try_claim(struct port_table *t, uint32_t p)

@@ -78,7 +78,7 @@ uint32_t session_ports_in_use(const struct session *s);
 
 static inline uint64_t session_requests(const struct session *s)
 {
-	return atomic_load_explicit(&s->ports.requests, memory_order_relaxed);
+	return port_table_requests(&s->ports);
 }
 
 static inline uint64_t session_rejected(const struct session *s)

@@ -97,9 +97,11 @@ GPUSYS_FN uint32_t gpusys_load_shared_u32(const volatile uint32_t *p)
 	return v;
 }
 
-GPUSYS_FN void gpusys_store_shared_u32(volatile uint32_t *p, uint32_t v)
+GPUSYS_FN uint64_t gpusys_load_shared_u64(const volatile uint64_t *p)
 {
-	asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+	uint64_t v;
+	asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
 }
 
 GPUSYS_FN void gpusys_store_shared_u64(volatile uint64_t *p, uint64_t v)
@@ -227,9 +229,9 @@ static inline uint32_t gpusys_load_shared_u32(const volatile uint32_t *p)
 	return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
-static inline void gpusys_store_shared_u32(volatile uint32_t *p, uint32_t v)
+static inline uint64_t gpusys_load_shared_u64(const volatile uint64_t *p)
 {
-	__atomic_store_n(p, v, __ATOMIC_RELAXED);
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
 static inline void gpusys_store_shared_u64(volatile uint64_t *p, uint64_t v)

@@ -94,11 +94,13 @@ GPUSYS_FN int gpusys_channel_dead(const gpusys_dev_t *dev)
 	return 0;
 }
 
-/* Wait until the port is the client's (server_seq == seq). Leader only. */
-GPUSYS_FN int gpusys_wait_owned(const gpusys_dev_t *dev, uint32_t p, uint32_t seq)
+/* Wait until the port is the client's (the sequence in the server word is
+ * ours); returns the server word in *ret_word. Leader only. */
+GPUSYS_FN int gpusys_wait_owned(const gpusys_dev_t *dev, uint32_t p, uint32_t seq, uint64_t *ret_word)
 {
 	uint32_t spins = 0;
-	while (gpusys_load_shared_u32(&dev->server_seq[p]) != seq) {
+	uint64_t w;
+	while (GPUSYS_WORD_SEQ(w = gpusys_load_shared_u64(&dev->server_word[p])) != (seq & GPUSYS_SEQ_MASK)) {
 		gpusys_spin_pause();
 		if (++spins % GPUSYS_SPIN_CHECK_EVERY == 0) {
 			int dead = gpusys_channel_dead(dev);
@@ -107,18 +109,20 @@ GPUSYS_FN int gpusys_wait_owned(const gpusys_dev_t *dev, uint32_t p, uint32_t se
 		}
 	}
 	gpusys_fence_acquire();
+	*ret_word = w;
 	return 0;
 }
 
-/* Hand the port to the daemon: every lane's stores first, then the flag. */
-GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32_t p, uint32_t seq,
+/* Hand the port to the daemon: every lane's stores first, then the word.
+ * word is the client word less its sequence. */
+GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32_t p, uint32_t seq, uint64_t word,
 				  int first_packet)
 {
 	gpusys_fence_release();
 	gpusys_lane_sync(mask);
-	seq++;
+	seq = (seq + 1) & GPUSYS_SEQ_MASK;
 	if (gpusys_lane_is_leader(mask)) {
-		gpusys_store_shared_u32(&dev->client_seq[p], seq);
+		gpusys_store_shared_u64(&dev->client_word[p], word | seq);
 		if (first_packet)
 			gpusys_store_shared_u64(&dev->hdr->doorbell, gpusys_counter_next(dev->submitted));
 		gpusys_fence_flush();
@@ -182,50 +186,57 @@ GPUSYS_FN int gpusys_rpc(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flag
 	uint32_t part[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	uint32_t off[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	struct gpusys_port *port;
-	uint32_t p = 0, seq = 0, total;
+	uint32_t p = 0, seq = 0, total, rcu = 0;
+	uint64_t word, sw = 0;
 	int rc = 0;
 
-	if (gpusys_lane_max(mask, in_len) > GPUSYS_MAX_LANE_PAYLOAD)
+	if (flags & ~GPUSYS_REQ_KNOWN_FLAGS)
+		return -EINVAL;
+	uint32_t biggest = gpusys_lane_max(mask, in_len);
+	if (biggest > GPUSYS_MAX_LANE_PAYLOAD)
 		return -E2BIG;
+	/* EMPTY: no lane sends or expects bytes, so len[] and aux[] stay
+	 * untouched and the daemon reads only our word. */
+	int empty = biggest == 0 && (!out_cap || gpusys_lane_max(mask, out_cap) == 0);
+	word = gpusys_client_word(0, (flags & GPUSYS_REQ_NOREPLY ? GPUSYS_CW_NOREPLY : 0) | (empty ? GPUSYS_CW_EMPTY : 0),
+				  opcode, mask & 0xffffffffu);
 
 	/* Own a port: lock it, then wait until the daemon has handed it back
 	 * (a fire-and-forget request of a previous holder may be in flight). */
 	if (gpusys_lane_is_leader(mask)) {
 		p = gpusys_port_lock(dev);
 		seq = dev->locks[p].seq;
-		rc = gpusys_wait_owned(dev, p, seq);
+		rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
 	}
 	p = gpusys_lane_bcast_u32(mask, p);
 	seq = gpusys_lane_bcast_u32(mask, seq);
-	rc = (int)gpusys_lane_bcast_u32(mask, (uint32_t)rc);
+	rc = (int)gpusys_lane_bcast_u32(mask, rcu);
 	if (rc)
 		goto unlock;
-
 	port = &dev->ports[p];
 
-	/* Packet 0: header, lengths, capacities, inline bytes. */
-	if (gpusys_lane_is_leader(mask)) {
-		port->header.opcode = opcode;
-		port->header.flags = flags;
-		port->header.lane_mask = mask;
+	/* Packet 0: lengths, capacities, inline bytes (none of it when empty). */
+	total = 0;
+	if (!empty) {
+		GPUSYS_FOR_EACH_LANE(mask, l)
+		{
+			uint32_t n = in_len[GPUSYS_LI(l)];
+			port->len[l] = n;
+			port->aux[l] = out_cap ? out_cap[GPUSYS_LI(l)] : 0;
+			gpusys_copy_to_channel(port->data + l * GPUSYS_INLINE_BYTES, (const uint8_t *)in[GPUSYS_LI(l)],
+					       n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
+			part[GPUSYS_LI(l)] = gpusys_stream_part(n);
+		}
+		if (biggest > GPUSYS_INLINE_BYTES)
+			total = gpusys_lane_exscan(mask, part, off);
 	}
-	GPUSYS_FOR_EACH_LANE(mask, l)
-	{
-		uint32_t n = in_len[GPUSYS_LI(l)];
-		port->len[l] = n;
-		port->aux[l] = out_cap ? out_cap[GPUSYS_LI(l)] : 0;
-		gpusys_copy_to_channel(port->data + l * GPUSYS_INLINE_BYTES, (const uint8_t *)in[GPUSYS_LI(l)],
-				       n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
-		part[GPUSYS_LI(l)] = gpusys_stream_part(n);
-	}
-	total = gpusys_lane_exscan(mask, part, off);
-	seq = gpusys_publish(dev, mask, p, seq, 1);
+	seq = gpusys_publish(dev, mask, p, seq, word, 1);
 
 	/* Request stream: each further packet once the daemon took the last. */
 	for (uint32_t k = 0; k * GPUSYS_PACKET_BYTES < total; k++) {
 		if (gpusys_lane_is_leader(mask))
-			rc = gpusys_wait_owned(dev, p, seq);
-		rc = (int)gpusys_lane_bcast_u32(mask, (uint32_t)rc);
+			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
+		rc = (int)gpusys_lane_bcast_u32(mask, rcu);
 		if (rc)
 			goto unlock;
 		GPUSYS_FOR_EACH_LANE(mask, l)
@@ -233,20 +244,30 @@ GPUSYS_FN int gpusys_rpc(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flag
 			gpusys_stream_chunk(port->data, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)],
 					    (uint8_t *)in[GPUSYS_LI(l)], 1);
 		}
-		seq = gpusys_publish(dev, mask, p, seq, 0);
+		seq = gpusys_publish(dev, mask, p, seq, word, 0);
 	}
 
 	if (flags & GPUSYS_REQ_NOREPLY)
 		goto unlock; /* the next holder waits for the daemon's ack */
 
-	/* Response packet 0. */
-	if (gpusys_lane_is_leader(mask))
-		rc = gpusys_wait_owned(dev, p, seq);
-	rc = (int)gpusys_lane_bcast_u32(mask, (uint32_t)rc);
+	/* Response packet 0: the status is in the server word. */
+	if (gpusys_lane_is_leader(mask)) {
+		rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
+		if (!rcu)
+			rcu = (uint32_t)GPUSYS_SW_STATUS(sw);
+	}
+	rc = (int)gpusys_lane_bcast_u32(mask, rcu);
 	if (rc)
 		goto unlock;
+	if (GPUSYS_WORD_FLAGS(gpusys_lane_bcast_u32(mask, (uint32_t)sw)) & GPUSYS_SW_TRIVIAL) {
+		GPUSYS_FOR_EACH_LANE(mask, l)
+		{
+			out_len[GPUSYS_LI(l)] = 0;
+			lane_status[GPUSYS_LI(l)] = 0;
+		}
+		goto unlock;
+	}
 	gpusys_lane_sync(mask);
-	rc = *(volatile int32_t *)&port->header.status;
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
 		uint32_t n = *(volatile uint32_t *)&port->len[l];
@@ -260,14 +281,14 @@ GPUSYS_FN int gpusys_rpc(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flag
 					 n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
 		part[GPUSYS_LI(l)] = gpusys_stream_part(n);
 	}
-	total = rc ? 0 : gpusys_lane_exscan(mask, part, off);
+	total = gpusys_lane_exscan(mask, part, off);
 
 	/* Response stream: ask for each further packet, then read it. */
 	for (uint32_t k = 0; k * GPUSYS_PACKET_BYTES < total; k++) {
-		seq = gpusys_publish(dev, mask, p, seq, 0);
+		seq = gpusys_publish(dev, mask, p, seq, word, 0);
 		if (gpusys_lane_is_leader(mask))
-			rc = gpusys_wait_owned(dev, p, seq);
-		rc = (int)gpusys_lane_bcast_u32(mask, (uint32_t)rc);
+			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
+		rc = (int)gpusys_lane_bcast_u32(mask, rcu);
 		if (rc)
 			goto unlock;
 		gpusys_lane_sync(mask);

@@ -28,16 +28,20 @@ int gpusys_emu_open(void *channel_base, struct gpusys_emu **ret)
 	if (r < 0)
 		return r;
 
-	struct gpusys_emu *emu = calloc(1, sizeof(*emu) + hdr->num_ports * sizeof(struct gpusys_port_lock));
+	/* Port locks, then the bulk slot locks (include/gpusys/dev.h). */
+	uint32_t bulk_slots = gpusys_bulk_slots(hdr->bulk_bytes);
+	struct gpusys_emu *emu = calloc(1, sizeof(*emu) + hdr->num_ports * sizeof(struct gpusys_port_lock) +
+						   bulk_slots * sizeof(uint32_t));
 	if (!emu)
 		return -ENOMEM;
-	/* Our private copy of each client_seq starts where the shared words
+	/* Our private copy of each sequence starts where the shared words
 	 * are: a fresh channel is all zeros, but a handle opened again over a
 	 * used channel must continue the sequence. */
-	const volatile uint32_t *cs = (const volatile uint32_t *)((const uint8_t *)channel_base + hdr->client_seq_offset);
+	const volatile uint64_t *cw = (const volatile uint64_t *)((const uint8_t *)channel_base + hdr->client_word_offset);
 	for (uint32_t p = 0; p < hdr->num_ports; p++)
-		emu->locks[p].seq = cs[p];
+		emu->locks[p].seq = GPUSYS_WORD_SEQ(cw[p]);
 	gpusys_dev_fill(&emu->dev, channel_base, hdr, emu->locks, &emu->submitted);
+	gpusys_dev_set_bulk_locks(&emu->dev, (uint32_t *)(emu->locks + hdr->num_ports));
 	*ret = emu;
 	return 0;
 }

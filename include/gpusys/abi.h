@@ -9,45 +9,51 @@
  *
  * The channel, in order (offsets are in the header, all page aligned):
  *
- *   header      struct gpusys_channel_header, GPUSYS_HEADER_BYTES. Written by the daemon
- *               before the memory is shared, read-only afterwards, except for
- *               the words whose comment names another single writer.
- *   client_seq  uint32_t[num_ports]  written by the client only
- *   server_seq  uint32_t[num_ports]  written by the daemon only
- *   ports       struct gpusys_port[num_ports]
- *   bulk        bulk_bytes of data area (large transfers; file I/O)
+ *   header       struct gpusys_channel_header, GPUSYS_HEADER_BYTES. Written by
+ *                the daemon before the memory is shared, read-only afterwards,
+ *                except for the words whose comment names another writer.
+ *   client_word  uint64_t[num_ports]  written by the client only
+ *   server_word  uint64_t[num_ports]  written by the daemon only
+ *   ports        struct gpusys_port[num_ports]
+ *   bulk         bulk_bytes of data area (large transfers; file I/O)
  *
  * Ownership of a port (after LLVM libc's GPU RPC): the client owns port p
- * when client_seq[p] == server_seq[p], the daemon owns it when they differ.
- * Each side only ever increments/copies its own word, so every shared word
- * has exactly one writer: GPU atomics on host memory are not atomic with
- * respect to the CPU on the machines we target
- * (CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED = 0).
+ * when the sequence fields of client_word[p] and server_word[p] are equal,
+ * the daemon owns it when they differ. Each side only ever writes its own
+ * word, with one 64-bit store, so every shared word has exactly one writer:
+ * GPU atomics on host memory are not atomic with respect to the CPU on the
+ * machines we target (CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED = 0).
+ *
+ * The words carry more than the sequence: the client word holds the opcode,
+ * the lane mask and flags of the request, the server word the request's
+ * status. A request with no payload (NOOP, and any call whose lanes send and
+ * expect nothing) is then one word each way: on a GPU every further line read
+ * across PCIe costs about a microsecond.
  *
  * A message (request or response) is one or more packets:
- *   packet 0   port header, per-lane len[] and aux[] words, and each
- *              active lane's first GPUSYS_INLINE_BYTES bytes (its 64-byte
- *              slot of data[]); see struct gpusys_port
+ *   packet 0   the words, per-lane len[] and aux[] (unless the word's EMPTY /
+ *              TRIVIAL flag says they are all zero), and each active lane's
+ *              first GPUSYS_INLINE_BYTES bytes (its 64-byte slot of data[])
  *   packet k>0 (streaming) GPUSYS_PACKET_BYTES raw bytes of the "stream":
  *              the concatenation, in lane order, of every active lane's
  *              bytes beyond its first GPUSYS_INLINE_BYTES. Both sides derive
  *              the stream layout from the lens in packet 0.
- * Client -> daemon: the client writes a packet and increments client_seq;
- * the daemon consumes it and acknowledges by setting server_seq equal (the
- * port is the client's again) and, for the last request packet, having
- * written response packet 0 first. For a streamed response the client
- * increments client_seq to ask for each further packet; the daemon writes it
- * and sets server_seq equal. When the client has read the last response
- * packet it owns the port and releases its (private) port lock.
+ * Client -> daemon: the client writes a packet and bumps the sequence in its
+ * word; the daemon consumes it and acknowledges by writing the same sequence
+ * in its word (the port is the client's again), for the last request packet
+ * after having written response packet 0. For a streamed response the client
+ * bumps its sequence to ask for each further packet; the daemon writes it
+ * and acknowledges. When the client has read the last response packet it owns
+ * the port and releases its (private) port lock.
  *
  * Fire-and-forget (GPUSYS_REQ_NOREPLY): the client publishes the last request
  * packet and releases the port lock without waiting. The daemon acknowledges
- * once it has copied the request out; the next user of the port waits for
- * that acknowledgement before writing (ownership rule above).
+ * once it has served the request; the next user of the port waits for that
+ * acknowledgement before writing (ownership rule above).
  *
- * The daemon treats all of this memory as hostile: it copies a packet out
- * before looking at it, keeps its own copy of server_seq, and bounds every
- * length (see daemon/port_server.c).
+ * The daemon treats all of this memory as hostile: it reads the client word
+ * once, copies a packet out before looking at it, keeps its own copy of its
+ * sequence, and bounds every length (see daemon/port_server.c).
  */
 #ifndef GPUSYS_ABI_H
 #define GPUSYS_ABI_H
@@ -68,7 +74,7 @@
 #endif
 
 #define GPUSYS_CHANNEL_MAGIC UINT32_C(0x53595347) /* "GSYS" little endian */
-#define GPUSYS_ABI_VERSION 1u
+#define GPUSYS_ABI_VERSION 2u
 
 #define GPUSYS_WARP_LANES 32u     /* lanes per packet (one NVIDIA warp) */
 #define GPUSYS_SLOT_BYTES 64u     /* one lane's share of a packet */
@@ -88,8 +94,9 @@ enum gpusys_opcode {
 	GPUSYS_OP_NOOP = 1, /* no payload; status 0 */
 	GPUSYS_OP_ECHO = 2, /* payload returned unchanged */
 
-	/* Print service: 0x0100.. */
-	GPUSYS_OP_PRINT = 0x0100,
+	/* Print service: 0x0100.. (include/gpusys/print.h) */
+	GPUSYS_OP_PRINT = 0x0100,       /* one line per lane; status = bytes printed */
+	GPUSYS_OP_PRINT_FLUSH = 0x0101, /* wait until accepted lines are written */
 
 	/* File service: 0x0200.. */
 	GPUSYS_OP_FILE_FIRST = 0x0200,
@@ -99,11 +106,50 @@ enum gpusys_opcode {
 	GPUSYS_OP_USER_FIRST = 0x8000,
 };
 
-/* Request flags (port header .flags). Unknown bits are rejected. */
+/* Request flags a caller may pass. */
 enum gpusys_req_flags {
 	GPUSYS_REQ_NOREPLY = 1u << 0, /* fire-and-forget: no response packet */
 	GPUSYS_REQ_KNOWN_FLAGS = GPUSYS_REQ_NOREPLY,
 };
+
+/*
+ * The client word (client_word[p]): one 64-bit store per packet.
+ *   bits  0..11  sequence (counts packets, modulo 4096)
+ *   bits 12..15  GPUSYS_CW_* flags; unknown ones are rejected
+ *   bits 16..31  opcode
+ *   bits 32..63  lane mask (lane i = bit 32 + i)
+ * Opcode, flags and mask are those of the message; stream packets repeat them.
+ */
+#define GPUSYS_SEQ_MASK 0xfffu
+#define GPUSYS_CW_NOREPLY (1u << 12) /* GPUSYS_REQ_NOREPLY */
+#define GPUSYS_CW_EMPTY (1u << 13)   /* every lane: len 0, cap 0; len[]/aux[] not written */
+#define GPUSYS_CW_KNOWN (GPUSYS_CW_NOREPLY | GPUSYS_CW_EMPTY)
+
+/*
+ * The server word (server_word[p]): one 64-bit store per acknowledgement.
+ *   bits  0..11  sequence: equal to the client's when the port is the client's
+ *   bits 12..15  GPUSYS_SW_* flags
+ *   bits 32..63  request status (int32_t: 0 or -errno), for packet 0 of a
+ *                response
+ */
+#define GPUSYS_SW_TRIVIAL (1u << 12) /* every lane: len 0, status 0; len[]/aux[] not written */
+
+GPUSYS_ABI_FN uint64_t gpusys_client_word(uint32_t seq, uint32_t cw_flags, uint32_t opcode, uint64_t mask)
+{
+	return (uint64_t)(seq & GPUSYS_SEQ_MASK) | (uint64_t)(cw_flags & 0xf000u) | ((uint64_t)(opcode & 0xffffu) << 16) |
+	       (mask << 32);
+}
+
+GPUSYS_ABI_FN uint64_t gpusys_server_word(uint32_t seq, uint32_t sw_flags, int32_t status)
+{
+	return (uint64_t)(seq & GPUSYS_SEQ_MASK) | (uint64_t)(sw_flags & 0xf000u) | ((uint64_t)(uint32_t)status << 32);
+}
+
+#define GPUSYS_WORD_SEQ(w) ((uint32_t)(w) & GPUSYS_SEQ_MASK)
+#define GPUSYS_WORD_FLAGS(w) ((uint32_t)(w) & 0xf000u)
+#define GPUSYS_CW_OPCODE(w) ((uint16_t)((w) >> 16))
+#define GPUSYS_CW_MASK(w) ((uint32_t)((w) >> 32))
+#define GPUSYS_SW_STATUS(w) ((int32_t)(uint32_t)((w) >> 32))
 
 /* Status codes. Per-lane and per-request statuses are 0 or a negative Linux
  * errno value (both ends of a channel are Linux processes on one host), so
@@ -138,8 +184,8 @@ struct gpusys_channel_header {
 	uint32_t num_ports;
 	uint32_t header_bytes;
 	uint64_t total_bytes;
-	uint64_t client_seq_offset;
-	uint64_t server_seq_offset;
+	uint64_t client_word_offset;
+	uint64_t server_word_offset;
 	uint64_t ports_offset;
 	uint64_t bulk_offset;
 	uint64_t bulk_bytes;
@@ -171,20 +217,9 @@ struct gpusys_channel_header {
 GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_channel_header) <= GPUSYS_HEADER_BYTES,
 		     "channel header must fit its pages");
 
-struct gpusys_port_header {
-	uint16_t opcode;      /* enum gpusys_opcode or user opcode */
-	uint16_t flags;       /* enum gpusys_req_flags */
-	uint32_t reserved0;
-	uint64_t lane_mask;   /* active lanes; bit i = lane i */
-	int32_t status;       /* response: whole-request status, 0 or -errno */
-	uint32_t reserved1;
-	uint8_t reserved[40];
-};
-GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_port_header) == 64, "port header is one line");
-
 /*
- * A port. Packet 0 of a message uses header, len[], aux[] and data (lane i's
- * first GPUSYS_INLINE_BYTES bytes at data[i * GPUSYS_INLINE_BYTES]). The
+ * A port. Packet 0 of a message uses len[], aux[] and data (lane i's first
+ * GPUSYS_INLINE_BYTES bytes at data[i * GPUSYS_INLINE_BYTES]). The
  * per-lane words are arrays rather than fields of each lane's slot so that a
  * warp writes all its lengths with one coalesced 128-byte store.
  *   request:  len[i] = payload bytes of lane i, aux[i] = bytes lane i can
@@ -194,20 +229,19 @@ GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_port_header) == 64, "port header is on
  * Stream packets (k > 0) use only data[], as GPUSYS_PACKET_BYTES raw bytes.
  */
 struct gpusys_port {
-	struct gpusys_port_header header;
 	uint32_t len[GPUSYS_WARP_LANES];
 	uint32_t aux[GPUSYS_WARP_LANES];
 	uint8_t data[GPUSYS_PACKET_BYTES];
 };
-GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_port) == 64 + 256 + GPUSYS_PACKET_BYTES, "port size");
+GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_port) == 256 + GPUSYS_PACKET_BYTES, "port size");
 GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_port) % 64 == 0, "ports stay line aligned");
 
 /* Where the channel's regions lie for a given port count and bulk size. The
  * daemon computes it when creating a channel; the client recomputes it and
  * rejects a header that disagrees. */
 struct gpusys_channel_layout {
-	uint64_t client_seq_offset;
-	uint64_t server_seq_offset;
+	uint64_t client_word_offset;
+	uint64_t server_word_offset;
 	uint64_t ports_offset;
 	uint64_t bulk_offset;
 	uint64_t bulk_bytes;
@@ -223,11 +257,11 @@ GPUSYS_ABI_FN struct gpusys_channel_layout gpusys_channel_layout(uint32_t num_po
 								  uint64_t granularity)
 {
 	struct gpusys_channel_layout l;
-	uint64_t seq_bytes = gpusys_align_up((uint64_t)num_ports * 4u, GPUSYS_PAGE_BYTES);
+	uint64_t word_bytes = gpusys_align_up((uint64_t)num_ports * 8u, GPUSYS_PAGE_BYTES);
 
-	l.client_seq_offset = GPUSYS_HEADER_BYTES;
-	l.server_seq_offset = l.client_seq_offset + seq_bytes;
-	l.ports_offset = l.server_seq_offset + seq_bytes;
+	l.client_word_offset = GPUSYS_HEADER_BYTES;
+	l.server_word_offset = l.client_word_offset + word_bytes;
+	l.ports_offset = l.server_word_offset + word_bytes;
 	l.bulk_offset = gpusys_align_up(l.ports_offset + (uint64_t)num_ports * sizeof(struct gpusys_port),
 					GPUSYS_PAGE_BYTES);
 	l.bulk_bytes = gpusys_align_up(bulk_bytes, GPUSYS_PAGE_BYTES);
@@ -247,8 +281,8 @@ static inline void gpusys_channel_format(void *base, uint32_t num_ports, const s
 	h->num_ports = num_ports;
 	h->header_bytes = GPUSYS_HEADER_BYTES;
 	h->total_bytes = l->total_bytes;
-	h->client_seq_offset = l->client_seq_offset;
-	h->server_seq_offset = l->server_seq_offset;
+	h->client_word_offset = l->client_word_offset;
+	h->server_word_offset = l->server_word_offset;
 	h->ports_offset = l->ports_offset;
 	h->bulk_offset = l->bulk_offset;
 	h->bulk_bytes = l->bulk_bytes;

@@ -207,37 +207,37 @@ static void test_errors(void **state)
 	/* a payload over the protocol maximum is refused before sending */
 	len[0] = GPUSYS_MAX_LANE_PAYLOAD + 1;
 	assert_int_equal(gpusys_emu_echo(dev, 0x1, in, len, out, cap, got, st), -E2BIG);
-	/* a mask outside the warp */
+	/* an empty mask, and a flag nobody knows */
 	assert_int_equal(gpusys_emu_noop(dev, 0), -EINVAL);
+	assert_int_equal(gpusys_emu_rpc(dev, GPUSYS_OP_ECHO, 0x40, 0x1, in, len, out, cap, got, st), -EINVAL);
 
 	/* Malformed requests written by hand, as a hostile client would. */
 	struct gpusys_port *port = &dev->ports[0];
 	uint32_t seq = dev->locks[0].seq;
 	struct {
-		uint16_t flags;
-		uint64_t mask;
+		uint32_t cw_flags;
+		uint32_t mask;
 		uint32_t len0;
 		int32_t want;
 	} bad[] = {
-		{ 0x8000, 1, 0, -EINVAL },                     /* unknown flag */
+		{ 1u << 15, 1, 0, -EINVAL },                   /* unknown flag */
 		{ 0, 0, 0, -EINVAL },                          /* empty mask */
-		{ 0, 1ull << 40, 0, -EINVAL },                 /* lane outside the warp */
 		{ 0, 1, GPUSYS_MAX_LANE_PAYLOAD + 1, -E2BIG }, /* oversized lane */
 		{ 0, 1, 0xffffffffu, -E2BIG },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		port->header.opcode = GPUSYS_OP_ECHO;
-		port->header.flags = bad[i].flags;
-		port->header.lane_mask = bad[i].mask;
 		port->len[0] = bad[i].len0;
 		port->aux[0] = 64;
-		__atomic_store_n(&dev->client_seq[0], ++seq, __ATOMIC_RELEASE);
-		while (__atomic_load_n(&dev->server_seq[0], __ATOMIC_ACQUIRE) != seq)
+		seq = (seq + 1) & GPUSYS_SEQ_MASK;
+		__atomic_store_n(&dev->client_word[0], gpusys_client_word(seq, bad[i].cw_flags, GPUSYS_OP_ECHO, bad[i].mask),
+				 __ATOMIC_RELEASE);
+		uint64_t w;
+		while (GPUSYS_WORD_SEQ(w = __atomic_load_n(&dev->server_word[0], __ATOMIC_ACQUIRE)) != seq)
 			;
-		assert_int_equal(port->header.status, bad[i].want);
+		assert_int_equal(GPUSYS_SW_STATUS(w), bad[i].want);
 	}
 	dev->locks[0].seq = seq;
-	assert_true(atomic_load(&s->table.rejected) >= 5);
+	assert_true(atomic_load(&s->table.rejected) >= 4);
 	/* and the channel still serves */
 	len[0] = 10;
 	assert_int_equal(gpusys_emu_echo(dev, 0xffffffffu, in, len, out, cap, got, st), 0);
@@ -257,16 +257,16 @@ static void *scribble(void *p)
 	uint8_t *base = a->s->base;
 	const struct gpusys_channel_header *h = a->s->base;
 	/* Everything past the header page is the client's to scribble on. */
-	size_t lo = h->client_seq_offset, span = h->bulk_offset - lo;
+	size_t lo = h->client_word_offset, span = h->bulk_offset - lo;
 
 	while (!atomic_load(&a->stop)) {
 		size_t at = lo + rng_next(&rng) % span;
 		base[at] = (uint8_t)rng_next(&rng);
 		if ((rng_next(&rng) & 15) == 0) {
-			/* flip a client_seq so the server looks at garbage */
+			/* move a client word so the server looks at garbage */
 			uint32_t port = (uint32_t)(rng_next(&rng) % a->s->table.num_ports);
-			volatile uint32_t *cs = (volatile uint32_t *)(base + h->client_seq_offset);
-			cs[port] += 1;
+			volatile uint64_t *cw = (volatile uint64_t *)(base + h->client_word_offset);
+			cw[port] += 1 + (rng_next(&rng) << 12);
 		}
 	}
 	return NULL;
