@@ -1,18 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One mutex-protected queue (an array of call pointers) and a condition
- * variable. A worker takes calls in batches so the lock is not taken per
- * call under load. NOTE: the batch is the whole queue only when no other
- * worker is idle; otherwise the worker takes its equal share, because these
- * calls may block (file I/O) and a whole queue behind one blocked worker
- * would wait for nothing while other workers sleep.
+ * One mutex-protected FIFO (a ring of call pointers) and a condition
+ * variable; submit signals only when a worker is asleep.
  *
- * The queue array and each worker's batch array swap owners instead of
- * copying, so after warm-up submitting allocates nothing.
+ * NOTE: a worker takes one call at a time, not the whole queue. These calls
+ * are the ones that may block (file I/O on a slow disk, a pipe nobody
+ * reads): in a batch, every call behind a blocked one would wait for it
+ * while other workers sleep (tests/daemon/test_pool.c shows it). The lock
+ * costs tens of nanoseconds per call, nothing next to the hand-off itself
+ * and the system call that follows.
+ *
+ * The ring grows by doubling and never shrinks, so after warm-up submitting
+ * allocates nothing.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,29 +27,30 @@ struct worker {
 	struct pool *pool;
 	pthread_t thread;
 	unsigned slot;
-	struct port_call **batch; /* owned by this worker between swaps */
-	size_t batch_cap;
 };
 
 struct pool {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct port_call **q;
-	size_t len, cap;
-	unsigned idle; /* workers waiting on cv */
+	struct port_call **ring;
+	size_t cap, head, len; /* cap: 0 or a power of two */
+	unsigned idle;         /* workers waiting on cv */
+	unsigned running;      /* workers that reached their loop (start-up barrier) */
 	bool stop;
 	pool_run_fn run;
 	void *arg;
-	unsigned running; /* workers that reached their loop (start-up barrier) */
 	unsigned nworkers;
 	struct worker workers[];
 };
 
-static void *worker_main(void *p_)
+static void *worker_main(void *w_)
 {
-	struct worker *w = p_;
+	struct worker *w = w_;
 	struct pool *p = w->pool;
+	char name[16];
 
+	snprintf(name, sizeof(name), "gpusysd-work%u", w->slot);
+	pthread_setname_np(pthread_self(), name);
 	pthread_mutex_lock(&p->mu);
 	/* Start-up barrier: pool_create returns once every worker is here. */
 	p->running++;
@@ -57,52 +62,12 @@ static void *worker_main(void *p_)
 			p->idle--;
 		}
 		if (p->len == 0)
-			break; /* stopping and drained */
-
-		size_t take = p->len;
-		if (p->idle > 0)
-			take = (p->len + p->idle) / (p->idle + 1);
-		size_t n;
-		if (take == p->len) {
-			/* Whole queue: swap arrays. */
-			struct port_call **q = p->q;
-			size_t cap = p->cap;
-			p->q = w->batch;
-			p->cap = w->batch_cap;
-			w->batch = q;
-			w->batch_cap = cap;
-			n = p->len;
-			p->len = 0;
-		} else {
-			/* A share from the tail; the batch array is at least
-			 * as large as a share, or we grow it. */
-			if (w->batch_cap < take) {
-				struct port_call **b = realloc(w->batch, take * sizeof(*b));
-				if (!b)
-					take = w->batch_cap ? w->batch_cap : 0;
-				else {
-					w->batch = b;
-					w->batch_cap = take;
-				}
-			}
-			if (take == 0) {
-				/* No memory even for one: run one in place. */
-				struct port_call *c = p->q[--p->len];
-				pthread_mutex_unlock(&p->mu);
-				p->run(c, w->slot, p->arg);
-				pthread_mutex_lock(&p->mu);
-				continue;
-			}
-			p->len -= take;
-			memcpy(w->batch, p->q + p->len, take * sizeof(*w->batch));
-			n = take;
-			/* Leftovers: wake another idle worker. */
-			if (p->len && p->idle)
-				pthread_cond_signal(&p->cv);
-		}
+			break; /* stopping, and drained */
+		struct port_call *call = p->ring[p->head];
+		p->head = (p->head + 1) & (p->cap - 1);
+		p->len--;
 		pthread_mutex_unlock(&p->mu);
-		for (size_t i = 0; i < n; i++)
-			p->run(w->batch[i], w->slot, p->arg);
+		p->run(call, w->slot, p->arg);
 		pthread_mutex_lock(&p->mu);
 	}
 	pthread_mutex_unlock(&p->mu);
@@ -136,8 +101,8 @@ int pool_create(unsigned nworkers, unsigned first_slot, pool_run_fn run, void *a
 	}
 	p->nworkers = started;
 	pthread_mutex_lock(&p->mu);
-	/* Workers count themselves in and broadcast; the ones already idle
-	 * also wait on cv, so this loop may wake them: harmless. */
+	/* Workers count themselves in and broadcast; waking idle ones on the
+	 * way is harmless. */
 	while (p->running < started)
 		pthread_cond_wait(&p->cv, &p->mu);
 	pthread_mutex_unlock(&p->mu);
@@ -146,6 +111,22 @@ int pool_create(unsigned nworkers, unsigned first_slot, pool_run_fn run, void *a
 		return r;
 	}
 	*ret = p;
+	return 0;
+}
+
+/* Lock held. Double the ring, keeping FIFO order. */
+static int grow(struct pool *p)
+{
+	size_t cap = p->cap ? p->cap * 2 : 64;
+	struct port_call **ring = malloc(cap * sizeof(*ring));
+	if (!ring)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->len; i++)
+		ring[i] = p->ring[(p->head + i) & (p->cap - 1)];
+	free(p->ring);
+	p->ring = ring;
+	p->cap = cap;
+	p->head = 0;
 	return 0;
 }
 
@@ -158,17 +139,10 @@ int pool_submit(struct pool *p, struct port_call *call)
 		r = -ESHUTDOWN;
 		goto out;
 	}
-	if (p->len == p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 64;
-		struct port_call **q = realloc(p->q, cap * sizeof(*q));
-		if (!q) {
-			r = -ENOMEM;
-			goto out;
-		}
-		p->q = q;
-		p->cap = cap;
-	}
-	p->q[p->len++] = call;
+	if (p->len == p->cap && (r = grow(p)) < 0)
+		goto out;
+	p->ring[(p->head + p->len) & (p->cap - 1)] = call;
+	p->len++;
 	/* Only a sleeping worker needs a signal; a busy one comes back for
 	 * the queue by itself. */
 	if (p->idle)
@@ -194,12 +168,10 @@ void pool_destroy(struct pool *p)
 	p->stop = true;
 	pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
-	for (unsigned i = 0; i < p->nworkers; i++) {
+	for (unsigned i = 0; i < p->nworkers; i++)
 		pthread_join(p->workers[i].thread, NULL);
-		free(p->workers[i].batch);
-	}
 	pthread_cond_destroy(&p->cv);
 	pthread_mutex_destroy(&p->mu);
-	free(p->q);
+	free(p->ring);
 	free(p);
 }

@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: MIT */
+/* gpusysctl and the control protocol against the real daemon. */
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "gpusys/client.h"
+#include "gpusys/emulator.h"
+#include "../daemon/harness.h"
+
+static char *ctl(const struct gd *d, const char *a1, const char *a2, int *ret_status, char **ret_err)
+{
+	const char *argv[] = { test_env("GPUSYSCTL_BIN"), "--runtime-dir", d->runtime, a1, a2, NULL };
+	char *out, *err;
+	*ret_status = run_capture(argv, &out, &err);
+	if (ret_err)
+		*ret_err = err;
+	else
+		free(err);
+	return out;
+}
+
+/* A line of the client table that starts with this id and has pid and comm. */
+static bool table_has(const char *out, unsigned id, pid_t pid, const char *comm)
+{
+	char want_id[32], want_pid[32];
+	snprintf(want_id, sizeof(want_id), "%u", id);
+	snprintf(want_pid, sizeof(want_pid), "%d", (int)pid);
+	for (const char *line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		char buf[512];
+		size_t n = strcspn(line, "\n");
+		if (n >= sizeof(buf))
+			continue;
+		memcpy(buf, line, n);
+		buf[n] = 0;
+		char *tok[4];
+		int k = 0;
+		for (char *save, *s = strtok_r(buf, " ", &save); s && k < 4; s = strtok_r(NULL, " ", &save))
+			tok[k++] = s;
+		if (k == 4 && !strcmp(tok[0], want_id) && !strcmp(tok[1], want_pid) && !strcmp(tok[3], comm))
+			return true;
+	}
+	return false;
+}
+
+static void test_status_lists_client(void **state)
+{
+	struct gd d;
+	struct gpusys_client *c;
+	int st;
+	char comm[32] = "";
+
+	(void)state;
+	prctl(PR_GET_NAME, comm);
+	gd_start(&d, NULL);
+	char *out = ctl(&d, "status", NULL, &st, NULL);
+	assert_int_equal(st, 0);
+	assert_non_null(strstr(out, "0 clients attached"));
+	free(out);
+
+	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 12, .cuda_device = -1 };
+	assert_int_equal(gpusys_client_attach(&o, &c), 0);
+	unsigned id = gpusys_client_id(c);
+	out = ctl(&d, "status", NULL, &st, NULL);
+	assert_int_equal(st, 0);
+	assert_non_null(strstr(out, "1 client attached"));
+	if (!table_has(out, id, getpid(), comm))
+		fail_msg("client %u (pid %d, %s) not in:\n%s", id, (int)getpid(), comm, out);
+	free(out);
+
+	gpusys_client_detach(c);
+	long t0 = now_ms();
+	for (;;) {
+		out = ctl(&d, "status", NULL, &st, NULL);
+		bool listed = table_has(out, id, getpid(), comm);
+		free(out);
+		if (!listed)
+			break;
+		if (now_ms() - t0 > 1000)
+			fail_msg("client %u still listed 1 s after detach", id);
+		usleep(5000);
+	}
+	gd_finish(&d);
+}
+
+static void test_status_json(void **state)
+{
+	struct gd d;
+	struct gpusys_client *c;
+	struct gpusys_emu *emu;
+	int st;
+
+	(void)state;
+	gd_start(&d, "pollers = 1\nworkers = 2\n");
+	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 3, .cuda_device = -1 };
+	assert_int_equal(gpusys_client_attach(&o, &c), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_client_channel(c), &emu), 0);
+	for (int i = 0; i < 250; i++)
+		assert_int_equal(gpusys_emu_noop(gpusys_emu_dev(emu), 0xffffffffu), 0);
+
+	char *out = ctl(&d, "status", "--json", &st, NULL);
+	assert_int_equal(st, 0);
+	json_t *j = json_loads(out, 0, NULL);
+	assert_non_null(j);
+	assert_string_equal(json_string_value(json_object_get(j, "runtime_dir")), d.runtime);
+	assert_int_equal(json_integer_value(json_object_get(j, "pid")), d.pid);
+	assert_int_equal(json_integer_value(json_object_get(j, "pollers")), 1);
+	assert_int_equal(json_integer_value(json_object_get(j, "workers")), 2);
+	assert_int_equal(json_integer_value(json_object_get(j, "clients_attached")), 1);
+	assert_int_equal(json_integer_value(json_object_get(j, "requests_served")), 250);
+	assert_true(json_is_string(json_object_get(j, "version")));
+	assert_true(json_integer_value(json_object_get(j, "uptime_s")) >= 0);
+	json_t *me = status_client(j, gpusys_client_id(c));
+	assert_non_null(me);
+	const char *keys[] = { "id", "pid", "uid", "gid", "comm", "ports", "ports_in_use", "requests", "rejected",
+			       "attached_s" };
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (!json_object_get(me, keys[i]))
+			fail_msg("client entry lacks \"%s\": %s", keys[i], out);
+	assert_int_equal(json_integer_value(json_object_get(me, "requests")), 250);
+	assert_int_equal(json_integer_value(json_object_get(me, "ports")), 3);
+	assert_int_equal(json_integer_value(json_object_get(me, "gid")), getgid());
+	assert_int_equal(json_integer_value(json_object_get(me, "ports_in_use")), 0);
+	json_decref(j);
+	free(out);
+
+	gpusys_emu_close(emu);
+	gpusys_client_detach(c);
+	gd_finish(&d);
+}
+
+static void test_not_running(void **state)
+{
+	struct gd d;
+	int st;
+	char *err;
+
+	(void)state;
+	gd_prepare(&d, NULL);
+	char *out = ctl(&d, "status", NULL, &st, &err);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 1);
+	char expect[256];
+	snprintf(expect, sizeof(expect), "gpusysctl: gpusysd is not running at %s", d.runtime);
+	if (!strstr(err, expect))
+		fail_msg("expected \"%s\" in: %s", expect, err);
+	assert_string_equal(out, "");
+	free(out);
+	free(err);
+
+	out = ctl(&d, "frobnicate", NULL, &st, &err);
+	assert_int_equal(WEXITSTATUS(st), 2);
+	assert_non_null(strstr(err, "unknown command 'frobnicate'"));
+	free(out);
+	free(err);
+	gd_cleanup(&d);
+}
+
+/* ---------------------------------------------- the control protocol */
+
+static int control_connect(const struct gd *d)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", d->runtime, GPUSYS_CONTROL_NAME) >=
+	    (int)sizeof(sa.sun_path))
+		fail_msg("path too long");
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static void send_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+		assert_true(n > 0);
+		buf += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Read exactly one line (the connection stays open). */
+static json_t *read_reply(int fd)
+{
+	char buf[65536];
+	size_t n = 0;
+	while (n < sizeof(buf) - 1) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 2000) <= 0)
+			fail_msg("no reply within 2 s");
+		ssize_t k = recv(fd, buf + n, 1, 0);
+		assert_true(k == 1);
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = 0;
+	json_t *j = json_loads(buf, 0, NULL);
+	if (!j)
+		fail_msg("reply is not JSON: %s", buf);
+	return j;
+}
+
+static void expect_error(int fd, const char *needle)
+{
+	json_t *j = read_reply(fd);
+	const char *e = json_string_value(json_object_get(j, "error"));
+	if (!e || !strstr(e, needle))
+		fail_msg("expected an error with \"%s\", got %s", needle, json_dumps(j, 0));
+	json_decref(j);
+}
+
+static void expect_status(int fd)
+{
+	json_t *j = read_reply(fd);
+	assert_null(json_object_get(j, "error"));
+	assert_non_null(json_object_get(j, "clients"));
+	json_decref(j);
+}
+
+static void test_control_errors(void **state)
+{
+	struct gd d;
+
+	(void)state;
+	gd_start(&d, NULL);
+	int fd = control_connect(&d);
+
+	const char *status = "{\"cmd\":\"status\"}\n";
+	send_all(fd, "{not json\n", 10);
+	expect_error(fd, "bad JSON");
+	send_all(fd, status, strlen(status));
+	expect_status(fd);
+	send_all(fd, "{\"cmd\":\"reboot\"}\n", 17);
+	expect_error(fd, "unknown command 'reboot'");
+	send_all(fd, "[1,2]\n", 6);
+	expect_error(fd, "expected a JSON object");
+	send_all(fd, "{\"cmd\":5}\n", 10);
+	expect_error(fd, "missing \"cmd\"");
+	/* Empty lines are no requests; CRLF is accepted. */
+	send_all(fd, "\n\r\n{\"cmd\":\"status\"}\r\n", 21);
+	expect_status(fd);
+
+	/* A line over 64 KiB: one error, and the next line works. */
+	size_t big = 70 * 1024;
+	char *line = malloc(big + 1);
+	memset(line, ' ', big);
+	line[0] = '{';
+	line[big] = '\n';
+	send_all(fd, line, big + 1);
+	free(line);
+	expect_error(fd, "line longer than 65536 bytes");
+	send_all(fd, status, strlen(status));
+	expect_status(fd);
+
+	/* Several requests in one write: one reply each, in order. */
+	char many[512] = "";
+	for (int i = 0; i < 5; i++)
+		strcat(many, status);
+	strcat(many, "{\"cmd\":\"x\"}\n");
+	send_all(fd, many, strlen(many));
+	for (int i = 0; i < 5; i++)
+		expect_status(fd);
+	expect_error(fd, "unknown command");
+	close(fd);
+
+	/* A half-sent line on a closed connection harms nothing. */
+	fd = control_connect(&d);
+	send_all(fd, "{\"cmd\":", 7);
+	close(fd);
+	json_decref(daemon_status(d.runtime));
+	gd_finish(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_status_lists_client),
+		cmocka_unit_test(test_status_json),
+		cmocka_unit_test(test_not_running),
+		cmocka_unit_test(test_control_errors),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
