@@ -7,10 +7,12 @@
 #include <stddef.h>
 
 #include "port_server.h"
+#include "service_print.h"
 #include "services.h"
 
 static const struct service *const *const groups[] = {
 	[0] = service_basic_table, /* 0x00xx */
+	[1] = service_print_table, /* 0x01xx */
 };
 
 const struct service *service_find(uint16_t opcode)
@@ -31,5 +33,5 @@ void service_client_fini(struct port_table *t)
 {
 	/* Services add their teardown here, in the order output must be
 	 * flushed: print before files. */
-	(void)t;
+	print_client_fini(t);
 }

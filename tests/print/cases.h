@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Printf conformance cases, shared by the unit test (pack + format), the
+ * emulated integration test (through the real gpusysd) and the GPU test.
+ * Each case is a format, its arguments as tagged values, and the text the
+ * host's own snprintf gives for them, computed with a direct call on the
+ * native C types (never through gpusysd's code), byte for byte.
+ */
+#ifndef GPUSYS_TEST_PRINT_CASES_H
+#define GPUSYS_TEST_PRINT_CASES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpusys/print.h"
+
+#define CASE_MAX_ARGS 8
+
+struct print_case {
+	char *fmt;
+	struct gpusys_print_arg args[CASE_MAX_ARGS];
+	uint32_t nargs;
+	char *expected; /* may hold NUL bytes (%c of 0) */
+	size_t expected_len;
+};
+
+struct case_set {
+	struct print_case *c;
+	size_t n, cap;
+};
+
+/* Build every conformance case (thousands). Strings in args point to
+ * storage owned by the set. */
+void cases_build(struct case_set *set);
+void cases_free(struct case_set *set);
+
+/* A case whose record the daemon must refuse (-EINVAL). */
+struct refused_case {
+	const char *fmt;
+	struct gpusys_print_arg args[2];
+	uint32_t nargs;
+};
+extern const struct refused_case refused_cases[];
+extern const size_t refused_cases_n;
+
+#endif

@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The packer (device/print_pack.h, host reading) and the daemon's formatter
+ * (daemon/print_format.c) together, with no channel: every conformance case
+ * must give snprintf's bytes; refused formats and malformed or hostile
+ * records must be refused without output.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cases.h"
+#include "../../daemon/print_format.h"
+#include "../../device/print_pack.h"
+
+/* The emulator's per-thread port hint, which port_client.h refers to. */
+__thread uint32_t gpusys_emu_port_hint;
+
+static uint8_t *pack(uint32_t stream, const char *fmt, const struct gpusys_print_arg *args, uint32_t nargs,
+		     size_t *len)
+{
+	int64_t n = gpusys_print_pack(NULL, 0, stream, fmt, args, nargs);
+	assert_true(n >= 4);
+	uint8_t *b = malloc((size_t)n);
+	assert_non_null(b);
+	assert_int_equal(gpusys_print_pack(b, (uint32_t)n, stream, fmt, args, nargs), n);
+	*len = (size_t)n;
+	return b;
+}
+
+static void show(const char *what, const char *s, size_t n)
+{
+	fprintf(stderr, "  %s (%zu): \"", what, n);
+	for (size_t i = 0; i < n && i < 200; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+			fputc(c, stderr);
+		else
+			fprintf(stderr, "\\x%02x", c);
+	}
+	fprintf(stderr, "%s\"\n", n > 200 ? "..." : "");
+}
+
+static void test_conformance(void **state)
+{
+	(void)state;
+	struct case_set set;
+	struct print_buf out = { 0 };
+	size_t bad = 0, bytes = 0;
+
+	cases_build(&set);
+	assert_true(set.n >= 200);
+	for (size_t i = 0; i < set.n; i++) {
+		const struct print_case *c = &set.c[i];
+		size_t len;
+		int stream = 0;
+		uint32_t st = i % 2 ? GPUSYS_PRINT_STDERR : GPUSYS_PRINT_STDOUT;
+		uint8_t *rec = pack(st, c->fmt, c->args, c->nargs, &len);
+		out.len = 0;
+		int r = print_format_record(rec, len, &out, &stream);
+		free(rec);
+		if (r != (int)c->expected_len || out.len != c->expected_len ||
+		    memcmp(out.data, c->expected, c->expected_len) != 0 || stream != (int)st) {
+			if (bad++ < 10) {
+				fprintf(stderr, "case %zu: format \"%s\": returned %d\n", i, c->fmt, r);
+				show("expected", c->expected, c->expected_len);
+				show("got", out.data ? out.data : "", out.len);
+			}
+		}
+		bytes += c->expected_len;
+	}
+	fprintf(stderr, "%zu cases, %zu bytes, %zu mismatches\n", set.n, bytes, bad);
+	print_buf_free(&out);
+	cases_free(&set);
+	assert_int_equal(bad, 0);
+}
+
+static void test_refused(void **state)
+{
+	(void)state;
+	struct print_buf out = { 0 };
+
+	for (size_t i = 0; i < refused_cases_n; i++) {
+		const struct refused_case *c = &refused_cases[i];
+		size_t len;
+		int stream = 0;
+		uint8_t *rec = pack(GPUSYS_PRINT_STDOUT, c->fmt, c->args, c->nargs, &len);
+		assert_int_equal(print_buf_reserve(&out, 8), 0);
+		memcpy(out.data, "keep", 4);
+		out.len = 4;
+		int r = print_format_record(rec, len, &out, &stream);
+		if (r != -EINVAL)
+			fprintf(stderr, "refused case \"%s\": returned %d\n", c->fmt, r);
+		assert_int_equal(r, -EINVAL);
+		assert_int_equal(out.len, 4); /* nothing of the line kept */
+		free(rec);
+	}
+	print_buf_free(&out);
+}
+
+/* Every strict prefix of a record that needs all its bytes is refused. */
+static void test_truncated_records(void **state)
+{
+	(void)state;
+	struct gpusys_print_arg a[4] = {
+		{ .tag = GPUSYS_PRINT_I32, .v = { .i = -5 } },
+		{ .tag = GPUSYS_PRINT_STR, .v = { .s = "string" } },
+		{ .tag = GPUSYS_PRINT_F64, .v = { .d = 1.5 } },
+		{ .tag = GPUSYS_PRINT_I64, .v = { .i = 1 } },
+	};
+	struct print_buf out = { 0 };
+	size_t len;
+	int stream;
+	uint8_t *rec = pack(GPUSYS_PRINT_STDOUT, "%d %s %f %lld\n", a, 4, &len);
+
+	assert_int_equal(print_format_record(rec, len, &out, &stream), (int)strlen("-5 string 1.500000 1\n"));
+	for (size_t n = 0; n < len; n++) {
+		out.len = 0;
+		assert_int_equal(print_format_record(rec, n, &out, &stream), -EINVAL);
+		assert_int_equal(out.len, 0);
+	}
+	/* Header fields. */
+	rec[0] = 3;
+	assert_int_equal(print_format_record(rec, len, &out, &stream), -EINVAL);
+	rec[0] = GPUSYS_PRINT_STDOUT;
+	rec[1] = 1;
+	assert_int_equal(print_format_record(rec, len, &out, &stream), -EINVAL);
+	rec[1] = 0;
+	rec[2] = 0xff;
+	rec[3] = 0xff;
+	assert_int_equal(print_format_record(rec, len, &out, &stream), -EINVAL);
+	free(rec);
+
+	/* A string length beyond the record, an unknown tag, a NUL in the
+	 * format, a string longer than the bound. */
+	static const uint8_t bad_str[] = { 1, 0, 2, 0, '%', 's', GPUSYS_PRINT_STR, 10, 0, 'a', 'b' };
+	static const uint8_t bad_tag[] = { 1, 0, 2, 0, '%', 'd', 99, 0, 0, 0, 0 };
+	static const uint8_t nul_fmt[] = { 1, 0, 3, 0, 'a', 0, 'b' };
+	assert_int_equal(print_format_record(bad_str, sizeof(bad_str), &out, &stream), -EINVAL);
+	assert_int_equal(print_format_record(bad_tag, sizeof(bad_tag), &out, &stream), -EINVAL);
+	assert_int_equal(print_format_record(nul_fmt, sizeof(nul_fmt), &out, &stream), -EINVAL);
+	uint8_t *big = calloc(1, 8 + GPUSYS_PRINT_MAX_STR + 1);
+	memcpy(big, (const uint8_t[]){ 1, 0, 2, 0, '%', 's', GPUSYS_PRINT_STR,
+				       (GPUSYS_PRINT_MAX_STR + 1) & 0xff, (GPUSYS_PRINT_MAX_STR + 1) >> 8 },
+	       9);
+	memset(big + 9, 'x', GPUSYS_PRINT_MAX_STR + 1);
+	assert_int_equal(print_format_record(big, 9 + GPUSYS_PRINT_MAX_STR + 1, &out, &stream), -EINVAL);
+	free(big);
+	print_buf_free(&out);
+}
+
+/* Random bytes, and random mutations of valid records: never a crash or an
+ * overrun (the sanitizer build watches), output only on success. */
+static void test_fuzz(void **state)
+{
+	(void)state;
+	uint64_t s = 0x9e3779b97f4a7c15ull;
+	struct print_buf out = { 0 };
+	struct case_set set;
+	uint8_t buf[512];
+
+	cases_build(&set);
+	for (int iter = 0; iter < 200000; iter++) {
+		s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+		uint64_t r = s * 0x2545F4914F6CDD1DULL;
+		size_t len;
+		uint8_t *rec;
+		const struct print_case *c = &set.c[r % set.n];
+		if (c->expected_len > 300)
+			continue;
+		rec = pack(GPUSYS_PRINT_STDOUT, c->fmt, c->args, c->nargs, &len);
+		if (len > sizeof(buf)) {
+			free(rec);
+			continue;
+		}
+		memcpy(buf, rec, len);
+		free(rec);
+		for (int m = 0; m < 1 + (int)(r >> 60); m++) {
+			s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+			uint64_t q = s * 0x2545F4914F6CDD1DULL;
+			buf[q % len] = (uint8_t)(q >> 40);
+		}
+		out.len = 0;
+		int stream;
+		int rr = print_format_record(buf, len - (r >> 58 & 1), &out, &stream);
+		if (rr < 0)
+			assert_int_equal(out.len, 0);
+		else
+			assert_int_equal(out.len, (size_t)rr);
+	}
+	cases_free(&set);
+	print_buf_free(&out);
+}
+
+static void test_limits(void **state)
+{
+	(void)state;
+	struct print_buf out = { 0 };
+	struct gpusys_print_arg a[2];
+	size_t len;
+	int stream;
+
+	/* A %s longer than the bound prints its first GPUSYS_PRINT_MAX_STR
+	 * bytes (documented in print.h). */
+	char *s = malloc(10000);
+	memset(s, 'q', 9999);
+	s[9999] = 0;
+	a[0] = (struct gpusys_print_arg){ .tag = GPUSYS_PRINT_STR, .v = { .s = s } };
+	uint8_t *rec = pack(GPUSYS_PRINT_STDOUT, "%s", a, 1, &len);
+	assert_int_equal(print_format_record(rec, len, &out, &stream), GPUSYS_PRINT_MAX_STR);
+	free(rec);
+	free(s);
+
+	/* The line bound. */
+	out.len = 0;
+	a[0] = (struct gpusys_print_arg){ .tag = GPUSYS_PRINT_I32, .v = { .i = 1 } };
+	a[1] = a[0];
+	rec = pack(GPUSYS_PRINT_STDOUT, "%60000d%60000d", a, 2, &len);
+	assert_int_equal(print_format_record(rec, len, &out, &stream), -EMSGSIZE);
+	assert_int_equal(out.len, 0);
+	free(rec);
+	rec = pack(GPUSYS_PRINT_STDOUT, "%65536d", a, 1, &len);
+	assert_int_equal(print_format_record(rec, len, &out, &stream), 65536);
+	free(rec);
+
+	/* Packer refusals. */
+	char *f = malloc(GPUSYS_PRINT_MAX_FMT + 2);
+	memset(f, 'f', GPUSYS_PRINT_MAX_FMT + 1);
+	f[GPUSYS_PRINT_MAX_FMT + 1] = 0;
+	assert_int_equal(gpusys_print_pack(NULL, 0, GPUSYS_PRINT_STDOUT, f, NULL, 0), -E2BIG);
+	f[GPUSYS_PRINT_MAX_FMT] = 0;
+	assert_true(gpusys_print_pack(NULL, 0, GPUSYS_PRINT_STDOUT, f, NULL, 0) > 0);
+	free(f);
+	assert_int_equal(gpusys_print_pack(NULL, 0, 0, "x", NULL, 0), -EINVAL);
+	assert_int_equal(gpusys_print_pack(NULL, 0, 3, "x", NULL, 0), -EINVAL);
+	assert_int_equal(gpusys_print_pack(NULL, 0, 1, "x", a, GPUSYS_PRINT_MAX_ARGS + 1), -EINVAL);
+	a[0].tag = 42;
+	assert_int_equal(gpusys_print_pack(NULL, 0, 1, "%d", a, 1), -EINVAL);
+	print_buf_free(&out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_conformance),
+		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_truncated_records),
+		cmocka_unit_test(test_fuzz),
+		cmocka_unit_test(test_limits),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
