@@ -8,10 +8,12 @@
 
 #include "port_server.h"
 #include "service_print.h"
+#include "service_file.h"
 #include "services.h"
 
 static const struct service *const *const groups[] = {
 	[0] = service_basic_table, /* 0x00xx */
+	[2] = service_file_table,  /* 0x02xx */
 	[1] = service_print_table, /* 0x01xx */
 };
 

@@ -11,7 +11,7 @@ int gpusys_channel_check(const struct gpusys_channel_header *hdr, uint64_t mappe
 	if (hdr->num_ports < GPUSYS_MIN_PORTS || hdr->num_ports > GPUSYS_MAX_PORTS)
 		return -EPROTO;
 	struct gpusys_channel_layout l = gpusys_channel_layout(hdr->num_ports, hdr->bulk_bytes, 1);
-	if (hdr->client_seq_offset != l.client_seq_offset || hdr->server_seq_offset != l.server_seq_offset ||
+	if (hdr->client_word_offset != l.client_word_offset || hdr->server_word_offset != l.server_word_offset ||
 	    hdr->ports_offset != l.ports_offset || hdr->bulk_offset != l.bulk_offset ||
 	    hdr->bulk_offset + hdr->bulk_bytes > mapped_bytes || hdr->total_bytes > mapped_bytes ||
 	    l.bulk_offset + l.bulk_bytes > hdr->total_bytes)
@@ -25,13 +25,25 @@ void gpusys_dev_fill(gpusys_dev_t *dev, void *base, const struct gpusys_channel_
 	uint8_t *b = base;
 
 	dev->hdr = base;
-	dev->client_seq = (volatile uint32_t *)(b + hdr->client_seq_offset);
-	dev->server_seq = (volatile uint32_t *)(b + hdr->server_seq_offset);
+	dev->client_word = (volatile uint64_t *)(b + hdr->client_word_offset);
+	dev->server_word = (volatile uint64_t *)(b + hdr->server_word_offset);
 	dev->ports = (struct gpusys_port *)(b + hdr->ports_offset);
 	dev->locks = locks;
 	dev->submitted = submitted;
 	dev->bulk = hdr->bulk_bytes ? b + hdr->bulk_offset : 0;
 	dev->bulk_bytes = hdr->bulk_bytes;
 	dev->num_ports = hdr->num_ports;
+	dev->bulk_slots = 0;
+	dev->bulk_slot_bytes = 0;
 	dev->reserved = 0;
+	dev->bulk_locks = 0;
+}
+
+void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks)
+{
+	dev->bulk_locks = dev->bulk ? bulk_locks : 0;
+	dev->bulk_slots = dev->bulk_locks ? gpusys_bulk_slots(dev->bulk_bytes) : 0;
+	dev->bulk_slot_bytes = dev->bulk_slots ? gpusys_bulk_slot_bytes(dev->bulk_bytes) : 0;
+	if (!dev->bulk_slots)
+		dev->bulk_locks = 0;
 }

@@ -15,4 +15,9 @@ int gpusys_channel_check(const struct gpusys_channel_header *hdr, uint64_t mappe
 void gpusys_dev_fill(gpusys_dev_t *dev, void *base, const struct gpusys_channel_header *hdr,
 		     struct gpusys_port_lock *locks, unsigned long long *submitted);
 
+/* Give dev its bulk slot locks: gpusys_bulk_slots(dev->bulk_bytes) zeroed
+ * words of private memory (device memory for a GPU), the last part of
+ * gpusys_dev_private_bytes(). Without them bulk calls use packets. */
+void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks);
+
 #endif

@@ -11,10 +11,11 @@
 #include <stdint.h>
 
 #include "gpusys/abi.h"
+#include "gpusys/file.h"
 
 /* Private per-port state of the client: the port lock that warps contend for,
- * and the client's own copy of its client_seq word (so it never has to read
- * its own word back across the bus). */
+ * and the client's own copy of its sequence (so it never has to read its own
+ * word back across the bus). */
 struct gpusys_port_lock {
 	uint32_t lock;
 	uint32_t seq;
@@ -22,15 +23,28 @@ struct gpusys_port_lock {
 
 typedef struct gpusys_dev {
 	struct gpusys_channel_header *hdr;  /* shared */
-	volatile uint32_t *client_seq;      /* shared, written by this client */
-	volatile uint32_t *server_seq;      /* shared, written by the daemon */
+	volatile uint64_t *client_word;     /* shared, written by this client */
+	volatile uint64_t *server_word;     /* shared, written by the daemon */
 	struct gpusys_port *ports;          /* shared */
 	struct gpusys_port_lock *locks;     /* private, num_ports entries */
 	unsigned long long *submitted;      /* private: requests submitted */
 	uint8_t *bulk;                      /* shared bulk area (may be NULL) */
 	uint64_t bulk_bytes;
 	uint32_t num_ports;
+	uint32_t bulk_slots;                /* gpusys_bulk_slots(bulk_bytes) when bulk_locks is set */
+	uint32_t bulk_slot_bytes;           /* gpusys_bulk_slot_bytes(bulk_bytes) */
 	uint32_t reserved;
+	uint32_t *bulk_locks;               /* private, bulk_slots words (NULL: no bulk slots;
+					       bulk calls then go through packets) */
 } gpusys_dev_t;
+
+/* Bytes of private (device) memory a client handle needs: num_ports port
+ * locks, the submitted counter, then one lock word per bulk slot, in that
+ * order (see gpusys_dev_fill and gpusys_dev_set_bulk_locks). */
+static inline uint64_t gpusys_dev_private_bytes(uint32_t num_ports, uint64_t bulk_bytes)
+{
+	return (uint64_t)num_ports * sizeof(struct gpusys_port_lock) + sizeof(unsigned long long) +
+	       (uint64_t)gpusys_bulk_slots(bulk_bytes) * sizeof(uint32_t);
+}
 
 #endif /* GPUSYS_DEV_H */

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A client's open files and directories: small handles, never the daemon's
+ * descriptors. A handle is (generation << GPUSYS_FILE_INDEX_BITS | index);
+ * closing an entry bumps its generation, so a closed, stale or invented
+ * handle finds no entry and gives -EBADF. Lookups take a reference: the
+ * descriptor is closed only when the last user of a closed entry lets go,
+ * so a close racing a read never makes the read use a reused descriptor.
+ */
+#ifndef GPUSYSD_FILE_TABLE_H
+#define GPUSYSD_FILE_TABLE_H
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpusys/file.h"
+
+#define FILE_INDEX_BITS 10u
+#define FILE_GEN_MAX ((UINT32_C(1) << (31 - FILE_INDEX_BITS)) - 1)
+
+_Static_assert((1u << FILE_INDEX_BITS) >= GPUSYS_FILE_MAX_HANDLES, "index bits cover the table");
+
+enum file_kind {
+	FILE_KIND_FREE = 0,
+	FILE_KIND_FILE = 1,
+	FILE_KIND_DIR = 2,
+};
+
+struct file_entry {
+	int fd;
+	uint32_t gen;       /* of the current or next occupant */
+	uint8_t kind;       /* enum file_kind */
+	bool closing;       /* closed by the client; freed when refs reach 0 */
+	uint32_t refs;      /* lookups in progress, +1 while open */
+	int oflags;         /* what the client asked for (O_APPEND, O_NONBLOCK...) */
+	DIR *dir;           /* FILE_KIND_DIR: owns fd */
+	pthread_mutex_t dir_lock; /* readdir on one DIR at a time */
+};
+
+struct file_table {
+	pthread_mutex_t lock;
+	uint32_t count;
+	uint32_t hint;
+	struct file_entry e[GPUSYS_FILE_MAX_HANDLES];
+};
+
+struct file_table *file_table_new(void);
+
+/* Close everything still open and free the table. No other thread may use
+ * it. Returns how many descriptors it closed. */
+unsigned file_table_free(struct file_table *ft);
+
+/* Enter fd (and dir, which owns it, for a directory). The handle (> 0), or
+ * -EMFILE when the client has GPUSYS_FILE_MAX_HANDLES open: then fd/dir
+ * are still the caller's. */
+int file_table_insert(struct file_table *ft, int fd, enum file_kind kind, int oflags, DIR *dir);
+
+/* The entry of handle if it is open and of this kind, with a reference;
+ * NULL for anything else (-EBADF for the caller). */
+struct file_entry *file_table_get(struct file_table *ft, int32_t handle, enum file_kind kind);
+
+/* Drop a reference from file_table_get. */
+void file_table_put(struct file_table *ft, struct file_entry *e);
+
+/* Close handle: later lookups fail at once; the descriptor goes when its
+ * last user is done. 0 or -EBADF. */
+int file_table_close(struct file_table *ft, int32_t handle, enum file_kind kind);
+
+#endif

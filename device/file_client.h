@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The client side of the file service (include/gpusys/file.h), written once
+ * for nvcc and the host compiler like port_client.h: per-lane arguments are
+ * arrays indexed with GPUSYS_LI(lane).
+ *
+ * Every call returns, per lane, the call's value (a handle, a byte count, an
+ * offset, 0) or a negative errno, as Linux system calls do before the C
+ * library moves it to errno. A whole-request failure (-ESHUTDOWN: the daemon
+ * has gone) is every lane's result.
+ *
+ * A lane's request is its 48-byte struct gpusys_file_req followed by its
+ * path or data, and must be contiguous: callers give each lane a scratch
+ * buffer of sizeof(struct gpusys_file_req) + body bytes (the GPU wrappers in
+ * include/gpusys/file.cuh use a local array and cut large writes into
+ * pieces; the emulator allocates).
+ *
+ * Bulk transfers: gpusys_bulk_rpc() asks the daemon to pread or pwrite
+ * between a file and a range of the channel's bulk area; the block-level
+ * loops that use it live in file.cuh (GPU: all threads of a block copy) and
+ * libclient/file_emu.c (emulator: the calling thread copies).
+ */
+#ifndef GPUSYS_FILE_CLIENT_H
+#define GPUSYS_FILE_CLIENT_H
+
+#include <errno.h>
+#include <stdint.h>
+
+#include "gpusys/file.h"
+#include "port_client.h"
+
+#define GPUSYS_FILE_REQ_BYTES ((uint32_t)sizeof(struct gpusys_file_req))
+#define GPUSYS_LANE_ARRAY (GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1)
+
+GPUSYS_FN void gpusys_file_req_init(struct gpusys_file_req *q)
+{
+	q->handle = 0;
+	q->flags = 0;
+	q->mode = 0;
+	q->path_len = 0;
+	q->offset = 0;
+	q->count = 0;
+	q->bulk_off = 0;
+	q->reserved = 0;
+}
+
+/* Bytes of a NUL-terminated string, at most max + 1 looked at (a result
+ * above max means "too long"). */
+GPUSYS_FN uint32_t gpusys_file_strnlen(const char *s, uint32_t max)
+{
+	uint32_t n = 0;
+	while (n <= max && s[n])
+		n++;
+	return n;
+}
+
+GPUSYS_FN void gpusys_file_bytecopy(uint8_t *dst, const uint8_t *src, uint32_t n)
+{
+#if defined(__CUDACC__)
+	for (uint32_t i = 0; i < n; i++)
+		dst[i] = src[i];
+#else
+	if (n)
+		memcpy(dst, src, n);
+#endif
+}
+
+/* Pack a lane's request into scratch; returns its length. body2 (may be
+ * NULL) follows body after one NUL: RENAME's second path. */
+GPUSYS_FN uint32_t gpusys_file_pack(uint8_t *scratch, const struct gpusys_file_req *q, const void *body,
+				    uint32_t body_len, const void *body2, uint32_t body2_len)
+{
+	gpusys_file_bytecopy(scratch, (const uint8_t *)q, GPUSYS_FILE_REQ_BYTES);
+	uint32_t n = GPUSYS_FILE_REQ_BYTES;
+	gpusys_file_bytecopy(scratch + n, (const uint8_t *)body, body_len);
+	n += body_len;
+	if (body2) {
+		scratch[n++] = 0;
+		gpusys_file_bytecopy(scratch + n, (const uint8_t *)body2, body2_len);
+		n += body2_len;
+	}
+	return n;
+}
+
+/*
+ * One file call from the lanes of mask. Each lane's packed request is
+ * req[l] (req_len[l] bytes). Data-returning calls (READ, PREAD, FSTAT,
+ * STAT, READDIR) put up to out_cap[l] bytes at out[l] and their result is
+ * the byte count; the others return the daemon's 64-bit value. ret[l]: the
+ * result or -errno.
+ */
+GPUSYS_FN void gpusys_file_rpc(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, const uint8_t *const *req,
+			       const uint32_t *req_len, void *const *out, const uint32_t *out_cap, int64_t *ret)
+{
+	int data = op == GPUSYS_OP_FILE_READ || op == GPUSYS_OP_FILE_PREAD || op == GPUSYS_OP_FILE_FSTAT ||
+		   op == GPUSYS_OP_FILE_STAT || op == GPUSYS_OP_FILE_READDIR;
+	int64_t val[GPUSYS_LANE_ARRAY];
+	void *dst[GPUSYS_LANE_ARRAY];
+	uint32_t cap[GPUSYS_LANE_ARRAY], got[GPUSYS_LANE_ARRAY];
+	int32_t st[GPUSYS_LANE_ARRAY];
+
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		uint32_t i = GPUSYS_LI(l);
+		val[i] = 0;
+		dst[i] = data ? out[i] : (void *)&val[i];
+		cap[i] = data ? out_cap[i] : (uint32_t)sizeof(int64_t);
+		got[i] = 0;
+		st[i] = 0;
+	}
+	int rc = gpusys_rpc(dev, op, 0, mask, (const void *const *)req, req_len, dst, cap, got, st);
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		uint32_t i = GPUSYS_LI(l);
+		if (rc)
+			ret[i] = rc;
+		else if (st[i] < 0)
+			ret[i] = st[i];
+		else
+			ret[i] = data ? (int64_t)got[i] : val[i];
+	}
+}
+
+/* ---------------------------------------------------------------- bulk */
+
+/* One bulk request from the calling lane alone: op BULK_PREAD/BULK_PWRITE
+ * of count bytes at file offset off (-1: the handle's position) through
+ * [bulk_off, bulk_off + count) of the bulk area. Bytes moved or -errno. */
+GPUSYS_FN int64_t gpusys_bulk_rpc(const gpusys_dev_t *dev, uint16_t op, int32_t handle, int64_t off, uint64_t count,
+				  uint64_t bulk_off)
+{
+#if defined(__CUDACC__)
+	const uint32_t lane = gpusys_lane_id();
+#else
+	const uint32_t lane = 0;
+#endif
+	const uint64_t mask = (uint64_t)1 << lane;
+	struct gpusys_file_req q;
+	const uint8_t *req[GPUSYS_LANE_ARRAY];
+	uint32_t req_len[GPUSYS_LANE_ARRAY];
+	void *out[GPUSYS_LANE_ARRAY];
+	uint32_t cap[GPUSYS_LANE_ARRAY];
+	int64_t ret[GPUSYS_LANE_ARRAY];
+
+	gpusys_file_req_init(&q);
+	q.handle = handle;
+	q.offset = off;
+	q.count = count;
+	q.bulk_off = bulk_off;
+	req[GPUSYS_LI(lane)] = (const uint8_t *)&q;
+	req_len[GPUSYS_LI(lane)] = GPUSYS_FILE_REQ_BYTES;
+	out[GPUSYS_LI(lane)] = 0;
+	cap[GPUSYS_LI(lane)] = 0;
+	gpusys_file_rpc(dev, op, mask, req, req_len, out, cap, ret);
+	return ret[GPUSYS_LI(lane)];
+}
+
+/* A packet-path read or write by the calling lane alone (no bulk slots):
+ * up to count bytes (at most GPUSYS_MAX_LANE_PAYLOAD - header) to or from
+ * buf. Used by the block calls when the channel has no bulk area. */
+GPUSYS_FN int64_t gpusys_file_lane_pread(const gpusys_dev_t *dev, int32_t handle, void *buf, uint32_t count, int64_t off)
+{
+#if defined(__CUDACC__)
+	const uint32_t lane = gpusys_lane_id();
+#else
+	const uint32_t lane = 0;
+#endif
+	const uint64_t mask = (uint64_t)1 << lane;
+	struct gpusys_file_req q;
+	const uint8_t *req[GPUSYS_LANE_ARRAY];
+	uint32_t req_len[GPUSYS_LANE_ARRAY];
+	void *out[GPUSYS_LANE_ARRAY];
+	uint32_t cap[GPUSYS_LANE_ARRAY];
+	int64_t ret[GPUSYS_LANE_ARRAY];
+
+	gpusys_file_req_init(&q);
+	q.handle = handle;
+	q.offset = off;
+	q.count = count;
+	req[GPUSYS_LI(lane)] = (const uint8_t *)&q;
+	req_len[GPUSYS_LI(lane)] = GPUSYS_FILE_REQ_BYTES;
+	out[GPUSYS_LI(lane)] = buf;
+	cap[GPUSYS_LI(lane)] = count;
+	gpusys_file_rpc(dev, off < 0 ? GPUSYS_OP_FILE_READ : GPUSYS_OP_FILE_PREAD, mask, req, req_len, out, cap, ret);
+	return ret[GPUSYS_LI(lane)];
+}
+
+/* Lock a bulk slot (private lock words), starting at hint. Returns the
+ * slot. A holder never waits for anything but the daemon, so spinning here
+ * cannot deadlock. */
+GPUSYS_FN uint32_t gpusys_bulk_slot_lock(const gpusys_dev_t *dev, uint32_t hint)
+{
+	uint32_t n = dev->bulk_slots, s = hint % n;
+	for (uint32_t tries = 1;; tries++) {
+		if (gpusys_lock_try(&dev->bulk_locks[s]))
+			return s;
+		s = s + 1 == n ? 0 : s + 1;
+		if (tries % n == 0)
+			gpusys_spin_pause();
+	}
+}
+
+GPUSYS_FN void gpusys_bulk_slot_unlock(const gpusys_dev_t *dev, uint32_t s)
+{
+	gpusys_lock_release(&dev->bulk_locks[s]);
+}
+
+#endif /* GPUSYS_FILE_CLIENT_H */

@@ -1,0 +1,932 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The file service end to end: the real gpusysd, clients attached with
+ * their working directory, file calls from emulated warps (the same request
+ * code a GPU runs). Every call's success and its POSIX errors; handles that
+ * are closed, invented or another client's; large files through the bulk
+ * area, checked byte for byte; two clients as two users; a client killed in
+ * the middle of writing; a read that blocks on a FIFO while other clients
+ * go on being served.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "gpusys/client.h"
+#include "gpusys/emulator.h"
+#include "gpusys/file_emu.h"
+#include "../daemon/harness.h"
+
+#define L GPUSYS_WARP_LANES
+#define BIG_BYTES (UINT64_C(256) << 20) /* CI size; the GPU test reads 1 GiB */
+
+static struct gd daemon_;
+static char work[128]; /* the clients' working directory */
+
+struct cl {
+	struct gpusys_client *c;
+	struct gpusys_emu *emu;
+	const gpusys_dev_t *dev;
+};
+
+static int cl_attach(struct cl *k, bool pass_cwd, uint64_t bulk)
+{
+	struct gpusys_attach_opts o = {
+		.runtime_dir = daemon_.runtime,
+		.num_ports = 4,
+		.bulk_bytes = bulk,
+		.cuda_device = -1,
+		.pass_cwd = pass_cwd,
+	};
+	int r = gpusys_client_attach(&o, &k->c);
+	if (r < 0)
+		return r;
+	r = gpusys_emu_open(gpusys_client_channel(k->c), &k->emu);
+	if (r < 0) {
+		gpusys_client_detach(k->c);
+		return r;
+	}
+	k->dev = gpusys_emu_dev(k->emu);
+	return 0;
+}
+
+static void cl_detach(struct cl *k)
+{
+	gpusys_emu_close(k->emu);
+	gpusys_client_detach(k->c);
+}
+
+/* ---------------------------------------------------- one-lane wrappers */
+
+static int64_t f_open(const gpusys_dev_t *d, const char *path, int flags, uint32_t mode)
+{
+	const char *p[L] = { path };
+	int fl[L] = { flags };
+	uint32_t m[L] = { mode };
+	int64_t r[L];
+	gpusys_emu_file_open(d, 1, p, fl, m, r);
+	return r[0];
+}
+
+#define ONE_HANDLE(name)                                                  \
+	static int64_t f_##name(const gpusys_dev_t *d, int64_t h)         \
+	{                                                                 \
+		int32_t hv[L] = { (int32_t)h };                           \
+		int64_t r[L];                                             \
+		gpusys_emu_file_##name(d, 1, hv, r);                      \
+		return r[0];                                              \
+	}
+ONE_HANDLE(close)
+ONE_HANDLE(fsync)
+ONE_HANDLE(closedir)
+
+#define ONE_PATH(name)                                                    \
+	static int64_t f_##name(const gpusys_dev_t *d, const char *path) \
+	{                                                                 \
+		const char *p[L] = { path };                              \
+		int64_t r[L];                                             \
+		gpusys_emu_file_##name(d, 1, p, r);                       \
+		return r[0];                                              \
+	}
+ONE_PATH(unlink)
+ONE_PATH(rmdir)
+ONE_PATH(opendir)
+
+static int64_t f_read(const gpusys_dev_t *d, int64_t h, void *buf, uint32_t n)
+{
+	int32_t hv[L] = { (int32_t)h };
+	void *b[L] = { buf };
+	uint32_t c[L] = { n };
+	int64_t r[L];
+	gpusys_emu_file_read(d, 1, hv, b, c, r);
+	return r[0];
+}
+
+static int64_t f_write(const gpusys_dev_t *d, int64_t h, const void *buf, uint32_t n)
+{
+	int32_t hv[L] = { (int32_t)h };
+	const void *b[L] = { buf };
+	uint32_t c[L] = { n };
+	int64_t r[L];
+	gpusys_emu_file_write(d, 1, hv, b, c, r);
+	return r[0];
+}
+
+static int64_t f_pread(const gpusys_dev_t *d, int64_t h, void *buf, uint32_t n, int64_t off)
+{
+	int32_t hv[L] = { (int32_t)h };
+	void *b[L] = { buf };
+	uint32_t c[L] = { n };
+	int64_t o[L] = { off }, r[L];
+	gpusys_emu_file_pread(d, 1, hv, b, c, o, r);
+	return r[0];
+}
+
+static int64_t f_pwrite(const gpusys_dev_t *d, int64_t h, const void *buf, uint32_t n, int64_t off)
+{
+	int32_t hv[L] = { (int32_t)h };
+	const void *b[L] = { buf };
+	uint32_t c[L] = { n };
+	int64_t o[L] = { off }, r[L];
+	gpusys_emu_file_pwrite(d, 1, hv, b, c, o, r);
+	return r[0];
+}
+
+static int64_t f_lseek(const gpusys_dev_t *d, int64_t h, int64_t off, int whence)
+{
+	int32_t hv[L] = { (int32_t)h };
+	int64_t o[L] = { off }, r[L];
+	int w[L] = { whence };
+	gpusys_emu_file_lseek(d, 1, hv, o, w, r);
+	return r[0];
+}
+
+static int64_t f_fstat(const gpusys_dev_t *d, int64_t h, struct gpusys_stat *st)
+{
+	int32_t hv[L] = { (int32_t)h };
+	struct gpusys_stat *s[L] = { st };
+	int64_t r[L];
+	gpusys_emu_file_fstat(d, 1, hv, s, r);
+	return r[0];
+}
+
+static int64_t f_stat(const gpusys_dev_t *d, const char *path, int flags, struct gpusys_stat *st)
+{
+	const char *p[L] = { path };
+	int fl[L] = { flags };
+	struct gpusys_stat *s[L] = { st };
+	int64_t r[L];
+	gpusys_emu_file_stat(d, 1, p, fl, s, r);
+	return r[0];
+}
+
+static int64_t f_ftruncate(const gpusys_dev_t *d, int64_t h, int64_t len)
+{
+	int32_t hv[L] = { (int32_t)h };
+	int64_t n[L] = { len }, r[L];
+	gpusys_emu_file_ftruncate(d, 1, hv, n, r);
+	return r[0];
+}
+
+static int64_t f_rename(const gpusys_dev_t *d, const char *a, const char *b)
+{
+	const char *p[L] = { a }, *q[L] = { b };
+	int64_t r[L];
+	gpusys_emu_file_rename(d, 1, p, q, r);
+	return r[0];
+}
+
+static int64_t f_mkdir(const gpusys_dev_t *d, const char *path, uint32_t mode)
+{
+	const char *p[L] = { path };
+	uint32_t m[L] = { mode };
+	int64_t r[L];
+	gpusys_emu_file_mkdir(d, 1, p, m, r);
+	return r[0];
+}
+
+static int64_t f_readdir(const gpusys_dev_t *d, int64_t h, struct gpusys_dirent *e)
+{
+	int32_t hv[L] = { (int32_t)h };
+	struct gpusys_dirent *ev[L] = { e };
+	int64_t r[L];
+	gpusys_emu_file_readdir(d, 1, hv, ev, r);
+	return r[0];
+}
+
+static void host_write_file(const char *path, const void *data, size_t n, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, n), (ssize_t)n);
+	close(fd);
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545F4914F6CDD1Dull;
+}
+
+static void fill(uint8_t *b, uint64_t n, uint64_t seed)
+{
+	uint64_t s = seed | 1, i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t v = xorshift(&s);
+		memcpy(b + i, &v, 8);
+	}
+	for (; i < n; i++)
+		b[i] = (uint8_t)xorshift(&s);
+}
+
+/* FNV-1a over 8-byte words: a checksum to compare large buffers by. */
+static uint64_t checksum(const uint8_t *b, uint64_t n)
+{
+	uint64_t h = 1469598103934665603ull, i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t v;
+		memcpy(&v, b + i, 8);
+		h = (h ^ v) * 1099511628211ull;
+	}
+	for (; i < n; i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	return h;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static int group_setup(void **state)
+{
+	(void)state;
+	gd_start(&daemon_, "channel_bulk_bytes = 64M\nworkers = 4\n");
+	/* Non-root test clients must reach the runtime directory. */
+	chmod(daemon_.dir, 0755);
+	snprintf(work, sizeof(work), "/tmp/gpusys-file-XXXXXX");
+	if (!mkdtemp(work))
+		return -1;
+	chmod(work, 0777);
+	umask(027); /* files the daemon creates for us get our umask */
+	if (chdir(work) < 0)
+		return -1;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	gd_finish(&daemon_);
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", work);
+	if (system(cmd) != 0)
+		return -1;
+	return 0;
+}
+
+/* ----------------------------------------------------------------- tests */
+
+static void test_open_read_write_close(void **state)
+{
+	(void)state;
+	struct cl k;
+	assert_int_equal(cl_attach(&k, true, 0), 0);
+
+	int64_t h = f_open(k.dev, "a.txt", O_WRONLY | O_CREAT | O_TRUNC, 0666); /* umask 027 */
+	assert_true(h > 2);
+	assert_int_equal(f_write(k.dev, h, "hello, world\n", 13), 13);
+	assert_int_equal(f_fsync(k.dev, h), 0);
+	assert_int_equal(f_close(k.dev, h), 0);
+
+	/* The file is where the client's working directory says. */
+	struct stat st;
+	assert_int_equal(stat("a.txt", &st), 0);
+	assert_int_equal(st.st_size, 13);
+	assert_int_equal(st.st_mode & 0777, 0640);
+
+	h = f_open(k.dev, "a.txt", O_RDWR, 0);
+	assert_true(h > 2);
+	char buf[64] = { 0 };
+	assert_int_equal(f_read(k.dev, h, buf, 5), 5);
+	assert_memory_equal(buf, "hello", 5);
+	assert_int_equal(f_lseek(k.dev, h, 0, SEEK_CUR), 5);
+	assert_int_equal(f_read(k.dev, h, buf, sizeof(buf)), 8);
+	assert_memory_equal(buf, ", world\n", 8);
+	assert_int_equal(f_read(k.dev, h, buf, sizeof(buf)), 0); /* end of file */
+	assert_int_equal(f_pread(k.dev, h, buf, 5, 7), 5);
+	assert_memory_equal(buf, "world", 5);
+	assert_int_equal(f_pwrite(k.dev, h, "WORLD", 5, 7), 5);
+	assert_int_equal(f_lseek(k.dev, h, 0, SEEK_END), 13); /* pwrite left the position alone */
+	assert_int_equal(f_lseek(k.dev, h, 0, SEEK_SET), 0);
+	assert_int_equal(f_read(k.dev, h, buf, 13), 13);
+	assert_memory_equal(buf, "hello, WORLD\n", 13);
+	assert_int_equal(f_lseek(k.dev, h, -1, SEEK_SET), -EINVAL);
+	assert_int_equal(f_lseek(k.dev, h, 0, 42), -EINVAL);
+	assert_int_equal(f_pread(k.dev, h, buf, 5, -1), -EINVAL);
+
+	struct gpusys_stat gs;
+	assert_int_equal(f_fstat(k.dev, h, &gs), sizeof(gs));
+	assert_int_equal(gs.size, 13);
+	assert_true((gs.mode & S_IFMT) == S_IFREG);
+	assert_int_equal(gs.ino, st.st_ino);
+	assert_int_equal(f_ftruncate(k.dev, h, 5), 0);
+	assert_int_equal(f_fstat(k.dev, h, &gs), sizeof(gs));
+	assert_int_equal(gs.size, 5);
+	assert_int_equal(f_ftruncate(k.dev, h, -1), -EINVAL);
+	assert_int_equal(f_close(k.dev, h), 0);
+
+	assert_int_equal(f_stat(k.dev, "a.txt", 0, &gs), sizeof(gs));
+	assert_int_equal(gs.size, 5);
+	assert_int_equal(symlink("a.txt", "link"), 0);
+	assert_int_equal(f_stat(k.dev, "link", 0, &gs), sizeof(gs));
+	assert_true((gs.mode & S_IFMT) == S_IFREG);
+	assert_int_equal(f_stat(k.dev, "link", AT_SYMLINK_NOFOLLOW, &gs), sizeof(gs));
+	assert_true((gs.mode & S_IFMT) == S_IFLNK);
+	assert_int_equal(f_unlink(k.dev, "link"), 0);
+
+	/* Absolute paths work too. */
+	char abs[256];
+	snprintf(abs, sizeof(abs), "%s/a.txt", work);
+	assert_int_equal(f_stat(k.dev, abs, 0, &gs), sizeof(gs));
+
+	assert_int_equal(f_rename(k.dev, "a.txt", "b.txt"), 0);
+	assert_int_equal(f_stat(k.dev, "a.txt", 0, &gs), -ENOENT);
+	assert_int_equal(f_stat(k.dev, "b.txt", 0, &gs), sizeof(gs));
+	assert_int_equal(f_unlink(k.dev, "b.txt"), 0);
+	assert_int_equal(f_stat(k.dev, "b.txt", 0, &gs), -ENOENT);
+	cl_detach(&k);
+}
+
+static void test_errors(void **state)
+{
+	(void)state;
+	struct cl k;
+	struct gpusys_stat gs;
+	char buf[16];
+	assert_int_equal(cl_attach(&k, true, 0), 0);
+
+	assert_int_equal(f_open(k.dev, "missing", O_RDONLY, 0), -ENOENT);
+	assert_int_equal(f_open(k.dev, "nodir/x", O_RDONLY | O_CREAT, 0644), -ENOENT);
+	assert_int_equal(f_open(k.dev, "", O_RDONLY, 0), -ENOENT);
+	int64_t h = f_open(k.dev, "e.txt", O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(h > 0);
+	assert_int_equal(f_open(k.dev, "e.txt", O_WRONLY | O_CREAT | O_EXCL, 0600), -EEXIST);
+	/* Reading a write-only handle, writing a read-only one. */
+	assert_int_equal(f_read(k.dev, h, buf, 1), -EBADF);
+	assert_int_equal(f_close(k.dev, h), 0);
+	h = f_open(k.dev, "e.txt", O_RDONLY, 0);
+	assert_int_equal(f_write(k.dev, h, "x", 1), -EBADF);
+	assert_int_equal(f_close(k.dev, h), 0);
+
+	assert_int_equal(f_mkdir(k.dev, "d", 0755), 0);
+	assert_int_equal(f_mkdir(k.dev, "d", 0755), -EEXIST);
+	assert_int_equal(f_open(k.dev, "d", O_WRONLY, 0), -EISDIR);
+	h = f_open(k.dev, "d", O_RDONLY, 0);
+	assert_true(h > 0);
+	assert_int_equal(f_read(k.dev, h, buf, sizeof(buf)), -EISDIR);
+	assert_int_equal(f_close(k.dev, h), 0);
+	assert_int_equal(f_unlink(k.dev, "d"), -EISDIR);
+	assert_int_equal(f_open(k.dev, "e.txt/x", O_RDONLY, 0), -ENOTDIR);
+	assert_int_equal(f_opendir(k.dev, "e.txt"), -ENOTDIR);
+	assert_int_equal(f_open(k.dev, "e.txt", O_RDONLY | O_DIRECTORY, 0), -ENOTDIR);
+	assert_int_equal(f_rmdir(k.dev, "missing"), -ENOENT);
+	assert_int_equal(f_rmdir(k.dev, "e.txt"), -ENOTDIR);
+	assert_int_equal(f_unlink(k.dev, "missing"), -ENOENT);
+	assert_int_equal(f_rename(k.dev, "missing", "x"), -ENOENT);
+	assert_int_equal(f_mkdir(k.dev, "d/sub", 0700), 0);
+	assert_int_equal(f_rmdir(k.dev, "d"), -ENOTEMPTY);
+	assert_int_equal(f_rmdir(k.dev, "d/sub"), 0);
+	assert_int_equal(f_rmdir(k.dev, "d"), 0);
+	assert_int_equal(f_stat(k.dev, "missing", 0, &gs), -ENOENT);
+	assert_int_equal(f_stat(k.dev, "e.txt", 0x4000 /* not a stat flag */, &gs), -EINVAL);
+
+	/* Flags we do not pass on, and a bad access mode. */
+	assert_int_equal(f_open(k.dev, "e.txt", O_RDONLY | O_PATH, 0), -EINVAL);
+	assert_int_equal(f_open(k.dev, "e.txt", O_ACCMODE, 0), -EINVAL);
+	assert_int_equal(f_open(k.dev, "e.txt", O_RDONLY | O_DIRECT, 0), -EINVAL);
+
+	/* Path bounds. */
+	char *longp = malloc(GPUSYS_FILE_PATH_MAX + 2);
+	memset(longp, 'a', GPUSYS_FILE_PATH_MAX + 1);
+	longp[GPUSYS_FILE_PATH_MAX + 1] = 0;
+	assert_int_equal(f_open(k.dev, longp, O_RDONLY, 0), -ENAMETOOLONG);
+	longp[300] = 0;
+	assert_int_equal(f_open(k.dev, longp, O_RDONLY, 0), -ENAMETOOLONG); /* a name over NAME_MAX */
+	free(longp);
+
+	/* Magic links of the daemon's /proc are not followed. */
+	assert_int_equal(f_open(k.dev, "/proc/self/fd/0", O_RDONLY, 0), -ELOOP);
+
+	assert_int_equal(f_unlink(k.dev, "e.txt"), 0);
+	cl_detach(&k);
+}
+
+static void test_handles(void **state)
+{
+	(void)state;
+	struct cl a, b;
+	char buf[8];
+	assert_int_equal(cl_attach(&a, true, 0), 0);
+	assert_int_equal(cl_attach(&b, true, 0), 0);
+	host_write_file("h.txt", "12345678", 8, 0644);
+
+	/* Invented handles. */
+	const int64_t bogus[] = { 0, -1, 3, 1023, 1024, 4096, 12345, INT32_MAX };
+	for (size_t i = 0; i < sizeof(bogus) / sizeof(bogus[0]); i++) {
+		assert_int_equal(f_read(a.dev, bogus[i], buf, 1), -EBADF);
+		assert_int_equal(f_close(a.dev, bogus[i]), -EBADF);
+	}
+	/* Closed, and the next file in the same slot. */
+	int64_t h = f_open(a.dev, "h.txt", O_RDONLY, 0);
+	assert_true(h > 0);
+	assert_int_equal(f_close(a.dev, h), 0);
+	assert_int_equal(f_read(a.dev, h, buf, 1), -EBADF);
+	assert_int_equal(f_close(a.dev, h), -EBADF);
+	int64_t h2 = f_open(a.dev, "h.txt", O_RDONLY, 0);
+	assert_true(h2 > 0 && h2 != h);
+	assert_int_equal(f_read(a.dev, h, buf, 1), -EBADF);
+	assert_int_equal(f_read(a.dev, h2, buf, 1), 1);
+
+	/* Another client's handle means nothing here. */
+	int64_t hb = 0, hb2 = 0;
+	for (int i = 0; i < 4; i++) { /* past the slots a uses */
+		if (hb2 > 0)
+			assert_int_equal(f_close(b.dev, hb2), 0);
+		hb2 = f_open(b.dev, "h.txt", O_RDONLY, 0);
+		if (!hb)
+			hb = f_open(b.dev, "h.txt", O_RDONLY, 0);
+	}
+	assert_true(hb > 0 && hb2 > 0);
+	assert_int_not_equal(hb2, h2);
+	assert_int_equal(f_read(a.dev, hb2, buf, 1), -EBADF);
+	assert_int_equal(f_close(a.dev, hb2), -EBADF);
+	assert_int_equal(f_read(b.dev, hb2, buf, 1), 1);
+	assert_int_equal(f_close(b.dev, hb2), 0);
+
+	/* A file handle is no directory handle and the other way round. */
+	assert_int_equal(f_closedir(a.dev, h2), -EBADF);
+	int64_t dh = f_opendir(a.dev, ".");
+	assert_true(dh > 0);
+	assert_int_equal(f_read(a.dev, dh, buf, 1), -EBADF);
+	assert_int_equal(f_close(a.dev, dh), -EBADF);
+	assert_int_equal(f_closedir(a.dev, dh), 0);
+
+	/* stdout and stderr: only when passed (they were not). */
+	assert_int_equal(f_write(a.dev, GPUSYS_FILE_STDOUT, "x", 1), -EBADF);
+	assert_int_equal(f_read(a.dev, GPUSYS_FILE_STDOUT, buf, 1), -EBADF);
+
+	/* The per-client bound. */
+	int64_t *many = malloc(GPUSYS_FILE_MAX_HANDLES * sizeof(*many));
+	unsigned n = 0;
+	for (; n < GPUSYS_FILE_MAX_HANDLES; n++) {
+		many[n] = f_open(a.dev, "h.txt", O_RDONLY, 0);
+		if (many[n] < 0)
+			break;
+	}
+	assert_int_equal(n, GPUSYS_FILE_MAX_HANDLES - 1); /* h2 holds one */
+	assert_int_equal(many[n], -EMFILE);
+	for (unsigned i = 0; i < n; i++)
+		assert_int_equal(f_close(a.dev, many[i]), 0);
+	free(many);
+	assert_int_equal(f_close(a.dev, h2), 0);
+	assert_int_equal(f_close(b.dev, hb), 0);
+	cl_detach(&a);
+	cl_detach(&b);
+	unlink("h.txt");
+}
+
+static void test_readdir(void **state)
+{
+	(void)state;
+	struct cl k;
+	assert_int_equal(cl_attach(&k, true, 0), 0);
+	assert_int_equal(mkdir("rd", 0755), 0);
+	host_write_file("rd/one", "1", 1, 0644);
+	host_write_file("rd/two", "2", 1, 0644);
+	assert_int_equal(mkdir("rd/sub", 0755), 0);
+
+	int64_t dh = f_opendir(k.dev, "rd");
+	assert_true(dh > 0);
+	unsigned seen = 0, count = 0;
+	struct gpusys_dirent e;
+	int64_t r;
+	while ((r = f_readdir(k.dev, dh, &e)) == 1) {
+		count++;
+		assert_int_equal(strlen(e.name), e.namelen);
+		if (!strcmp(e.name, "one") && e.type == DT_REG)
+			seen |= 1;
+		else if (!strcmp(e.name, "two") && e.type == DT_REG)
+			seen |= 2;
+		else if (!strcmp(e.name, "sub") && e.type == DT_DIR)
+			seen |= 4;
+		else if (!strcmp(e.name, ".") || !strcmp(e.name, ".."))
+			seen |= 8;
+		else
+			fail_msg("unexpected entry %s", e.name);
+	}
+	assert_int_equal(r, 0);
+	assert_int_equal(count, 5);
+	assert_int_equal(seen, 15);
+	assert_int_equal(f_readdir(k.dev, dh, &e), 0); /* stays at the end */
+	assert_int_equal(f_closedir(k.dev, dh), 0);
+	assert_int_equal(f_readdir(k.dev, dh, &e), -EBADF);
+	assert_int_equal(f_closedir(k.dev, dh), -EBADF);
+	assert_int_equal(f_opendir(k.dev, "rd/missing"), -ENOENT);
+	system("rm -rf rd");
+	cl_detach(&k);
+}
+
+/* 32 lanes at once: each its own file, then all reading one file in lane
+ * order (one handle: consecutive parts, as sequential reads would). */
+static void test_lanes(void **state)
+{
+	(void)state;
+	struct cl k;
+	assert_int_equal(cl_attach(&k, true, 0), 0);
+	char names[L][32], data[L][200];
+	const char *paths[L];
+	int flags[L];
+	uint32_t mode[L], cnt[L];
+	int32_t hs[L];
+	int64_t r[L];
+	const void *wb[L];
+	void *rb[L];
+	const uint64_t all = 0xffffffffull;
+
+	for (unsigned l = 0; l < L; l++) {
+		snprintf(names[l], sizeof(names[l]), "lane%02u.txt", l);
+		paths[l] = names[l];
+		flags[l] = O_RDWR | O_CREAT | O_TRUNC;
+		mode[l] = 0644;
+		memset(data[l], 'A' + l % 26, sizeof(data[l]));
+		wb[l] = data[l];
+		cnt[l] = 10 + l * 5; /* some beyond the inline slot */
+	}
+	assert_int_equal(gpusys_emu_file_open(k.dev, all, paths, flags, mode, r), 0);
+	for (unsigned l = 0; l < L; l++)
+		hs[l] = (int32_t)r[l];
+	assert_int_equal(gpusys_emu_file_write(k.dev, all, hs, wb, cnt, r), 0);
+	for (unsigned l = 0; l < L; l++)
+		assert_int_equal(r[l], cnt[l]);
+	assert_int_equal(gpusys_emu_file_close(k.dev, all, hs, r), 0);
+	for (unsigned l = 0; l < L; l++) {
+		struct stat st;
+		assert_int_equal(stat(names[l], &st), 0);
+		assert_int_equal(st.st_size, cnt[l]);
+	}
+
+	/* Odd lanes only, on one shared handle. */
+	char seq[4096];
+	for (unsigned i = 0; i < sizeof(seq); i++)
+		seq[i] = (char)('a' + i % 26);
+	host_write_file("seq.txt", seq, sizeof(seq), 0644);
+	int64_t h = f_open(k.dev, "seq.txt", O_RDONLY, 0);
+	char out[L][100];
+	for (unsigned l = 0; l < L; l++) {
+		hs[l] = (int32_t)h;
+		rb[l] = out[l];
+		cnt[l] = 100;
+	}
+	const uint64_t odd = 0xaaaaaaaaull;
+	assert_int_equal(gpusys_emu_file_read(k.dev, odd, hs, rb, cnt, r), 0);
+	unsigned at = 0;
+	for (unsigned l = 1; l < L; l += 2) {
+		assert_int_equal(r[l], 100);
+		assert_memory_equal(out[l], seq + at, 100);
+		at += 100;
+	}
+	assert_int_equal(f_close(k.dev, h), 0);
+	for (unsigned l = 0; l < L; l++)
+		unlink(names[l]);
+	unlink("seq.txt");
+	cl_detach(&k);
+}
+
+static void test_no_cwd(void **state)
+{
+	(void)state;
+	struct cl k;
+	struct gpusys_stat gs;
+	char abs[256];
+	assert_int_equal(cl_attach(&k, false, 0), 0);
+	host_write_file("nc.txt", "x", 1, 0644);
+	assert_int_equal(f_open(k.dev, "nc.txt", O_RDONLY, 0), -EINVAL);
+	assert_int_equal(f_stat(k.dev, "nc.txt", 0, &gs), -EINVAL);
+	assert_int_equal(f_unlink(k.dev, "nc.txt"), -EINVAL);
+	snprintf(abs, sizeof(abs), "%s/nc.txt", work);
+	int64_t h = f_open(k.dev, abs, O_RDONLY, 0);
+	assert_true(h > 0);
+	assert_int_equal(f_close(k.dev, h), 0);
+	unlink("nc.txt");
+	cl_detach(&k);
+}
+
+/* A large file through the bulk area, both directions, checked by
+ * checksum and byte for byte. */
+static void test_big_file(void **state)
+{
+	(void)state;
+	struct cl k;
+	assert_int_equal(cl_attach(&k, true, 64u << 20), 0);
+	assert_true(k.dev->bulk_slots > 0);
+	uint8_t *src = malloc(BIG_BYTES), *dst = malloc(BIG_BYTES);
+	assert_non_null(src);
+	assert_non_null(dst);
+	fill(src, BIG_BYTES, 42);
+	host_write_file("big.bin", src, BIG_BYTES, 0644);
+	uint64_t want = checksum(src, BIG_BYTES);
+
+	int64_t h = f_open(k.dev, "big.bin", O_RDONLY, 0);
+	assert_true(h > 0);
+	memset(dst, 0, BIG_BYTES);
+	long t0 = now_ms();
+	assert_int_equal(gpusys_emu_read_block(k.dev, (int32_t)h, dst, BIG_BYTES), (int64_t)BIG_BYTES);
+	long t1 = now_ms();
+	assert_int_equal(checksum(dst, BIG_BYTES), want);
+	assert_memory_equal(dst, src, BIG_BYTES);
+	print_message("read %llu MiB through the bulk area in %ld ms\n", (unsigned long long)(BIG_BYTES >> 20), t1 - t0);
+	/* The position moved; another read is at the end. */
+	assert_int_equal(gpusys_emu_read_block(k.dev, (int32_t)h, dst, 10), 0);
+	/* pread at an odd offset, across the end. */
+	assert_int_equal(gpusys_emu_pread_block(k.dev, (int32_t)h, dst, 5000, BIG_BYTES - 1234), 1234);
+	assert_memory_equal(dst, src + BIG_BYTES - 1234, 1234);
+	assert_int_equal(gpusys_emu_pread_block(k.dev, (int32_t)h, dst, 3u << 20, 12345), 3u << 20);
+	assert_memory_equal(dst, src + 12345, 3u << 20);
+	assert_int_equal(f_close(k.dev, h), 0);
+	assert_int_equal(gpusys_emu_pread_block(k.dev, (int32_t)h, dst, 10, 0), -EBADF);
+
+	h = f_open(k.dev, "copy.bin", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(h > 0);
+	t0 = now_ms();
+	assert_int_equal(gpusys_emu_write_block(k.dev, (int32_t)h, src, BIG_BYTES), (int64_t)BIG_BYTES);
+	t1 = now_ms();
+	print_message("wrote %llu MiB through the bulk area in %ld ms\n", (unsigned long long)(BIG_BYTES >> 20),
+		      t1 - t0);
+	assert_int_equal(f_lseek(k.dev, h, 0, SEEK_CUR), (int64_t)BIG_BYTES);
+	assert_int_equal(gpusys_emu_pread_block(k.dev, (int32_t)h, dst, 10, 0), -EBADF); /* write-only */
+	assert_int_equal(f_close(k.dev, h), 0);
+	int fd = open("copy.bin", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	memset(dst, 0, BIG_BYTES);
+	uint64_t got = 0;
+	while (got < BIG_BYTES) {
+		ssize_t n = read(fd, dst + got, BIG_BYTES - got);
+		assert_true(n > 0);
+		got += (uint64_t)n;
+	}
+	close(fd);
+	assert_int_equal(checksum(dst, BIG_BYTES), want);
+	unlink("big.bin");
+	unlink("copy.bin");
+	free(src);
+	free(dst);
+	cl_detach(&k);
+}
+
+/* Without a bulk area the block calls go through packets (slowly). */
+static void test_block_without_bulk(void **state)
+{
+	(void)state;
+	struct cl k;
+	assert_int_equal(cl_attach(&k, true, 0), 0);
+	assert_int_equal(k.dev->bulk_slots, 0);
+	const uint64_t n = (3u << 20) + 77;
+	uint8_t *src = malloc(n), *dst = malloc(n);
+	fill(src, n, 7);
+	host_write_file("nb.bin", src, n, 0644);
+	int64_t h = f_open(k.dev, "nb.bin", O_RDWR, 0);
+	assert_int_equal(gpusys_emu_pread_block(k.dev, (int32_t)h, dst, n + 100, 0), (int64_t)n);
+	assert_memory_equal(dst, src, n);
+	fill(src, n, 8);
+	assert_int_equal(gpusys_emu_pwrite_block(k.dev, (int32_t)h, src, n, 0), (int64_t)n);
+	assert_int_equal(gpusys_emu_pread_block(k.dev, (int32_t)h, dst, n, 0), (int64_t)n);
+	assert_memory_equal(dst, src, n);
+	assert_int_equal(f_close(k.dev, h), 0);
+	unlink("nb.bin");
+	free(src);
+	free(dst);
+	cl_detach(&k);
+}
+
+/* ------------------------------------------------------- two users */
+
+static int become(uid_t uid)
+{
+	if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
+		return -1;
+	return 0;
+}
+
+static void test_two_users(void **state)
+{
+	(void)state;
+	if (geteuid() != 0) {
+		skip(); /* needs root to run clients as two users */
+		return;
+	}
+	/* User 65534 makes a private file. */
+	pid_t p = fork();
+	if (p == 0) {
+		struct cl k;
+		if (become(65534) < 0 || cl_attach(&k, true, 0) < 0)
+			_exit(10);
+		int64_t h = f_open(k.dev, "secret", O_WRONLY | O_CREAT | O_EXCL, 0600);
+		if (h < 0)
+			_exit(11);
+		if (f_write(k.dev, h, "mine", 4) != 4 || f_close(k.dev, h) != 0)
+			_exit(12);
+		cl_detach(&k);
+		_exit(0);
+	}
+	int ws;
+	assert_int_equal(waitpid(p, &ws, 0), p);
+	assert_true(WIFEXITED(ws));
+	assert_int_equal(WEXITSTATUS(ws), 0);
+	struct stat st;
+	assert_int_equal(stat("secret", &st), 0);
+	assert_int_equal(st.st_uid, 65534);
+	assert_int_equal(st.st_gid, 65534);
+	assert_int_equal(st.st_mode & 0777, 0600);
+
+	/* User 65533 cannot open it, nor make files where it may not. */
+	p = fork();
+	if (p == 0) {
+		struct cl k;
+		struct gpusys_stat gs;
+		if (become(65533) < 0 || cl_attach(&k, true, 0) < 0)
+			_exit(10);
+		if (f_open(k.dev, "secret", O_RDONLY, 0) != -EACCES)
+			_exit(11);
+		if (f_open(k.dev, "secret", O_WRONLY | O_TRUNC, 0) != -EACCES)
+			_exit(12);
+		if (f_stat(k.dev, "secret", 0, &gs) != sizeof(gs) || gs.uid != 65534)
+			_exit(13); /* stat needs only the directory */
+		if (f_open(k.dev, "/root/.gpusys-nope", O_WRONLY | O_CREAT, 0600) != -EACCES)
+			_exit(14);
+		if (f_mkdir(k.dev, "/etc/gpusys-nope", 0700) != -EACCES)
+			_exit(15);
+		if (f_open(k.dev, "/etc/shadow", O_RDONLY, 0) != -EACCES)
+			_exit(16);
+		/* Its own file is fine, and owned by it. */
+		int64_t h = f_open(k.dev, "theirs", O_WRONLY | O_CREAT, 0600);
+		if (h < 0 || f_close(k.dev, h) != 0)
+			_exit(17);
+		cl_detach(&k);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(p, &ws, 0), p);
+	assert_true(WIFEXITED(ws));
+	assert_int_equal(WEXITSTATUS(ws), 0);
+	assert_int_equal(stat("theirs", &st), 0);
+	assert_int_equal(st.st_uid, 65533);
+
+	/* And the owner still can (the daemon's threads went back to root
+	 * between requests: root reads it too). */
+	struct cl k;
+	char buf[8];
+	assert_int_equal(cl_attach(&k, true, 0), 0);
+	int64_t h = f_open(k.dev, "secret", O_RDONLY, 0);
+	assert_true(h > 0);
+	assert_int_equal(f_read(k.dev, h, buf, 8), 4);
+	assert_int_equal(f_close(k.dev, h), 0);
+	cl_detach(&k);
+	unlink("secret");
+	unlink("theirs");
+}
+
+/* ------------------------------------------ a client killed mid-write */
+
+static void test_killed_client(void **state)
+{
+	(void)state;
+	pid_t dpid = daemon_.pid;
+	/* Earlier tests' clients may still be going away: wait until the
+	 * count holds still. */
+	int before = count_fds(dpid);
+	for (int stable = 0; stable < 20; usleep(10000)) {
+		int n = count_fds(dpid);
+		stable = n == before ? stable + 1 : 0;
+		before = n;
+	}
+	assert_true(before > 0);
+
+	pid_t p = fork();
+	if (p == 0) {
+		struct cl k;
+		if (cl_attach(&k, true, 16u << 20) < 0)
+			_exit(10);
+		uint8_t *buf = calloc(1, 8u << 20);
+		int64_t hs[8];
+		for (int i = 0; i < 8; i++) {
+			char name[32];
+			snprintf(name, sizeof(name), "killed%d.bin", i);
+			hs[i] = f_open(k.dev, name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			if (hs[i] < 0)
+				_exit(11);
+		}
+		for (uint64_t i = 0;; i++) /* until killed */
+			gpusys_emu_pwrite_block(k.dev, (int32_t)hs[i % 8], buf, 8u << 20, (int64_t)((i / 8 % 16) << 23));
+	}
+	/* Wait until it writes, then kill it in the middle. */
+	struct stat st;
+	long t0 = now_ms();
+	while (!(stat("killed7.bin", &st) == 0 && st.st_size > 0) && now_ms() - t0 < 5000)
+		usleep(1000);
+	assert_true(st.st_size > 0);
+	assert_true(count_fds(dpid) >= before + 8);
+	kill(p, SIGKILL);
+	int ws;
+	assert_int_equal(waitpid(p, &ws, 0), p);
+
+	int now = -1;
+	t0 = now_ms();
+	while (now_ms() - t0 < 2000) {
+		now = count_fds(dpid);
+		if (now <= before)
+			break;
+		usleep(5000);
+	}
+	assert_true(now <= before);
+	for (int i = 0; i < 8; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "killed%d.bin", i);
+		unlink(name);
+	}
+}
+
+/* -------------------------------------- a blocked read stalls nobody */
+
+struct blocked {
+	const gpusys_dev_t *dev;
+	int64_t h;
+	char buf[16];
+	atomic_int done;
+	int64_t got;
+};
+
+static void *blocked_reader(void *arg)
+{
+	struct blocked *b = arg;
+	b->got = f_read(b->dev, b->h, b->buf, sizeof(b->buf));
+	atomic_store(&b->done, 1);
+	return NULL;
+}
+
+static void test_fifo_does_not_stall(void **state)
+{
+	(void)state;
+	struct cl a, b;
+	assert_int_equal(mkfifo("fifo", 0666), 0);
+	/* We hold a writer (and a reader, so opening cannot fail): the
+	 * daemon's read waits for data. */
+	int wfd = open("fifo", O_RDWR | O_CLOEXEC);
+	assert_true(wfd >= 0);
+	assert_int_equal(cl_attach(&a, true, 0), 0);
+	assert_int_equal(cl_attach(&b, true, 0), 0);
+
+	struct blocked bl = { .dev = a.dev };
+	bl.h = f_open(a.dev, "fifo", O_RDONLY, 0);
+	assert_true(bl.h > 0);
+	pthread_t t;
+	pthread_create(&t, NULL, blocked_reader, &bl);
+	usleep(100000);
+	assert_int_equal(atomic_load(&bl.done), 0);
+
+	/* Meanwhile another client's calls go on: NOOPs on the pollers and
+	 * file calls on the other workers. */
+	long t0 = now_ms();
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(gpusys_emu_noop(b.dev, 1), 0);
+	struct gpusys_stat gs;
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(f_stat(b.dev, "fifo", 0, &gs), sizeof(gs));
+	long took = now_ms() - t0;
+	assert_true(took < 2000);
+	assert_int_equal(atomic_load(&bl.done), 0);
+
+	assert_int_equal(write(wfd, "ping", 4), 4);
+	pthread_join(t, NULL);
+	assert_int_equal(bl.got, 4);
+	assert_memory_equal(bl.buf, "ping", 4);
+
+	/* A second blocked read, abandoned by a client that goes away. */
+	assert_int_equal(f_close(a.dev, bl.h), 0);
+	close(wfd);
+	unlink("fifo");
+	cl_detach(&a);
+	cl_detach(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_open_read_write_close),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_handles),
+		cmocka_unit_test(test_readdir),
+		cmocka_unit_test(test_lanes),
+		cmocka_unit_test(test_no_cwd),
+		cmocka_unit_test(test_big_file),
+		cmocka_unit_test(test_block_without_bulk),
+		cmocka_unit_test(test_two_users),
+		cmocka_unit_test(test_killed_client),
+		cmocka_unit_test(test_fifo_does_not_stall),
+	};
+	return cmocka_run_group_tests_name("file", tests, group_setup, group_teardown);
+}
