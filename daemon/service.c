@@ -7,14 +7,14 @@
 #include <stddef.h>
 
 #include "port_server.h"
-#include "service_print.h"
 #include "service_file.h"
+#include "service_print.h"
 #include "services.h"
 
 static const struct service *const *const groups[] = {
 	[0] = service_basic_table, /* 0x00xx */
-	[2] = service_file_table,  /* 0x02xx */
 	[1] = service_print_table, /* 0x01xx */
+	[2] = service_file_table,  /* 0x02xx */
 };
 
 const struct service *service_find(uint16_t opcode)
@@ -36,4 +36,5 @@ void service_client_fini(struct port_table *t)
 	/* Services add their teardown here, in the order output must be
 	 * flushed: print before files. */
 	print_client_fini(t);
+	service_file_client_fini(t);
 }
