@@ -9,13 +9,31 @@
  * reads one word per channel, the header doorbell the client bumps with
  * every new request, instead of scanning every port. The other pollers keep
  * spinning up to park_us, then park on a condition variable; poller 0 wakes
- * them when it finds work again. Before dozing, poller 0 records the
+ * them when one of its passes finds more than one port with work (parallel
+ * work for them; a lone warp calling is served as fast by poller 0 alone). Before dozing, poller 0 records the
  * doorbells and scans once more, so a request published just before the
  * record is not left to wait for the next one (the io_uring SQPOLL order:
  * announce, re-check, sleep). Stream packets after the first do not ring
- * the doorbell, so a dozing poller 0 also scans every port each rescan_ms:
- * a client that stalls in the middle of a message longer than spin_us
- * still makes progress.
+ * the doorbell, so a dozing poller 0 also scans every port every rescan_ms
+ * (or rarer, so that this costs at most 0.1% of a core): a client that
+ * stalls in the middle of a message for longer than spin_us still makes
+ * progress.
+ *
+ * NOTE: measured cost (tests/daemon/test_idle.c, one client attached, on
+ * the H100 machine: a Firecracker guest where one timer wake-up costs
+ * ~5 us of CPU, ~4 us on the 2-core dev VM):
+ *
+ *   idle_sleep_us   idle CPU   first NOOP after quiet: p50 / max
+ *        20          19.4%        26 us / 32 us
+ *        50 (def)     9.2%        47 us / 64 us
+ *        80           5.4%        46 us / 82 us
+ *       100           4.8%        62 us / 100 us
+ *
+ * Idle CPU is wake-ups x their cost, so <= 1% of a core with timer naps
+ * alone takes naps of >= 500 us on these guests, and then the first
+ * request waits up to that long: the two targets cannot both be met by a
+ * daemon that only sleeps and polls. Meeting both needs a wake-up from
+ * the client side (its host thread seeing the doorbell), an ABI change.
  *
  * Grace periods. Each poller publishes a counter after every pass and an
  * offline flag while it sleeps or parks. pollers_publish() swaps the
@@ -224,12 +242,27 @@ static bool doorbell_rang(const struct snapshot *s)
 	return false;
 }
 
+/* Scan for a dozing poller 0, and how long that took: the safety rescan
+ * is spaced so that it costs at most 1/RESCAN_SHARE of a core however many
+ * ports there are. */
+#define RESCAN_SHARE 1000
+
+static bool timed_scan(struct poller *pl, const struct snapshot *s, uint64_t *ret_next)
+{
+	struct pollers *ps = pl->set;
+	uint64_t t0 = now_ns();
+	bool work = scan(pl, s) > 0;
+	uint64_t t1 = now_ns(), gap = (t1 - t0) * RESCAN_SHARE;
+	*ret_next = t1 + (gap > ps->rescan_ns ? gap : ps->rescan_ns);
+	return work;
+}
+
 /* Poller 0, idle: returns when there may be work (or on stop). */
 static void doze(struct poller *pl)
 {
 	struct pollers *ps = pl->set;
 	const struct timespec nap = { .tv_nsec = (long)ps->prm.sleep_us * 1000 };
-	uint64_t gen = 0, last_scan = 0;
+	uint64_t gen = 0, next_scan = 0;
 	bool recorded = false;
 
 	for (;;) {
@@ -240,17 +273,11 @@ static void doze(struct poller *pl)
 			record_doorbells(s);
 			gen = s->gen;
 			recorded = true;
-			work = scan(pl, s) > 0;
-			last_scan = now_ns();
+			work = timed_scan(pl, s, &next_scan);
 		} else {
 			work = doorbell_rang(s);
-			if (!work && ps->rescan_ns) {
-				uint64_t t = now_ns();
-				if (t - last_scan >= ps->rescan_ns) {
-					last_scan = t;
-					work = scan(pl, s) > 0;
-				}
-			}
+			if (!work && ps->rescan_ns && now_ns() >= next_scan)
+				work = timed_scan(pl, s, &next_scan);
 		}
 		pass_done(pl);
 		if (work)
@@ -283,7 +310,11 @@ static void *poller_main(void *arg)
 		pass_done(pl);
 		if (work) {
 			last_work = now_ns();
-			if (pl->index == 0)
+			/* Help is worth waking only when there is parallel work:
+			 * one port at a time (one warp calling) is served as
+			 * fast by one poller, and each wake-up would cost the
+			 * helpers park_us of spinning. */
+			if (pl->index == 0 && work > 1)
 				wake_parked(ps);
 			continue;
 		}
@@ -293,7 +324,6 @@ static void *poller_main(void *arg)
 			continue;
 		if (pl->index == 0) {
 			doze(pl);
-			wake_parked(ps);
 			last_work = now_ns();
 		} else if (idle >= ps->park_ns) {
 			park(pl);

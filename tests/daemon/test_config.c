@@ -2,6 +2,7 @@
 /* The config file parser: every key, sizes, limits, and error locations. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <stdarg.h>
@@ -157,6 +158,38 @@ static void test_auto_pollers(void **state)
 	assert_int_equal(config_auto_pollers(128), 4);
 }
 
+/* config/gpusysd.conf documents every key with its default, commented
+ * out: uncommented, it must parse and change nothing. */
+static void test_example_file(void **state)
+{
+	const char *path = getenv("GPUSYS_EXAMPLE_CONFIG");
+	char line[1024], text[16384] = "", err[256];
+	struct gpusysd_config def, c;
+	unsigned keys = 0;
+
+	(void)state;
+	if (!path)
+		fail_msg("$GPUSYS_EXAMPLE_CONFIG is not set (meson passes it)");
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		/* "#key = value" is a setting; "# text" is prose. */
+		const char *l = line;
+		if (line[0] == '#' && line[1] >= 'a' && line[1] <= 'z') {
+			l = line + 1;
+			keys++;
+		}
+		strncat(text, l, sizeof(text) - strlen(text) - 1);
+	}
+	fclose(f);
+	assert_int_equal(keys, 9);
+	config_defaults(&def);
+	c = def;
+	if (parse(&c, text, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_memory_equal(&c, &def, sizeof(c));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -166,6 +199,7 @@ int main(void)
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_errors_have_line),
 		cmocka_unit_test(test_auto_pollers),
+		cmocka_unit_test(test_example_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
