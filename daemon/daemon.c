@@ -262,8 +262,15 @@ static void stop(struct daemon *d)
 {
 	notify_stopping();
 	/* Clients first learn that nothing more will be served, so their
-	 * warps stop waiting while we wind down. */
-	registry_for_each(&d->reg, s) channel_mark_stopped(&s->chan);
+	 * warps stop waiting while we wind down. Hanging up their
+	 * connections also tells a worker blocked on a client's behalf to
+	 * give up (the file service polls the connection for that), so the
+	 * pool below drains promptly. */
+	registry_for_each(&d->reg, s)
+	{
+		channel_mark_stopped(&s->chan);
+		shutdown(s->sock, SHUT_RDWR);
+	}
 
 	listener_free(d->listener);
 	d->listener = NULL;

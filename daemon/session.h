@@ -36,7 +36,8 @@ struct session {
 	struct peer peer;
 	struct timespec attached; /* CLOCK_MONOTONIC */
 
-	int sock;           /* the attach connection; main thread */
+	int sock;           /* the attach connection, open until the session is
+			       freed: workers poll it to notice the client die */
 	struct event *ev;   /* its EOF/HUP watch; main thread */
 	void *daemon;       /* for that watch's callback */
 	int stdout_fd;      /* passed by the client, or -1 */

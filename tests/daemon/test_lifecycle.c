@@ -2,6 +2,9 @@
 /* gpusysd start-up and shut-down: signals, the runtime directory and its
  * lock, stale sockets, config errors, and what systemd is told. */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -19,6 +22,8 @@
 #include <cmocka.h>
 
 #include "gpusys/client.h"
+#include "gpusys/emulator.h"
+#include "gpusys/file_emu.h"
 #include "harness.h"
 
 static void assert_contains(const char *hay, const char *needle)
@@ -75,6 +80,71 @@ static void test_sigint_with_clients(void **state)
 	assert_true(now_ms() - t0 < 1000);
 	/* Our mapping outlives the daemon, and says it is gone. */
 	assert_int_equal(h->server_state, GPUSYS_SERVER_STOPPED);
+	gpusys_client_detach(c);
+	gd_cleanup(&d);
+}
+
+struct blocked_read {
+	const gpusys_dev_t *dev;
+	const char *path;
+	int open_rc, read_rc;
+	atomic_bool opened;
+};
+
+static void *blocked_reader(void *arg)
+{
+	struct blocked_read *b = arg;
+	const char *path[GPUSYS_WARP_LANES] = { b->path };
+	int flags[GPUSYS_WARP_LANES] = { O_RDWR };
+	uint32_t mode[GPUSYS_WARP_LANES] = { 0 }, count[GPUSYS_WARP_LANES] = { 16 };
+	int64_t ret[GPUSYS_WARP_LANES];
+	char buf[16];
+	void *bufs[GPUSYS_WARP_LANES] = { buf };
+
+	gpusys_emu_set_warp(0);
+	b->open_rc = gpusys_emu_file_open(b->dev, 1, path, flags, mode, ret);
+	int32_t handle[GPUSYS_WARP_LANES] = { (int32_t)ret[0] };
+	atomic_store(&b->opened, true);
+	if (b->open_rc == 0)
+		b->read_rc = gpusys_emu_file_read(b->dev, 1, handle, bufs, count, ret); /* nobody writes */
+	return NULL;
+}
+
+/* A worker blocked on a client's behalf (a read from an empty FIFO) must
+ * not hold up the stop. */
+static void test_stop_with_blocked_call(void **state)
+{
+	struct gd d;
+	struct gpusys_client *c;
+	struct gpusys_emu *emu;
+	char fifo[256];
+	pthread_t t;
+
+	(void)state;
+	gd_start(&d, NULL);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", d.dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 1, .cuda_device = -1 };
+	assert_int_equal(gpusys_client_attach(&o, &c), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_client_channel(c), &emu), 0);
+	struct blocked_read b = { .dev = gpusys_emu_dev(emu), .path = fifo };
+	pthread_create(&t, NULL, blocked_reader, &b);
+	while (!atomic_load(&b.opened))
+		usleep(1000);
+	assert_int_equal(b.open_rc, 0);
+	usleep(300000); /* the read is on a worker, waiting */
+	json_t *st = daemon_status(d.runtime);
+	assert_int_equal(json_integer_value(json_object_get(status_client(st, gpusys_client_id(c)), "ports_in_use")), 1);
+	json_decref(st);
+
+	long ms;
+	int ws = gd_stop(&d, &ms);
+	assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	if (ms > 1000)
+		fail_msg("gpusysd took %ld ms to stop with a blocked call", ms);
+	pthread_join(t, NULL);
+	assert_true(b.read_rc < 0); /* the daemon went away under it */
+	gpusys_emu_close(emu);
 	gpusys_client_detach(c);
 	gd_cleanup(&d);
 }
@@ -306,6 +376,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_start_stop),
 		cmocka_unit_test(test_sigint_with_clients),
+		cmocka_unit_test(test_stop_with_blocked_call),
 		cmocka_unit_test(test_second_daemon_refused),
 		cmocka_unit_test(test_stale_sockets),
 		cmocka_unit_test(test_bad_config),
