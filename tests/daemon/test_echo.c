@@ -126,7 +126,7 @@ static void *churn_main(void *arg)
 	return NULL;
 }
 
-static void test_echo_warps(void **state)
+static void echo_round(const char *config, const char *label, unsigned calls)
 {
 	struct gd d;
 	struct gpusys_client *cl;
@@ -134,8 +134,7 @@ static void test_echo_warps(void **state)
 	struct warp w[WARPS];
 	pthread_t t[WARPS], ct;
 
-	(void)state;
-	gd_start(&d, NULL);
+	gd_start(&d, config);
 	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = WARPS, .cuda_device = -1 };
 	assert_int_equal(gpusys_client_attach(&o, &cl), 0);
 	assert_int_equal(gpusys_emu_open(gpusys_client_channel(cl), &emu), 0);
@@ -145,7 +144,7 @@ static void test_echo_warps(void **state)
 	long t0 = now_ms();
 	for (uint32_t i = 0; i < WARPS; i++) {
 		w[i] = (struct warp){ .dev = gpusys_emu_dev(emu), .index = i, .seed = 0x9e3779b97f4a7c15ull * (i + 1),
-				      .calls = CALLS };
+				      .calls = calls };
 		pthread_create(&t[i], NULL, warp_main, &w[i]);
 	}
 	uint64_t bytes = 0;
@@ -159,17 +158,18 @@ static void test_echo_warps(void **state)
 	atomic_store(&churn.stop, true);
 	pthread_join(ct, NULL);
 	assert_int_equal(churn.rc, 0);
-	print_message("%d warps x %d ECHO calls, %.1f MB verified, in %ld ms (%.0f calls/s); %u attach/detach "
-		      "cycles meanwhile\n",
-		      WARPS, CALLS, bytes / 1e6, ms, WARPS * (double)CALLS * 1000 / (ms ? ms : 1), churn.cycles);
+	print_message("%d warps x %u ECHO calls, %.1f MB verified, in %ld ms (%.0f calls/s); %u attach/detach "
+		      "cycles meanwhile (%s)\n",
+		      WARPS, calls, bytes / 1e6, ms, WARPS * (double)calls * 1000 / (ms ? ms : 1), churn.cycles,
+		      label);
 
 	/* Every request counted, by the channel and by the daemon. */
 	assert_int_equal(gpusys_emu_synchronize(emu, 2000), 0);
-	assert_int_equal(gpusys_channel_progress(gpusys_client_channel(cl)), (uint64_t)WARPS * CALLS);
+	assert_int_equal(gpusys_channel_progress(gpusys_client_channel(cl)), (uint64_t)WARPS * calls);
 	json_t *st = daemon_status(d.runtime);
 	json_t *me = status_client(st, gpusys_client_id(cl));
 	assert_non_null(me);
-	assert_int_equal(json_integer_value(json_object_get(me, "requests")), (json_int_t)WARPS * CALLS);
+	assert_int_equal(json_integer_value(json_object_get(me, "requests")), (json_int_t)WARPS * calls);
 	assert_int_equal(json_integer_value(json_object_get(me, "rejected")), 0);
 	assert_int_equal(json_integer_value(json_object_get(me, "ports_in_use")), 0);
 	json_decref(st);
@@ -184,7 +184,7 @@ static void test_echo_warps(void **state)
 		json_int_t n = json_integer_value(json_object_get(st, "clients_attached"));
 		json_decref(st);
 		if (n == 0) {
-			assert_int_equal(served, (json_int_t)WARPS * CALLS);
+			assert_int_equal(served, (json_int_t)WARPS * calls);
 			break;
 		}
 		assert_true(now_ms() - t1 < 1000);
@@ -193,10 +193,25 @@ static void test_echo_warps(void **state)
 	gd_finish(&d);
 }
 
+static void test_echo_warps(void **state)
+{
+	(void)state;
+	echo_round("pollers = 1\n", "1 poller", CALLS);
+}
+
+/* Several pollers: claims keep them off each other's ports, helpers park
+ * and are woken, every poller's progress word counts. */
+static void test_echo_pollers(void **state)
+{
+	(void)state;
+	echo_round("pollers = 3\nworkers = 2\n", "3 pollers", CALLS / 5);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_echo_warps),
+		cmocka_unit_test(test_echo_pollers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
