@@ -14,6 +14,10 @@
 
 #include "gpusys/print.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define CASE_MAX_ARGS 8
 
 struct print_case {
@@ -42,5 +46,9 @@ struct refused_case {
 };
 extern const struct refused_case refused_cases[];
 extern const size_t refused_cases_n;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -29,7 +29,8 @@ static uint8_t *pack(uint32_t stream, const char *fmt, const struct gpusys_print
 {
 	int64_t n = gpusys_print_pack(NULL, 0, stream, fmt, args, nargs);
 	assert_true(n >= 4);
-	uint8_t *b = malloc((size_t)n);
+	size_t size = n > 0 ? (size_t)n : 1;
+	uint8_t *b = malloc(size);
 	assert_non_null(b);
 	assert_int_equal(gpusys_print_pack(b, (uint32_t)n, stream, fmt, args, nargs), n);
 	*len = (size_t)n;
@@ -147,7 +148,7 @@ static void test_truncated_records(void **state)
 	assert_int_equal(print_format_record(bad_str, sizeof(bad_str), &out, &stream), -EINVAL);
 	assert_int_equal(print_format_record(bad_tag, sizeof(bad_tag), &out, &stream), -EINVAL);
 	assert_int_equal(print_format_record(nul_fmt, sizeof(nul_fmt), &out, &stream), -EINVAL);
-	uint8_t *big = calloc(1, 8 + GPUSYS_PRINT_MAX_STR + 1);
+	uint8_t *big = calloc(1, 9 + GPUSYS_PRINT_MAX_STR + 1);
 	memcpy(big, (const uint8_t[]){ 1, 0, 2, 0, '%', 's', GPUSYS_PRINT_STR,
 				       (GPUSYS_PRINT_MAX_STR + 1) & 0xff, (GPUSYS_PRINT_MAX_STR + 1) >> 8 },
 	       9);
