@@ -32,8 +32,10 @@ int bench_spawn_daemon(const char *path, const char *extra_args, char *dir);
 void bench_stop_daemon(int pid, const char *dir);
 
 int bench_rtt_emulated(int argc, char **argv);
+int bench_file_emulated(int argc, char **argv);
 #ifdef GPUSYS_BENCH_HAVE_GPU
 int bench_rtt_gpu(int argc, char **argv);
+int bench_file_gpu(int argc, char **argv);
 #endif
 
 #endif

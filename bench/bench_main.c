@@ -9,6 +9,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: gpusys-bench rtt --emulate [options]   NOOP round trip, emulated warps\n"
 			"       gpusys-bench rtt [options]             NOOP round trip from GPU kernels\n"
+			"       gpusys-bench file --emulate [options]  file block reads/writes, emulated block\n"
+			"       gpusys-bench file [options]            1 GiB file <-> device memory, vs cudaMemcpy\n"
 			"run 'gpusys-bench rtt --help' for the options\n");
 }
 
@@ -28,6 +30,17 @@ int main(int argc, char **argv)
 		return bench_rtt_gpu(argc - 1, argv + 1);
 #else
 		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc); use rtt --emulate\n");
+		return 2;
+#endif
+	}
+	if (strcmp(argv[1], "file") == 0) {
+		for (int i = 2; i < argc; i++)
+			if (strcmp(argv[i], "--emulate") == 0)
+				return bench_file_emulated(argc - 1, argv + 1);
+#ifdef GPUSYS_BENCH_HAVE_GPU
+		return bench_file_gpu(argc - 1, argv + 1);
+#else
+		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc); use file --emulate\n");
 		return 2;
 #endif
 	}

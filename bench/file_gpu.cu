@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gpusys-bench file: a page-cached file read into device memory, and device
+ * memory written to a file, by cooperative block calls through gpusysd's bulk
+ * area (include/gpusys/file.cuh); against, in the same run, what a CUDA
+ * program does today: cudaMemcpy of the same size from pinned and from
+ * pageable memory, and pread(2) into a pinned buffer followed by cudaMemcpy.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "bench.h"
+}
+#include "gpusys/gpusys.h"
+#include "gpusys/file.cuh"
+
+static __global__ void k_open(gpusys_dev_t dev, const char *path, int flags, long long *h)
+{
+	*h = gpusys_open(dev, path, flags, 0644);
+}
+
+static __global__ void k_close(gpusys_dev_t dev, long long h)
+{
+	gpusys_close(dev, h);
+}
+
+static __global__ void k_move(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long len, int write_op,
+			      long long *res)
+{
+	unsigned long long per = (len / gridDim.x + 4095) & ~4095ull, lo = per * blockIdx.x;
+	if (lo > len)
+		lo = len;
+	unsigned long long n = len - lo < per ? len - lo : per;
+	long long r = write_op ? gpusys_pwrite_block(dev, h, buf + lo, n, (long long)lo)
+			       : gpusys_pread_block(dev, h, buf + lo, n, (long long)lo);
+	if (threadIdx.x == 0)
+		res[blockIdx.x] = r == (long long)n ? 0 : r < 0 ? r : -EIO;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: gpusys-bench file [--size BYTES] [--blocks N] [--threads T] [--dir DIR] [--reps N]\n"
+		"                         [--daemon PATH | --runtime-dir DIR] [--json]\n"
+		"  A file of --size bytes (default 1 GiB) in --dir (default /dev/shm, else /tmp) read into\n"
+		"  device memory by 1 and by --blocks blocks (default 16) of --threads threads (1024), and\n"
+		"  written back; best of --reps (3). --daemon starts that gpusysd with a bulk area allowed.\n");
+}
+
+static double secs_since(uint64_t t0)
+{
+	return (double)(bench_now_ns() - t0) / 1e9;
+}
+
+static long long *d_res;
+
+static double gpu_move(gpusys_t *g, long long h, uint8_t *dbuf, uint64_t size, int write_op, int blocks, int threads,
+		       int reps)
+{
+	double best = 0;
+	for (int r = 0; r < reps; r++) {
+		uint64_t t0 = bench_now_ns();
+		k_move<<<blocks, threads>>>(gpusys_device(g), h, dbuf, size, write_op, d_res);
+		int rc = gpusys_synchronize(g, NULL, -1);
+		double s = secs_since(t0);
+		long long res[1024];
+		cudaMemcpy(res, d_res, (size_t)blocks * sizeof(long long), cudaMemcpyDeviceToHost);
+		for (int b = 0; b < blocks; b++) {
+			if (rc || res[b]) {
+				fprintf(stderr, "gpusys-bench: %s block %d: %s\n", write_op ? "write" : "read", b,
+					gpusys_strerror(rc ? rc : (int)res[b]));
+				return -1;
+			}
+		}
+		double gbs = (double)size / s / 1e9;
+		best = gbs > best ? gbs : best;
+	}
+	return best;
+}
+
+static double memcpy_gbs(void *dst, const void *src, uint64_t size, cudaMemcpyKind kind, int reps)
+{
+	double best = 0;
+	for (int r = 0; r < reps; r++) {
+		uint64_t t0 = bench_now_ns();
+		cudaMemcpy(dst, src, size, kind);
+		double gbs = (double)size / secs_since(t0) / 1e9;
+		best = gbs > best ? gbs : best;
+	}
+	return best;
+}
+
+extern "C" int bench_file_gpu(int argc, char **argv)
+{
+	uint64_t size = UINT64_C(1) << 30;
+	int blocks = 16, threads = 1024, reps = 3, json = 0, opt;
+	const char *dir = NULL, *daemon = NULL, *runtime_dir = NULL;
+	static const struct option opts[] = {
+		{ "size", required_argument, NULL, 's' },  { "blocks", required_argument, NULL, 'b' },
+		{ "threads", required_argument, NULL, 't' }, { "dir", required_argument, NULL, 'D' },
+		{ "reps", required_argument, NULL, 'n' },  { "daemon", required_argument, NULL, 'd' },
+		{ "runtime-dir", required_argument, NULL, 'r' }, { "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (opt) {
+		case 's': size = strtoull(optarg, NULL, 0); break;
+		case 'b': blocks = atoi(optarg); break;
+		case 't': threads = atoi(optarg); break;
+		case 'D': dir = optarg; break;
+		case 'n': reps = atoi(optarg); break;
+		case 'd': daemon = optarg; break;
+		case 'r': runtime_dir = optarg; break;
+		case 'j': json = 1; break;
+		default: usage(); return 2;
+		}
+	}
+	if (!size || blocks < 1 || blocks > 1024 || threads < 32 || threads > 1024 || reps < 1) {
+		usage();
+		return 2;
+	}
+	struct stat st;
+	if (!dir)
+		dir = stat("/dev/shm", &st) == 0 ? "/dev/shm" : "/tmp";
+
+	/* The file, written from the host: in the page cache from the start. */
+	char in_path[PATH_MAX], out_path[PATH_MAX];
+	snprintf(in_path, sizeof(in_path), "%s/gpusys-bench-file.%d.in", dir, (int)getpid());
+	snprintf(out_path, sizeof(out_path), "%s/gpusys-bench-file.%d.out", dir, (int)getpid());
+	uint8_t *host = (uint8_t *)malloc(size);
+	if (!host)
+		return 1;
+	uint64_t s = 0x9e3779b97f4a7c15ull;
+	for (uint64_t i = 0; i + 8 <= size; i += 8) {
+		s ^= s >> 12;
+		s ^= s << 25;
+		s ^= s >> 27;
+		uint64_t v = s * 0x2545F4914F6CDD1Dull;
+		memcpy(host + i, &v, 8);
+	}
+	int fd = open(in_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	for (uint64_t at = 0; fd >= 0 && at < size;) {
+		ssize_t n = write(fd, host + at, size - at);
+		if (n <= 0) {
+			close(fd);
+			fd = -1;
+			break;
+		}
+		at += (uint64_t)n;
+	}
+	if (fd < 0) {
+		fprintf(stderr, "gpusys-bench: cannot write %s\n", in_path);
+		return 1;
+	}
+	close(fd);
+
+	/* gpusysd before CUDA: it must not inherit a context. */
+	char rdir[PATH_MAX], conf[PATH_MAX], args[PATH_MAX + 16];
+	int dpid = 0;
+	if (daemon) {
+		snprintf(conf, sizeof(conf), "%s/gpusys-bench-file.%d.conf", "/tmp", (int)getpid());
+		FILE *f = fopen(conf, "w");
+		if (!f)
+			return 1;
+		fprintf(f, "channel_bulk_bytes = 4G\nworkers = 16\n");
+		fclose(f);
+		snprintf(args, sizeof(args), "--config %s", conf);
+		dpid = bench_spawn_daemon(daemon, args, rdir);
+		if (dpid < 0) {
+			fprintf(stderr, "gpusys-bench: cannot start %s: %s\n", daemon, strerror(-dpid));
+			return 1;
+		}
+		runtime_dir = rdir;
+	}
+
+	int ndev = 0, ret = 1;
+	gpusys_t *g = NULL;
+	uint8_t *dbuf = NULL, *pinned = NULL;
+	double r1 = -1, rn = -1, w1 = -1, wn = -1, h2d_pin, h2d_page, d2h_pin, d2h_page, staged;
+	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+		fprintf(stderr, "gpusys-bench: no usable GPU; use file --emulate\n");
+		ret = 77;
+		goto out;
+	}
+	{
+		struct gpusys_options o;
+		memset(&o, 0, sizeof(o));
+		o.cuda_device = 0;
+		o.runtime_dir = runtime_dir;
+		o.num_ports = 0;
+		o.bulk_bytes = (uint64_t)blocks * GPUSYS_BULK_SLOT_BYTES;
+		int rc = gpusys_attach(&o, &g);
+		if (rc) {
+			fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_strerror(rc));
+			goto out;
+		}
+		gpusys_dev_t dev = gpusys_device(g);
+		if (!dev.bulk_slots)
+			fprintf(stderr, "gpusys-bench: warning: no bulk area granted (daemon channel_bulk_bytes?)\n");
+		if (cudaMalloc(&dbuf, size) || cudaMalloc(&d_res, 1024 * sizeof(long long)) ||
+		    cudaMallocHost(&pinned, size)) {
+			fprintf(stderr, "gpusys-bench: out of device or pinned memory\n");
+			goto out;
+		}
+		char *dpath;
+		long long *dh, h, hw;
+		cudaMalloc(&dpath, PATH_MAX);
+		cudaMalloc(&dh, sizeof(long long));
+		cudaMemcpy(dpath, in_path, strlen(in_path) + 1, cudaMemcpyHostToDevice);
+		k_open<<<1, 1>>>(dev, dpath, O_RDONLY, dh);
+		cudaMemcpy(&h, dh, sizeof(h), cudaMemcpyDeviceToHost);
+		cudaMemcpy(dpath, out_path, strlen(out_path) + 1, cudaMemcpyHostToDevice);
+		k_open<<<1, 1>>>(dev, dpath, O_WRONLY | O_CREAT | O_TRUNC, dh);
+		cudaMemcpy(&hw, dh, sizeof(hw), cudaMemcpyDeviceToHost);
+		if (h < 0 || hw < 0) {
+			fprintf(stderr, "gpusys-bench: gpusys_open: %s\n", gpusys_strerror((int)(h < 0 ? h : hw)));
+			goto out;
+		}
+		r1 = gpu_move(g, h, dbuf, size, 0, 1, threads, reps);
+		rn = gpu_move(g, h, dbuf, size, 0, blocks, threads, reps);
+		/* The device copy must be the file. */
+		cudaMemcpy(pinned, dbuf, size, cudaMemcpyDeviceToHost);
+		if (memcmp(pinned, host, size) != 0) {
+			fprintf(stderr, "gpusys-bench: the data read differs from the file\n");
+			goto out;
+		}
+		w1 = gpu_move(g, hw, dbuf, size, 1, 1, threads, reps);
+		wn = gpu_move(g, hw, dbuf, size, 1, blocks, threads, reps);
+		k_close<<<1, 1>>>(dev, h);
+		k_close<<<1, 1>>>(dev, hw);
+		gpusys_synchronize(g, NULL, -1);
+
+		/* What programs do today, same size, same run. */
+		memcpy(pinned, host, size);
+		h2d_pin = memcpy_gbs(dbuf, pinned, size, cudaMemcpyHostToDevice, reps);
+		h2d_page = memcpy_gbs(dbuf, host, size, cudaMemcpyHostToDevice, reps);
+		d2h_pin = memcpy_gbs(pinned, dbuf, size, cudaMemcpyDeviceToHost, reps);
+		d2h_page = memcpy_gbs(host, dbuf, size, cudaMemcpyDeviceToHost, reps);
+		staged = 0;
+		for (int r = 0; r < reps; r++) {
+			uint64_t t0 = bench_now_ns();
+			int in = open(in_path, O_RDONLY | O_CLOEXEC);
+			for (uint64_t at = 0; in >= 0 && at < size;) {
+				ssize_t n = pread(in, pinned + at, size - at, (off_t)at);
+				if (n <= 0)
+					break;
+				at += (uint64_t)n;
+			}
+			close(in);
+			cudaMemcpy(dbuf, pinned, size, cudaMemcpyHostToDevice);
+			double gbs = (double)size / secs_since(t0) / 1e9;
+			staged = gbs > staged ? gbs : staged;
+		}
+		if (json) {
+			printf("{\"size\":%llu,\"blocks\":%d,\"threads\":%d,\"read_1_block_gbs\":%.2f,"
+			       "\"read_n_blocks_gbs\":%.2f,\"write_1_block_gbs\":%.2f,\"write_n_blocks_gbs\":%.2f,"
+			       "\"h2d_pinned_gbs\":%.2f,\"h2d_pageable_gbs\":%.2f,\"d2h_pinned_gbs\":%.2f,"
+			       "\"d2h_pageable_gbs\":%.2f,\"pread_then_memcpy_gbs\":%.2f}\n",
+			       (unsigned long long)size, blocks, threads, r1, rn, w1, wn, h2d_pin, h2d_page, d2h_pin,
+			       d2h_page, staged);
+		} else {
+			printf("file %s, %.0f MiB, bulk %u slots of %u MiB, best of %d\n\n", dir, size / 1048576.0,
+			       dev.bulk_slots, dev.bulk_slot_bytes >> 20, reps);
+			printf("| transfer | GB/s |\n|---|---|\n");
+			printf("| gpusys_pread_block, file -> device, 1 block x %d threads | %.2f |\n", threads, r1);
+			printf("| gpusys_pread_block, file -> device, %d blocks x %d threads | %.2f |\n", blocks, threads, rn);
+			printf("| gpusys_pwrite_block, device -> file, 1 block x %d threads | %.2f |\n", threads, w1);
+			printf("| gpusys_pwrite_block, device -> file, %d blocks x %d threads | %.2f |\n", blocks, threads,
+			       wn);
+			printf("| pread(2) into pinned + cudaMemcpy H2D (file -> device, host-driven) | %.2f |\n", staged);
+			printf("| cudaMemcpy H2D pinned (memory only) | %.2f |\n", h2d_pin);
+			printf("| cudaMemcpy H2D pageable (memory only) | %.2f |\n", h2d_page);
+			printf("| cudaMemcpy D2H pinned (memory only) | %.2f |\n", d2h_pin);
+			printf("| cudaMemcpy D2H pageable (memory only) | %.2f |\n", d2h_page);
+		}
+		ret = r1 < 0 || rn < 0 || w1 < 0 || wn < 0;
+	}
+out:
+	if (g)
+		gpusys_detach(g);
+	if (dpid > 0) {
+		bench_stop_daemon(dpid, rdir);
+		unlink(conf);
+	}
+	unlink(in_path);
+	unlink(out_path);
+	free(host);
+	return ret;
+}
