@@ -28,11 +28,13 @@
  *        50 (def)     9.2%        47 us / 64 us
  *        80           5.4%        46 us / 82 us
  *       100           4.8%        62 us / 100 us
+ *       200           3.0%        95 us / 186 us
+ *       500           1.5%       226 us / 523 us
  *
  * Idle CPU is wake-ups x their cost, so <= 1% of a core with timer naps
- * alone takes naps of >= 500 us on these guests, and then the first
- * request waits up to that long: the two targets cannot both be met by a
- * daemon that only sleeps and polls. Meeting both needs a wake-up from
+ * alone takes naps of nearly a millisecond on these guests, and then the
+ * first request waits up to that long: the two targets cannot both be met
+ * by a daemon that only sleeps and polls. Meeting both needs a wake-up from
  * the client side (its host thread seeing the doorbell), an ABI change.
  *
  * Grace periods. Each poller publishes a counter after every pass and an
