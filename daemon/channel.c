@@ -10,9 +10,13 @@ const struct channel_ops *channel_pick(int32_t cuda_device, uint32_t memory_kind
 {
 	/* CUDA VMM first, for GPU clients that can import it; memfd works for
 	 * everyone else, GPU clients included (they cuMemHostRegister it). */
+#ifdef GPUSYSD_CHANNEL_CUDA
 	const struct channel_ops *ops = channel_cuda_pick(cuda_device, memory_kinds);
 	if (ops)
 		return ops;
+#else
+	(void)cuda_device; /* built without channel_cuda.c */
+#endif
 	if (memory_kinds & (1u << GPUSYS_MEMORY_MEMFD))
 		return &channel_memfd_ops;
 	return NULL;
