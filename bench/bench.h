@@ -32,9 +32,16 @@ int bench_spawn_daemon(const char *path, const char *extra_args, char *dir);
 void bench_stop_daemon(int pid, const char *dir);
 
 int bench_rtt_emulated(int argc, char **argv);
+int bench_print_emulated(int argc, char **argv);
+/* print benchmarks: attach (attach(arg)) with fd 1 pointing at a fresh file
+ * at path, so that the print service writes there; returns that file's fd
+ * or -errno. And the number of lines in a file. */
+int bench_print_attach_to_file(const char *path, int (*attach)(void *), void *arg);
+uint64_t bench_print_count_lines(int fd);
 int bench_file_emulated(int argc, char **argv);
 #ifdef GPUSYS_BENCH_HAVE_GPU
 int bench_rtt_gpu(int argc, char **argv);
+int bench_print_gpu(int argc, char **argv);
 int bench_file_gpu(int argc, char **argv);
 #endif
 

@@ -11,6 +11,8 @@ static void usage(void)
 			"       gpusys-bench rtt [options]             NOOP round trip from GPU kernels\n"
 			"       gpusys-bench file --emulate [options]  file block reads/writes, emulated block\n"
 			"       gpusys-bench file [options]            1 GiB file <-> device memory, vs cudaMemcpy\n"
+			"       gpusys-bench print --emulate [options] printf lines/s, emulated warps\n"
+			"       gpusys-bench print [options]           gpusys_printf lines/s from all SMs vs CUDA printf\n"
 			"run 'gpusys-bench rtt --help' for the options\n");
 }
 
@@ -41,6 +43,17 @@ int main(int argc, char **argv)
 		return bench_file_gpu(argc - 1, argv + 1);
 #else
 		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc); use file --emulate\n");
+		return 2;
+#endif
+	}
+	if (strcmp(argv[1], "print") == 0) {
+		for (int i = 2; i < argc; i++)
+			if (strcmp(argv[i], "--emulate") == 0)
+				return bench_print_emulated(argc - 1, argv + 1);
+#ifdef GPUSYS_BENCH_HAVE_GPU
+		return bench_print_gpu(argc - 1, argv + 1);
+#else
+		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc); use print --emulate\n");
 		return 2;
 #endif
 	}
