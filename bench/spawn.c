@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,7 +25,9 @@ int bench_spawn_daemon(const char *path, const char *extra_args, char *dir)
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
-		char *args[16] = { (char *)path, "--runtime-dir", dir };
+		/* The daemon goes when the benchmark goes, however it ends. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		char *args[16] = { (char *)path, (char *)"--runtime-dir", dir };
 		int n = 3;
 		char *copy = extra_args ? strdup(extra_args) : NULL;
 		for (char *tok = copy ? strtok(copy, " ") : NULL; tok && n < 15; tok = strtok(NULL, " "))

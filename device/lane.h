@@ -132,6 +132,12 @@ GPUSYS_FN void gpusys_spin_pause(void)
 {
 }
 
+/* Called every GPUSYS_SPIN_CHECK_EVERY spins of a wait. A warp keeps
+ * spinning: its SM has other warps to run meanwhile. */
+GPUSYS_FN void gpusys_spin_yield(void)
+{
+}
+
 /* Port locks, in device memory. */
 GPUSYS_FN int gpusys_lock_try(uint32_t *lock)
 {
@@ -167,6 +173,8 @@ GPUSYS_FN uint32_t gpusys_port_hint(void)
 
 #else
 /* ------------------------------------------------------------------ host */
+#include <sched.h>
+
 #define GPUSYS_FN static inline
 #define GPUSYS_LI(l) (l)
 
@@ -261,6 +269,14 @@ static inline void gpusys_spin_pause(void)
 #elif defined(__aarch64__)
 	__asm__ volatile("yield");
 #endif
+}
+
+/* An emulated warp that has spun this long gives its CPU away: there may be
+ * more warps (threads) than cores, and the one it waits for may need this
+ * core to run at all. */
+static inline void gpusys_spin_yield(void)
+{
+	sched_yield();
 }
 
 static inline int gpusys_lock_try(uint32_t *lock)

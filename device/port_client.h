@@ -106,6 +106,7 @@ GPUSYS_FN int gpusys_wait_owned(const gpusys_dev_t *dev, uint32_t p, uint32_t se
 			int dead = gpusys_channel_dead(dev);
 			if (dead)
 				return dead;
+			gpusys_spin_yield();
 		}
 	}
 	gpusys_fence_acquire();
@@ -139,8 +140,11 @@ GPUSYS_FN uint32_t gpusys_port_lock(const gpusys_dev_t *dev)
 		if (gpusys_lock_try(&dev->locks[p].lock))
 			return p;
 		p = p + 1 == n ? 0 : p + 1;
-		if (tries % n == 0)
+		if (tries % n == 0) {
 			gpusys_spin_pause();
+			if (tries % (n * GPUSYS_SPIN_CHECK_EVERY) == 0)
+				gpusys_spin_yield();
+		}
 	}
 }
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -68,6 +69,8 @@ pid_t gd_spawn(struct gd *d, const char *const *extra)
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
+		/* A test that dies takes its daemon with it. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		if (fd >= 0) {
 			dup2(fd, 1);
