@@ -455,8 +455,13 @@ static int ref_get(struct file_client *fc, int32_t h, bool std_ok, struct fd_ref
 	r->e = NULL;
 	if (h == GPUSYS_FILE_STDOUT || h == GPUSYS_FILE_STDERR) {
 		r->fd = h == GPUSYS_FILE_STDOUT ? fc->peer.stdout_fd : fc->peer.stderr_fd;
-		r->oflags = 0;
-		return std_ok && r->fd >= 0 ? 0 : -EBADF;
+		if (!std_ok || r->fd < 0)
+			return -EBADF;
+		/* The client's own open file description: its O_APPEND and
+		 * O_NONBLOCK are what a write(1, ...) of its own would see. */
+		int fl = fcntl(r->fd, F_GETFL);
+		r->oflags = fl < 0 ? 0 : fl;
+		return 0;
 	}
 	r->e = file_table_get(fc->ft, h, FILE_KIND_FILE);
 	if (!r->e)
