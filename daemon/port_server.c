@@ -81,7 +81,7 @@ int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports
 	/* The daemon made this channel, so every server word is ours; start
 	 * from what is there (zero for a new channel). */
 	for (uint32_t p = 0; p < num_ports; p++)
-		t->seen[p] = (uint16_t)GPUSYS_WORD_SEQ(t->server_word[p]);
+		atomic_init(&t->seen[p], (uint16_t)GPUSYS_WORD_SEQ(t->server_word[p]));
 	return 0;
 }
 
@@ -105,7 +105,7 @@ void port_table_fini(struct port_table *t)
 		for (uint32_t p = 0; p < t->num_ports; p++)
 			pending_free(t, t->state[p].pending);
 	}
-	free(t->seen);
+	free((void *)t->seen);
 	free((void *)t->claim);
 	free(t->state);
 	t->seen = NULL;
@@ -116,7 +116,7 @@ void port_table_fini(struct port_table *t)
 /* Hand the port back to the client: everything we wrote, then the word. */
 static void port_ack(struct port_table *t, uint32_t p, uint32_t seq, uint32_t sw_flags, int32_t status)
 {
-	t->seen[p] = (uint16_t)seq;
+	atomic_store_explicit(&t->seen[p], (uint16_t)(seq & GPUSYS_SEQ_MASK), memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
 	t->server_word[p] = gpusys_server_word(seq, sw_flags, status);
 }
@@ -468,7 +468,7 @@ enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progr
 	uint64_t word = t->client_word[p]; /* read once */
 	uint32_t cs = GPUSYS_WORD_SEQ(word);
 
-	if (cs == t->seen[p]) {
+	if (cs == atomic_load_explicit(&t->seen[p], memory_order_relaxed)) {
 		port_release(t, p);
 		return PORT_STEP_NONE;
 	}

@@ -29,7 +29,10 @@ struct port_table {
 	volatile uint64_t *client_word;    /* shared, client-written */
 	volatile uint64_t *server_word;    /* shared, written here only */
 	struct gpusys_port *ports;         /* shared */
-	uint16_t *seen;                    /* private: the sequence we last acknowledged */
+	/* private: the sequence we last acknowledged. Atomic (relaxed) only
+	 * because every poller and the status report read it while the
+	 * claim holder writes it. */
+	_Atomic uint16_t *seen;
 	atomic_uchar *claim;               /* private: 1 while a daemon thread works on the port */
 	struct port_state *state;          /* private: per-port message assembly */
 	void *owner;                       /* the session, for services */
@@ -109,7 +112,7 @@ static inline uint64_t port_table_requests(const struct port_table *t)
 /* Cheap test for work: reads the shared word once. */
 static inline bool port_pending(const struct port_table *t, uint32_t p)
 {
-	return GPUSYS_WORD_SEQ(t->client_word[p]) != t->seen[p];
+	return GPUSYS_WORD_SEQ(t->client_word[p]) != atomic_load_explicit(&t->seen[p], memory_order_relaxed);
 }
 
 /* For status: a daemon thread holds the port or the client has moved. A

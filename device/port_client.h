@@ -121,11 +121,17 @@ GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32
 {
 	gpusys_fence_release();
 	gpusys_lane_sync(mask);
-	seq = (seq + 1) & GPUSYS_SEQ_MASK;
+	seq++; /* the word carries the low bits; we keep them all */
 	if (gpusys_lane_is_leader(mask)) {
-		gpusys_store_shared_u64(&dev->client_word[p], word | seq);
-		if (first_packet)
-			gpusys_store_shared_u64(&dev->hdr->doorbell, gpusys_counter_next(dev->submitted));
+		gpusys_store_shared_u64(&dev->client_word[p], word | (seq & GPUSYS_SEQ_MASK));
+		/* Every packet rings, so a dozing daemon wakes for the rest of
+		 * a message too. A message's first packet rings with the
+		 * request counter (which also feeds the progress value); later
+		 * packets with their port and sequence, tagged by the top bit,
+		 * so every value differs from the last one the daemon saw. */
+		uint64_t ring = first_packet ? gpusys_counter_next(dev->submitted)
+					     : (1ull << 63) | ((uint64_t)p << 32) | seq;
+		gpusys_store_shared_u64(&dev->hdr->doorbell, ring);
 		gpusys_fence_flush();
 	}
 	return seq;

@@ -198,11 +198,11 @@ struct gpusys_channel_header {
 	volatile uint32_t client_host_state __attribute__((aligned(64)));
 
 	/* line 3: written by the client's device code (or emulator) only.
-	 * Each request increments a counter in private (device) memory and
-	 * stores the new value here; the daemon's idle poll reads this one word
-	 * instead of scanning every port. Plain stores from many warps are fine:
-	 * every value written is fresh, so any write after the daemon's last
-	 * read makes it differ. */
+	 * Every packet stores a fresh value here (a request counter kept in
+	 * private device memory, or port and sequence for stream packets);
+	 * the daemon's idle poll reads this one word instead of scanning every
+	 * port. Plain stores from many warps are fine: any write after the
+	 * daemon's last read makes the word differ from what it saw. */
 	volatile uint64_t doorbell __attribute__((aligned(64)));
 
 	/* lines 4..: requests completed, one word per daemon thread (single
