@@ -307,10 +307,12 @@ static void *poller_main(void *arg)
 
 	go_online(pl);
 	uint64_t last_work = now_ns();
+	unsigned empty_passes = 0;
 	while (!atomic_load_explicit(&ps->stop, memory_order_relaxed)) {
 		unsigned work = scan(pl, load_snapshot(ps));
 		pass_done(pl);
 		if (work) {
+			empty_passes = 0;
 			last_work = now_ns();
 			/* Help is worth waking only when there is parallel work:
 			 * one port at a time (one warp calling) is served as
@@ -321,6 +323,10 @@ static void *poller_main(void *arg)
 			continue;
 		}
 		cpu_relax();
+		/* Reading the clock costs as much as a pass over a few ports:
+		 * look at it only every so often while spinning. */
+		if (++empty_passes % 64)
+			continue;
 		uint64_t idle = now_ns() - last_work;
 		if (idle < ps->spin_ns)
 			continue;

@@ -263,13 +263,13 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 	call.opcode = h->opcode;
 	call.flags = h->flags;
 	call.lane_mask = h->lane_mask;
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-		if (!(call.lane_mask >> l & 1))
-			continue;
+	for (uint64_t m = call.lane_mask; m; m &= m - 1) {
+		uint32_t l = (uint32_t)__builtin_ctzll(m);
 		call.len[l] = len[l];
 		call.cap[l] = cap[l];
 		call.data[l] = payload + l * GPUSYS_INLINE_BYTES;
-		memcpy(call.data[l], shared + l * GPUSYS_INLINE_BYTES, len[l]);
+		if (len[l])
+			memcpy(call.data[l], shared + l * GPUSYS_INLINE_BYTES, len[l]);
 	}
 	svc->handle(&call);
 	uint32_t off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES];
@@ -333,7 +333,7 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 	}
 
 	uint64_t bytes = 0;
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES && !(GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_EMPTY); l++) {
 		if (!(h.lane_mask >> l & 1)) {
 			len[l] = cap[l] = 0;
 			continue;
