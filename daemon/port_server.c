@@ -180,6 +180,7 @@ static uint32_t respond(struct port_table *t, uint32_t p, uint32_t seq, struct p
 	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
 		if (!(call->lane_mask >> l & 1)) {
 			call->resp_len[l] = 0;
+			call->lane_status[l] = 0;
 			continue;
 		}
 		uint32_t n = call->status ? 0 : call->resp_len[l];
@@ -257,8 +258,11 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 	uint8_t payload[GPUSYS_PACKET_BYTES];
 	const uint8_t *shared = t->ports[p].data;
 
-	memset(&call, 0, sizeof(call));
+	/* Only the active lanes' entries are set (services look at no
+	 * other); respond() clears the rest before anything is shared. */
 	call.table = t;
+	call.status = 0;
+	call.resp_buf = NULL;
 	call.port = p;
 	call.opcode = h->opcode;
 	call.flags = h->flags;
@@ -268,6 +272,9 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 		call.len[l] = len[l];
 		call.cap[l] = cap[l];
 		call.data[l] = payload + l * GPUSYS_INLINE_BYTES;
+		call.lane_status[l] = 0;
+		call.resp_len[l] = 0;
+		call.resp_data[l] = NULL;
 		if (len[l])
 			memcpy(call.data[l], shared + l * GPUSYS_INLINE_BYTES, len[l]);
 	}

@@ -153,6 +153,22 @@ GPUSYS_FN void gpusys_lock_release(uint32_t *lock)
 	atomicExch(lock, 0u);
 }
 
+/* A lock word with more than one free state (see port_client.h's port
+ * locks): take it if it holds from; returns what it held. */
+GPUSYS_FN uint32_t gpusys_lock_take_from(uint32_t *lock, uint32_t from)
+{
+	uint32_t old = atomicCAS(lock, from, 1u);
+	if (old == from)
+		__threadfence();
+	return old;
+}
+
+GPUSYS_FN void gpusys_lock_release_to(uint32_t *lock, uint32_t state)
+{
+	__threadfence();
+	atomicExch(lock, state);
+}
+
 /* A request counter in device memory; the value feeds the doorbell. */
 GPUSYS_FN uint64_t gpusys_counter_next(unsigned long long *c)
 {
@@ -288,6 +304,18 @@ static inline int gpusys_lock_try(uint32_t *lock)
 static inline void gpusys_lock_release(uint32_t *lock)
 {
 	__atomic_store_n(lock, 0u, __ATOMIC_RELEASE);
+}
+
+static inline uint32_t gpusys_lock_take_from(uint32_t *lock, uint32_t from)
+{
+	uint32_t expected = from;
+	__atomic_compare_exchange_n(lock, &expected, 1u, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+	return expected; /* == from when taken */
+}
+
+static inline void gpusys_lock_release_to(uint32_t *lock, uint32_t state)
+{
+	__atomic_store_n(lock, state, __ATOMIC_RELEASE);
 }
 
 static inline uint64_t gpusys_counter_next(unsigned long long *c)
