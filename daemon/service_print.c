@@ -29,8 +29,11 @@
  * within PRINT_FINI_WAIT_MS the writer is left to finish alone, with its own
  * descriptors and buffer, and the session is not held up.
  *
- * PRINT_FLUSH runs on the pool (it waits): it answers once every byte
- * accepted before it has been written (or failed to be).
+ * PRINT_FLUSH runs on the poller too and never waits: it says whether every
+ * byte accepted before it has been written (or failed to be), and if not,
+ * -EAGAIN with the byte count to wait for; the device side retries with
+ * backoff (up to GPUSYS_PRINT_FLUSH_WAIT_NS), so a client whose descriptor
+ * does not drain holds no daemon thread.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -50,7 +53,6 @@
 #include "session.h"
 
 #define PRINT_FINI_WAIT_MS 5000
-#define PRINT_FLUSH_WAIT_MS 10000
 
 static _Atomic uint64_t print_buffer_limit = 4u << 20;
 static pthread_once_t print_env_once = PTHREAD_ONCE_INIT;
@@ -428,30 +430,57 @@ static void print_handle(struct port_call *call)
 	print_buf_free(&text);
 }
 
+/* Has everything up to target been written? Never waits: a flush that is
+ * not done yet is answered -EAGAIN with the target (8 bytes), which the
+ * client sends back on its next try, so that lines other warps print
+ * meanwhile do not move the goal. No daemon thread is ever held by a client
+ * whose output does not drain. */
 static void flush_handle(struct port_call *call)
 {
 	struct print_state *st = state_peek(call->table);
-	int32_t status = 0;
+	uint64_t appended = 0, written = 0;
+	bool done = true;
 
 	if (st) {
-		struct timespec dl = deadline_in(PRINT_FLUSH_WAIT_MS);
 		pthread_mutex_lock(&st->mu);
-		uint64_t target = st->appended;
-		while (st->written < target && !st->writer_done) {
-			if (pthread_cond_timedwait(&st->done_cv, &st->mu, &dl) == ETIMEDOUT) {
-				status = -ETIMEDOUT;
-				break;
-			}
-		}
+		appended = st->appended;
+		written = st->written;
+		done = st->writer_done;
 		pthread_mutex_unlock(&st->mu);
 	}
-	/* No state: nothing was ever printed, so nothing is pending. */
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
-		if (call->lane_mask >> l & 1)
-			call->lane_status[l] = status;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		if (!(call->lane_mask >> l & 1))
+			continue;
+		uint64_t target = appended;
+		if (call->len[l] == 8)
+			memcpy(&target, call->data[l], 8);
+		else if (call->len[l] != 0) {
+			call->lane_status[l] = -EINVAL;
+			continue;
+		}
+		/* No state: nothing was ever printed, so nothing is pending. */
+		if (!st || done || written >= target)
+			continue;
+		if (!call->resp_buf) {
+			call->resp_buf = malloc(sizeof(uint64_t));
+			if (!call->resp_buf) {
+				call->lane_status[l] = -ENOMEM;
+				continue;
+			}
+			memcpy(call->resp_buf, &appended, sizeof(appended));
+		}
+		call->lane_status[l] = -EAGAIN;
+		if (call->cap[l] >= 8 && call->len[l] == 0) {
+			call->resp_len[l] = 8;
+			call->resp_data[l] = call->resp_buf;
+		} else if (call->cap[l] >= 8) {
+			call->resp_len[l] = 8;
+			call->resp_data[l] = call->data[l]; /* its own target, back */
+		}
+	}
 }
 
 static const struct service print = { GPUSYS_OP_PRINT, SERVICE_INLINE, "print", print_handle };
-static const struct service print_flush = { GPUSYS_OP_PRINT_FLUSH, SERVICE_POOL, "print_flush", flush_handle };
+static const struct service print_flush = { GPUSYS_OP_PRINT_FLUSH, SERVICE_INLINE, "print_flush", flush_handle };
 
 const struct service *const service_print_table[] = { &print, &print_flush, NULL };

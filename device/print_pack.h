@@ -330,31 +330,75 @@ GPUSYS_FN void gpusys_print_lanes(const gpusys_dev_t *dev, uint64_t mask, const 
 	}
 }
 
+/* How long a flush keeps asking before it says -ETIMEDOUT (the sum of its
+ * backoff sleeps). */
+#define GPUSYS_PRINT_FLUSH_WAIT_NS 10000000000ull
+
 /* Wait until every line the daemon accepted from this client before the call
- * has been written to its descriptor (or failed to be). 0, -ETIMEDOUT (the
- * descriptor did not drain within the daemon's bound), -ESHUTDOWN. */
+ * has been written to its descriptor (or failed to be). The daemon never
+ * waits: it answers -EAGAIN and the byte count to wait for, which each lane
+ * sends back on its next try (with backoff). 0, -ETIMEDOUT (the descriptor
+ * did not drain within GPUSYS_PRINT_FLUSH_WAIT_NS), -ESHUTDOWN. */
 GPUSYS_FN int gpusys_print_flush_lanes(const gpusys_dev_t *dev, uint64_t mask)
 {
+	uint64_t target[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	const void *in[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	void *out[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	uint32_t len[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+	uint32_t cap[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	uint32_t got[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	int32_t st[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+	int32_t result[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+	int again[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+	uint64_t m = mask, slept = 0;
+	uint32_t backoff = GPUSYS_PRINT_BACKOFF_MIN_NS;
 	int32_t first = 0;
 
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
-		in[GPUSYS_LI(l)] = 0;
-		out[GPUSYS_LI(l)] = 0;
-		len[GPUSYS_LI(l)] = 0;
+		uint32_t li = GPUSYS_LI(l);
+		target[li] = 0;
+		in[li] = &target[li];
+		out[li] = &target[li];
+		len[li] = 0; /* the first try: "what is there now" */
+		cap[li] = 8;
+		result[li] = 0;
 	}
-	int rc = gpusys_rpc(dev, GPUSYS_OP_PRINT_FLUSH, 0, mask, in, len, out, len, got, st);
-	if (rc)
-		return rc;
+	for (;;) {
+		int rc = gpusys_rpc(dev, GPUSYS_OP_PRINT_FLUSH, 0, m, in, len, out, cap, got, st);
+		GPUSYS_FOR_EACH_LANE(m, l)
+		{
+			uint32_t li = GPUSYS_LI(l);
+			result[li] = rc ? rc : st[li];
+			again[li] = rc == 0 && st[li] == -EAGAIN && got[li] == 8;
+			if (again[li])
+				len[li] = 8; /* the target the daemon named, back */
+		}
+		uint64_t m2 = gpusys_print_ballot(m, again);
+		if (!m2)
+			break;
+		if (slept >= GPUSYS_PRINT_FLUSH_WAIT_NS) {
+			GPUSYS_FOR_EACH_LANE(m, l)
+			{
+				if (again[GPUSYS_LI(l)])
+					result[GPUSYS_LI(l)] = -ETIMEDOUT;
+			}
+			break;
+		}
+		gpusys_print_backoff(backoff);
+		slept += backoff;
+		if (backoff < GPUSYS_PRINT_BACKOFF_MAX_NS)
+			backoff *= 2;
+#if defined(__CUDACC__)
+		if (!again[0])
+			break;
+#endif
+		m = m2;
+	}
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
-		if (st[GPUSYS_LI(l)] && !first)
-			first = st[GPUSYS_LI(l)];
+		if (result[GPUSYS_LI(l)] && !first)
+			first = result[GPUSYS_LI(l)];
 	}
 	return first;
 }

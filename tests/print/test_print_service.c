@@ -193,6 +193,47 @@ static void test_flush_and_badf(void **state)
 	unlink(path);
 }
 
+/* A flush while the descriptor is slow: the daemon answers -EAGAIN with the
+ * byte count to wait for, the client retries; flush returns once all of it
+ * is written, and no daemon thread waited meanwhile. */
+static void test_flush_waits_for_slow_reader(void **state)
+{
+	(void)state;
+	int p[2];
+	struct inproc *s = inproc_start(1, 1);
+	struct gpusys_emu *emu;
+
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(print_client_set_fds(&s->table, p[1], -1), 0);
+	close(p[1]);
+	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
+	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
+	struct reader r = { .fd = p[0], .delay_ms = 300 };
+	pthread_t rt;
+	pthread_create(&rt, NULL, reader_main, &r);
+	char big[3000];
+	memset(big, 'f', sizeof(big) - 2);
+	big[sizeof(big) - 2] = '\n';
+	big[sizeof(big) - 1] = 0;
+	long t0 = now_ms();
+	for (int i = 0; i < 100; i++) /* 300 KB: more than the pipe holds, less than the buffer */
+		assert_int_equal(gpusys_emu_printf(dev, "%s", big), 2999);
+	assert_int_equal(gpusys_emu_print_flush(dev), 0);
+	long took = now_ms() - t0;
+	struct print_stats st;
+	print_client_stats(&s->table, &st);
+	fprintf(stderr, "flush returned after %ld ms, %llu of %llu bytes written\n", took,
+		(unsigned long long)st.written, (unsigned long long)st.bytes);
+	assert_int_equal(st.written, st.bytes);
+	assert_true(took >= 200);
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+	pthread_join(rt, NULL);
+	close(p[0]);
+	assert_int_equal(r.len, 299900);
+	free(r.buf);
+}
+
 /* A writer blocked on a pipe that nobody reads: teardown waits its bound,
  * then leaves the writer to finish alone; closing the pipe ends it. */
 static void test_fini_stuck_writer(void **state)
@@ -227,6 +268,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_backpressure),
 		cmocka_unit_test(test_flush_and_badf),
+		cmocka_unit_test(test_flush_waits_for_slow_reader),
 		cmocka_unit_test(test_fini_stuck_writer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
