@@ -34,7 +34,7 @@ static __global__ void k_close(gpusys_dev_t dev, long long h)
 	gpusys_close(dev, h);
 }
 
-static __global__ void k_move(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long len, int write_op,
+static __global__ void __launch_bounds__(1024) k_move(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long len, int write_op,
 			      long long *res)
 {
 	unsigned long long per = (len / gridDim.x + 4095) & ~4095ull, lo = per * blockIdx.x;
@@ -69,8 +69,15 @@ static double gpu_move(gpusys_t *g, long long h, uint8_t *dbuf, uint64_t size, i
 {
 	double best = 0;
 	for (int r = 0; r < reps; r++) {
+		cudaMemset(d_res, 0xff, (size_t)blocks * sizeof(long long)); /* -1: never written */
+		cudaDeviceSynchronize();
 		uint64_t t0 = bench_now_ns();
 		k_move<<<blocks, threads>>>(gpusys_device(g), h, dbuf, size, write_op, d_res);
+		cudaError_t le = cudaGetLastError();
+		if (le != cudaSuccess) {
+			fprintf(stderr, "gpusys-bench: launch: %s\n", cudaGetErrorString(le));
+			return -1;
+		}
 		int rc = gpusys_synchronize(g, NULL, -1);
 		double s = secs_since(t0);
 		long long res[1024];

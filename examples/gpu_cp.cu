@@ -29,7 +29,7 @@ static __global__ void k_open2(gpusys_dev_t dev, const char *src, const char *ds
 }
 
 /* Move [base, base + len) of the file to or from buf: block b its share. */
-static __global__ void k_move(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long base,
+static __global__ void __launch_bounds__(1024) k_move(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long base,
 			      unsigned long long len, int write_op, long long *res)
 {
 	unsigned long long per = (len / gridDim.x + 4095) & ~4095ull, lo = per * blockIdx.x;
@@ -58,6 +58,11 @@ static double now(void)
 static int check(gpusys_t *g, long long *dres, const char *what)
 {
 	long long res[BLOCKS];
+	cudaError_t le = cudaGetLastError();
+	if (le != cudaSuccess) {
+		fprintf(stderr, "gpu_cp: kernel launch: %s\n", cudaGetErrorString(le));
+		return -1;
+	}
 	int rc = gpusys_synchronize(g, NULL, -1);
 	if (rc) {
 		fprintf(stderr, "gpu_cp: %s\n", gpusys_strerror(rc));
@@ -120,11 +125,13 @@ int main(int argc, char **argv)
 	int ret = 0;
 	for (uint64_t base = 0; base < size && !ret; base += cap) {
 		uint64_t n = size - base < cap ? size - base : cap;
+		cudaMemset(dres, 0xff, BLOCKS * sizeof(long long));
 		double t0 = now();
 		k_move<<<BLOCKS, 1024>>>(gpusys_device(g), h[0], buf, base, n, 0, dres);
 		ret = check(g, dres, argv[1]);
 		double t1 = now();
 		if (!ret) {
+			cudaMemset(dres, 0xff, BLOCKS * sizeof(long long));
 			k_move<<<BLOCKS, 1024>>>(gpusys_device(g), h[1], buf, base, n, 1, dres);
 			ret = check(g, dres, argv[2]);
 		}

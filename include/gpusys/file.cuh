@@ -28,6 +28,11 @@
  * Every thread gets the same result: bytes moved (short only at the end of
  * the file) or -errno. Keep blocks of one grid on separate file ranges.
  *
+ * Blocks of 1024 threads: the block calls' copy loops plus the request code
+ * need more than 64 registers per thread; declare such kernels
+ * __launch_bounds__(1024) (or use up to 768 threads), else the launch fails
+ * with "too many resources requested".
+ *
  * Local memory: calls that take a path use a 4 KiB + 48 B local buffer
  * (rename twice that), so kernels calling them reserve that much per thread.
  */
@@ -332,8 +337,16 @@ static __device__ void gpusys_bulk_copy_out(uint8_t *dst, const uint8_t *src, ui
 	__threadfence_system();
 }
 
+/* Thread 0's request, out of line: the rpc's registers stay out of the
+ * copy loops, so blocks of 1024 threads fit the register file. */
+static __device__ __noinline__ long long gpusys_block_rpc(const gpusys_dev_t &dev, uint16_t op, int32_t h, long long off,
+							 unsigned long long count, unsigned long long bulk_off)
+{
+	return gpusys_bulk_rpc(&dev, op, h, off, count, bulk_off);
+}
+
 /* Packets only (no bulk slots): thread 0 moves up to 1 MiB per round trip. */
-static __device__ long long gpusys_block_io_packets(const gpusys_dev_t &dev, int32_t h, uint8_t *buf,
+static __device__ __noinline__ long long gpusys_block_io_packets(const gpusys_dev_t &dev, int32_t h, uint8_t *buf,
 						    unsigned long long len, long long off, bool write_op)
 {
 	__shared__ long long sh_ret;
@@ -400,7 +413,7 @@ static __device__ long long gpusys_block_io(const gpusys_dev_t &dev, long long h
 
 	if (!write_op) {
 		if (tid == 0)
-			sh_res[0] = gpusys_bulk_rpc(&dev, op, h, GPUSYS_AT(0), len < H ? len : H, slot_off);
+			sh_res[0] = gpusys_block_rpc(dev, op, h, GPUSYS_AT(0), len < H ? len : H, slot_off);
 		__syncthreads();
 		for (uint32_t i = 0;; i++) {
 			const uint32_t cur = i & 1u;
@@ -420,8 +433,8 @@ static __device__ long long gpusys_block_io(const gpusys_dev_t &dev, long long h
 				__syncthreads();
 			}
 			if (tid == 0 && more)
-				sh_res[cur ^ 1u] = gpusys_bulk_rpc(&dev, op, h, GPUSYS_AT(next), next_want,
-								  slot_off + (cur ^ 1u) * H);
+				sh_res[cur ^ 1u] = gpusys_block_rpc(dev, op, h, GPUSYS_AT(next), next_want,
+								   slot_off + (cur ^ 1u) * H);
 			else if (overlap && copier)
 				gpusys_bulk_copy_in(buf + done, half0 + cur * H, (uint64_t)got, cidx, ccnt);
 			__syncthreads();
@@ -441,7 +454,7 @@ static __device__ long long gpusys_block_io(const gpusys_dev_t &dev, long long h
 			const uint64_t next = done + want;
 			const uint64_t next_want = has_next ? (len - next < H ? len - next : H) : 0;
 			if (tid == 0)
-				sh_res[cur] = gpusys_bulk_rpc(&dev, op, h, GPUSYS_AT(done), want, slot_off + cur * H);
+				sh_res[cur] = gpusys_block_rpc(dev, op, h, GPUSYS_AT(done), want, slot_off + cur * H);
 			else if (overlap && copier && has_next)
 				gpusys_bulk_copy_out(half0 + (cur ^ 1u) * H, buf + next, next_want, cidx, ccnt);
 			__syncthreads();

@@ -133,7 +133,7 @@ static __global__ void k_close(gpusys_dev_t dev, long long h, long long *r)
 }
 
 /* Block b moves bytes [b*len/B, (b+1)*len/B) with one cooperative call. */
-static __global__ void k_block(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long len, int write_op,
+static __global__ void __launch_bounds__(1024) k_block(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long len, int write_op,
 			       long long *res)
 {
 	unsigned long long per = len / gridDim.x, lo = per * blockIdx.x;
@@ -174,8 +174,10 @@ static double run_block(gpusys_t *g, long long h, uint8_t *dbuf, int write_op, i
 	cudaEvent_t a, b;
 	GT_CUDA(cudaEventCreate(&a));
 	GT_CUDA(cudaEventCreate(&b));
+	GT_CUDA(cudaMemset(d_res, 0xff, nblocks * sizeof(long long))); /* -1: the kernel never wrote */
 	GT_CUDA(cudaEventRecord(a));
 	k_block<<<nblocks, threads>>>(gpusys_device(g), h, dbuf, BIG, write_op, d_res);
+	GT_CUDA(cudaGetLastError());
 	GT_CUDA(cudaEventRecord(b));
 	int rc = gpusys_synchronize(g, NULL, 120000);
 	GT_CHECK(rc == 0, "gpusys_synchronize: %s", gpusys_strerror(rc));
@@ -200,6 +202,7 @@ static long long open_on_gpu(gpusys_t *g, const char *path, int flags)
 	GT_CUDA(cudaMalloc(&dh, sizeof(*dh)));
 	GT_CUDA(cudaMemcpy(dpath, path, strlen(path) + 1, cudaMemcpyHostToDevice));
 	k_open<<<1, 1>>>(gpusys_device(g), dpath, flags, dh);
+	GT_CUDA(cudaGetLastError());
 	GT_CUDA(cudaDeviceSynchronize());
 	GT_CUDA(cudaMemcpy(&h, dh, sizeof(h), cudaMemcpyDeviceToHost));
 	cudaFree(dpath);
@@ -254,6 +257,7 @@ int main(void)
 	GT_CUDA(cudaMalloc(&d_got, sizeof(got)));
 	GT_CUDA(cudaMalloc(&d_entries, sizeof(int)));
 	k_small<<<1, 32>>>(dev, d_fail, d_got, d_entries);
+	GT_CUDA(cudaGetLastError());
 	rc = gpusys_synchronize(g, NULL, 60000);
 	GT_CHECK(rc == 0, "k_small: %s", gpusys_strerror(rc));
 	GT_CUDA(cudaMemcpy(fail, d_fail, sizeof(fail), cudaMemcpyDeviceToHost));
