@@ -144,6 +144,7 @@ struct spec {
 	unsigned nstar;
 	enum length len;
 	char conv;
+	bool plain; /* no flags, width or precision: "%d", "%llx", "%s"... */
 };
 
 /* Parse the conversion at fmt[*i] == '%' (not "%%"). On success *i is past
@@ -157,6 +158,7 @@ static int parse_spec(const char *fmt, size_t flen, size_t *i, struct spec *sp)
 	sp->len = LEN_NONE;
 	while (k < flen && fmt[k] && strchr("-+ #0'", fmt[k]))
 		k++;
+	size_t after_pct = start + 1;
 	if (k < flen && fmt[k] == '*') {
 		sp->nstar++;
 		k++;
@@ -181,6 +183,7 @@ static int parse_spec(const char *fmt, size_t flen, size_t *i, struct spec *sp)
 			}
 		}
 	}
+	sp->plain = k == after_pct;
 	if (k < flen) {
 		switch (fmt[k]) {
 		case 'h':
@@ -385,8 +388,109 @@ static int append(struct print_buf *out, size_t start, const char *s, size_t n)
 	return 0;
 }
 
+/* The common plain conversions without snprintf: the digits of an integer
+ * converted as format_one converts it, a string's bytes, a character. Same
+ * bytes as glibc (the conformance cases check every one of these forms).
+ * Returns the bytes written to dst (room >= 24 + string length), or -1 when
+ * the spec is not one of them. */
+static int fast_one(char *dst, const struct spec *sp, const struct value *v)
+{
+	char tmp[24];
+	int n = 0;
+	uint64_t u;
+	bool neg = false;
+	unsigned base = 10;
+	const char *digits = "0123456789abcdef";
+
+	switch (sp->conv) {
+	case 'd':
+	case 'i':
+		if (!is_int_tag(v->tag))
+			return -1;
+		{
+			int64_t x;
+			switch (sp->len) {
+			case LEN_NONE:
+				x = (int)v->u;
+				break;
+			case LEN_HH:
+				x = (signed char)(int)v->u;
+				break;
+			case LEN_H:
+				x = (short)(int)v->u;
+				break;
+			default: /* l ll L j z t: 64 bits here (LP64) */
+				x = (int64_t)v->u;
+				break;
+			}
+			neg = x < 0;
+			u = neg ? 0 - (uint64_t)x : (uint64_t)x;
+		}
+		break;
+	case 'u':
+	case 'x':
+	case 'X':
+	case 'o':
+		if (!is_int_tag(v->tag))
+			return -1;
+		switch (sp->len) {
+		case LEN_NONE:
+			u = (unsigned)v->u;
+			break;
+		case LEN_HH:
+			u = (unsigned char)(unsigned)v->u;
+			break;
+		case LEN_H:
+			u = (unsigned short)(unsigned)v->u;
+			break;
+		default:
+			u = v->u;
+			break;
+		}
+		base = sp->conv == 'o' ? 8 : sp->conv == 'u' ? 10 : 16;
+		if (sp->conv == 'X')
+			digits = "0123456789ABCDEF";
+		break;
+	case 's':
+		if (v->tag != GPUSYS_PRINT_STR)
+			return -1; /* NULL strings and mismatches: the slow path decides */
+		memcpy(dst, v->s, v->slen);
+		/* A NUL among the bytes ends the string, as it would for printf. */
+		return (int)strnlen(dst, v->slen);
+	case 'c':
+		if (!is_int_tag(v->tag))
+			return -1;
+		dst[0] = (char)(unsigned char)v->u;
+		return 1;
+	default:
+		return -1;
+	}
+	do {
+		tmp[n++] = digits[u % base];
+		u /= base;
+	} while (u);
+	int len = 0;
+	if (neg)
+		dst[len++] = '-';
+	while (n)
+		dst[len++] = tmp[--n];
+	return len;
+}
+
 static int emit(struct print_buf *out, size_t start, const struct spec *sp, const int *st, const struct value *v)
 {
+	if (sp->plain) {
+		size_t need = 24 + (v->tag == GPUSYS_PRINT_STR ? v->slen : 0);
+		if (print_buf_reserve(out, need + 1) < 0)
+			return -ENOMEM;
+		int r = fast_one(out->data + out->len, sp, v);
+		if (r >= 0) {
+			if (out->len - start + (size_t)r > GPUSYS_PRINT_MAX_LINE)
+				return -EMSGSIZE;
+			out->len += (size_t)r;
+			return 0;
+		}
+	}
 	for (int tries = 0; tries < 2; tries++) {
 		size_t room = out->cap - out->len;
 		int r = format_one(out->data + out->len, room, sp, st, v);
