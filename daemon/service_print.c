@@ -53,6 +53,7 @@
 #include "session.h"
 
 #define PRINT_FINI_WAIT_MS 5000
+#define PRINT_KEEP_BYTES (256u * 1024u) /* buffer kept across idle periods */
 
 static _Atomic uint64_t print_buffer_limit = 4u << 20;
 static pthread_once_t print_env_once = PTHREAD_ONCE_INIT;
@@ -191,6 +192,12 @@ static void *writer_main(void *arg)
 	pthread_mutex_lock(&st->mu);
 	for (;;) {
 		while (st->active.len == 0 && !st->stop) {
+			/* Idle: give back what a burst grew, so that a client
+			 * that printed much once does not hold megabytes. */
+			if (st->active.cap > PRINT_KEEP_BYTES)
+				outbuf_free(&st->active);
+			if (st->spare.cap > PRINT_KEEP_BYTES)
+				outbuf_free(&st->spare);
 			st->writer_waiting = true;
 			pthread_cond_wait(&st->data_cv, &st->mu);
 			st->writer_waiting = false;
