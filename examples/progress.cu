@@ -6,8 +6,9 @@
  * all at once after cudaDeviceSynchronize (which is what CUDA's printf does).
  *
  * Each block integrates 4/(1+x^2) over its slice of [0, 1] with many more
- * steps than it needs, so the kernel runs for a few seconds; thread 0 prints
- * the block's partial sum and when it finished. The host adds the partial
+ * steps than it needs (and 1 to 8 passes, so blocks finish at different
+ * times), so the kernel runs for a few seconds; thread 0 prints the block's
+ * partial sum and when it finished. The host adds the partial
  * sums at the end: pi.
  *
  *     gpusysd --runtime-dir /tmp/g &
@@ -39,13 +40,17 @@ static __global__ void integrate(gpusys_dev_t dev, long long steps_per_block, un
 	__shared__ double sums[THREADS];
 	const double h = 1.0 / ((double)steps_per_block * gridDim.x);
 	const long long first = (long long)blockIdx.x * steps_per_block;
+	/* Blocks do 1 to 8 passes over their slice (averaged), so that they
+	 * finish at different times, as real blocks of uneven work do. */
+	const int passes = 1 + (int)(blockIdx.x % 8);
 	double s = 0;
 
-	for (long long i = threadIdx.x; i < steps_per_block; i += blockDim.x) {
-		double x = ((double)(first + i) + 0.5) * h;
-		s += 4.0 / (1.0 + x * x);
-	}
-	sums[threadIdx.x] = s * h;
+	for (int p = 0; p < passes; p++)
+		for (long long i = threadIdx.x; i < steps_per_block; i += blockDim.x) {
+			double x = ((double)(first + i) + 0.5 + 1e-9 * p) * h;
+			s += 4.0 / (1.0 + x * x);
+		}
+	sums[threadIdx.x] = s * h / passes;
 	__syncthreads();
 	for (int w = blockDim.x / 2; w > 0; w /= 2) {
 		if ((int)threadIdx.x < w)
@@ -103,7 +108,7 @@ int main(int argc, char **argv)
 	if (!blocks)
 		blocks = prop.multiProcessorCount * 4;
 	if (!steps)
-		steps = 1ll << 27;
+		steps = 1ll << 29;
 
 	double *partial, *hp = (double *)calloc((size_t)blocks, sizeof(double));
 	unsigned long long *t0;
