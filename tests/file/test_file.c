@@ -45,10 +45,10 @@ struct cl {
 	const gpusys_dev_t *dev;
 };
 
-static int cl_attach(struct cl *k, bool pass_cwd, uint64_t bulk)
+static int cl_attach_at(struct cl *k, const char *runtime, bool pass_cwd, uint64_t bulk)
 {
 	struct gpusys_attach_opts o = {
-		.runtime_dir = daemon_.runtime,
+		.runtime_dir = runtime,
 		.num_ports = 4,
 		.bulk_bytes = bulk,
 		.cuda_device = -1,
@@ -64,6 +64,11 @@ static int cl_attach(struct cl *k, bool pass_cwd, uint64_t bulk)
 	}
 	k->dev = gpusys_emu_dev(k->emu);
 	return 0;
+}
+
+static int cl_attach(struct cl *k, bool pass_cwd, uint64_t bulk)
+{
+	return cl_attach_at(k, daemon_.runtime, pass_cwd, bulk);
 }
 
 static void cl_detach(struct cl *k)
@@ -790,6 +795,86 @@ static void test_two_users(void **state)
 	unlink("theirs");
 }
 
+/* A daemon that is not root serves files to its own user only, and as
+ * itself: the per-user daemon. */
+static void test_per_user_daemon(void **state)
+{
+	(void)state;
+	if (geteuid() != 0) {
+		skip(); /* needs root to run the daemon and a client as two users */
+		return;
+	}
+	const char *bin = test_env("GPUSYSD_BIN");
+	char dir[] = "/tmp/gpusys-peruser-XXXXXX", run[64], conf[64], sock[96];
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(chown(dir, 65534, 65534), 0);
+	assert_int_equal(chmod(dir, 0755), 0);
+	snprintf(run, sizeof(run), "%s/run", dir);
+	snprintf(conf, sizeof(conf), "%s/gpusysd.conf", dir);
+	snprintf(sock, sizeof(sock), "%s/%s", run, GPUSYS_SOCKET_NAME);
+	host_write_file(conf, "", 0, 0644);
+	assert_int_equal(chown(conf, 65534, 65534), 0);
+
+	pid_t d = fork();
+	if (d == 0) {
+		char logp[96];
+		snprintf(logp, sizeof(logp), "%s/gpusysd.log", dir);
+		int lfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		dup2(lfd, 1);
+		dup2(lfd, 2);
+		if (become(65534) < 0)
+			_exit(126);
+		execl(bin, bin, "--runtime-dir", run, "--config", conf, (char *)NULL);
+		_exit(127);
+	}
+	struct stat st;
+	long t0 = now_ms();
+	while (stat(sock, &st) != 0 && now_ms() - t0 < 5000)
+		usleep(5000);
+	assert_int_equal(stat(sock, &st), 0);
+
+	/* Root is another user to this daemon. */
+	struct cl k;
+	struct gpusys_stat gs;
+	assert_int_equal(cl_attach_at(&k, run, true, 0), 0);
+	host_write_file("pu.txt", "x", 1, 0644);
+	assert_int_equal(f_open(k.dev, "pu.txt", O_RDONLY, 0), -EACCES);
+	assert_int_equal(f_stat(k.dev, "pu.txt", 0, &gs), -EACCES);
+	assert_int_equal(f_mkdir(k.dev, "pu.d", 0700), -EACCES);
+	cl_detach(&k);
+
+	/* Its own user is served, as itself. */
+	pid_t p = fork();
+	if (p == 0) {
+		if (become(65534) < 0 || cl_attach_at(&k, run, true, 0) < 0)
+			_exit(10);
+		int64_t h = f_open(k.dev, "pu-own.txt", O_WRONLY | O_CREAT | O_EXCL, 0600);
+		if (h < 0)
+			_exit(11);
+		if (f_write(k.dev, h, "own", 3) != 3 || f_close(k.dev, h) != 0)
+			_exit(12);
+		if (f_open(k.dev, "/etc/shadow", O_RDONLY, 0) != -EACCES)
+			_exit(13);
+		cl_detach(&k);
+		_exit(0);
+	}
+	int ws;
+	assert_int_equal(waitpid(p, &ws, 0), p);
+	assert_true(WIFEXITED(ws));
+	assert_int_equal(WEXITSTATUS(ws), 0);
+	assert_int_equal(stat("pu-own.txt", &st), 0);
+	assert_int_equal(st.st_uid, 65534);
+	assert_int_equal(st.st_size, 3);
+
+	kill(d, SIGTERM);
+	assert_int_equal(waitpid(d, &ws, 0), d);
+	unlink("pu.txt");
+	unlink("pu-own.txt");
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* ------------------------------------------ a client killed mid-write */
 
 static void test_killed_client(void **state)
@@ -925,6 +1010,7 @@ int main(void)
 		cmocka_unit_test(test_big_file),
 		cmocka_unit_test(test_block_without_bulk),
 		cmocka_unit_test(test_two_users),
+		cmocka_unit_test(test_per_user_daemon),
 		cmocka_unit_test(test_killed_client),
 		cmocka_unit_test(test_fifo_does_not_stall),
 	};
