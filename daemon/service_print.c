@@ -25,9 +25,11 @@
  * The descriptors are dup'ed from the session's when the state is created,
  * so the writer owns its own. At teardown (service_client_fini, after the
  * client is gone, e.g. killed mid-kernel) everything accepted is written out
- * before the session's teardown goes on; if the descriptor does not drain
- * within PRINT_FINI_WAIT_MS the writer is left to finish alone, with its own
- * descriptors and buffer, and the session is not held up.
+ * (the writer keeps going after its client is gone); teardown, which may run
+ * on the daemon's main thread, waits for it only PRINT_FINI_WAIT_MS, then
+ * leaves it to finish alone with its own descriptors and buffer, so a pipe
+ * that nobody reads holds up neither the session nor the main loop. At exit
+ * the daemon gives such writers PRINT_EXIT_WAIT_MS.
  *
  * PRINT_FLUSH runs on the poller too and never waits: it says whether every
  * byte accepted before it has been written (or failed to be), and if not,
@@ -52,11 +54,20 @@
 #include "services.h"
 #include "session.h"
 
-#define PRINT_FINI_WAIT_MS 5000
+/* Teardown may run on the daemon's main thread: it waits this long for the
+ * writer (a file or terminal drains in microseconds), then leaves it to
+ * finish alone. At exit, writers still draining get PRINT_EXIT_WAIT_MS. */
+#define PRINT_FINI_WAIT_MS 50
+#define PRINT_EXIT_WAIT_MS 1000
 #define PRINT_KEEP_BYTES (256u * 1024u) /* buffer kept across idle periods */
 
 static _Atomic uint64_t print_buffer_limit = 4u << 20;
 static pthread_once_t print_env_once = PTHREAD_ONCE_INIT;
+
+/* Writers left to finish alone (their client is gone). */
+static pthread_mutex_t orphans_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t orphans_cv = PTHREAD_COND_INITIALIZER;
+static unsigned orphans;
 
 void print_set_buffer_limit(uint64_t bytes)
 {
@@ -65,10 +76,25 @@ void print_set_buffer_limit(uint64_t bytes)
 
 /* GPUSYSD_PRINT_BUFFER_BYTES in the daemon's environment overrides the
  * bound (tests use a small one to exercise -EAGAIN and the retries). */
+static struct timespec deadline_in(int ms);
+
+/* At exit, give orphaned writers a bounded time to write what they hold:
+ * lines accepted before the daemon stopped still reach their files. */
+static void wait_orphans(void)
+{
+	struct timespec dl = deadline_in(PRINT_EXIT_WAIT_MS);
+	pthread_mutex_lock(&orphans_mu);
+	while (orphans && pthread_cond_timedwait(&orphans_cv, &orphans_mu, &dl) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&orphans_mu);
+}
+
 static void print_env_init(void)
 {
 	const char *v = getenv("GPUSYSD_PRINT_BUFFER_BYTES");
 	char *end;
+
+	atexit(wait_orphans);
 	if (!v || !*v)
 		return;
 	unsigned long long n = strtoull(v, &end, 10);
@@ -229,8 +255,13 @@ static void *writer_main(void *arg)
 	pthread_cond_broadcast(&st->done_cv);
 	bool abandoned = st->abandoned;
 	pthread_mutex_unlock(&st->mu);
-	if (abandoned)
+	if (abandoned) {
 		state_free(st);
+		pthread_mutex_lock(&orphans_mu);
+		orphans--;
+		pthread_cond_broadcast(&orphans_cv);
+		pthread_mutex_unlock(&orphans_mu);
+	}
 	return NULL;
 }
 
@@ -360,8 +391,12 @@ void print_client_fini(struct port_table *t)
 			break;
 	}
 	bool done = st->writer_done;
-	if (!done)
+	if (!done) {
+		pthread_mutex_lock(&orphans_mu);
+		orphans++;
+		pthread_mutex_unlock(&orphans_mu);
 		st->abandoned = true; /* the writer frees it when its write returns */
+	}
 	pthread_mutex_unlock(&st->mu);
 	if (done) {
 		pthread_join(st->writer, NULL);

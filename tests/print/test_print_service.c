@@ -234,8 +234,10 @@ static void test_flush_waits_for_slow_reader(void **state)
 	free(r.buf);
 }
 
-/* A writer blocked on a pipe that nobody reads: teardown waits its bound,
- * then leaves the writer to finish alone; closing the pipe ends it. */
+/* A writer blocked on a pipe that nobody reads: teardown (which may run on
+ * the daemon's main thread) waits only a moment, then leaves the writer to
+ * finish alone; closing the pipe ends it, and it frees its state (the
+ * sanitizer build checks for leaks). */
 static void test_fini_stuck_writer(void **state)
 {
 	(void)state;
@@ -258,7 +260,7 @@ static void test_fini_stuck_writer(void **state)
 	inproc_stop(s);
 	long took = now_ms() - t0;
 	fprintf(stderr, "teardown with a stuck writer took %ld ms\n", took);
-	assert_true(took < 8000);
+	assert_true(took < 1000);
 	close(p[0]); /* the writer's write fails (EPIPE): it frees the state */
 	usleep(200 * 1000);
 }
