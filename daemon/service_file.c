@@ -47,7 +47,7 @@ struct file_client {
 
 static struct file_client *client_of(struct port_table *t, int *err)
 {
-	struct file_client *fc = t->service_state[SERVICE_STATE_FILE];
+	struct file_client *fc = __atomic_load_n(&t->service_state[SERVICE_STATE_FILE], __ATOMIC_ACQUIRE);
 	if (fc)
 		return fc;
 	pthread_mutex_lock(&t->service_state_lock);
@@ -57,7 +57,7 @@ static struct file_client *client_of(struct port_table *t, int *err)
 		if (fc)
 			fc->ft = file_table_new();
 		if (fc && fc->ft && (*err = file_peer_get(t, &fc->peer)) == 0) {
-			t->service_state[SERVICE_STATE_FILE] = fc;
+			__atomic_store_n(&t->service_state[SERVICE_STATE_FILE], fc, __ATOMIC_RELEASE);
 		} else {
 			if (fc)
 				file_table_free(fc->ft);
@@ -152,6 +152,7 @@ struct io_job {
 	uint32_t nchunks;
 	atomic_uint next;
 	atomic_uint done;
+	atomic_uint users; /* I/O threads inside job_work: the job outlives them */
 	int64_t *res; /* per chunk: bytes, or -errno */
 	struct io_job *qnext;
 	pthread_mutex_t lock;
@@ -214,8 +215,15 @@ static void *io_thread(void *arg)
 			io.head = j->qnext; /* all taken: off the queue */
 			continue;
 		}
+		/* Counted while the queue still holds it: its owner waits for
+		 * us before the job goes out of scope. */
+		atomic_fetch_add_explicit(&j->users, 1, memory_order_relaxed);
 		pthread_mutex_unlock(&io.lock);
 		job_work(j);
+		pthread_mutex_lock(&j->lock);
+		atomic_fetch_sub_explicit(&j->users, 1, memory_order_release);
+		pthread_cond_signal(&j->cv);
+		pthread_mutex_unlock(&j->lock);
 		pthread_mutex_lock(&io.lock);
 	}
 	return NULL;
@@ -257,6 +265,7 @@ static int64_t io_parallel(int fd, bool write_op, uint8_t *buf, int64_t off, uin
 	};
 	atomic_init(&j.next, 0);
 	atomic_init(&j.done, 0);
+	atomic_init(&j.users, 0);
 	pthread_mutex_init(&j.lock, NULL);
 	pthread_cond_init(&j.cv, NULL);
 
@@ -269,8 +278,9 @@ static int64_t io_parallel(int fd, bool write_op, uint8_t *buf, int64_t off, uin
 	}
 	job_work(&j);
 	if (io.threads) {
-		/* Off the queue before it goes out of scope; then wait for
-		 * the chunks I/O threads still hold. */
+		/* Off the queue (no I/O thread picks it up after this), then
+		 * wait for the chunks I/O threads still hold and for the
+		 * threads themselves to let go of it. */
 		pthread_mutex_lock(&io.lock);
 		for (struct io_job **pp = &io.head; *pp; pp = &(*pp)->qnext) {
 			if (*pp == &j) {
@@ -280,7 +290,8 @@ static int64_t io_parallel(int fd, bool write_op, uint8_t *buf, int64_t off, uin
 		}
 		pthread_mutex_unlock(&io.lock);
 		pthread_mutex_lock(&j.lock);
-		while (atomic_load_explicit(&j.done, memory_order_acquire) < nchunks)
+		while (atomic_load_explicit(&j.done, memory_order_acquire) < nchunks ||
+		       atomic_load_explicit(&j.users, memory_order_acquire) > 0)
 			pthread_cond_wait(&j.cv, &j.lock);
 		pthread_mutex_unlock(&j.lock);
 	}
@@ -654,7 +665,7 @@ static int serve_lane(struct file_client *fc, uint16_t op, const struct gpusys_f
 		 * the shared header says now. */
 		if (!peer->bulk || q->count > peer->bulk_bytes || q->bulk_off > peer->bulk_bytes - q->count)
 			return -EINVAL;
-		if (q->offset < -1)
+		if (q->offset < -1 || (q->offset >= 0 && q->count > (uint64_t)INT64_MAX - (uint64_t)q->offset))
 			return -EINVAL;
 		if ((r = ref_get(fc, q->handle, w, &ref)) < 0)
 			return r;

@@ -684,6 +684,66 @@ static void test_big_file(void **state)
 	cl_detach(&k);
 }
 
+/* Emulated blocks at once, more than there are slots: each its own range,
+ * reading and writing, every byte checked. */
+struct range_arg {
+	const gpusys_dev_t *dev;
+	int32_t in, out;
+	const uint8_t *src;
+	uint64_t off, len;
+	unsigned warp;
+	int ok;
+};
+
+static void *range_main(void *arg)
+{
+	struct range_arg *a = arg;
+	uint8_t *buf = malloc(a->len);
+	gpusys_emu_set_warp(a->warp);
+	a->ok = buf && gpusys_emu_pread_block(a->dev, a->in, buf, a->len, (int64_t)a->off) == (int64_t)a->len &&
+		memcmp(buf, a->src + a->off, a->len) == 0 &&
+		gpusys_emu_pwrite_block(a->dev, a->out, buf, a->len, (int64_t)a->off) == (int64_t)a->len;
+	free(buf);
+	return NULL;
+}
+
+static void test_concurrent_blocks(void **state)
+{
+	(void)state;
+	enum { BLOCKS = 8 };
+	const uint64_t per = (5u << 20) + 4097, total = per * BLOCKS;
+	struct cl k;
+	assert_int_equal(cl_attach(&k, true, 32u << 20), 0); /* 2 slots */
+	assert_int_equal(k.dev->bulk_slots, 2);
+	uint8_t *src = malloc(total);
+	fill(src, total, 99);
+	host_write_file("cb.in", src, total, 0644);
+	int64_t in = f_open(k.dev, "cb.in", O_RDONLY, 0), out = f_open(k.dev, "cb.out", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(in > 0 && out > 0);
+	struct range_arg a[BLOCKS];
+	pthread_t t[BLOCKS];
+	for (unsigned b = 0; b < BLOCKS; b++) {
+		a[b] = (struct range_arg){ k.dev, (int32_t)in, (int32_t)out, src, per * b, per, b, 0 };
+		pthread_create(&t[b], NULL, range_main, &a[b]);
+	}
+	for (unsigned b = 0; b < BLOCKS; b++) {
+		pthread_join(t[b], NULL);
+		assert_true(a[b].ok);
+	}
+	assert_int_equal(f_close(k.dev, in), 0);
+	assert_int_equal(f_close(k.dev, out), 0);
+	uint8_t *back = malloc(total);
+	int fd = open("cb.out", O_RDONLY | O_CLOEXEC);
+	assert_int_equal(read(fd, back, total), (ssize_t)total);
+	close(fd);
+	assert_memory_equal(back, src, total);
+	unlink("cb.in");
+	unlink("cb.out");
+	free(src);
+	free(back);
+	cl_detach(&k);
+}
+
 /* Without a bulk area the block calls go through packets (slowly). */
 static void test_block_without_bulk(void **state)
 {
@@ -1008,6 +1068,7 @@ int main(void)
 		cmocka_unit_test(test_lanes),
 		cmocka_unit_test(test_no_cwd),
 		cmocka_unit_test(test_big_file),
+		cmocka_unit_test(test_concurrent_blocks),
 		cmocka_unit_test(test_block_without_bulk),
 		cmocka_unit_test(test_two_users),
 		cmocka_unit_test(test_per_user_daemon),
