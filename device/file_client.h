@@ -155,36 +155,6 @@ GPUSYS_FN int64_t gpusys_bulk_rpc(const gpusys_dev_t *dev, uint16_t op, int32_t 
 	return ret[GPUSYS_LI(lane)];
 }
 
-/* A packet-path read or write by the calling lane alone (no bulk slots):
- * up to count bytes (at most GPUSYS_MAX_LANE_PAYLOAD - header) to or from
- * buf. Used by the block calls when the channel has no bulk area. */
-GPUSYS_FN int64_t gpusys_file_lane_pread(const gpusys_dev_t *dev, int32_t handle, void *buf, uint32_t count, int64_t off)
-{
-#if defined(__CUDACC__)
-	const uint32_t lane = gpusys_lane_id();
-#else
-	const uint32_t lane = 0;
-#endif
-	const uint64_t mask = (uint64_t)1 << lane;
-	struct gpusys_file_req q;
-	const uint8_t *req[GPUSYS_LANE_ARRAY];
-	uint32_t req_len[GPUSYS_LANE_ARRAY];
-	void *out[GPUSYS_LANE_ARRAY];
-	uint32_t cap[GPUSYS_LANE_ARRAY];
-	int64_t ret[GPUSYS_LANE_ARRAY];
-
-	gpusys_file_req_init(&q);
-	q.handle = handle;
-	q.offset = off;
-	q.count = count;
-	req[GPUSYS_LI(lane)] = (const uint8_t *)&q;
-	req_len[GPUSYS_LI(lane)] = GPUSYS_FILE_REQ_BYTES;
-	out[GPUSYS_LI(lane)] = buf;
-	cap[GPUSYS_LI(lane)] = count;
-	gpusys_file_rpc(dev, off < 0 ? GPUSYS_OP_FILE_READ : GPUSYS_OP_FILE_PREAD, mask, req, req_len, out, cap, ret);
-	return ret[GPUSYS_LI(lane)];
-}
-
 /* Lock a bulk slot (private lock words), starting at hint. Returns the
  * slot. A holder never waits for anything but the daemon, so spinning here
  * cannot deadlock. */
