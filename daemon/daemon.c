@@ -26,11 +26,16 @@
 #include "notify.h"
 #include "poller.h"
 #include "pool.h"
+#include "wake.h"
 
 /* Pollers 1.. park after this long without work. */
 #define PARK_US 2000
 /* A dozing poller 0 still scans every port this often (see poller.c). */
 #define RESCAN_MS 10
+/* After this much timed dozing poller 0 sleeps until woken (poller.c)... */
+#define DEEP_AFTER_US 2000
+/* ...and still scans every port this often. */
+#define SAFETY_MS 1000
 
 static void close_fds(int *fds, unsigned n)
 {
@@ -54,6 +59,7 @@ static void detach(struct daemon *d, struct session *s, const char *why)
 {
 	event_free(s->ev);
 	s->ev = NULL;
+	wake_chan_unregister(d->wake, &s->wakec);
 	/* After this no poller looks at the session; calls already in the
 	 * pool hold their own references. */
 	registry_remove(&d->reg, s);
@@ -113,6 +119,8 @@ static void on_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HE
 		.mem_budget = d->cfg.client_mem_budget,
 		.fds = { fds[0], fds[1], fds[2] },
 		.retired_requests = &d->retired_requests,
+		.wake = d->wake,
+		.cuda_device = h->cuda_device,
 	};
 	struct session *s;
 	int r = session_create(&prm, &s);
@@ -151,7 +159,11 @@ static void on_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HE
 		.bulk_bytes = s->chan.layout.bulk_bytes,
 	};
 	snprintf(w.message, sizeof(w.message), "attached as client %u", s->id);
-	r = welcome_send(fd, &w, s->chan.fd);
+	int wfds[2] = { s->chan.fd, s->wake_wfd };
+	r = welcome_send_fds(fd, &w, wfds, 2);
+	/* The client has its end now (or never will): ours only kept it. */
+	close(s->wake_wfd);
+	s->wake_wfd = -1;
 	if (r < 0) {
 		detach(d, s, "welcome not delivered");
 		return;
@@ -210,12 +222,21 @@ static int start(struct daemon *d, const char *runtime_dir)
 		log_err("cannot start the worker pool: %s", strerror(-r));
 		return r;
 	}
+	r = wake_create(&d->wake);
+	if (r < 0) {
+		log_err("cannot set up wake-ups: %s", strerror(-r));
+		return r;
+	}
 	struct poller_params pp = {
 		.count = d->cfg.pollers,
 		.spin_us = d->cfg.idle_spin_us,
 		.sleep_us = d->cfg.idle_sleep_us,
 		.park_us = PARK_US,
 		.rescan_ms = RESCAN_MS,
+		.deep_after_us = DEEP_AFTER_US,
+		.safety_ms = SAFETY_MS,
+		.wake = d->wake,
+		.chan_wake = session_wake_of_table,
 		.defer = dispatch_defer,
 		.defer_arg = d->pool,
 	};
@@ -286,6 +307,8 @@ static void stop(struct daemon *d)
 	registry_fini(&d->reg);
 	pollers_destroy(d->pollers);
 	d->pollers = NULL;
+	wake_destroy(d->wake);
+	d->wake = NULL;
 
 	if (d->ev_sigterm)
 		event_free(d->ev_sigterm);

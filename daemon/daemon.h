@@ -18,6 +18,7 @@ struct control;
 struct listener;
 struct pool;
 struct pollers;
+struct wake;
 
 struct daemon {
 	struct gpusysd_config cfg; /* pollers resolved (never 0) */
@@ -27,6 +28,7 @@ struct daemon {
 	struct listener *listener;
 	struct control *control;
 	struct pollers *pollers;
+	struct wake *wake;
 	struct pool *pool;
 	struct registry reg;
 	struct timespec started; /* CLOCK_MONOTONIC */

@@ -131,29 +131,36 @@ fail:
 	return r;
 }
 
-int welcome_send(int fd, const struct gpusys_welcome *w, int mem_fd)
+int welcome_send_fds(int fd, const struct gpusys_welcome *w, const int *fds, unsigned nfds)
 {
 	union {
 		struct cmsghdr align;
-		char bytes[CMSG_SPACE(sizeof(int))];
+		char bytes[CMSG_SPACE(WELCOME_MAX_FDS * sizeof(int))];
 	} cbuf;
 	struct iovec iov = { .iov_base = (void *)w, .iov_len = sizeof(*w) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-	if (mem_fd >= 0) {
+	if (nfds > WELCOME_MAX_FDS)
+		return -EINVAL;
+	if (nfds) {
 		memset(&cbuf, 0, sizeof(cbuf));
 		mh.msg_control = cbuf.bytes;
-		mh.msg_controllen = sizeof(cbuf.bytes);
+		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
 		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 		c->cmsg_level = SOL_SOCKET;
 		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &mem_fd, sizeof(int));
+		c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
 	}
 	ssize_t n = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n < 0)
 		return -errno;
 	return (size_t)n == sizeof(*w) ? 0 : -EIO;
+}
+
+int welcome_send(int fd, const struct gpusys_welcome *w, int mem_fd)
+{
+	return welcome_send_fds(fd, w, &mem_fd, mem_fd >= 0 ? 1 : 0);
 }
 
 void welcome_refusal(struct gpusys_welcome *w, int status, const char *fmt, ...)

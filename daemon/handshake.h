@@ -30,6 +30,11 @@ int hello_check(const struct gpusys_hello *h, size_t len, unsigned nfds, char *m
 /* Send w with mem_fd (or -1: none) attached. Never blocks. */
 int welcome_send(int fd, const struct gpusys_welcome *w, int mem_fd);
 
+/* Send w with nfds (<= WELCOME_MAX_FDS) descriptors attached, in order:
+ * an accepted client gets the channel memory, then its wake descriptor. */
+#define WELCOME_MAX_FDS 2
+int welcome_send_fds(int fd, const struct gpusys_welcome *w, const int *fds, unsigned nfds);
+
 /* A refusal: status < 0 and a message. */
 void welcome_refusal(struct gpusys_welcome *w, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

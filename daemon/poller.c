@@ -5,23 +5,41 @@
  *
  * Idle policy. While work was seen in the last spin_us every poller spins
  * (a hand-off to a sleeping thread costs microseconds, see DESIGN-NOTES).
- * After that poller 0 dozes: it sleeps sleep_us at a time and in between
- * reads one word per channel, the header doorbell the client bumps with
- * every new request, instead of scanning every port. The other pollers keep
- * spinning up to park_us, then park on a condition variable; poller 0 wakes
- * them when one of its passes finds more than one port with work (parallel
- * work for them; a lone warp calling is served as fast by poller 0 alone). Before dozing, poller 0 records the
- * doorbells and scans once more, so a request published just before the
- * record is not left to wait for the next one (the io_uring SQPOLL order:
- * announce, re-check, sleep). Stream packets after the first do not ring
- * the doorbell, so a dozing poller 0 also scans every port every rescan_ms
- * (or rarer, so that this costs at most 0.1% of a core): a client that
- * stalls in the middle of a message for longer than spin_us still makes
- * progress.
+ * The other pollers keep spinning up to park_us, then park on a condition
+ * variable; poller 0 wakes them when one of its passes finds more than one
+ * port with work (parallel work for them; a lone warp calling is served as
+ * fast by poller 0 alone). Poller 0 then dozes, in two steps:
  *
- * NOTE: measured cost (tests/daemon/test_idle.c, one client attached, on
- * the H100 machine: a Firecracker guest where one timer wake-up costs
- * ~5 us of CPU, ~4 us on the 2-core dev VM):
+ *  1. Timed naps, for deep_after_us (2 ms): it sleeps sleep_us at a time
+ *     and in between reads one word per channel, the header doorbell the
+ *     client rings with every packet, instead of scanning every port; and
+ *     scans every port every rescan_ms (or rarer, so that this costs at
+ *     most 0.1% of a core). Before the first nap it records the doorbells
+ *     and scans once more, so a request published just before the record
+ *     is not left waiting.
+ *  2. Deep doze: it sleeps with no timer until a client wakes it (wake.h),
+ *     with a safety rescan of every port every safety_ms (1 s). The order
+ *     is io_uring SQPOLL's: announce (header.dozing = 1 in every channel),
+ *     full fence, re-check every doorbell against the recorded copy, sleep
+ *     only if none moved. A host client stores its doorbell, fences, reads
+ *     dozing and if set writes its wake pipe (device/lane.h): one side
+ *     always sees the other. A CUDA client cannot make a system call, so
+ *     for its channel the GPU watches the doorbell (wake_cuda.c: a stream
+ *     wait on it, then a host function that writes our eventfd), armed
+ *     here before sleeping. A channel whose doorbell cannot be watched (a
+ *     GPU without stream memory operations, a daemon built without CUDA)
+ *     keeps poller 0 on timed naps while it is attached. Attach (a channel
+ *     that was not told) and stop kick the eventfd. On waking, dozing is
+ *     cleared and poller 0 spins again.
+ *
+ * Lost wake-ups are bounded by the safety rescan: a client that ignores
+ * its pipe, a GPU doorbell value stored out of order by racing warps (the
+ * watch fires on a bit set that the recorded value lacked, see
+ * wake_cuda.c), a pipe that the client closed.
+ *
+ * NOTE: measured cost of timed naps alone (tests/daemon/test_idle.c, one
+ * client attached, on the H100 machine: a Firecracker guest where one
+ * timer wake-up costs ~5 us of CPU, ~4 us on the 2-core dev VM):
  *
  *   idle_sleep_us   idle CPU   first NOOP after quiet: p50 / max
  *        20          19.4%        26 us / 32 us
@@ -31,11 +49,13 @@
  *       200           3.0%        95 us / 186 us
  *       500           1.5%       226 us / 523 us
  *
- * Idle CPU is wake-ups x their cost, so <= 1% of a core with timer naps
- * alone takes naps of nearly a millisecond on these guests, and then the
- * first request waits up to that long: the two targets cannot both be met
- * by a daemon that only sleeps and polls. Meeting both needs a wake-up from
- * the client side (its host thread seeing the doorbell), an ABI change.
+ * Idle CPU is wake-ups x their cost, so timer naps alone cannot meet both
+ * targets (<= 1% of a core, <= 100 us to the first request after 1 s of
+ * quiet); hence the deep doze. With it (test_idle, emulated client, 2-core
+ * dev VM shared with other builds): 0.006% of a core over 3 s idle; first
+ * NOOP after 1 s quiet p50 242 us there, dominated by the loaded VM's
+ * scheduling (the same test gave 228 us with 50 us timer naps there).
+ * H100 figures: bench/RESULTS.md, "Idle cost and wake-up".
  *
  * Grace periods. Each poller publishes a counter after every pass and an
  * offline flag while it sleeps or parks. pollers_publish() swaps the
@@ -59,6 +79,7 @@
 #include "log.h"
 #include "port_server.h"
 #include "poller.h"
+#include "wake.h"
 
 struct snapshot {
 	uint64_t gen;
@@ -81,7 +102,7 @@ struct poller {
 
 struct pollers {
 	struct poller_params prm;
-	uint64_t spin_ns, park_ns, rescan_ns;
+	uint64_t spin_ns, park_ns, rescan_ns, deep_ns;
 	_Atomic(struct snapshot *) snap;
 	/* Two snapshots, so publishing allocates nothing and cannot fail (a
 	 * detach must always be able to take a channel out): the main thread
@@ -259,39 +280,108 @@ static bool timed_scan(struct poller *pl, const struct snapshot *s, uint64_t *re
 	return work;
 }
 
-/* Poller 0, idle: returns when there may be work (or on stop). */
+/* ---------------------------------------------------------- deep doze */
+
+static void set_dozing(const struct snapshot *s, uint32_t v)
+{
+	for (uint32_t i = 0; i < s->n; i++)
+		if (s->t[i]->hdr->dozing != v)
+			s->t[i]->hdr->dozing = v;
+}
+
+/* Have every channel of s able to wake us: host clients always are (their
+ * pipe); CUDA clients once the GPU watches their doorbell. false: some
+ * channel cannot, so timed naps it is. */
+static bool arm_all(const struct pollers *ps, const struct snapshot *s)
+{
+	for (uint32_t i = 0; i < s->n; i++) {
+		struct wake_chan *c = ps->prm.chan_wake(s->t[i]);
+		if (!c || c->needs_timer)
+			return false;
+		if (c->gpu && !wake_gpu_arm(c, s->doze_seen[i]))
+			return false;
+	}
+	return true;
+}
+
+/* wake_drain's view of the clients: those of the snapshot poller 0 is
+ * online with, so every one found is alive. */
+static struct wake_chan *find_chan(void *arg, uint64_t tag)
+{
+	struct pollers *ps = arg;
+	const struct snapshot *s = load_snapshot(ps);
+	for (uint32_t i = 0; i < s->n; i++) {
+		struct wake_chan *c = ps->prm.chan_wake(s->t[i]);
+		if (c && c->tag == tag)
+			return c;
+	}
+	return NULL;
+}
+
+/* Poller 0, idle: returns when there may be work (or on stop). Timed naps
+ * first, then (after deep_ns) sleep until woken. */
 static void doze(struct poller *pl)
 {
 	struct pollers *ps = pl->set;
 	const struct timespec nap = { .tv_nsec = (long)ps->prm.sleep_us * 1000 };
-	uint64_t gen = 0, next_scan = 0;
-	bool recorded = false;
+	uint64_t gen = 0, next_scan = 0, deep_at = now_ns() + ps->deep_ns;
+	bool recorded = false, scan_due = false;
 
 	for (;;) {
 		struct snapshot *s = load_snapshot(ps);
-		bool work;
+		bool work, deep = false;
 		if (!recorded || s->gen != gen) {
 			/* New or changed channel list: record, then re-check. */
 			record_doorbells(s);
 			gen = s->gen;
 			recorded = true;
 			work = timed_scan(pl, s, &next_scan);
+		} else if (scan_due) {
+			/* The deep doze's safety rescan. */
+			work = timed_scan(pl, s, &next_scan);
 		} else {
 			work = doorbell_rang(s);
 			if (!work && ps->rescan_ns && now_ns() >= next_scan)
 				work = timed_scan(pl, s, &next_scan);
 		}
+		scan_due = false;
+		if (!work && ps->prm.wake && now_ns() >= deep_at) {
+			/* Announce, full fence, re-check (io_uring's SQPOLL
+			 * order; the client stores its doorbell, fences, reads
+			 * dozing: one of us sees the other). */
+			set_dozing(s, 1);
+			atomic_thread_fence(memory_order_seq_cst);
+			work = doorbell_rang(s);
+			deep = !work && arm_all(ps, s);
+			if (!work && !deep)
+				set_dozing(s, 0); /* timed naps: nobody need write */
+		}
 		pass_done(pl);
 		if (work)
-			return;
+			break;
 		go_offline(pl);
-		/* Relative sleep: the timer slack set on this thread keeps the
-		 * wake-up within a microsecond or so of nap. */
-		clock_nanosleep(CLOCK_MONOTONIC, 0, &nap, NULL);
-		go_online(pl);
+		if (deep) {
+			struct wake_events ev;
+			int n = wake_sleep(ps->prm.wake, (int)ps->prm.safety_ms, &ev);
+			go_online(pl);
+			if (n > 0) {
+				wake_drain(ps->prm.wake, &ev, find_chan, ps);
+				break;
+			}
+			scan_due = true;
+		} else {
+			/* Relative sleep: the timer slack set on this thread
+			 * keeps the wake-up within a microsecond or so of nap. */
+			clock_nanosleep(CLOCK_MONOTONIC, 0, &nap, NULL);
+			go_online(pl);
+		}
 		if (atomic_load_explicit(&ps->stop, memory_order_relaxed))
-			return;
+			break;
 	}
+	/* Spinning again: clients need not wake us. Channels that left while
+	 * we slept are not in this snapshot and are not touched. */
+	if (ps->prm.wake)
+		set_dozing(load_snapshot(ps), 0);
 }
 
 static void *poller_main(void *arg)
@@ -357,6 +447,11 @@ int pollers_create(const struct poller_params *prm, uint32_t capacity, struct po
 	if (ps->park_ns < ps->spin_ns)
 		ps->park_ns = ps->spin_ns;
 	ps->rescan_ns = (uint64_t)prm->rescan_ms * 1000000;
+	ps->deep_ns = (uint64_t)prm->deep_after_us * 1000;
+	if (prm->wake && (!prm->chan_wake || !prm->safety_ms)) {
+		free(ps);
+		return -EINVAL;
+	}
 	size_t bytes = (prm->count * sizeof(struct poller) + 63) / 64 * 64;
 	ps->p = aligned_alloc(64, bytes);
 	ps->buf[0] = snapshot_alloc(capacity);
@@ -403,6 +498,8 @@ int pollers_start(struct pollers *ps)
 void pollers_stop(struct pollers *ps)
 {
 	atomic_store(&ps->stop, true);
+	if (ps->prm.wake)
+		wake_kick(ps->prm.wake);
 	pthread_mutex_lock(&ps->park_mu);
 	ps->wake_gen++;
 	pthread_cond_broadcast(&ps->park_cv);
@@ -440,6 +537,11 @@ int pollers_publish(struct pollers *ps, struct port_table *const *tables, uint32
 		s->doze_seen[i] = 0;
 	}
 	atomic_store_explicit(&ps->snap, s, memory_order_seq_cst);
+	/* A new channel's header does not say dozing, so its client would
+	 * not wake a deep-dozing poller 0: wake it, and it announces the
+	 * doze again to every channel. A channel that leaves needs nothing. */
+	if (ps->prm.wake && n > cur->n)
+		wake_kick(ps->prm.wake);
 	synchronize(ps);
 	return 0;
 }

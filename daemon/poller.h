@@ -20,6 +20,14 @@ struct poller_params {
 	unsigned sleep_us;   /* then poller 0 sleeps this long between doorbell checks */
 	unsigned park_us;    /* pollers 1.. park on a condition variable after this idle time */
 	unsigned rescan_ms;  /* dozing poller 0 still scans every port this often */
+	/* Deep doze (poller.c): after deep_after_us of timed naps poller 0
+	 * sleeps until a client wakes it through wake, scanning everything
+	 * every safety_ms. wake NULL: timed naps only. */
+	unsigned deep_after_us;
+	unsigned safety_ms;
+	struct wake *wake;
+	/* The wake means of a channel (NULL: it has none). */
+	struct wake_chan *(*chan_wake)(struct port_table *t);
 	/* A call the port server wants on the pool (PORT_STEP_DEFER). It owns
 	 * the call from here and must finish it. */
 	void (*defer)(struct port_call *call, unsigned slot, void *arg);
@@ -29,7 +37,7 @@ struct poller_params {
 /* capacity: the most channels a snapshot will ever hold (max_clients). */
 int pollers_create(const struct poller_params *prm, uint32_t capacity, struct pollers **ret);
 int pollers_start(struct pollers *ps);
-/* Stop and join the threads (each returns within one sleep). */
+/* Stop and join the threads (a deep-dozing poller 0 is woken). */
 void pollers_stop(struct pollers *ps);
 void pollers_destroy(struct pollers *ps);
 

@@ -31,6 +31,8 @@ int session_create(const struct session_params *prm, struct session **ret)
 	s->stdout_fd = s->stderr_fd = s->cwd_fd = -1;
 	s->chan.fd = -1;
 	s->retired_requests = prm->retired_requests;
+	s->wake_wfd = -1;
+	s->wakec.rfd = -1;
 
 	r = channel_create(&s->chan, prm->ops, prm->num_ports, prm->bulk_bytes, prm->id);
 	if (r < 0)
@@ -39,6 +41,16 @@ int session_create(const struct session_params *prm, struct session **ret)
 	if (r < 0)
 		goto fail;
 	s->ports_ready = true;
+	if (prm->wake) {
+		r = wake_chan_open(prm->wake, &s->wakec, s->id, &s->wake_wfd);
+		if (r < 0) {
+			port_table_fini(&s->ports);
+			goto fail;
+		}
+		s->wake = prm->wake;
+		if (prm->cuda_device >= 0)
+			wake_gpu_open(prm->wake, &s->wakec, &s->chan, prm->cuda_device);
+	}
 	s->stdout_fd = prm->fds[0];
 	s->stderr_fd = prm->fds[1];
 	s->cwd_fd = prm->fds[2];
@@ -48,6 +60,12 @@ fail:
 	channel_destroy(&s->chan);
 	free(s);
 	return r;
+}
+
+struct wake_chan *session_wake_of_table(struct port_table *t)
+{
+	struct session *s = t->owner;
+	return s && s->wake ? &s->wakec : NULL;
 }
 
 void session_ref(struct session *s)
@@ -64,6 +82,12 @@ static void session_free(struct session *s)
 		atomic_fetch_add_explicit(s->retired_requests, session_requests(s), memory_order_relaxed);
 	if (s->ports_ready)
 		port_table_fini(&s->ports);
+	if (s->wake) {
+		/* No GPU wait of ours may read the channel once it is gone. */
+		wake_gpu_close(&s->wakec, &s->chan);
+		wake_chan_close(s->wake, &s->wakec);
+	}
+	close_fd(&s->wake_wfd);
 	channel_destroy(&s->chan);
 	close_fd(&s->stdout_fd);
 	close_fd(&s->stderr_fd);

@@ -20,6 +20,7 @@
 
 #include "channel.h"
 #include "port_server.h"
+#include "wake.h"
 
 struct event;
 
@@ -48,6 +49,13 @@ struct session {
 	struct port_table ports;
 	bool ports_ready;
 
+	/* Waking a dozing poller 0 (wake.h): the client's pipe, the GPU watch
+	 * of its doorbell. wake_wfd is the client's end until the welcome
+	 * carries it (then -1). */
+	struct wake *wake;
+	struct wake_chan wakec;
+	int wake_wfd;
+
 	/* Where this session's request count goes when it is freed, so the
 	 * daemon's total keeps the requests of detached clients. */
 	atomic_uint_fast64_t *retired_requests;
@@ -63,12 +71,18 @@ struct session_params {
 	uint64_t bulk_bytes;
 	uint64_t mem_budget;
 	int fds[3];         /* stdout, stderr, cwd, or -1; owned by the session on success */
+	struct wake *wake;  /* the daemon's; NULL: no wake pipe (in-process tests) */
+	int32_t cuda_device; /* the client's GPU (hello), or -1 */
 	atomic_uint_fast64_t *retired_requests;
 };
 
 /* Create the channel and the port table. On success the session holds one
  * reference (the main thread's) and owns fds; sock is -1 until set. */
 int session_create(const struct session_params *prm, struct session **ret);
+
+/* The wake means of the session that owns a port table (the pollers'
+ * view of it), or NULL when it has none. */
+struct wake_chan *session_wake_of_table(struct port_table *t);
 
 void session_ref(struct session *s);
 void session_unref(struct session *s);

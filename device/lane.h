@@ -190,6 +190,7 @@ GPUSYS_FN uint32_t gpusys_port_hint(void)
 #else
 /* ------------------------------------------------------------------ host */
 #include <sched.h>
+#include <unistd.h>
 
 #define GPUSYS_FN static inline
 #define GPUSYS_LI(l) (l)
@@ -326,6 +327,22 @@ static inline uint64_t gpusys_counter_next(unsigned long long *c)
 static inline uint32_t gpusys_port_hint(void)
 {
 	return gpusys_emu_port_hint;
+}
+
+/* Host clients only, right after a doorbell store: wake a daemon that
+ * sleeps without a timer (abi.h, header.dozing). The full fence pairs with
+ * the daemon's between its dozing store and its doorbell loads (Dekker): a
+ * daemon that dozed off before seeing our doorbell is seen dozing here. A
+ * full pipe (EAGAIN) means it is being woken anyway. GPU code has no such
+ * call (no system calls there): the daemon watches a GPU's doorbell. */
+static inline void gpusys_wake_daemon(const volatile uint32_t *dozing, int32_t wake_fd)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (wake_fd >= 0 && __atomic_load_n(dozing, __ATOMIC_RELAXED)) {
+		char one = 1;
+		if (write(wake_fd, &one, 1) < 0) {
+		}
+	}
 }
 #endif
 

@@ -134,6 +134,10 @@ GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32
 		gpusys_store_shared_u64(&dev->hdr->doorbell, ring);
 		gpusys_fence_flush();
 	}
+#ifndef __CUDACC__
+	/* A host warp is one thread, its own leader: wake a dozing daemon. */
+	gpusys_wake_daemon(&dev->hdr->dozing, dev->wake_fd);
+#endif
 	return seq;
 }
 

@@ -16,6 +16,7 @@
 
 #include "gpusys/client.h"
 #include "gpusys/wire.h"
+#include "dev_handle.h"
 
 #define WELCOME_TIMEOUT_MS 10000
 /* More than the one a welcome carries, so extra ones are seen (and closed). */
@@ -24,6 +25,7 @@
 struct gpusys_client {
 	int sock;
 	int mem_fd;
+	int wake_fd; /* write end of our wake pipe (wire.h) */
 	void *base; /* NULL for a kind we do not map */
 	uint64_t bytes;
 	uint32_t num_ports;
@@ -141,8 +143,9 @@ static int send_hello(int sock, const struct gpusys_attach_opts *o)
 	return 0;
 }
 
-/* The welcome and, on success, exactly one descriptor in *ret_fd. */
-static int recv_welcome(int sock, struct gpusys_welcome *w, int *ret_fd)
+/* The welcome and, on success, exactly two descriptors: the channel memory
+ * in *ret_fd, the wake pipe in *ret_wake. */
+static int recv_welcome(int sock, struct gpusys_welcome *w, int *ret_fd, int *ret_wake)
 {
 	union {
 		struct gpusys_welcome w;
@@ -189,10 +192,15 @@ static int recv_welcome(int sock, struct gpusys_welcome *w, int *ret_fd)
 	else if (buf.w.status < 0) {
 		buf.w.message[sizeof(buf.w.message) - 1] = 0;
 		r = fail(buf.w.status, "gpusysd refused: %s", buf.w.message);
-	} else if (buf.w.status > 0 || nfds != 1)
+	} else if (buf.w.status > 0 || nfds != 2)
 		r = fail(-EPROTO, "malformed welcome (status %d, %d descriptors)", buf.w.status, nfds);
-	else
-		r = 0;
+	else {
+		struct stat st;
+		if (fstat(fds[1], &st) < 0 || !S_ISFIFO(st.st_mode))
+			r = fail(-EPROTO, "malformed welcome (the wake descriptor is not a pipe)");
+		else
+			r = 0;
+	}
 	if (r < 0) {
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
@@ -200,6 +208,7 @@ static int recv_welcome(int sock, struct gpusys_welcome *w, int *ret_fd)
 	}
 	*w = buf.w;
 	*ret_fd = fds[0];
+	*ret_wake = fds[1];
 	return 0;
 }
 
@@ -231,7 +240,7 @@ int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_cl
 	 * see that through the error paths. */
 	struct gpusys_welcome w = { 0 };
 	struct gpusys_client *c;
-	int r, mem_fd = -1;
+	int r, mem_fd = -1, wake_fd = -1;
 
 	last_error[0] = 0;
 	const char *dir = opts->runtime_dir;
@@ -244,6 +253,7 @@ int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_cl
 	if (!c)
 		return fail(-ENOMEM, "out of memory");
 	c->mem_fd = -1;
+	c->wake_fd = -1;
 	c->sock = connect_daemon(dir);
 	if (c->sock < 0) {
 		r = c->sock;
@@ -252,10 +262,11 @@ int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_cl
 	r = send_hello(c->sock, opts);
 	if (r < 0)
 		goto fail;
-	r = recv_welcome(c->sock, &w, &mem_fd);
+	r = recv_welcome(c->sock, &w, &mem_fd, &wake_fd);
 	if (r < 0)
 		goto fail;
 	c->mem_fd = mem_fd;
+	c->wake_fd = wake_fd;
 	c->num_ports = w.num_ports;
 	c->client_id = w.client_id;
 	c->memory_kind = w.memory_kind;
@@ -290,6 +301,8 @@ int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_cl
 	r = check_channel(base, &w);
 	if (r < 0)
 		goto fail;
+	/* Emulated warps over this mapping find it (gpusys_emu_open). */
+	gpusys_wake_fd_set(base, c->wake_fd);
 	*ret = c;
 	return 0;
 fail:
@@ -301,10 +314,14 @@ void gpusys_client_detach(struct gpusys_client *c)
 {
 	if (!c)
 		return;
-	if (c->base)
+	if (c->base) {
+		gpusys_wake_fd_set(c->base, -1);
 		munmap(c->base, c->bytes);
+	}
 	if (c->mem_fd >= 0)
 		close(c->mem_fd);
+	if (c->wake_fd >= 0)
+		close(c->wake_fd);
 	if (c->sock >= 0)
 		close(c->sock);
 	free(c);
@@ -333,6 +350,11 @@ uint32_t gpusys_client_id(const struct gpusys_client *c)
 int gpusys_client_memory_fd(const struct gpusys_client *c)
 {
 	return c->mem_fd;
+}
+
+int gpusys_client_wake_fd(const struct gpusys_client *c)
+{
+	return c->wake_fd;
 }
 
 uint32_t gpusys_client_memory_kind(const struct gpusys_client *c)

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
 
 #include "dev_handle.h"
 
@@ -35,7 +37,7 @@ void gpusys_dev_fill(gpusys_dev_t *dev, void *base, const struct gpusys_channel_
 	dev->num_ports = hdr->num_ports;
 	dev->bulk_slots = 0;
 	dev->bulk_slot_bytes = 0;
-	dev->reserved = 0;
+	dev->wake_fd = -1;
 	dev->bulk_locks = 0;
 }
 
@@ -46,4 +48,51 @@ void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks)
 	dev->bulk_slot_bytes = dev->bulk_slots ? gpusys_bulk_slot_bytes(dev->bulk_bytes) : 0;
 	if (!dev->bulk_slots)
 		dev->bulk_locks = 0;
+}
+
+/* Few channels per process: a short list. */
+static pthread_mutex_t wake_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	const void *base;
+	int fd;
+} *wake_map;
+static size_t wake_n, wake_cap;
+
+void gpusys_wake_fd_set(const void *base, int fd)
+{
+	pthread_mutex_lock(&wake_lock);
+	size_t i = 0;
+	while (i < wake_n && wake_map[i].base != base)
+		i++;
+	if (fd < 0) {
+		if (i < wake_n)
+			wake_map[i] = wake_map[--wake_n];
+	} else if (i < wake_n) {
+		wake_map[i].fd = fd;
+	} else {
+		if (wake_n == wake_cap) {
+			size_t cap = wake_cap ? 2 * wake_cap : 4;
+			void *m = realloc(wake_map, cap * sizeof(*wake_map));
+			if (!m)
+				goto out; /* no wake-ups: the daemon's safety rescan still serves */
+			wake_map = m;
+			wake_cap = cap;
+		}
+		wake_map[wake_n].base = base;
+		wake_map[wake_n].fd = fd;
+		wake_n++;
+	}
+out:
+	pthread_mutex_unlock(&wake_lock);
+}
+
+int gpusys_wake_fd_of(const void *base)
+{
+	int fd = -1;
+	pthread_mutex_lock(&wake_lock);
+	for (size_t i = 0; i < wake_n; i++)
+		if (wake_map[i].base == base)
+			fd = wake_map[i].fd;
+	pthread_mutex_unlock(&wake_lock);
+	return fd;
 }

@@ -20,4 +20,10 @@ void gpusys_dev_fill(gpusys_dev_t *dev, void *base, const struct gpusys_channel_
  * gpusys_dev_private_bytes(). Without them bulk calls use packets. */
 void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks);
 
+/* The wake descriptor that goes with the channel mapped at base: the
+ * attach records it (fd -1 forgets it), the emulator finds it, so emulated
+ * warps wake a dozing daemon (include/gpusys/wire.h). -1: none known. */
+void gpusys_wake_fd_set(const void *base, int fd);
+int gpusys_wake_fd_of(const void *base);
+
 #endif

@@ -41,6 +41,8 @@ int gpusys_emu_open(void *channel_base, struct gpusys_emu **ret)
 	for (uint32_t p = 0; p < hdr->num_ports; p++)
 		emu->locks[p].seq = GPUSYS_WORD_SEQ(cw[p]);
 	gpusys_dev_fill(&emu->dev, channel_base, hdr, emu->locks, &emu->submitted);
+	/* Emulated warps are host threads: they can wake a dozing daemon. */
+	emu->dev.wake_fd = gpusys_wake_fd_of(channel_base);
 	gpusys_dev_set_bulk_locks(&emu->dev, (uint32_t *)(emu->locks + hdr->num_ports));
 	*ret = emu;
 	return 0;

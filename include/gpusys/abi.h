@@ -74,7 +74,7 @@
 #endif
 
 #define GPUSYS_CHANNEL_MAGIC UINT32_C(0x53595347) /* "GSYS" little endian */
-#define GPUSYS_ABI_VERSION 2u
+#define GPUSYS_ABI_VERSION 3u
 
 #define GPUSYS_WARP_LANES 32u     /* lanes per packet (one NVIDIA warp) */
 #define GPUSYS_SLOT_BYTES 64u     /* one lane's share of a packet */
@@ -193,6 +193,16 @@ struct gpusys_channel_header {
 	/* line 1: written by the daemon only */
 	volatile uint32_t server_state __attribute__((aligned(64)));
 	uint32_t client_id;
+	/* 1 while the daemon sleeps without a timer and waits to be woken
+	 * (daemon/poller.c). A host client (the emulator) that has just rung
+	 * the doorbell then writes a byte to the wake descriptor it got with
+	 * the welcome (wire.h). Order, on both sides (Dekker): the client
+	 * stores the doorbell, full fence, loads dozing; the daemon stores
+	 * dozing, full fence, loads the doorbells: at least one of them sees
+	 * the other's store, so a request is never left unseen. GPU code never
+	 * reads it (it cannot make a system call): the daemon watches a CUDA
+	 * client's doorbell with a stream memory operation instead. */
+	volatile uint32_t dozing;
 
 	/* line 2: written by the client host library only */
 	volatile uint32_t client_host_state __attribute__((aligned(64)));

@@ -64,6 +64,10 @@ uint32_t gpusys_client_id(const struct gpusys_client *c);
  * importer such as CUDA. */
 int gpusys_client_memory_fd(const struct gpusys_client *c);
 uint32_t gpusys_client_memory_kind(const struct gpusys_client *c); /* enum gpusys_memory_kind */
+/* The wake descriptor (owned by c; include/gpusys/wire.h): a host thread
+ * that rings the doorbell of a dozing daemon writes a byte to it. The
+ * emulator does this by itself (gpusys_emu_open finds it). */
+int gpusys_client_wake_fd(const struct gpusys_client *c);
 /* The connection to the daemon (owned by c): poll it for POLLRDHUP to learn
  * that the daemon went away. */
 int gpusys_client_socket_fd(const struct gpusys_client *c);

@@ -33,7 +33,9 @@ typedef struct gpusys_dev {
 	uint32_t num_ports;
 	uint32_t bulk_slots;                /* gpusys_bulk_slots(bulk_bytes) when bulk_locks is set */
 	uint32_t bulk_slot_bytes;           /* gpusys_bulk_slot_bytes(bulk_bytes) */
-	uint32_t reserved;
+	int32_t wake_fd;                    /* host clients: the daemon's wake descriptor
+					       (wire.h), written when the daemon dozes;
+					       -1 on a GPU and where there is none */
 	uint32_t *bulk_locks;               /* private, bulk_slots words (NULL: no bulk slots;
 					       bulk calls then go through packets) */
 } gpusys_dev_t;

@@ -8,8 +8,19 @@
  *                      (hello.nfds of them, in this order: stdout, stderr,
  *                      current working directory; each optional and -1
  *                      in the list is simply not sent, see hello.fd_mask)
- *   daemon -> client   struct gpusys_welcome, with SCM_RIGHTS: the channel
- *                      memory (one fd) when status == 0
+ *   daemon -> client   struct gpusys_welcome, with SCM_RIGHTS when status
+ *                      == 0: two descriptors, in this order: the channel
+ *                      memory, then the wake descriptor
+ *
+ * The wake descriptor (ABI 3) is the write end of a pipe whose read end
+ * only the daemon holds, one pipe per client. A host client (the emulator)
+ * that rings the doorbell and then sees header.dozing set writes one byte
+ * to it (abi.h gives the order); EAGAIN (the pipe is full) is fine, the
+ * daemon is being woken anyway. GPU clients ignore it. Each client has its
+ * own pipe, so what a client does to its descriptor (fill the pipe, make it
+ * blocking, close it) touches only its own wake-ups: the most a hostile
+ * client achieves is keeping the daemon awake, spinning its idle spin
+ * window after each byte, as it could by sending requests.
  *
  * The connection then stays open and idle: its closing (or the client
  * process dying) is the detach, and the daemon frees everything of that

@@ -327,9 +327,21 @@ int raw_recv_welcome(int fd, struct gpusys_welcome *w, int *ret_fd)
 	ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
 	if (n <= 0)
 		return -ECONNRESET;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_type == SCM_RIGHTS)
-			memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+	/* The first descriptor (the channel memory) is returned; the others
+	 * (the wake pipe) are closed. */
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (*ret_fd < 0)
+				*ret_fd = fd;
+			else
+				close(fd);
+		}
+	}
 	if ((size_t)n != sizeof(*w))
 		return -EPROTO;
 	memcpy(w, buf, sizeof(*w));

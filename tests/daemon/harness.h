@@ -65,8 +65,8 @@ json_t *status_client(json_t *st, unsigned id);
 int raw_connect(const char *runtime);
 void hello_init(struct gpusys_hello *h);
 /* Receive a welcome (with a 2 s timeout): 0, -ETIMEDOUT, -ECONNRESET
- * (closed without one), -EPROTO (not a welcome). *ret_fd: a descriptor
- * that came with it, or -1. */
+ * (closed without one), -EPROTO (not a welcome). *ret_fd: the first
+ * descriptor that came with it (the channel), or -1; others are closed. */
 int raw_recv_welcome(int fd, struct gpusys_welcome *w, int *ret_fd);
 /* Wait up to ms for the peer to close; true if it did. */
 bool wait_peer_close(int fd, int ms);

@@ -28,7 +28,9 @@ enum fault {
 	SHORT_WELCOME,   /* a few bytes */
 	BAD_MAGIC,       /* welcome magic */
 	NO_FD,           /* status 0 without the memory */
-	TWO_FDS,
+	ONE_FD,          /* the memory without the wake pipe */
+	THREE_FDS,
+	WAKE_NOT_PIPE,   /* the second descriptor is no pipe */
 	KIND_NOT_OFFERED,
 	SIZE_MISMATCH,   /* channel_bytes larger than the file */
 	HEADER_MAGIC,
@@ -51,7 +53,7 @@ static void send_with_fds(int fd, const void *buf, size_t len, const int *fds, i
 {
 	union {
 		struct cmsghdr align;
-		char bytes[CMSG_SPACE(2 * sizeof(int))];
+		char bytes[CMSG_SPACE(3 * sizeof(int))];
 	} cbuf;
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
@@ -107,7 +109,9 @@ static void *fake_main(void *arg)
 	struct gpusys_welcome w = { .magic = GPUSYS_WELCOME_MAGIC, .wire_version = GPUSYS_WIRE_VERSION,
 				    .client_id = 7, .memory_kind = GPUSYS_MEMORY_MEMFD, .num_ports = ports,
 				    .channel_bytes = l.total_bytes };
-	int fds[2] = { mfd, mfd }, nfds = 1;
+	int wake[2];
+	assert_int_equal(pipe2(wake, O_CLOEXEC | O_NONBLOCK), 0);
+	int fds[3] = { mfd, wake[1], wake[1] }, nfds = 2;
 	size_t wlen = sizeof(w);
 	switch (f->fault) {
 	case REFUSE:
@@ -118,7 +122,9 @@ static void *fake_main(void *arg)
 	case SHORT_WELCOME: wlen = 12; break;
 	case BAD_MAGIC: w.magic = 1; break;
 	case NO_FD: nfds = 0; break;
-	case TWO_FDS: nfds = 2; break;
+	case ONE_FD: nfds = 1; break;
+	case THREE_FDS: nfds = 3; break;
+	case WAKE_NOT_PIPE: fds[1] = mfd; break;
 	case KIND_NOT_OFFERED: w.memory_kind = GPUSYS_MEMORY_CUDA_VMM; break;
 	case SIZE_MISMATCH: w.channel_bytes += 4096; break;
 	case HEADER_MAGIC: h->magic = 0; break;
@@ -131,6 +137,8 @@ static void *fake_main(void *arg)
 	send_with_fds(c, &w, wlen, fds, nfds);
 	munmap(base, l.total_bytes);
 	close(mfd);
+	close(wake[0]);
+	close(wake[1]);
 	/* Stay connected until the client hangs up, as a daemon would. */
 	char b;
 	while (recv(c, &b, 1, 0) > 0) {
@@ -212,7 +220,9 @@ static void test_faults(void **state)
 		{ SHORT_WELCOME, -EPROTO, "malformed welcome" },
 		{ BAD_MAGIC, -EPROTO, "welcome of protocol" },
 		{ NO_FD, -EPROTO, "0 descriptors" },
-		{ TWO_FDS, -EPROTO, "2 descriptors" },
+		{ ONE_FD, -EPROTO, "1 descriptors" },
+		{ THREE_FDS, -EPROTO, "3 descriptors" },
+		{ WAKE_NOT_PIPE, -EPROTO, "not a pipe" },
 		{ KIND_NOT_OFFERED, -EPROTO, "did not offer" },
 		{ SIZE_MISMATCH, -EPROTO, "smaller than the welcome" },
 		{ HEADER_MAGIC, -EPROTO, "channel header magic" },

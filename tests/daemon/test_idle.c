@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* The pollers' idle policy with a client attached: an idle daemon sleeps
- * (it does not spin a core), the first request after a quiet spell is
- * still answered quickly, and a client stalled in mid-message while the
- * daemon dozes is still served. Prints what it measured.
- *
- * The bounds here are loose enough for a busy CI machine; they fail on a
- * poller that spins when idle or one that sleeps for milliseconds. The
- * targets (<= 1% of a core, <= 100 us) are measured with the printed
- * figures on quiet hardware. $GPUSYS_IDLE_CONFIG adds config lines (e.g.
- * "idle_sleep_us = 100") to measure other settings. */
+/* The pollers' idle policy with a client attached: poller 0 spins, naps on
+ * a timer for a moment, then sleeps until a client wakes it (header.dozing
+ * and the wake pipe, include/gpusys/wire.h). Checks the issue's targets:
+ * an idle daemon with a client attached uses at most 1% of a core, and the
+ * first request after a second of quiet is served promptly (<= 1 ms here:
+ * a shared 2-core VM whose other tenants' builds delay any wake-up; the
+ * printed figures are the measurement). Also: a client stalled in
+ * mid-message is served when it goes on, a client that rings without the
+ * wake-up is still served by the safety rescan, and a client that attaches
+ * while the daemon sleeps is noticed. $GPUSYS_IDLE_CONFIG adds config lines
+ * (e.g. "idle_sleep_us = 100") to measure other settings. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -68,6 +69,18 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Wait up to ms for the daemon to announce its deep doze on a channel. */
+static bool wait_dozing(const struct gpusys_channel_header *h, int ms)
+{
+	long t0 = now_ms();
+	while (!__atomic_load_n(&h->dozing, __ATOMIC_RELAXED)) {
+		if (now_ms() - t0 > ms)
+			return false;
+		usleep(1000);
+	}
+	return true;
+}
+
 static void test_idle(void **state)
 {
 	struct gd d;
@@ -82,37 +95,45 @@ static void test_idle(void **state)
 	gd_start(&d, config);
 	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 64, .cuda_device = -1 };
 	assert_int_equal(gpusys_client_attach(&o, &c), 0);
+	assert_true(gpusys_client_wake_fd(c) >= 0);
 	assert_int_equal(gpusys_emu_open(gpusys_client_channel(c), &emu), 0);
 	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
+	const struct gpusys_channel_header *h = gpusys_client_channel(c);
+	assert_int_equal(dev->wake_fd, gpusys_client_wake_fd(c));
 	for (int i = 0; i < 1000; i++)
 		assert_int_equal(gpusys_emu_noop(dev, 1), 0);
 
-	/* Idle cost: a client attached, nothing asked. */
-	usleep(100000);
+	/* Idle cost: a client attached, nothing asked, for 3 s once the daemon
+	 * is past its spin window and timed naps (it says so: dozing). CPU
+	 * time, not wall time, so other load on the machine does not count. */
+	assert_true(wait_dozing(h, 2000));
 	uint64_t c0 = cpu_ns(d.pid), t0 = mono_ns();
-	usleep(1000000);
+	usleep(3000000);
 	uint64_t c1 = cpu_ns(d.pid), t1 = mono_ns();
 	double idle_pct = 100.0 * (double)(c1 - c0) / (double)(t1 - t0);
 
-	/* First request after a quiet spell: the poller dozes after 200 us,
-	 * so 100 ms apart is as quiet as a second. */
-	enum { ROUNDS = 20 };
+	/* First request after a second of quiet (the first one after the 3 s
+	 * above), each a NOOP from an emulated warp: the daemon is asleep
+	 * and the warp's write to the wake pipe is what brings it back. */
+	enum { ROUNDS = 7 };
 	uint64_t lat[ROUNDS];
 	for (int i = 0; i < ROUNDS; i++) {
-		usleep(100000 + (useconds_t)(i * 7919 % 50000));
+		if (i)
+			usleep(1000000 + (useconds_t)(i * 7919 % 50000));
+		assert_true(wait_dozing(h, 1000));
 		uint64_t a = mono_ns();
 		assert_int_equal(gpusys_emu_noop(dev, 1), 0);
 		lat[i] = mono_ns() - a;
 	}
 	qsort(lat, ROUNDS, sizeof(lat[0]), cmp_u64);
-	print_message("idle daemon with a client: %.2f%% of a core; first NOOP after quiet: p50 %.1f us, "
-		      "p90 %.1f us, max %.1f us (%s)\n",
-		      idle_pct, lat[ROUNDS / 2] / 1e3, lat[ROUNDS * 9 / 10] / 1e3, lat[ROUNDS - 1] / 1e3,
+	print_message("idle daemon with a client: %.3f%% of a core over 3 s; first NOOP after 1 s quiet: p50 %.1f us, "
+		      "min %.1f us, max %.1f us (%s)\n",
+		      idle_pct, lat[ROUNDS / 2] / 1e3, lat[0] / 1e3, lat[ROUNDS - 1] / 1e3,
 		      extra ? extra : "default config");
 
-	/* A spinning poller shows ~100%; a timer-driven doze a few percent. */
-	assert_true(idle_pct < 25.0);
-	assert_true(lat[ROUNDS / 2] < 5000000);
+	/* The targets; a poller on 50 us timer naps showed 5-9% here. */
+	assert_true(idle_pct <= 1.0);
+	assert_true(lat[ROUNDS / 2] <= 1000000);
 
 	gpusys_emu_close(emu);
 	gpusys_client_detach(c);
@@ -138,20 +159,34 @@ static void publish(volatile uint64_t *client_word, uint64_t word)
 	*client_word = word;
 }
 
-/* Stream packets after the first ring no doorbell. A client that stalls in
- * the middle of a message until the daemon dozes must still be served (by
- * the dozing poller's periodic rescan), not left until its next request. */
-static void test_stalled_stream(void **state)
+/* What a host client does after publishing a packet: ring the doorbell,
+ * full fence, and if the daemon said it dozes, wake it (as lane.h's
+ * gpusys_wake_daemon). wake_fd < 0: ring only, as a client that ignores
+ * the wake-up would. */
+static void ring(struct gpusys_channel_header *h, uint64_t value, int wake_fd)
+{
+	__atomic_store_n(&h->doorbell, value, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (wake_fd >= 0 && __atomic_load_n(&h->dozing, __ATOMIC_RELAXED)) {
+		char one = 1;
+		assert_int_equal(write(wake_fd, &one, 1), 1);
+	}
+}
+
+/* A client that stalls in the middle of a message until the daemon sleeps
+ * is served when it goes on: each packet rings and wakes. One that rings
+ * without waking (wake < 0) waits for the safety rescan (1 s). */
+static void stalled_stream(int wake, long *ret_waited)
 {
 	struct gd d;
 	struct gpusys_client *c;
 	enum { LEN = GPUSYS_INLINE_BYTES + 100 };
 	uint8_t msg[LEN], back[LEN];
 
-	(void)state;
 	gd_start(&d, NULL);
 	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 2, .cuda_device = -1 };
 	assert_int_equal(gpusys_client_attach(&o, &c), 0);
+	int wake_fd = wake ? gpusys_client_wake_fd(c) : -1;
 	uint8_t *base = gpusys_client_channel(c);
 	struct gpusys_channel_header *h = (struct gpusys_channel_header *)base;
 	volatile uint64_t *cw = (volatile uint64_t *)(base + h->client_word_offset);
@@ -165,16 +200,18 @@ static void test_stalled_stream(void **state)
 	port->aux[0] = LEN;
 	memcpy(port->data, msg, GPUSYS_INLINE_BYTES);
 	publish(&cw[0], gpusys_client_word(1, 0, GPUSYS_OP_ECHO, 1));
-	h->doorbell = 1;
-	assert_true(wait_ack(&sw[0], 1, 1000));
+	ring(h, 1, wake_fd);
+	assert_true(wait_ack(&sw[0], 1, 2000));
 
-	/* Stall long enough for the poller to doze, then the stream packet. */
-	usleep(100000);
+	/* Stall until the poller sleeps without a timer, then the stream
+	 * packet. */
+	assert_true(wait_dozing(h, 2000));
 	memcpy(port->data, msg + GPUSYS_INLINE_BYTES, LEN - GPUSYS_INLINE_BYTES);
 	long t0 = now_ms();
 	publish(&cw[0], gpusys_client_word(2, 0, GPUSYS_OP_ECHO, 1));
-	assert_true(wait_ack(&sw[0], 2, 1000));
-	long waited = now_ms() - t0;
+	ring(h, (1ull << 63) | 2, wake_fd);
+	assert_true(wait_ack(&sw[0], 2, 3000));
+	*ret_waited = now_ms() - t0;
 
 	/* Response packet 0, then ask for its stream packet. */
 	assert_int_equal(GPUSYS_SW_STATUS(sw[0]), 0);
@@ -182,13 +219,79 @@ static void test_stalled_stream(void **state)
 	assert_int_equal((int32_t)port->aux[0], 0);
 	memcpy(back, port->data, GPUSYS_INLINE_BYTES);
 	publish(&cw[0], gpusys_client_word(3, 0, GPUSYS_OP_ECHO, 1));
-	assert_true(wait_ack(&sw[0], 3, 1000));
+	ring(h, (1ull << 63) | 3, wake_fd);
+	assert_true(wait_ack(&sw[0], 3, 3000));
 	memcpy(back + GPUSYS_INLINE_BYTES, port->data, LEN - GPUSYS_INLINE_BYTES);
 	assert_memory_equal(msg, back, LEN);
-	print_message("stream packet after a 100 ms stall served in %ld ms\n", waited);
-	assert_true(waited < 500);
 
 	gpusys_client_detach(c);
+	gd_finish(&d);
+}
+
+static void test_stalled_stream(void **state)
+{
+	long waited;
+
+	(void)state;
+	stalled_stream(1, &waited);
+	print_message("stream packet after a stall into the deep doze served in %ld ms\n", waited);
+	assert_true(waited < 100);
+}
+
+/* The safety net: a client that never writes its wake pipe (or a wake-up
+ * that is lost) is still served, by the rescan every second. */
+static void test_unwoken_client(void **state)
+{
+	long waited;
+
+	(void)state;
+	stalled_stream(0, &waited);
+	print_message("stream packet without a wake-up served in %ld ms (safety rescan)\n", waited);
+	assert_true(waited < 2000);
+}
+
+/* A client that attaches while the daemon sleeps without a timer: its
+ * channel did not exist when the daemon announced its doze, so the attach
+ * itself wakes poller 0, which then announces it to the new channel too. */
+static void test_attach_while_dozing(void **state)
+{
+	struct gd d;
+	struct gpusys_client *a, *b;
+	struct gpusys_emu *emu;
+
+	(void)state;
+	gd_start(&d, NULL);
+	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 4, .cuda_device = -1 };
+	assert_int_equal(gpusys_client_attach(&o, &a), 0);
+	assert_true(wait_dozing(gpusys_client_channel(a), 2000));
+	usleep(50000);
+
+	assert_int_equal(gpusys_client_attach(&o, &b), 0);
+	const struct gpusys_channel_header *hb = gpusys_client_channel(b);
+	assert_true(wait_dozing(hb, 2000));
+	assert_int_equal(gpusys_emu_open(gpusys_client_channel(b), &emu), 0);
+	uint64_t t0 = mono_ns();
+	assert_int_equal(gpusys_emu_noop(gpusys_emu_dev(emu), 1), 0);
+	uint64_t t1 = mono_ns();
+	print_message("first NOOP of a client attached while the daemon dozed: %.1f us\n", (t1 - t0) / 1e3);
+	assert_true(t1 - t0 < 100000000); /* not the safety rescan's second */
+
+	/* And one that attaches and asks at once. */
+	gpusys_emu_close(emu);
+	gpusys_client_detach(b);
+	assert_true(wait_dozing(gpusys_client_channel(a), 2000));
+	usleep(50000);
+	assert_int_equal(gpusys_client_attach(&o, &b), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_client_channel(b), &emu), 0);
+	t0 = mono_ns();
+	assert_int_equal(gpusys_emu_noop(gpusys_emu_dev(emu), 1), 0);
+	t1 = mono_ns();
+	print_message("NOOP right after attaching to a dozing daemon: %.1f us\n", (t1 - t0) / 1e3);
+	assert_true(t1 - t0 < 100000000);
+
+	gpusys_emu_close(emu);
+	gpusys_client_detach(b);
+	gpusys_client_detach(a);
 	gd_finish(&d);
 }
 
@@ -197,6 +300,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_idle),
 		cmocka_unit_test(test_stalled_stream),
+		cmocka_unit_test(test_unwoken_client),
+		cmocka_unit_test(test_attach_while_dozing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
