@@ -7,6 +7,11 @@
 #include <stdint.h>
 #include <time.h>
 
+/* Also included by the .cu benchmarks (C++ to nvcc): C linkage throughout. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 static inline uint64_t bench_now_ns(void)
 {
 	struct timespec ts;
@@ -43,6 +48,10 @@ int bench_file_emulated(int argc, char **argv);
 int bench_rtt_gpu(int argc, char **argv);
 int bench_print_gpu(int argc, char **argv);
 int bench_file_gpu(int argc, char **argv);
+#endif
+
+#ifdef __cplusplus
+}
 #endif
 
 #endif

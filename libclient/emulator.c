@@ -38,8 +38,11 @@ int gpusys_emu_open(void *channel_base, struct gpusys_emu **ret)
 	 * are: a fresh channel is all zeros, but a handle opened again over a
 	 * used channel must continue the sequence. */
 	const volatile uint64_t *cw = (const volatile uint64_t *)((const uint8_t *)channel_base + hdr->client_word_offset);
-	for (uint32_t p = 0; p < hdr->num_ports; p++)
+	for (uint32_t p = 0; p < hdr->num_ports; p++) {
 		emu->locks[p].seq = GPUSYS_WORD_SEQ(cw[p]);
+		/* and a request of the last user may still be in flight */
+		emu->locks[p].lock = GPUSYS_PORT_FREE_UNACKED;
+	}
 	gpusys_dev_fill(&emu->dev, channel_base, hdr, emu->locks, &emu->submitted);
 	/* Emulated warps are host threads: they can wake a dozing daemon. */
 	emu->dev.wake_fd = gpusys_wake_fd_of(channel_base);

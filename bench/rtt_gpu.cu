@@ -1,0 +1,714 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gpusys-bench rtt (GPU): NOOP round trips from CUDA kernels through a real
+ * gpusysd, in one table with what they are judged against, all measured in
+ * this run:
+ *   - the floor: the same mailbox shape with nothing of gpusys in it (one
+ *     warp stores a word into shared pinned host memory, then
+ *     __threadfence_system; a forked process that never touches CUDA spins
+ *     on it and answers), as shared/reference/pingpong.cu;
+ *   - one-warp null call latency (p50, p99, min by %globaltimer in the
+ *     kernel), for each channel memory kind;
+ *   - throughput with full warps from 1 warp up to every resident warp;
+ *   - the kernel-split alternative: end the kernel, cudaLaunchHostFunc,
+ *     launch the next.
+ * Optionally (--idle) the daemon's CPU use with an attached idle client and
+ * the first call's latency after 1 s of idle.
+ * C-style CUDA: the only C++ is what nvcc needs for kernels.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "bench.h"
+#include "gpusys/gpusys.h"
+#include "gpusys/wire.h"
+#include "libclient/dev_handle.h"
+}
+#include "gpusys/device.cuh"
+
+#define CK(x)                                                                                                  \
+	do {                                                                                                   \
+		cudaError_t e_ = (x);                                                                          \
+		if (e_ != cudaSuccess) {                                                                       \
+			fprintf(stderr, "gpusys-bench: %s:%d: %s: %s\n", __FILE__, __LINE__, #x,               \
+				cudaGetErrorString(e_));                                                       \
+			exit(1);                                                                               \
+		}                                                                                              \
+	} while (0)
+
+static __device__ __forceinline__ unsigned long long gtimer(void)
+{
+	unsigned long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+/* ------------------------------------------------------------- the floor */
+
+struct floor_slot {
+	volatile uint64_t req __attribute__((aligned(128)));
+	volatile uint64_t resp __attribute__((aligned(128)));
+};
+
+#define FLOOR_SLOTS 1024
+#define FLOOR_THREADS 4
+
+struct floor_server {
+	struct floor_slot *host; /* this process's mapping */
+	size_t bytes;
+	pid_t pid;
+	int stop_fd;
+};
+
+struct floor_arg {
+	struct floor_slot *slots;
+	unsigned first, count;
+	volatile int *stop;
+};
+
+static void *floor_poll(void *p)
+{
+	struct floor_arg *a = (struct floor_arg *)p;
+	uint64_t *seen = (uint64_t *)calloc(a->count, sizeof(uint64_t));
+	while (!*a->stop) {
+		for (unsigned k = 0; k < a->count; k++) {
+			struct floor_slot *s = &a->slots[a->first + k];
+			uint64_t r = s->req;
+			if (r != seen[k]) {
+				seen[k] = r;
+				__atomic_thread_fence(__ATOMIC_SEQ_CST);
+				s->resp = r;
+			}
+		}
+	}
+	free(seen);
+	return NULL;
+}
+
+/* Fork the floor's CPU side before this process touches CUDA. */
+static int floor_start(struct floor_server *f)
+{
+	f->bytes = sizeof(struct floor_slot) * FLOOR_SLOTS;
+	int fd = memfd_create("gpusys-bench-floor", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)f->bytes) < 0)
+		return -errno;
+	f->host = (struct floor_slot *)mmap(NULL, f->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (f->host == MAP_FAILED)
+		return -errno;
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0) /* gpusysd, forked next, must not keep it */
+		return -errno;
+	f->pid = fork();
+	if (f->pid < 0)
+		return -errno;
+	if (f->pid == 0) {
+		static volatile int stop;
+		pthread_t th[FLOOR_THREADS];
+		struct floor_arg args[FLOOR_THREADS];
+		close(pipefd[1]);
+		for (unsigned i = 0; i < FLOOR_THREADS; i++) {
+			args[i].slots = f->host;
+			args[i].first = i * (FLOOR_SLOTS / FLOOR_THREADS);
+			args[i].count = FLOOR_SLOTS / FLOOR_THREADS;
+			args[i].stop = &stop;
+			pthread_create(&th[i], NULL, floor_poll, &args[i]);
+		}
+		char c;
+		while (read(pipefd[0], &c, 1) < 0 && errno == EINTR) {
+		}
+		stop = 1;
+		for (unsigned i = 0; i < FLOOR_THREADS; i++)
+			pthread_join(th[i], NULL);
+		_exit(0);
+	}
+	close(pipefd[0]);
+	f->stop_fd = pipefd[1];
+	return 0;
+}
+
+static void floor_stop(struct floor_server *f)
+{
+	if (f->pid > 0) {
+		close(f->stop_fd);
+		waitpid(f->pid, NULL, 0);
+		f->pid = 0;
+	}
+}
+
+/* The protocol floor: the real client code (gpusys_noop) against the
+ * smallest possible server, a forked process that never touches CUDA and
+ * answers every packet of a few ports at once with a trivial response. The
+ * gap between this and the raw mailbox is the client's cost; the gap between
+ * gpusysd and this is the daemon's. */
+#define MINI_PORTS 8u
+
+struct mini_server {
+	void *host;
+	size_t bytes;
+	pid_t pid;
+	int stop_fd;
+};
+
+static int mini_start(struct mini_server *m, int close_in_child)
+{
+	struct gpusys_channel_layout l = gpusys_channel_layout(MINI_PORTS, 0, 0);
+	m->bytes = l.total_bytes;
+	int fd = memfd_create("gpusys-bench-mini", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)m->bytes) < 0)
+		return -errno;
+	m->host = mmap(NULL, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m->host == MAP_FAILED)
+		return -errno;
+	gpusys_channel_format(m->host, MINI_PORTS, &l, 1);
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return -errno;
+	m->pid = fork();
+	if (m->pid < 0)
+		return -errno;
+	if (m->pid == 0) {
+		struct gpusys_channel_header *h = (struct gpusys_channel_header *)m->host;
+		volatile uint64_t *cw = (volatile uint64_t *)((uint8_t *)m->host + h->client_word_offset);
+		volatile uint64_t *sw = (volatile uint64_t *)((uint8_t *)m->host + h->server_word_offset);
+		uint32_t seen[MINI_PORTS] = { 0 };
+		close(pipefd[1]);
+		close(close_in_child); /* the floor server's stop pipe: it must see EOF */
+		fcntl(pipefd[0], F_SETFL, O_NONBLOCK);
+		for (unsigned spins = 0;; spins++) {
+			for (uint32_t p = 0; p < MINI_PORTS; p++) {
+				uint32_t seq = GPUSYS_WORD_SEQ(cw[p]);
+				if (seq != seen[p]) {
+					seen[p] = seq;
+					__atomic_thread_fence(__ATOMIC_ACQUIRE);
+					sw[p] = gpusys_server_word(seq, GPUSYS_SW_TRIVIAL, 0);
+				}
+			}
+			char c;
+			if ((spins & 0xffff) == 0 && read(pipefd[0], &c, 1) == 0)
+				_exit(0);
+		}
+	}
+	close(pipefd[0]);
+	m->stop_fd = pipefd[1];
+	return 0;
+}
+
+static void mini_stop(struct mini_server *m)
+{
+	if (m->pid > 0) {
+		close(m->stop_fd);
+		waitpid(m->pid, NULL, 0);
+		m->pid = 0;
+	}
+}
+
+/* Warp w pings slot (w * FLOOR_SLOTS / nwarps)... one lane per warp, as the
+ * reference. lat: warp 0's samples. */
+static __global__ void k_floor(struct floor_slot *slots, int nwarps, int iters, int warm, unsigned long long *lat)
+{
+	int w = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	if (threadIdx.x % 32 != 0 || w >= nwarps)
+		return;
+	/* spread over the server threads' slices */
+	int per = FLOOR_SLOTS / FLOOR_THREADS;
+	int slot = (w % FLOOR_THREADS) * per + (w / FLOOR_THREADS) % per;
+	struct floor_slot *s = &slots[slot];
+	uint64_t base = s->resp;
+	for (int i = 1; i <= iters + warm; i++) {
+		unsigned long long t0 = gtimer();
+		s->req = base + (uint64_t)i;
+		__threadfence_system();
+		while (s->resp != base + (uint64_t)i) {
+		}
+		unsigned long long t1 = gtimer();
+		if (w == 0 && i > warm)
+			lat[i - warm - 1] = t1 - t0;
+	}
+}
+
+/* ------------------------------------------------------------- gpusys */
+
+static __global__ void k_lat(gpusys_dev_t dev, int lanes, int iters, int warm, unsigned long long *lat, int *err)
+{
+	if ((int)(threadIdx.x % 32) >= lanes)
+		return;
+	for (int i = 0; i < iters + warm; i++) {
+		unsigned long long t0 = gtimer();
+		int rc = gpusys_noop(dev);
+		unsigned long long t1 = gtimer();
+		if (rc)
+			atomicCAS(err, 0, rc);
+		if (threadIdx.x == 0 && i >= warm)
+			lat[i - warm] = t1 - t0;
+	}
+}
+
+/* Throughput: every warp calls iters times. At most 32 registers so that
+ * every warp slot of an SM can be resident. lat: warp 0's samples. */
+static __global__ void __launch_bounds__(1024, 2)
+	k_tput(gpusys_dev_t dev, int iters, unsigned long long *lat, int *err)
+{
+	for (int i = 0; i < iters; i++) {
+		unsigned long long t0 = gtimer();
+		int rc = gpusys_noop(dev);
+		if (rc)
+			atomicCAS(err, 0, rc);
+		if (blockIdx.x == 0 && threadIdx.x == 0)
+			lat[i] = gtimer() - t0;
+	}
+}
+
+static __global__ void k_empty(int *x)
+{
+	if (threadIdx.x == 0 && x)
+		x[0]++;
+}
+
+static void CUDART_CB host_fn(void *p)
+{
+	(*(volatile long *)p)++;
+}
+
+/* ------------------------------------------------------------- driver */
+
+struct row {
+	char what[64];
+	const char *kind;
+	long warps;
+	struct bench_stats s;
+	double req_s, lane_s;
+};
+
+static struct row rows[64];
+static int nrows;
+
+static struct row *add_row(const char *what, const char *kind, long warps)
+{
+	struct row *r = &rows[nrows++];
+	memset(r, 0, sizeof(*r));
+	snprintf(r->what, sizeof(r->what), "%s", what);
+	r->kind = kind;
+	r->warps = warps;
+	return r;
+}
+
+static struct bench_stats stats_dev(unsigned long long *dlat, int n)
+{
+	uint64_t *h = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)n);
+	CK(cudaMemcpy(h, dlat, sizeof(uint64_t) * (size_t)n, cudaMemcpyDeviceToHost));
+	struct bench_stats s = bench_stats_of(h, (size_t)n);
+	free(h);
+	return s;
+}
+
+static const char *kind_name(uint32_t k)
+{
+	return k == GPUSYS_MEMORY_CUDA_VMM ? "vmm" : k == GPUSYS_MEMORY_MEMFD ? "memfd" : "?";
+}
+
+static void launch_shape(long warps, int sms, int *grid, int *block)
+{
+	if (warps <= sms) {
+		*grid = (int)warps;
+		*block = 32;
+		return;
+	}
+	long per_sm = warps / sms;
+	if (per_sm > 32)
+		per_sm = 32;
+	*block = (int)per_sm * 32;
+	*grid = (int)(warps * 32 / *block);
+}
+
+static uint32_t opt_ports; /* --ports: 0 = libgpusys's default */
+
+static gpusys_t *attach_kind(const char *dir, uint32_t kinds)
+{
+	struct gpusys_options o;
+	memset(&o, 0, sizeof(o));
+	o.num_ports = opt_ports;
+	o.runtime_dir = dir;
+	o.cuda_device = 0;
+	o.memory_kinds = kinds;
+	gpusys_t *g = NULL;
+	int rc = gpusys_attach(&o, &g);
+	if (rc) {
+		fprintf(stderr, "gpusys-bench: gpusys_attach (kinds %#x): %s\n", kinds, gpusys_strerror(rc));
+		return NULL;
+	}
+	return g;
+}
+
+static uint32_t used_ports;
+
+static void one_warp(gpusys_t *g, int lanes, int iters, unsigned long long *dlat, int *derr, const char *what)
+{
+	CK(cudaMemset(derr, 0, sizeof(int)));
+	k_lat<<<1, 32>>>(gpusys_device(g), lanes, iters, iters / 10 + 10, dlat, derr);
+	CK(cudaGetLastError());
+	int rc = gpusys_synchronize(g, NULL, 60000);
+	int err = 0;
+	CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
+	if (rc || err) {
+		fprintf(stderr, "gpusys-bench: %s: %s\n", what, gpusys_strerror(rc ? rc : err));
+		exit(1);
+	}
+	struct row *r = add_row(what, kind_name(gpusys_memory_kind_of(g)), 1);
+	r->s = stats_dev(dlat, iters);
+	used_ports = gpusys_num_ports(g);
+}
+
+static void throughput(gpusys_t *g, long warps, int sms, long total, unsigned long long *dlat, int *derr)
+{
+	int grid, block;
+	launch_shape(warps, sms, &grid, &block);
+	long w = (long)grid * block / 32;
+	int iters = (int)(total / w);
+	if (iters < 20)
+		iters = 20;
+	if (iters > 100000)
+		iters = 100000;
+	cudaEvent_t e0, e1;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	CK(cudaMemset(derr, 0, sizeof(int)));
+	k_tput<<<grid, block>>>(gpusys_device(g), 5, dlat, derr); /* warm-up */
+	CK(cudaEventRecord(e0));
+	k_tput<<<grid, block>>>(gpusys_device(g), iters, dlat, derr);
+	CK(cudaEventRecord(e1));
+	CK(cudaGetLastError());
+	int rc = gpusys_synchronize(g, NULL, 120000);
+	int err = 0;
+	CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
+	if (rc || err) {
+		fprintf(stderr, "gpusys-bench: throughput %ld warps: %s\n", w, gpusys_strerror(rc ? rc : err));
+		exit(1);
+	}
+	float ms = 0;
+	CK(cudaEventElapsedTime(&ms, e0, e1));
+	char what[64];
+	snprintf(what, sizeof(what), "gpusys NOOP, %ld warp%s x 32 lanes", w, w == 1 ? "" : "s");
+	struct row *r = add_row(what, kind_name(gpusys_memory_kind_of(g)), w);
+	r->s = stats_dev(dlat, iters);
+	double reqs = (double)w * iters;
+	r->req_s = reqs / (ms / 1e3);
+	r->lane_s = r->req_s * 32;
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+}
+
+static double proc_cpu_s(int pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	unsigned long ut = 0, st = 0;
+	/* fields after ')': state(3) ... utime(14) stime(15) */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: gpusys-bench rtt [--iters N] [--runtime-dir DIR | --daemon PATH [--daemon-args ARGS]]\n"
+			"                        [--ports N] [--max-warps N] [--idle] [--json]\n");
+}
+
+extern "C" int bench_rtt_gpu(int argc, char **argv)
+{
+	int iters = 20000, json = 0, idle = 0, opt;
+	long max_warps = 0;
+	const char *runtime_dir = NULL, *daemon = NULL, *daemon_args = NULL;
+	static const struct option opts[] = {
+		{ "iters", required_argument, NULL, 'i' },     { "runtime-dir", required_argument, NULL, 'r' },
+		{ "daemon", required_argument, NULL, 'd' },    { "daemon-args", required_argument, NULL, 'a' },
+		{ "max-warps", required_argument, NULL, 'm' }, { "idle", no_argument, NULL, 'I' },
+		{ "json", no_argument, NULL, 'j' },            { "ports", required_argument, NULL, 'p' },
+		{ NULL, 0, NULL, 0 },
+	};
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'i': iters = atoi(optarg); break;
+		case 'r': runtime_dir = optarg; break;
+		case 'd': daemon = optarg; break;
+		case 'a': daemon_args = optarg; break;
+		case 'm': max_warps = atol(optarg); break;
+		case 'I': idle = 1; break;
+		case 'j': json = 1; break;
+		case 'p': opt_ports = (uint32_t)strtoul(optarg, NULL, 0); break;
+		default: usage(); return 2;
+		}
+	}
+	if (iters < 100) {
+		usage();
+		return 2;
+	}
+
+	/* Processes first: neither the floor's server nor gpusysd may inherit
+	 * a CUDA context. */
+	struct floor_server fl;
+	memset(&fl, 0, sizeof(fl));
+	int rc = floor_start(&fl);
+	if (rc) {
+		fprintf(stderr, "gpusys-bench: floor: %s\n", strerror(-rc));
+		return 1;
+	}
+	struct mini_server mini;
+	memset(&mini, 0, sizeof(mini));
+	rc = mini_start(&mini, fl.stop_fd);
+	if (rc) {
+		fprintf(stderr, "gpusys-bench: minimal server: %s\n", strerror(-rc));
+		floor_stop(&fl);
+		return 1;
+	}
+	char dir[PATH_MAX];
+	int dpid = 0;
+	if (daemon) {
+		dpid = bench_spawn_daemon(daemon, daemon_args, dir);
+		if (dpid < 0) {
+			fprintf(stderr, "gpusys-bench: cannot start %s: %s\n", daemon, strerror(-dpid));
+			floor_stop(&fl);
+			mini_stop(&mini);
+			return 1;
+		}
+		runtime_dir = dir;
+	}
+
+	int n = 0;
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+		fprintf(stderr, "gpusys-bench: no usable GPU; use rtt --emulate\n");
+		floor_stop(&fl);
+		mini_stop(&mini);
+		if (dpid > 0)
+			bench_stop_daemon(dpid, dir);
+		return 77;
+	}
+	cudaDeviceProp prop;
+	CK(cudaGetDeviceProperties(&prop, 0));
+	int sms = prop.multiProcessorCount;
+	long all_warps = (long)sms * (prop.maxThreadsPerMultiProcessor / 32);
+	if (!max_warps || max_warps > all_warps)
+		max_warps = all_warps;
+
+	unsigned long long *dlat;
+	int *derr;
+	size_t nlat = (size_t)(iters > 100000 ? iters : 100000) + 1000;
+	CK(cudaMalloc(&dlat, sizeof(unsigned long long) * nlat));
+	CK(cudaMalloc(&derr, sizeof(int)));
+
+	/* 1. The floor, one warp, then one warp per SM. */
+	struct floor_slot *dslots;
+	CK(cudaHostRegister(fl.host, fl.bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+	CK(cudaHostGetDevicePointer((void **)&dslots, fl.host, 0));
+	k_floor<<<1, 32>>>(dslots, 1, 1000, 100, dlat);
+	CK(cudaDeviceSynchronize());
+	k_floor<<<1, 32>>>(dslots, 1, iters, 100, dlat);
+	CK(cudaDeviceSynchronize());
+	struct row *r = add_row("floor: raw mailbox, 1 warp", "memfd", 1);
+	r->s = stats_dev(dlat, iters);
+	{
+		cudaEvent_t e0, e1;
+		CK(cudaEventCreate(&e0));
+		CK(cudaEventCreate(&e1));
+		int fiters = 5000;
+		CK(cudaEventRecord(e0));
+		k_floor<<<sms, 32>>>(dslots, sms, fiters, 0, dlat);
+		CK(cudaEventRecord(e1));
+		CK(cudaDeviceSynchronize());
+		float ms;
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		char what[64];
+		snprintf(what, sizeof(what), "floor: raw mailbox, %d warps, %d CPU threads", sms, FLOOR_THREADS);
+		r = add_row(what, "memfd", sms);
+		r->s = stats_dev(dlat, fiters);
+		r->req_s = (double)sms * fiters / (ms / 1e3);
+	}
+	CK(cudaHostUnregister(fl.host));
+	floor_stop(&fl);
+
+	/* 1b. The real client against the minimal server. */
+	{
+		void *dbase;
+		CK(cudaHostRegister(mini.host, mini.bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+		CK(cudaHostGetDevicePointer(&dbase, mini.host, 0));
+		size_t priv = MINI_PORTS * sizeof(struct gpusys_port_lock) + 64;
+		void *dpriv;
+		CK(cudaMalloc(&dpriv, priv));
+		CK(cudaMemset(dpriv, 0, priv));
+		gpusys_dev_t dev;
+		gpusys_dev_fill(&dev, dbase, (const struct gpusys_channel_header *)mini.host,
+				(struct gpusys_port_lock *)dpriv,
+				(unsigned long long *)((char *)dpriv + MINI_PORTS * sizeof(struct gpusys_port_lock)));
+		CK(cudaMemset(derr, 0, sizeof(int)));
+		k_lat<<<1, 32>>>(dev, 32, iters, iters / 10 + 10, dlat, derr);
+		CK(cudaDeviceSynchronize());
+		int err = 0;
+		CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
+		r = add_row("floor: gpusys client, minimal CPU server", "memfd", 1);
+		r->s = stats_dev(dlat, iters);
+		if (err)
+			fprintf(stderr, "gpusys-bench: minimal server: calls failed: %d\n", err);
+		CK(cudaFree(dpriv));
+		CK(cudaHostUnregister(mini.host));
+	}
+	mini_stop(&mini);
+
+	/* 2. One warp, each memory kind. */
+	uint32_t kinds[2] = { GPUSYS_MEMORY_CUDA_VMM, GPUSYS_MEMORY_MEMFD };
+	for (int k = 0; k < 2; k++) {
+		gpusys_t *g = attach_kind(runtime_dir, 1u << kinds[k]);
+		if (!g)
+			continue;
+		one_warp(g, 32, iters, dlat, derr, "gpusys NOOP, 1 warp x 32 lanes");
+		one_warp(g, 1, iters, dlat, derr, "gpusys NOOP, 1 warp x 1 lane");
+		gpusys_detach(g);
+	}
+
+	/* 3. Throughput, default kind (the daemon's choice), then the other. */
+	long shapes[] = { 1, 8, 32, sms, 2L * sms, 4L * sms, 8L * sms, 16L * sms, 32L * sms, all_warps };
+	for (int k = 0; k < 2; k++) {
+		gpusys_t *g = attach_kind(runtime_dir, 1u << kinds[k]);
+		if (!g)
+			continue;
+		for (unsigned s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+			if (shapes[s] > max_warps || (s > 0 && shapes[s] == shapes[s - 1]))
+				continue;
+			throughput(g, shapes[s], sms, shapes[s] < sms ? 20000L * shapes[s] : 400000L, dlat, derr);
+		}
+		gpusys_detach(g);
+	}
+
+	/* 4. The kernel split: kernel, cudaLaunchHostFunc, next kernel. */
+	{
+		cudaStream_t st;
+		CK(cudaStreamCreate(&st));
+		static volatile long hits;
+		int n_split = 20000;
+		for (int i = 0; i < 200; i++) {
+			k_empty<<<1, 32, 0, st>>>(NULL);
+			CK(cudaLaunchHostFunc(st, host_fn, (void *)&hits));
+		}
+		CK(cudaStreamSynchronize(st));
+		uint64_t t0 = bench_now_ns();
+		for (int i = 0; i < n_split; i++) {
+			k_empty<<<1, 32, 0, st>>>(NULL);
+			CK(cudaLaunchHostFunc(st, host_fn, (void *)&hits));
+		}
+		CK(cudaStreamSynchronize(st));
+		uint64_t dt = bench_now_ns() - t0;
+		r = add_row("kernel split: cudaLaunchHostFunc", "-", 1);
+		r->s.p50_ns = r->s.min_ns = r->s.p99_ns = dt / (uint64_t)n_split; /* mean per call */
+		r->s.count = (uint64_t)n_split;
+		r->req_s = (double)n_split / (dt / 1e9);
+		r->lane_s = r->req_s;
+		cudaStreamDestroy(st);
+	}
+
+	/* 5. Idle: the daemon's CPU over 5 s with an idle attached CUDA client,
+	 *    and the first call after 1 s of idle. */
+	double idle_cpu = -1, first_us = -1;
+	if (idle && dpid > 0) {
+		gpusys_t *g = attach_kind(runtime_dir, 0);
+		if (g) {
+			one_warp(g, 32, 1000, dlat, derr, "warm-up");
+			nrows--;
+			sleep(2);
+			double c0 = proc_cpu_s(dpid);
+			uint64_t t0 = bench_now_ns();
+			sleep(5);
+			double c1 = proc_cpu_s(dpid);
+			idle_cpu = (c1 - c0) / ((bench_now_ns() - t0) / 1e9) * 100.0;
+			/* first call after 1 s idle: one call per kernel, timed in the kernel */
+			uint64_t firsts[5];
+			for (int i = 0; i < 5; i++) {
+				sleep(1);
+				k_lat<<<1, 32>>>(gpusys_device(g), 32, 1, 0, dlat, derr);
+				CK(cudaDeviceSynchronize());
+				unsigned long long v;
+				CK(cudaMemcpy(&v, dlat, sizeof(v), cudaMemcpyDeviceToHost));
+				firsts[i] = v;
+			}
+			struct bench_stats fs = bench_stats_of(firsts, 5);
+			first_us = fs.p50_ns / 1e3;
+			printf("# idle: first calls after 1 s idle (us): %.1f %.1f %.1f %.1f %.1f\n", firsts[0] / 1e3,
+			       firsts[1] / 1e3, firsts[2] / 1e3, firsts[3] / 1e3, firsts[4] / 1e3);
+			gpusys_detach(g);
+		}
+	}
+
+	/* The table. */
+	double split_ns = 0, best_p50 = 0, best_req = 0, best_lane = 0;
+	for (int i = 0; i < nrows; i++) {
+		if (!strcmp(rows[i].what, "kernel split: cudaLaunchHostFunc"))
+			split_ns = (double)rows[i].s.p50_ns;
+		if (!strncmp(rows[i].what, "gpusys NOOP, 1 warp x 32", 24) &&
+		    (!best_p50 || rows[i].s.p50_ns < best_p50))
+			best_p50 = (double)rows[i].s.p50_ns;
+		if (rows[i].req_s > best_req && strncmp(rows[i].what, "floor", 5) && strncmp(rows[i].what, "kernel", 6)) {
+			best_req = rows[i].req_s;
+			best_lane = rows[i].lane_s;
+		}
+	}
+	if (json) {
+		printf("{\"mode\":\"gpu\",\"device\":\"%s\",\"sms\":%d,\"rows\":[", prop.name, sms);
+		for (int i = 0; i < nrows; i++)
+			printf("%s{\"what\":\"%s\",\"kind\":\"%s\",\"warps\":%ld,\"p50_ns\":%llu,\"p99_ns\":%llu,"
+			       "\"min_ns\":%llu,\"requests_per_s\":%.0f,\"lane_calls_per_s\":%.0f}",
+			       i ? "," : "", rows[i].what, rows[i].kind, rows[i].warps,
+			       (unsigned long long)rows[i].s.p50_ns, (unsigned long long)rows[i].s.p99_ns,
+			       (unsigned long long)rows[i].s.min_ns, rows[i].req_s, rows[i].lane_s);
+		printf("],\"split_over_gpusys_p50\":%.2f,\"idle_cpu_percent\":%.3f,\"first_call_after_idle_us\":%.1f}\n",
+		       best_p50 ? split_ns / best_p50 : 0, idle_cpu, first_us);
+	} else {
+		printf("gpusys-bench rtt: %s, %d SMs, %ld resident warps; NOOP round trips through gpusysd (%u ports)\n",
+		       prop.name, sms, all_warps, used_ports);
+		printf("%-46s %-6s %9s %9s %9s %13s %14s\n", "", "memory", "p50 us", "p99 us", "min us",
+		       "warp req/s", "lane calls/s");
+		for (int i = 0; i < nrows; i++) {
+			struct row *x = &rows[i];
+			char req[32] = "-", lane[32] = "-";
+			if (x->req_s)
+				snprintf(req, sizeof(req), "%.2f M", x->req_s / 1e6);
+			if (x->lane_s)
+				snprintf(lane, sizeof(lane), "%.1f M", x->lane_s / 1e6);
+			printf("%-46s %-6s %9.2f %9.2f %9.2f %13s %14s\n", x->what, x->kind, x->s.p50_ns / 1e3,
+			       x->s.p99_ns / 1e3, x->s.min_ns / 1e3, req, lane);
+		}
+		printf("(kernel split row: mean per host call; throughput rows: p50/p99/min of warp 0's calls)\n");
+		printf("best one-warp p50 %.2f us; kernel split %.2f us = %.1fx slower; peak %.2f M warp req/s, %.0f M lane calls/s\n",
+		       best_p50 / 1e3, split_ns / 1e3, best_p50 ? split_ns / best_p50 : 0, best_req / 1e6,
+		       best_lane / 1e6);
+		if (idle_cpu >= 0)
+			printf("idle: gpusysd CPU %.2f%% of a core over 5 s, one idle CUDA client; "
+			       "first call after 1 s idle p50 %.1f us\n",
+			       idle_cpu, first_us);
+	}
+	cudaFree(dlat);
+	cudaFree(derr);
+	if (dpid > 0)
+		bench_stop_daemon(dpid, dir);
+	return 0;
+}

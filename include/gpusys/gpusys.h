@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libgpusys for CUDA programs: attach to gpusysd for a GPU, get the handle a
+ * kernel receives, wait for a stream's kernels and every request they made,
+ * detach. Kernels call the daemon through include/gpusys/device.cuh.
+ *
+ *     struct gpusys_options o = { .cuda_device = 0 };
+ *     gpusys_t *g;
+ *     int rc = gpusys_attach(&o, &g);          // 0 or -errno
+ *     if (rc) fprintf(stderr, "%s\n", gpusys_strerror(rc));
+ *     kernel<<<grid, block, 0, stream>>>(gpusys_device(g), ...);
+ *     rc = gpusys_synchronize(g, stream, -1);
+ *     gpusys_detach(g);
+ *
+ * The library uses the device's primary context (the one the CUDA runtime
+ * uses), so runtime and driver-API programs share it. libcuda is loaded at
+ * run time: a program linked with libgpusys starts on a machine with no
+ * driver, and gpusys_attach says -ENODEV.
+ *
+ * Errors are 0 or a negative errno; gpusys_strerror() names them (with the
+ * protocol's meanings, e.g. -ESHUTDOWN: the daemon has gone).
+ */
+#ifndef GPUSYS_GPUSYS_H
+#define GPUSYS_GPUSYS_H
+
+#include <stdint.h>
+
+#include "gpusys/dev.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gpusys gpusys_t;
+
+struct gpusys_options {
+	const char *runtime_dir; /* NULL: $GPUSYS_RUNTIME_DIR, else /run/gpusysd */
+	int cuda_device;         /* device ordinal (in this process's numbering) */
+	uint32_t num_ports;      /* 0: one per resident warp of the device
+				    (SMs x max warps per SM), capped at GPUSYS_MAX_PORTS */
+	uint64_t bulk_bytes;     /* 0: none */
+	uint32_t memory_kinds;   /* 0: every kind this library can import; else a
+				    mask of (1u << enum gpusys_memory_kind) to force one */
+	uint32_t flags;          /* enum gpusys_attach_flags */
+};
+
+enum gpusys_attach_flags {
+	/* No watchdog thread: the program promises to call gpusys_synchronize
+	 * (which also notices a daemon that has gone). */
+	GPUSYS_ATTACH_NO_WATCHDOG = 1u << 0,
+};
+
+/* Connect, receive the channel, map it for the device. 0, or -ENODEV (no
+ * driver, no such device), -ECONNREFUSED / -ENOENT (no daemon), -EPROTO, and
+ * the daemon's refusals. */
+int gpusys_attach(const struct gpusys_options *opts, gpusys_t **ret);
+
+/* The handle kernels take by value; its pointers are device addresses. */
+gpusys_dev_t gpusys_device(const gpusys_t *g);
+
+/* Wait until the kernels queued on stream (a CUstream / cudaStream_t; NULL:
+ * the legacy default stream) are done, then until the daemon has completed
+ * every request they submitted (its published progress value reaches the
+ * client's submitted count). timeout_ms < 0: no limit. 0, -ETIMEDOUT,
+ * -ESHUTDOWN (the daemon went away), or -EIO with the CUDA error of the
+ * stream (a kernel fault). */
+int gpusys_synchronize(gpusys_t *g, void *stream, int timeout_ms);
+
+/* Release the device mappings and the connection: the daemon frees the
+ * channel. Kernels using the handle must be finished. */
+void gpusys_detach(gpusys_t *g);
+
+uint32_t gpusys_num_ports(const gpusys_t *g);
+uint32_t gpusys_client_id_of(const gpusys_t *g);
+uint32_t gpusys_memory_kind_of(const gpusys_t *g); /* enum gpusys_memory_kind */
+/* Requests the daemon has completed on this channel so far. */
+uint64_t gpusys_progress(const gpusys_t *g);
+/* The channel as this process's CPU sees it (for tests and tools). */
+void *gpusys_host_channel(const gpusys_t *g);
+
+/* Defined by the client library (libclient/attach.c) for every error code. */
+const char *gpusys_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUSYS_GPUSYS_H */

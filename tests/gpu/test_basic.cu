@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GPU calls through the real gpusysd, for each channel memory kind: one
+ * thread, a full warp, divergent lanes, a partial warp; NOOP and ECHO with
+ * payloads below, at and above the 64-byte inline slot.
+ */
+#include "gpu_test.h"
+#include "gpusys/device.cuh"
+
+struct result {
+	unsigned int errors;
+	int first_rc;
+	unsigned int first_tid;
+	unsigned int calls;
+};
+
+static __device__ void fill(uint8_t *b, uint32_t n, uint32_t seed)
+{
+	for (uint32_t i = 0; i < n; i++)
+		b[i] = (uint8_t)(seed * 131u + i * 7u + (i >> 3));
+}
+
+static __device__ void report(struct result *r, int rc)
+{
+	if (atomicAdd(&r->errors, 1u) == 0) {
+		r->first_rc = rc;
+		r->first_tid = blockIdx.x * blockDim.x + threadIdx.x;
+	}
+}
+
+/* Echo len bytes derived from seed; check what came back. */
+static __device__ void echo_check(gpusys_dev_t dev, struct result *r, uint32_t len, uint32_t seed)
+{
+	uint8_t in[200], out[200];
+	uint32_t got = 0xffffffffu;
+	fill(in, len, seed);
+	int rc = gpusys_echo(dev, in, len, out, sizeof(out), &got);
+	atomicAdd(&r->calls, 1u);
+	if (rc) {
+		report(r, rc);
+		return;
+	}
+	if (got != len) {
+		report(r, 1000000 + (int)got);
+		return;
+	}
+	for (uint32_t i = 0; i < len; i++) {
+		if (out[i] != in[i]) {
+			report(r, 2000000 + (int)i);
+			return;
+		}
+	}
+}
+
+static __global__ void k_single(gpusys_dev_t dev, struct result *r)
+{
+	int rc = gpusys_noop(dev);
+	atomicAdd(&r->calls, 1u);
+	if (rc)
+		report(r, rc);
+	echo_check(dev, r, 40, 1);
+	echo_check(dev, r, 0, 2);
+	echo_check(dev, r, 64, 3);
+	echo_check(dev, r, 200, 4);
+}
+
+static __global__ void k_warp(gpusys_dev_t dev, struct result *r, int iters)
+{
+	uint32_t lane = threadIdx.x % 32u;
+	for (int i = 0; i < iters; i++) {
+		int rc = gpusys_noop(dev);
+		atomicAdd(&r->calls, 1u);
+		if (rc)
+			report(r, rc);
+		echo_check(dev, r, (lane * 7u + (uint32_t)i * 13u) % 200u, lane + 32u * (uint32_t)i);
+	}
+}
+
+/* Three groups of lanes take three different paths. */
+static __global__ void k_divergent(gpusys_dev_t dev, struct result *r, int iters)
+{
+	uint32_t lane = threadIdx.x % 32u;
+	for (int i = 0; i < iters; i++) {
+		if (lane % 3u == 0) {
+			echo_check(dev, r, 8u + lane, 7u * lane + (uint32_t)i);
+		} else if (lane % 3u == 1) {
+			int rc = gpusys_noop(dev);
+			atomicAdd(&r->calls, 1u);
+			if (rc)
+				report(r, rc);
+		} else if (lane & 4u) {
+			echo_check(dev, r, 100u + lane, lane ^ (uint32_t)i);
+		}
+		/* the remaining lanes make no call at all this round */
+	}
+}
+
+/* Lanes that leave early: the rest of the warp still calls. */
+static __global__ void k_ragged(gpusys_dev_t dev, struct result *r)
+{
+	uint32_t lane = threadIdx.x % 32u;
+	if (lane >= 5u && lane < 9u)
+		return;
+	echo_check(dev, r, 3u * lane, 99u + lane);
+}
+
+static void run(uint32_t kind)
+{
+	gpusys_t *g = gt_attach(1u << kind, 0);
+	GT_CHECK(gpusys_memory_kind_of(g) == kind, "asked for %s, got %s", gt_kind_name(kind),
+		 gt_kind_name(gpusys_memory_kind_of(g)));
+	gpusys_dev_t dev = gpusys_device(g);
+	struct result *r, h;
+	GT_CUDA(cudaMalloc(&r, sizeof(*r)));
+
+	struct {
+		const char *name;
+		int grid, block, iters;
+		unsigned expect_calls;
+	} cases[] = {
+		{ "single thread", 1, 1, 1, 5 },
+		{ "full warp", 1, 32, 20, 32 * 20 * 2 },
+		{ "divergent lanes", 1, 32, 20, 0 },
+		{ "partial warp (20 threads)", 1, 20, 20, 20 * 20 * 2 },
+		{ "ragged warp", 2, 32, 1, 2 * 28 },
+		{ "4 blocks x 4 warps", 4, 128, 10, 4 * 128 * 10 * 2 },
+	};
+	for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		GT_CUDA(cudaMemset(r, 0, sizeof(*r)));
+		uint64_t before = gpusys_progress(g);
+		if (c == 0)
+			k_single<<<1, 1>>>(dev, r);
+		else if (c == 2)
+			k_divergent<<<cases[c].grid, cases[c].block>>>(dev, r, cases[c].iters);
+		else if (c == 4)
+			k_ragged<<<cases[c].grid, cases[c].block>>>(dev, r);
+		else
+			k_warp<<<cases[c].grid, cases[c].block>>>(dev, r, cases[c].iters);
+		GT_CUDA(cudaGetLastError());
+		int rc = gpusys_synchronize(g, NULL, 30000);
+		GT_CHECK(rc == 0, "%s (%s): gpusys_synchronize: %s", cases[c].name, gt_kind_name(kind),
+			 gpusys_strerror(rc));
+		GT_CUDA(cudaMemcpy(&h, r, sizeof(h), cudaMemcpyDeviceToHost));
+		GT_CHECK(h.errors == 0, "%s (%s): %u errors, first rc %d at thread %u", cases[c].name,
+			 gt_kind_name(kind), h.errors, h.first_rc, h.first_tid);
+		GT_CHECK(!cases[c].expect_calls || h.calls == cases[c].expect_calls, "%s: %u calls, expected %u",
+			 cases[c].name, h.calls, cases[c].expect_calls);
+		printf("ok %s (%s): %u lane calls, %llu warp requests\n", cases[c].name, gt_kind_name(kind), h.calls,
+		       (unsigned long long)(gpusys_progress(g) - before));
+	}
+	GT_CUDA(cudaFree(r));
+	gpusys_detach(g);
+}
+
+int main(void)
+{
+	gt_name = "test_basic";
+	gt_require_gpu();
+	gt_start_daemon(NULL);
+	run(GPUSYS_MEMORY_MEMFD);
+	run(GPUSYS_MEMORY_CUDA_VMM);
+	GT_CHECK(gt_daemon_alive(), "gpusysd died");
+	gt_stop_daemon();
+	printf("test_basic: all passed\n");
+	return 0;
+}
