@@ -154,7 +154,8 @@ static void floor_stop(struct floor_server *f)
  * answers every packet of a few ports at once with a trivial response. The
  * gap between this and the raw mailbox is the client's cost; the gap between
  * gpusysd and this is the daemon's. */
-#define MINI_PORTS 8u
+#define MINI_PORTS 1056u
+#define MINI_THREADS 4u
 
 struct mini_server {
 	void *host;
@@ -162,6 +163,34 @@ struct mini_server {
 	pid_t pid;
 	int stop_fd;
 };
+
+struct mini_arg {
+	void *host;
+	uint32_t first, count;
+	volatile int *stop;
+};
+
+static void *mini_serve(void *p)
+{
+	struct mini_arg *a = (struct mini_arg *)p;
+	struct gpusys_channel_header *h = (struct gpusys_channel_header *)a->host;
+	volatile uint64_t *cw = (volatile uint64_t *)((uint8_t *)a->host + h->client_word_offset);
+	volatile uint64_t *sw = (volatile uint64_t *)((uint8_t *)a->host + h->server_word_offset);
+	uint32_t *seen = (uint32_t *)calloc(a->count, sizeof(uint32_t));
+	while (!*a->stop) {
+		for (uint32_t k = 0; k < a->count; k++) {
+			uint32_t p = a->first + k;
+			uint32_t seq = GPUSYS_WORD_SEQ(cw[p]);
+			if (seq != seen[k]) {
+				seen[k] = seq;
+				__atomic_thread_fence(__ATOMIC_ACQUIRE);
+				sw[p] = gpusys_server_word(seq, GPUSYS_SW_TRIVIAL, 0);
+			}
+		}
+	}
+	free(seen);
+	return NULL;
+}
 
 static int mini_start(struct mini_server *m, int close_in_child)
 {
@@ -182,26 +211,25 @@ static int mini_start(struct mini_server *m, int close_in_child)
 	if (m->pid < 0)
 		return -errno;
 	if (m->pid == 0) {
-		struct gpusys_channel_header *h = (struct gpusys_channel_header *)m->host;
-		volatile uint64_t *cw = (volatile uint64_t *)((uint8_t *)m->host + h->client_word_offset);
-		volatile uint64_t *sw = (volatile uint64_t *)((uint8_t *)m->host + h->server_word_offset);
-		uint32_t seen[MINI_PORTS] = { 0 };
+		static volatile int stop;
+		pthread_t th[MINI_THREADS];
+		struct mini_arg args[MINI_THREADS];
 		close(pipefd[1]);
 		close(close_in_child); /* the floor server's stop pipe: it must see EOF */
-		fcntl(pipefd[0], F_SETFL, O_NONBLOCK);
-		for (unsigned spins = 0;; spins++) {
-			for (uint32_t p = 0; p < MINI_PORTS; p++) {
-				uint32_t seq = GPUSYS_WORD_SEQ(cw[p]);
-				if (seq != seen[p]) {
-					seen[p] = seq;
-					__atomic_thread_fence(__ATOMIC_ACQUIRE);
-					sw[p] = gpusys_server_word(seq, GPUSYS_SW_TRIVIAL, 0);
-				}
-			}
-			char c;
-			if ((spins & 0xffff) == 0 && read(pipefd[0], &c, 1) == 0)
-				_exit(0);
+		for (uint32_t i = 0; i < MINI_THREADS; i++) {
+			args[i].host = m->host;
+			args[i].first = i * (MINI_PORTS / MINI_THREADS);
+			args[i].count = MINI_PORTS / MINI_THREADS;
+			args[i].stop = &stop;
+			pthread_create(&th[i], NULL, mini_serve, &args[i]);
 		}
+		char c;
+		while (read(pipefd[0], &c, 1) < 0 && errno == EINTR) {
+		}
+		stop = 1;
+		for (uint32_t i = 0; i < MINI_THREADS; i++)
+			pthread_join(th[i], NULL);
+		_exit(0);
 	}
 	close(pipefd[0]);
 	m->stop_fd = pipefd[1];
@@ -571,6 +599,28 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 		r->s = stats_dev(dlat, iters);
 		if (err)
 			fprintf(stderr, "gpusys-bench: minimal server: calls failed: %d\n", err);
+		/* and its throughput: one warp per SM, then 8 */
+		long mshapes[] = { sms, 8L * sms };
+		for (int k = 0; k < 2; k++) {
+			int grid, block;
+			launch_shape(mshapes[k], sms, &grid, &block);
+			int it = 2000;
+			cudaEvent_t e0, e1;
+			CK(cudaEventCreate(&e0));
+			CK(cudaEventCreate(&e1));
+			CK(cudaEventRecord(e0));
+			k_tput<<<grid, block>>>(dev, it, dlat, derr);
+			CK(cudaEventRecord(e1));
+			CK(cudaDeviceSynchronize());
+			float ms;
+			CK(cudaEventElapsedTime(&ms, e0, e1));
+			char what[64];
+			snprintf(what, sizeof(what), "floor: client + minimal server, %ld warps", mshapes[k]);
+			r = add_row(what, "memfd", mshapes[k]);
+			r->s = stats_dev(dlat, it);
+			r->req_s = (double)mshapes[k] * it / (ms / 1e3);
+			r->lane_s = r->req_s * 32;
+		}
 		CK(cudaFree(dpriv));
 		CK(cudaHostUnregister(mini.host));
 	}

@@ -157,22 +157,41 @@ GPUSYS_FN void gpusys_lock_release(uint32_t *lock)
  * locks): take it if it holds from; returns what it held. */
 GPUSYS_FN uint32_t gpusys_lock_take_from(uint32_t *lock, uint32_t from)
 {
-	uint32_t old = atomicCAS(lock, from, 1u);
-	if (old == from)
-		__threadfence();
+	/* An acquiring CAS rather than CAS then __threadfence(): one
+	 * instruction on the fast path instead of an atomic and a fence. */
+	uint32_t old;
+	asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], %2, %3;"
+		     : "=r"(old)
+		     : "l"(lock), "r"(from), "r"(1u)
+		     : "memory");
 	return old;
 }
 
 GPUSYS_FN void gpusys_lock_release_to(uint32_t *lock, uint32_t state)
 {
-	__threadfence();
-	atomicExch(lock, state);
+	/* A releasing store rather than __threadfence() then an exchange. */
+	asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(lock), "r"(state) : "memory");
 }
 
 /* A request counter in device memory; the value feeds the doorbell. */
 GPUSYS_FN uint64_t gpusys_counter_next(unsigned long long *c)
 {
 	return (uint64_t)atomicAdd(c, 1ull) + 1u;
+}
+
+/* Count a request and return a fresh doorbell value. On a GPU the count is
+ * a fire-and-forget reduction (no round trip to L2 in front of the
+ * request: 0.5 us or more) and the value is %globaltimer, nanoseconds of
+ * one clock for the whole GPU: it only grows, so every ring differs from
+ * what the daemon last read (a request within the same nanosecond as the
+ * last one it saw is seen by its busy pollers anyway: it dozes only after
+ * milliseconds without any). Below bit 62, apart from stream rings. */
+GPUSYS_FN uint64_t gpusys_count_and_ring(unsigned long long *c)
+{
+	uint64_t t;
+	atomicAdd(c, 1ull);
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return (t & ((1ull << 62) - 1)) | 1u;
 }
 
 /* Where to start looking for a free port: the warp's hardware slot. Every
@@ -322,6 +341,11 @@ static inline void gpusys_lock_release_to(uint32_t *lock, uint32_t state)
 static inline uint64_t gpusys_counter_next(unsigned long long *c)
 {
 	return (uint64_t)__atomic_add_fetch(c, 1ull, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t gpusys_count_and_ring(unsigned long long *c)
+{
+	return gpusys_counter_next(c);
 }
 
 static inline uint32_t gpusys_port_hint(void)

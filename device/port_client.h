@@ -95,8 +95,11 @@ GPUSYS_FN int gpusys_channel_dead(const gpusys_dev_t *dev)
 }
 
 /* Wait until the port is the client's (the sequence in the server word is
- * ours); returns the server word in *ret_word. Leader only. */
-GPUSYS_FN int gpusys_wait_owned(const gpusys_dev_t *dev, uint32_t p, uint32_t seq, uint64_t *ret_word)
+ * ours); returns the server word in *ret_word. Leader only. acquire: fence
+ * so that channel reads that follow see what the daemon wrote before its
+ * word; a caller that reads nothing more (a TRIVIAL response) passes 0 and
+ * saves a system-scope fence (about a microsecond on a GPU). */
+GPUSYS_FN int gpusys_wait_owned_ex(const gpusys_dev_t *dev, uint32_t p, uint32_t seq, uint64_t *ret_word, int acquire)
 {
 	uint32_t spins = 0;
 	uint64_t w;
@@ -109,15 +112,23 @@ GPUSYS_FN int gpusys_wait_owned(const gpusys_dev_t *dev, uint32_t p, uint32_t se
 			gpusys_spin_yield();
 		}
 	}
-	gpusys_fence_acquire();
+	if (acquire)
+		gpusys_fence_acquire();
 	*ret_word = w;
 	return 0;
 }
 
+GPUSYS_FN int gpusys_wait_owned(const gpusys_dev_t *dev, uint32_t p, uint32_t seq, uint64_t *ret_word)
+{
+	return gpusys_wait_owned_ex(dev, p, seq, ret_word, 1);
+}
+
 /* Hand the port to the daemon: every lane's stores first, then the word.
- * word is the client word less its sequence. */
+ * word is the client word less its sequence. ring: for a message's first
+ * packet, the leader's fresh doorbell value (gpusys_count_and_ring); 0 for
+ * the packets after it. */
 GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32_t p, uint32_t seq, uint64_t word,
-				  int first_packet)
+				  uint64_t ring)
 {
 	/* An EMPTY request wrote nothing to the channel: no release fence
 	 * (on a GPU a system fence before the flag store costs about 1 us). */
@@ -126,19 +137,19 @@ GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32
 	gpusys_lane_sync(mask);
 	seq++; /* the word carries the low bits; we keep them all */
 	if (gpusys_lane_is_leader(mask)) {
-		gpusys_store_shared_u64(&dev->client_word[p], word | (seq & GPUSYS_SEQ_MASK));
-		gpusys_fence_flush();
 		/* Every packet rings, so a dozing daemon wakes for the rest of
-		 * a message too. A message's first packet rings with the
-		 * request counter (which also feeds the progress value); later
-		 * packets with their port and sequence, tagged by the top bit,
+		 * a message too. A message's first packet rings with a fresh
+		 * value (gpusys_count_and_ring, which also counts the request
+		 * for gpusys_synchronize); later packets with their port and
+		 * sequence, tagged by the top bit,
 		 * so every value differs from the last one the daemon saw.
-		 * The ring follows the word's flush: a busy daemon sees the word
-		 * itself, and the counter's atomic round trip is then not in
-		 * front of the request. */
-		uint64_t ring = first_packet ? gpusys_counter_next(dev->submitted)
-					     : (1ull << 63) | ((uint64_t)p << 32) | seq;
+		 * Word, then doorbell, then one flushing fence for both (the
+		 * floor's store-then-fence; the counter was read before). */
+		if (!ring)
+			ring = (1ull << 63) | ((uint64_t)p << 32) | seq;
+		gpusys_store_shared_u64(&dev->client_word[p], word | (seq & GPUSYS_SEQ_MASK));
 		gpusys_store_shared_u64(&dev->hdr->doorbell, ring);
+		gpusys_fence_flush();
 	}
 #ifndef __CUDACC__
 	/* A host warp is one thread, its own leader: wake a dozing daemon. */
@@ -227,6 +238,7 @@ GPUSYS_FN int gpusys_rpc(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flag
 	struct gpusys_port *port;
 	uint32_t p = 0, seq = 0, total, rcu = 0;
 	int owned = 0; /* leader: the daemon has handed the port back to us */
+	uint64_t ring = 0; /* leader: the request counter's new value */
 	uint64_t word, sw = 0;
 	int rc = 0;
 
@@ -245,6 +257,7 @@ GPUSYS_FN int gpusys_rpc(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flag
 	 * (a fire-and-forget request of a previous holder may be in flight). */
 	if (gpusys_lane_is_leader(mask)) {
 		int must_wait;
+		ring = gpusys_count_and_ring(dev->submitted);
 		p = gpusys_port_lock(dev, &must_wait);
 		seq = dev->locks[p].seq;
 		if (must_wait)
@@ -272,7 +285,7 @@ GPUSYS_FN int gpusys_rpc(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flag
 		if (biggest > GPUSYS_INLINE_BYTES)
 			total = gpusys_lane_exscan(mask, part, off);
 	}
-	seq = gpusys_publish(dev, mask, p, seq, word, 1);
+	seq = gpusys_publish(dev, mask, p, seq, word, ring);
 
 	/* Request stream: each further packet once the daemon took the last. */
 	for (uint32_t k = 0; k * GPUSYS_PACKET_BYTES < total; k++) {
@@ -294,9 +307,12 @@ GPUSYS_FN int gpusys_rpc(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flag
 
 	/* Response packet 0: the status is in the server word. */
 	if (gpusys_lane_is_leader(mask)) {
-		rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
-		if (!rcu)
+		rcu = (uint32_t)gpusys_wait_owned_ex(dev, p, seq, &sw, 0);
+		if (!rcu) {
 			owned = 1, rcu = (uint32_t)GPUSYS_SW_STATUS(sw);
+			if (!(GPUSYS_WORD_FLAGS(sw) & GPUSYS_SW_TRIVIAL))
+				gpusys_fence_acquire(); /* the lanes read the response next */
+		}
 	}
 	rc = (int)gpusys_lane_bcast_u32(mask, rcu);
 	if (rc)

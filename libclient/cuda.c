@@ -229,17 +229,18 @@ int gpusys_attach(const struct gpusys_options *opts, gpusys_t **ret)
 		v = 0;
 	g->numa_id = v;
 
-	/* One port per resident warp: gpusys_port_hint() is smid * 64 + warpid,
-	 * so SMs x 64 ports give every resident warp its own first choice. */
+	/* Default: 8 ports per SM, not one per resident warp (64 per SM). No
+	 * warp waits on another for a port except while that one's request is
+	 * in flight, so fewer ports cannot deadlock (tests/gpu/test_allwarps
+	 * runs every resident warp over 7 ports); but the daemon's pollers scan
+	 * every port on every pass (~1.1 ns a port): with 8448 ports a one-warp
+	 * NOOP took 6.3-12.8 us p50 on the H100, with 1056 or 132 ports
+	 * 4.4-4.7 us, at the same peak throughput (bench/RESULTS.md). */
 	uint32_t ports = opts ? opts->num_ports : 0;
 	if (!ports) {
-		int sms = 0, threads = 0;
+		int sms = 0;
 		cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->cudev);
-		cu->cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, g->cudev);
-		uint32_t warps = (uint32_t)threads / 32u;
-		if (warps < 64)
-			warps = 64;
-		uint64_t n = (uint64_t)(sms > 0 ? sms : 1) * warps;
+		uint64_t n = (uint64_t)(sms > 0 ? sms : 1) * 8u;
 		ports = n > GPUSYS_MAX_PORTS ? GPUSYS_MAX_PORTS : (uint32_t)n;
 	}
 

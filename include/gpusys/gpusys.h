@@ -36,8 +36,8 @@ typedef struct gpusys gpusys_t;
 struct gpusys_options {
 	const char *runtime_dir; /* NULL: $GPUSYS_RUNTIME_DIR, else /run/gpusysd */
 	int cuda_device;         /* device ordinal (in this process's numbering) */
-	uint32_t num_ports;      /* 0: one per resident warp of the device
-				    (SMs x max warps per SM), capped at GPUSYS_MAX_PORTS */
+	uint32_t num_ports;      /* 0: 8 per SM (see libclient/cuda.c for why not
+				    one per resident warp), capped at GPUSYS_MAX_PORTS */
 	uint64_t bulk_bytes;     /* 0: none */
 	uint32_t memory_kinds;   /* 0: every kind this library can import; else a
 				    mask of (1u << enum gpusys_memory_kind) to force one */

@@ -49,13 +49,16 @@ int main(void)
 		int echo;
 		const char *name;
 	} cases[] = {
-		{ 0, 0, "noop, one port per resident warp" },
-		{ 0, 1, "echo, one port per resident warp" },
+		{ 1, 0, "noop, one port per resident warp" },
+		{ 1, 1, "echo, one port per resident warp" },
+		{ 0, 0, "noop, default ports" },
 		{ 64, 0, "noop, 64 ports" },
 		{ 7, 1, "echo, 7 ports" },
 	};
 	for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-		gpusys_t *g = gt_attach(0, cases[c].ports);
+		/* ports 1 stands for one per warp slot: SMs x 64 (the port hint's range) */
+		uint32_t ports = cases[c].ports == 1 ? (uint32_t)prop.multiProcessorCount * 64u : cases[c].ports;
+		gpusys_t *g = gt_attach(0, ports);
 		GT_CUDA(cudaMemset(d, 0, 2 * sizeof(unsigned int)));
 		uint64_t before = gpusys_progress(g);
 		double t0 = gt_now();
