@@ -51,11 +51,17 @@
  *
  * Idle CPU is wake-ups x their cost, so timer naps alone cannot meet both
  * targets (<= 1% of a core, <= 100 us to the first request after 1 s of
- * quiet); hence the deep doze. With it (test_idle, emulated client, 2-core
- * dev VM shared with other builds): 0.006% of a core over 3 s idle; first
- * NOOP after 1 s quiet p50 242 us there, dominated by the loaded VM's
- * scheduling (the same test gave 228 us with 50 us timer naps there).
- * H100 figures: bench/RESULTS.md, "Idle cost and wake-up".
+ * quiet); hence the deep doze. Measured with it on the H100 machine
+ * (bench/RESULTS.md, "Idle cost and wake-up"):
+ *
+ *   client                       idle CPU   first call after 1 s quiet, p50
+ *   emulated (wake pipe)          0.009%       57 us (max 105 us)
+ *   CUDA kernel (GPU watch)       0.09%       400 us (the stream wait alone
+ *                                             takes ~200 us to see a store)
+ *   CUDA kernel, timed naps       8.0%         29 us (no watch)
+ *
+ * On the 2-core dev VM, shared with other builds, test_idle gives 0.006%
+ * and p50 ~240 us (the VM's scheduling; 50 us naps gave 228 us there).
  *
  * Grace periods. Each poller publishes a counter after every pass and an
  * offline flag while it sleeps or parks. pollers_publish() swaps the
