@@ -301,6 +301,35 @@ static __global__ void __launch_bounds__(1024, 2)
 	}
 }
 
+/* Compute only, no calls: does a dozing daemon's GPU doorbell watch (a
+ * stream wait in its own context) slow other work on the GPU? */
+static __global__ void k_spin(long long cycles, int *sink)
+{
+	long long t0 = clock64();
+	int x = threadIdx.x;
+	while (clock64() - t0 < cycles)
+		x = x * 1103515245 + 12345;
+	if (x == 42 && sink)
+		*sink = x;
+}
+
+static float time_spin(int sms)
+{
+	cudaEvent_t e0, e1;
+	float ms = 0;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	CK(cudaEventRecord(e0));
+	for (int i = 0; i < 20; i++)
+		k_spin<<<sms * 8, 256>>>(5000000LL, NULL); /* ~3 ms each */
+	CK(cudaEventRecord(e1));
+	CK(cudaEventSynchronize(e1));
+	CK(cudaEventElapsedTime(&ms, e0, e1));
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	return ms;
+}
+
 static __global__ void k_empty(int *x)
 {
 	if (threadIdx.x == 0 && x)
@@ -680,12 +709,17 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 	/* 5. Idle: the daemon's CPU over 5 s with an idle attached CUDA client,
 	 *    and the first call after 1 s of idle. */
 	double idle_cpu = -1, first_us = -1;
+	float spin_alone = 0, spin_dozing = 0;
 	if (idle && dpid > 0) {
+		time_spin(sms); /* warm-up */
+		spin_alone = time_spin(sms);
 		gpusys_t *g = attach_kind(runtime_dir, 0);
 		if (g) {
 			one_warp(g, 32, 1000, dlat, derr, "warm-up");
 			nrows--;
 			sleep(2);
+			spin_dozing = time_spin(sms);
+			sleep(1);
 			double c0 = proc_cpu_s(dpid);
 			uint64_t t0 = bench_now_ns();
 			sleep(5);
@@ -753,8 +787,9 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 		       best_lane / 1e6);
 		if (idle_cpu >= 0)
 			printf("idle: gpusysd CPU %.2f%% of a core over 5 s, one idle CUDA client; "
-			       "first call after 1 s idle p50 %.1f us\n",
-			       idle_cpu, first_us);
+			       "first call after 1 s idle p50 %.1f us; 20 compute kernels %.2f ms alone, %.2f ms "
+			       "with the daemon dozing\n",
+			       idle_cpu, first_us, spin_alone, spin_dozing);
 	}
 	cudaFree(dlat);
 	cudaFree(derr);
