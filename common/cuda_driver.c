@@ -63,6 +63,8 @@ static const struct {
 	ENTRY(cuStreamDestroy),
 	ENTRY(cuStreamSynchronize),
 	ENTRY(cuStreamQuery),
+	ENTRY(cuStreamWaitValue64),
+	ENTRY(cuLaunchHostFunc),
 };
 #undef ENTRY
 #undef ENTRY_V

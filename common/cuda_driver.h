@@ -58,6 +58,9 @@ struct gpusys_cuda {
 	GPUSYS_CUDA_FN(cuStreamDestroy);
 	GPUSYS_CUDA_FN(cuStreamSynchronize);
 	GPUSYS_CUDA_FN(cuStreamQuery);
+	/* gpusysd's GPU watch of a client's doorbell (daemon/wake_cuda.c) */
+	GPUSYS_CUDA_FN(cuStreamWaitValue64);
+	GPUSYS_CUDA_FN(cuLaunchHostFunc);
 };
 #undef GPUSYS_CUDA_FN
 

@@ -82,13 +82,17 @@ static void session_free(struct session *s)
 		atomic_fetch_add_explicit(s->retired_requests, session_requests(s), memory_order_relaxed);
 	if (s->ports_ready)
 		port_table_fini(&s->ports);
+	bool mem_free = true;
 	if (s->wake) {
 		/* No GPU wait of ours may read the channel once it is gone. */
-		wake_gpu_close(&s->wakec, &s->chan);
+		mem_free = wake_gpu_close(&s->wakec, &s->chan);
 		wake_chan_close(s->wake, &s->wakec);
 	}
 	close_fd(&s->wake_wfd);
-	channel_destroy(&s->chan);
+	if (mem_free)
+		channel_destroy(&s->chan);
+	else
+		close_fd(&s->chan.fd); /* the memory stays mapped (wake_cuda.c says why) */
 	close_fd(&s->stdout_fd);
 	close_fd(&s->stderr_fd);
 	close_fd(&s->cwd_fd);

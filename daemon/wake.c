@@ -15,7 +15,6 @@ struct wake {
 	int efd; /* ours: kicks and CUDA callbacks */
 };
 
-int wake_eventfd(const struct wake *w);
 int wake_eventfd(const struct wake *w)
 {
 	return w->efd;
@@ -183,9 +182,10 @@ bool wake_gpu_arm(struct wake_chan *c, uint64_t seen)
 	return false;
 }
 
-void wake_gpu_close(struct wake_chan *c, const struct channel *ch)
+bool wake_gpu_close(struct wake_chan *c, const struct channel *ch)
 {
 	(void)c;
 	(void)ch;
+	return true;
 }
 #endif

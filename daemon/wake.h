@@ -84,7 +84,11 @@ void wake_gpu_open(struct wake *w, struct wake_chan *c, const struct channel *ch
  * (an error): do not sleep without a timer on this channel. */
 bool wake_gpu_arm(struct wake_chan *c, uint64_t seen);
 
-/* Before the channel memory goes: no wait of ours may still read it. */
-void wake_gpu_close(struct wake_chan *c, const struct channel *ch);
+/* Before the channel memory goes: no wait of ours may still read it.
+ * false: one may (the GPU did not finish it): keep the memory. */
+bool wake_gpu_close(struct wake_chan *c, const struct channel *ch);
+
+/* The daemon's eventfd, for wake_cuda.c's callbacks. */
+int wake_eventfd(const struct wake *w);
 
 #endif
