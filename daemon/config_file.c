@@ -47,7 +47,7 @@ void config_defaults(struct gpusysd_config *cfg)
 		.workers = 4,
 		.max_clients = 256,
 		.max_ports = GPUSYS_MAX_PORTS,
-		.channel_bulk_bytes = 0,
+		.channel_bulk_bytes = UINT64_C(256) << 20,
 		.client_mem_budget = UINT64_C(64) << 20,
 		.idle_spin_us = 200,
 		.idle_sleep_us = 50,

@@ -334,12 +334,12 @@ int raw_recv_welcome(int fd, struct gpusys_welcome *w, int *ret_fd)
 			continue;
 		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (size_t i = 0; i < k; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			int got;
+			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
 			if (*ret_fd < 0)
-				*ret_fd = fd;
+				*ret_fd = got;
 			else
-				close(fd);
+				close(got);
 		}
 	}
 	if ((size_t)n != sizeof(*w))

@@ -34,7 +34,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c.idle_spin_us, 200);
 	assert_int_equal(c.idle_sleep_us, 50);
 	assert_int_equal(c.client_mem_budget, 64u << 20);
-	assert_int_equal(c.channel_bulk_bytes, 0);
+	assert_int_equal(c.channel_bulk_bytes, 256u << 20);
 	assert_int_equal(config_check(&c, err, sizeof(err)), 0);
 	/* An empty or comment-only file changes nothing. */
 	struct gpusysd_config d = c;
