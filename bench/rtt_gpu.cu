@@ -269,6 +269,54 @@ static __global__ void k_floor(struct floor_slot *slots, int nwarps, int iters, 
 	}
 }
 
+/* Where the client's time goes (--breakdown): the raw mailbox with one
+ * piece of the client's fast path added at a time. bits: 1 the port lock
+ * (acquiring CAS before, releasing store after, device memory), 2 the
+ * request count (a reduction) and a second sysmem store (the doorbell),
+ * 4 the whole warp takes part (activemask, shuffles, warp syncs). */
+static __global__ void k_floor_parts(struct floor_slot *slots, unsigned bits, int iters, int warm,
+				     unsigned long long *lat, unsigned *lock, unsigned long long *counter)
+{
+	unsigned lane = threadIdx.x % 32;
+	if (!(bits & 4) && lane != 0)
+		return;
+	struct floor_slot *s = &slots[0];
+	uint64_t base = s->resp;
+	volatile uint64_t *bell = &slots[1].req;
+	for (int i = 1; i <= iters + warm; i++) {
+		unsigned long long t0 = gtimer();
+		unsigned mask = 1, old = 0;
+		if (bits & 4) {
+			mask = __activemask();
+			mask = __shfl_sync(mask, mask, 0);
+		}
+		if (lane == 0) {
+			if (bits & 1)
+				asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], %2, %3;"
+					     : "=r"(old)
+					     : "l"(lock), "r"(0u), "r"(1u)
+					     : "memory");
+			if (bits & 2)
+				atomicAdd(counter, 1ull);
+			s->req = base + (uint64_t)i + old;
+			if (bits & 2)
+				*bell = gtimer();
+			__threadfence_system();
+			while (s->resp != base + (uint64_t)i) {
+			}
+			if (bits & 1)
+				asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(lock), "r"(0u) : "memory");
+		}
+		if (bits & 4) {
+			__syncwarp(mask);
+			old = __shfl_sync(mask, old, 0);
+		}
+		unsigned long long t1 = gtimer();
+		if (lane == 0 && i > warm)
+			lat[i - warm - 1] = t1 - t0;
+	}
+}
+
 /* ------------------------------------------------------------- gpusys */
 
 static __global__ void k_lat(gpusys_dev_t dev, int lanes, int iters, int warm, unsigned long long *lat, int *err)
@@ -490,12 +538,12 @@ static double proc_cpu_s(int pid)
 static void usage(void)
 {
 	fprintf(stderr, "usage: gpusys-bench rtt [--iters N] [--runtime-dir DIR | --daemon PATH [--daemon-args ARGS]]\n"
-			"                        [--ports N] [--max-warps N] [--idle] [--json]\n");
+			"                        [--ports N] [--max-warps N] [--idle] [--breakdown] [--json]\n");
 }
 
 extern "C" int bench_rtt_gpu(int argc, char **argv)
 {
-	int iters = 20000, json = 0, idle = 0, opt;
+	int iters = 20000, json = 0, idle = 0, breakdown = 0, opt;
 	long max_warps = 0;
 	const char *runtime_dir = NULL, *daemon = NULL, *daemon_args = NULL;
 	static const struct option opts[] = {
@@ -503,6 +551,7 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 		{ "daemon", required_argument, NULL, 'd' },    { "daemon-args", required_argument, NULL, 'a' },
 		{ "max-warps", required_argument, NULL, 'm' }, { "idle", no_argument, NULL, 'I' },
 		{ "json", no_argument, NULL, 'j' },            { "ports", required_argument, NULL, 'p' },
+		{ "breakdown", no_argument, NULL, 'b' },
 		{ NULL, 0, NULL, 0 },
 	};
 	optind = 1;
@@ -516,6 +565,7 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 		case 'I': idle = 1; break;
 		case 'j': json = 1; break;
 		case 'p': opt_ports = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'b': breakdown = 1; break;
 		default: usage(); return 2;
 		}
 	}
@@ -602,6 +652,24 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 		r = add_row(what, "memfd", sms);
 		r->s = stats_dev(dlat, fiters);
 		r->req_s = (double)sms * fiters / (ms / 1e3);
+	}
+	if (breakdown) {
+		static const char *names[] = { "", "floor + port lock", "floor + count, doorbell",
+					       "floor + lock, count, doorbell", "floor + warp collectives", "",
+					       "", "floor + all of the above" };
+		static const unsigned variants[] = { 1, 2, 3, 4, 7 };
+		unsigned *dlock;
+		unsigned long long *dcount;
+		CK(cudaMalloc(&dlock, 64));
+		CK(cudaMemset(dlock, 0, 64));
+		dcount = (unsigned long long *)(dlock + 8);
+		for (unsigned v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+			k_floor_parts<<<1, 32>>>(dslots, variants[v], iters, 100, dlat, dlock, dcount);
+			CK(cudaDeviceSynchronize());
+			r = add_row(names[variants[v]], "memfd", 1);
+			r->s = stats_dev(dlat, iters);
+		}
+		CK(cudaFree(dlock));
 	}
 	CK(cudaHostUnregister(fl.host));
 	floor_stop(&fl);
