@@ -8,7 +8,10 @@
 #include "gpu_test.h"
 #include "gpusys/device.cuh"
 
-static __global__ void k_all(gpusys_dev_t dev, unsigned int *errors, unsigned int *calls, int echo)
+/* At most 32 registers (2048 threads per SM / 128 a block = 16 blocks), so
+ * that every warp slot of every SM can be resident at once. */
+static __global__ void __launch_bounds__(128, 16)
+	k_all(gpusys_dev_t dev, unsigned int *errors, unsigned int *calls, int echo)
 {
 	int rc;
 	if (echo) {
