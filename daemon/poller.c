@@ -171,21 +171,38 @@ static inline unsigned serve_port(struct poller *pl, struct port_table *t, uint3
 	return 0;
 }
 
-/* Every port of every channel once, poller k starting at k/count of the way
- * round so that pollers mostly claim different ports. Returns the number
- * of ports that made progress. */
+static inline unsigned scan_range(struct poller *pl, struct port_table *t, uint32_t lo, uint32_t hi)
+{
+	unsigned work = 0;
+	for (uint32_t p = lo; p < hi; p++)
+		work += serve_port(pl, t, p);
+	return work;
+}
+
+/* The ports of every channel are shared out: poller k owns the k-th of
+ * count equal ranges, so pollers do not read (and bounce) each other's
+ * seen[] and claim[] lines, and a pass costs 1/count of the ports. Poller 0
+ * also covers the ranges of pollers that are parked. A poller coming back
+ * may overlap with poller 0 for a pass: the claim keeps that safe. Returns
+ * the number of ports that made progress. */
 static unsigned scan(struct poller *pl, const struct snapshot *s)
 {
-	unsigned work = 0, k = pl->index, count = pl->set->prm.count;
+	struct pollers *ps = pl->set;
+	unsigned work = 0, k = pl->index, count = ps->prm.count;
+	uint64_t cover = 1ull << k; /* ranges to scan this pass */
 
+	if (k == 0) {
+		for (unsigned j = 1; j < count; j++)
+			if (atomic_load_explicit(&ps->p[j].offline, memory_order_relaxed))
+				cover |= 1ull << j;
+	}
 	for (uint32_t i = 0; i < s->n; i++) {
 		struct port_table *t = s->t[i];
-		uint32_t n = t->num_ports;
-		uint32_t start = (uint32_t)((uint64_t)k * n / count);
-		for (uint32_t p = start; p < n; p++)
-			work += serve_port(pl, t, p);
-		for (uint32_t p = 0; p < start; p++)
-			work += serve_port(pl, t, p);
+		uint64_t n = t->num_ports;
+		for (uint64_t m = cover; m; m &= m - 1) {
+			unsigned j = (unsigned)__builtin_ctzll(m);
+			work += scan_range(pl, t, (uint32_t)(j * n / count), (uint32_t)((j + 1) * n / count));
+		}
 	}
 	return work;
 }
