@@ -65,7 +65,12 @@ static uint32_t preferred_kind(void)
 		return GPUSYS_MEMORY_MEMFD;
 	if (e && strcmp(e, "vmm") == 0)
 		return GPUSYS_MEMORY_CUDA_VMM;
-	return GPUSYS_MEMORY_CUDA_VMM;
+	/* memfd: one warp's round trip is the same either way (4.2-4.4 us),
+	 * but under load the daemon's scans of a cuMemCreate host allocation
+	 * are slower: the whole H100 reached 11.9 M warp requests/s on memfd
+	 * channels against 7.5 M on VMM ones (4 pollers), 18.1 M against 13.2 M
+	 * (8 pollers), same run (bench/RESULTS.md). VMM stays the fallback. */
+	return GPUSYS_MEMORY_MEMFD;
 }
 
 static int cuda_fail(CUresult r, const char *what, int device)

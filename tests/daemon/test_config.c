@@ -154,8 +154,9 @@ static void test_auto_pollers(void **state)
 	assert_int_equal(config_auto_pollers(3), 1);
 	assert_int_equal(config_auto_pollers(4), 2);
 	assert_int_equal(config_auto_pollers(6), 3);
-	assert_int_equal(config_auto_pollers(16), 4);
-	assert_int_equal(config_auto_pollers(128), 4);
+	assert_int_equal(config_auto_pollers(10), 5);
+	assert_int_equal(config_auto_pollers(16), 8);
+	assert_int_equal(config_auto_pollers(128), 8);
 }
 
 /* config/gpusysd.conf documents every key with its default, commented
