@@ -104,6 +104,17 @@ struct poller {
 	unsigned index;
 	bool running;
 	uint64_t passes; /* private copy of quiescent */
+
+	/* Ports that had work lately, checked between chunks of the scan so
+	 * a warp calling again and again is seen within a chunk, not a whole
+	 * pass (which is ~1 ns a port). Valid for snapshot generation hot_gen
+	 * only: a table may be gone in the next. */
+	uint64_t hot_gen;
+	unsigned hot_next;
+	struct {
+		struct port_table *t;
+		uint32_t p;
+	} hot[4];
 };
 
 struct pollers {
@@ -171,11 +182,41 @@ static inline unsigned serve_port(struct poller *pl, struct port_table *t, uint3
 	return 0;
 }
 
-static inline unsigned scan_range(struct poller *pl, struct port_table *t, uint32_t lo, uint32_t hi)
+#define HOT_PORTS (sizeof(((struct poller *)0)->hot) / sizeof(((struct poller *)0)->hot[0]))
+#define SCAN_CHUNK 64u
+
+static inline unsigned serve_hot(struct poller *pl)
 {
 	unsigned work = 0;
-	for (uint32_t p = lo; p < hi; p++)
-		work += serve_port(pl, t, p);
+	for (unsigned i = 0; i < HOT_PORTS; i++)
+		if (pl->hot[i].t)
+			work += serve_port(pl, pl->hot[i].t, pl->hot[i].p);
+	return work;
+}
+
+static void remember_hot(struct poller *pl, struct port_table *t, uint32_t p)
+{
+	for (unsigned i = 0; i < HOT_PORTS; i++)
+		if (pl->hot[i].t == t && pl->hot[i].p == p)
+			return;
+	unsigned i = pl->hot_next++ % HOT_PORTS;
+	pl->hot[i].t = t;
+	pl->hot[i].p = p;
+}
+
+static unsigned scan_range(struct poller *pl, struct port_table *t, uint32_t lo, uint32_t hi)
+{
+	unsigned work = 0;
+	for (uint32_t c = lo; c < hi; c += SCAN_CHUNK) {
+		uint32_t end = hi - c > SCAN_CHUNK ? c + SCAN_CHUNK : hi;
+		work += serve_hot(pl);
+		for (uint32_t p = c; p < end; p++) {
+			if (serve_port(pl, t, p)) {
+				work++;
+				remember_hot(pl, t, p);
+			}
+		}
+	}
 	return work;
 }
 
@@ -191,6 +232,10 @@ static unsigned scan(struct poller *pl, const struct snapshot *s)
 	unsigned work = 0, k = pl->index, count = ps->prm.count;
 	uint64_t cover = 1ull << k; /* ranges to scan this pass */
 
+	if (s->gen != pl->hot_gen) {
+		memset(pl->hot, 0, sizeof(pl->hot));
+		pl->hot_gen = s->gen;
+	}
 	if (k == 0) {
 		for (unsigned j = 1; j < count; j++)
 			if (atomic_load_explicit(&ps->p[j].offline, memory_order_relaxed))
