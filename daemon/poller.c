@@ -204,12 +204,13 @@ static void remember_hot(struct poller *pl, struct port_table *t, uint32_t p)
 	pl->hot[i].p = p;
 }
 
-static unsigned scan_range(struct poller *pl, struct port_table *t, uint32_t lo, uint32_t hi)
+static unsigned scan_range(struct poller *pl, struct port_table *t, uint32_t lo, uint32_t hi, bool use_hot)
 {
 	unsigned work = 0;
 	for (uint32_t c = lo; c < hi; c += SCAN_CHUNK) {
 		uint32_t end = hi - c > SCAN_CHUNK ? c + SCAN_CHUNK : hi;
-		work += serve_hot(pl);
+		if (use_hot)
+			work += serve_hot(pl);
 		for (uint32_t p = c; p < end; p++) {
 			if (serve_port(pl, t, p)) {
 				work++;
@@ -244,9 +245,16 @@ static unsigned scan(struct poller *pl, const struct snapshot *s)
 	for (uint32_t i = 0; i < s->n; i++) {
 		struct port_table *t = s->t[i];
 		uint64_t n = t->num_ports;
+		/* The hot ports matter when a pass is long: few warps calling,
+		 * one poller covering the shares of parked ones (or the only
+		 * poller of a small machine). Under load every poller is awake
+		 * with a short share, and the checks measured as a loss there
+		 * (H100: 12.6 M against 18.1 M warp requests/s). */
+		bool use_hot = (uint64_t)__builtin_popcountll(cover) * n / count > 512;
 		for (uint64_t m = cover; m; m &= m - 1) {
 			unsigned j = (unsigned)__builtin_ctzll(m);
-			work += scan_range(pl, t, (uint32_t)(j * n / count), (uint32_t)((j + 1) * n / count));
+			work += scan_range(pl, t, (uint32_t)(j * n / count), (uint32_t)((j + 1) * n / count),
+					   use_hot);
 		}
 	}
 	return work;
