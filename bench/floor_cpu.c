@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The floor for emulated round trips: two processes, one shared page, one
- * word written by each (the same single-writer shape as a port's
- * client_seq/server_seq), each side spinning on the other's word. Nothing of
+ * word written by each (the same single-writer shape as a port's client
+ * and server words), each side spinning on the other's word. Nothing of
  * gpusys is involved, so a gpusys round trip can be judged against it.
  */
 #include <errno.h>

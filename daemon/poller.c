@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The hot path: a tight scan of client_seq[] against the private seen[] of
- * every port of every channel, no locks, no allocation.
+ * The hot path: a tight scan of the client words of every channel against
+ * the daemon's private seen[], no locks, no allocation. Poller k scans the
+ * k-th share of each channel's ports (poller 0 also the shares of parked
+ * pollers, re-checking recently busy ports between chunks).
  *
  * Idle policy. While work was seen in the last spin_us every poller spins
  * (a hand-off to a sleeping thread costs microseconds, see DESIGN-NOTES).

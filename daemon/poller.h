@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Poller threads: find ports whose client_seq moved and step them with the
+ * Poller threads: find ports whose client word moved and step them with the
  * port server. They read the list of channels from an immutable snapshot
  * that the main thread replaces on attach/detach; pollers_publish() returns
  * only when no poller can still be looking at the old one.

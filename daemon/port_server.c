@@ -12,9 +12,9 @@
  * flip allows and returns, so a client that stops half way through a message
  * holds only its own port.
  *
- * Shared memory is hostile. We read client_seq once per step, copy the
- * header, lengths and payload out before using them, and our own seen[]
- * (never the shared server_seq) says where we are.
+ * Shared memory is hostile. We read the client word once per step, copy the
+ * lengths and payload out before using them, and our own seen[]
+ * (never the shared server word) says where we are.
  */
 #include <errno.h>
 #include <stdlib.h>
