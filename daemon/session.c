@@ -26,6 +26,7 @@ int session_create(const struct session_params *prm, struct session **ret)
 	atomic_init(&s->refs, 1);
 	s->id = prm->id;
 	s->peer = *prm->peer;
+	s->cuda_device = prm->cuda_device;
 	clock_gettime(CLOCK_MONOTONIC, &s->attached);
 	s->sock = -1;
 	s->stdout_fd = s->stderr_fd = s->cwd_fd = -1;

@@ -36,6 +36,7 @@ struct session {
 	uint32_t id;
 	struct peer peer;
 	struct timespec attached; /* CLOCK_MONOTONIC */
+	int32_t cuda_device;      /* the client's GPU, or -1 (emulated warps) */
 
 	int sock;           /* the attach connection, open until the session is
 			       freed: workers poll it to notice the client die */

@@ -21,12 +21,14 @@ uint64_t daemon_requests_served(struct daemon *d)
 
 static json_t *client_json(const struct session *s)
 {
-	return json_pack("{s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I}",
+	return json_pack("{s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}",
 			 "id", (json_int_t)s->id,
 			 "pid", (json_int_t)s->peer.pid,
 			 "uid", (json_int_t)s->peer.uid,
 			 "gid", (json_int_t)s->peer.gid,
 			 "comm", s->peer.comm,
+			 "memory", s->chan.ops ? s->chan.ops->name : "none",
+			 "cuda_device", (json_int_t)s->cuda_device,
 			 "ports", (json_int_t)s->ports.num_ports,
 			 "ports_in_use", (json_int_t)session_ports_in_use(s),
 			 "requests", (json_int_t)session_requests(s),

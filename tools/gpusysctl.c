@@ -145,15 +145,18 @@ static int print_status(json_t *st)
 	       num(st, "requests_served"));
 	if (!json_array_size(clients))
 		return 0;
-	printf("\n%6s %8s %6s %-16s %6s %6s %12s %8s %9s\n", "ID", "PID", "UID", "COMM", "PORTS", "IN-USE",
-	       "REQUESTS", "REJECTED", "ATTACHED");
+	printf("\n%6s %8s %6s %-16s %4s %-8s %6s %6s %12s %8s %9s\n", "ID", "PID", "UID", "COMM", "GPU", "MEMORY",
+	       "PORTS", "IN-USE", "REQUESTS", "REJECTED", "ATTACHED");
 	json_array_foreach(clients, i, c)
 	{
 		char at[32];
 		format_duration(num(c, "attached_s"), at, sizeof(at));
-		printf("%6lld %8lld %6lld %-16s %6lld %6lld %12lld %8lld %9s\n", num(c, "id"), num(c, "pid"),
-		       num(c, "uid"), str(c, "comm"), num(c, "ports"), num(c, "ports_in_use"), num(c, "requests"),
-		       num(c, "rejected"), at);
+		char gpu[16] = "-";
+		if (num(c, "cuda_device") >= 0)
+			snprintf(gpu, sizeof(gpu), "%lld", num(c, "cuda_device"));
+		printf("%6lld %8lld %6lld %-16s %4s %-8s %6lld %6lld %12lld %8lld %9s\n", num(c, "id"), num(c, "pid"),
+		       num(c, "uid"), str(c, "comm"), gpu, str(c, "memory"), num(c, "ports"), num(c, "ports_in_use"),
+		       num(c, "requests"), num(c, "rejected"), at);
 	}
 	return 0;
 }

@@ -134,6 +134,9 @@ static void test_status_json(void **state)
 	assert_int_equal(json_integer_value(json_object_get(me, "ports")), 3);
 	assert_int_equal(json_integer_value(json_object_get(me, "gid")), getgid());
 	assert_int_equal(json_integer_value(json_object_get(me, "ports_in_use")), 0);
+	/* an emulated client: no GPU, a memfd channel */
+	assert_int_equal(json_integer_value(json_object_get(me, "cuda_device")), -1);
+	assert_string_equal(json_string_value(json_object_get(me, "memory")), "memfd");
 	json_decref(j);
 	free(out);
 
