@@ -222,6 +222,13 @@ int main(int argc, char **argv)
 	CK(cudaMalloc(&lat, (ROUNDS + 1) * sizeof(uint64_t)));
 	k_warm<<<1, 32>>>(dev, 1000, err);
 	CK(cudaDeviceSynchronize());
+	/* As a program does after its kernels: it also tells the daemon none
+	 * is in flight any more (gpusys.h), so it may sleep deeply. */
+	rc = gpusys_synchronize(g, NULL, 10000);
+	if (rc) {
+		fprintf(stderr, "synchronize: %s\n", gpusys_strerror(rc));
+		return 1;
+	}
 
 	/* 1. Attached, no kernel. */
 	usleep(500000);
@@ -237,8 +244,15 @@ int main(int argc, char **argv)
 	/* 2. A kernel that idles 1 s between calls. */
 	c0 = cpu_ns(d);
 	t0 = now_s();
-	k_idle_then_call<<<1, 1>>>(dev, 1000000000ull, lat, err);
+	/* A handle asked for at launch, as gpusys.h says: the daemon naps
+	 * while the kernel may call. */
+	k_idle_then_call<<<1, 1>>>(gpusys_device(g), 1000000000ull, lat, err);
 	CK(cudaDeviceSynchronize());
+	rc = gpusys_synchronize(g, NULL, 10000);
+	if (rc) {
+		fprintf(stderr, "synchronize: %s\n", gpusys_strerror(rc));
+		return 1;
+	}
 	c1 = cpu_ns(d);
 	t1 = now_s();
 	int h_err = 0;

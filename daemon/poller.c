@@ -30,7 +30,11 @@
  *     wait on it, then a host function that writes our eventfd), armed
  *     here before sleeping. A channel whose doorbell cannot be watched (a
  *     GPU without stream memory operations, a daemon built without CUDA)
- *     keeps poller 0 on timed naps while it is attached. Attach (a channel
+ *     keeps poller 0 on timed naps while it is attached, and so does a
+ *     client whose host library says kernels may be in flight
+ *     (header.active_until_ns, set by gpusys_device, cleared by
+ *     gpusys_synchronize): a GPU's watch takes ~0.4 ms to wake us, naps
+ *     ~0.05 ms. Attach (a channel
  *     that was not told) and stop kick the eventfd. On waking, dozing is
  *     cleared and poller 0 spins again.
  *
@@ -372,9 +376,16 @@ static void set_dozing(const struct snapshot *s, uint32_t v)
  * channel cannot, so timed naps it is. */
 static bool arm_all(const struct pollers *ps, const struct snapshot *s)
 {
+	uint64_t now = now_ns();
 	for (uint32_t i = 0; i < s->n; i++) {
 		struct wake_chan *c = ps->prm.chan_wake(s->t[i]);
 		if (!c || c->needs_timer)
+			return false;
+		/* Kernels may be in flight (the client's host library says so):
+		 * nap, for a wake-up the GPU watch cannot give. A value further
+		 * off than a hold is garbage and ignored. */
+		uint64_t until = s->t[i]->hdr->active_until_ns;
+		if (until > now && until - now <= GPUSYS_ACTIVE_HOLD_NS)
 			return false;
 		if (c->gpu && !wake_gpu_arm(c, s->doze_seen[i]))
 			return false;

@@ -332,8 +332,31 @@ fail:
 	return rc;
 }
 
+static uint64_t monotonic_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 gpusys_dev_t gpusys_device(const gpusys_t *g)
 {
+	/* A handle is asked for to launch a kernel: tell the daemon calls may
+	 * come, so it naps rather than sleeping until the GPU's slow wake-up
+	 * (abi.h, active_until_ns). */
+	struct gpusys_channel_header *h = g->host;
+	__atomic_store_n(&h->active_until_ns, monotonic_ns() + GPUSYS_ACTIVE_HOLD_NS, __ATOMIC_RELAXED);
+	/* A daemon already sleeping deeply must hear it now, not at the
+	 * kernel's first call (the same store, fence, load dozing handshake
+	 * as an emulated warp's, device/lane.h). */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	int wake_fd = gpusys_client_wake_fd(g->client);
+	if (wake_fd >= 0 && __atomic_load_n(&h->dozing, __ATOMIC_RELAXED)) {
+		char one = 1;
+		if (write(wake_fd, &one, 1) < 0) {
+			/* full pipe: the daemon is being woken anyway */
+		}
+	}
 	return g->dev;
 }
 
@@ -437,8 +460,13 @@ out:
 
 	/* 3. The daemon's progress. */
 	for (unsigned spins = 0;; spins++) {
-		if (gpusys_channel_progress(g->host) >= want)
+		if (gpusys_channel_progress(g->host) >= want) {
+			/* Done: the daemon may sleep deeply again (until the
+			 * next gpusys_device). */
+			__atomic_store_n(&((struct gpusys_channel_header *)g->host)->active_until_ns, 0,
+					 __ATOMIC_RELAXED);
 			return 0;
+		}
 		if ((rc = check_alive(g)) < 0)
 			return rc;
 		if (now_ms() >= deadline)

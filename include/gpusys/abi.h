@@ -74,7 +74,7 @@
 #endif
 
 #define GPUSYS_CHANNEL_MAGIC UINT32_C(0x53595347) /* "GSYS" little endian */
-#define GPUSYS_ABI_VERSION 3u
+#define GPUSYS_ABI_VERSION 4u
 
 #define GPUSYS_WARP_LANES 32u     /* lanes per packet (one NVIDIA warp) */
 #define GPUSYS_SLOT_BYTES 64u     /* one lane's share of a packet */
@@ -169,6 +169,10 @@ enum gpusys_server_state {
 	GPUSYS_SERVER_STOPPED = 2, /* channel is dead: no request will be served */
 };
 
+/* How long a device handle keeps the daemon's fast wake-up without another
+ * gpusys_device() call (header.active_until_ns). */
+#define GPUSYS_ACTIVE_HOLD_NS (UINT64_C(30) * 1000000000u)
+
 /* Client-host state word (header.client_host_state): written by libgpusys in
  * the client process, read by device code, so kernels stop spinning when the
  * host side saw the daemon go away (it cannot write server_state then). */
@@ -206,6 +210,16 @@ struct gpusys_channel_header {
 
 	/* line 2: written by the client host library only */
 	volatile uint32_t client_host_state __attribute__((aligned(64)));
+	uint32_t reserved_line2;
+	/* Until when (CLOCK_MONOTONIC, ns) the client may have kernels in flight
+	 * that call gpusysd: libgpusys sets it when it hands out a device handle
+	 * for a launch and clears it when gpusys_synchronize has seen every
+	 * request done. While it is in the future the daemon does not sleep
+	 * deeply (a GPU cannot wake it quickly: a CUDA stream wait takes
+	 * ~0.2-0.4 ms to notice a store) but naps, so a kernel that calls after
+	 * a long quiet is served within ~0.1 ms. Only a hint: a wrong value
+	 * costs CPU time or wake-up latency, never a lost request. */
+	volatile uint64_t active_until_ns;
 
 	/* line 3: written by the client's device code (or emulator) only.
 	 * Every packet stores a fresh value here (a request counter kept in

@@ -55,7 +55,12 @@ enum gpusys_attach_flags {
  * the daemon's refusals. */
 int gpusys_attach(const struct gpusys_options *opts, gpusys_t **ret);
 
-/* The handle kernels take by value; its pointers are device addresses. */
+/* The handle kernels take by value; its pointers are device addresses.
+ * Call it for each launch (it is cheap): it also tells gpusysd that kernels
+ * may call soon, so the daemon keeps its fast wake-up (~0.1 ms after a long
+ * quiet, a few % of a core) until gpusys_synchronize sees their requests
+ * done or 30 s pass; otherwise an idle daemon sleeps at ~0.1% of a core and
+ * a kernel's first call after a quiet takes ~0.4 ms. */
 gpusys_dev_t gpusys_device(const gpusys_t *g);
 
 /* Wait until the kernels queued on stream (a CUstream / cudaStream_t; NULL:

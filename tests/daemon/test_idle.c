@@ -295,6 +295,65 @@ static void test_attach_while_dozing(void **state)
 	gd_finish(&d);
 }
 
+/* What gpusys_device() does for a CUDA client: say kernels may call, and
+ * wake a deeply sleeping daemon so it hears it now. */
+static void say_active(struct gpusys_channel_header *h, uint64_t until, int wake_fd)
+{
+	__atomic_store_n(&h->active_until_ns, until, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&h->dozing, __ATOMIC_RELAXED)) {
+		char one = 1;
+		assert_int_equal(write(wake_fd, &one, 1), 1);
+	}
+}
+
+/* While a client's host library says kernels may be in flight the daemon
+ * naps (it never sets dozing); once that ends, or for a value further off
+ * than a hold, it sleeps deeply again. */
+static void test_kernels_in_flight(void **state)
+{
+	struct gd d;
+	struct gpusys_client *c;
+
+	(void)state;
+	gd_start(&d, NULL);
+	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 4, .cuda_device = -1 };
+	assert_int_equal(gpusys_client_attach(&o, &c), 0);
+	struct gpusys_channel_header *h = gpusys_client_channel(c);
+	int wake_fd = gpusys_client_wake_fd(c);
+	assert_true(wait_dozing(h, 2000));
+
+	say_active(h, mono_ns() + 10ull * 1000000000u, wake_fd);
+	uint64_t c0 = cpu_ns(d.pid), t0 = mono_ns();
+	bool woke = false;
+	for (int i = 0; i < 100 && !woke; i++) {
+		woke = !__atomic_load_n(&h->dozing, __ATOMIC_RELAXED);
+		if (!woke)
+			usleep(5000);
+	}
+	assert_true(woke);
+	/* Napping, not sleeping deeply: dozing stays clear for a second. */
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(__atomic_load_n(&h->dozing, __ATOMIC_RELAXED), 0);
+		usleep(10000);
+	}
+	uint64_t c1 = cpu_ns(d.pid), t1 = mono_ns();
+	print_message("kernels in flight: daemon naps, %.2f%% of a core\n",
+		      100.0 * (double)(c1 - c0) / (double)(t1 - t0));
+
+	/* gpusys_synchronize clears it: deep sleep again. */
+	__atomic_store_n(&h->active_until_ns, 0, __ATOMIC_RELAXED);
+	assert_true(wait_dozing(h, 2000));
+
+	/* A value from the far future is garbage, not a licence to spin. */
+	say_active(h, UINT64_MAX, wake_fd);
+	usleep(50000);
+	assert_true(wait_dozing(h, 2000));
+
+	gpusys_client_detach(c);
+	gd_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -302,6 +361,7 @@ int main(void)
 		cmocka_unit_test(test_stalled_stream),
 		cmocka_unit_test(test_unwoken_client),
 		cmocka_unit_test(test_attach_while_dozing),
+		cmocka_unit_test(test_kernels_in_flight),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
