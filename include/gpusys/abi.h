@@ -221,7 +221,8 @@ struct gpusys_channel_header {
 	 * costs CPU time or wake-up latency, never a lost request. */
 	volatile uint64_t active_until_ns;
 
-	/* line 3: written by the client's device code (or emulator) only.
+	/* line 3: written by the client only: its device code (or emulator),
+	 * and its host library when it wakes a sleeping daemon (bit 62).
 	 * Every packet stores a fresh value here (a request counter kept in
 	 * private device memory, or port and sequence for stream packets);
 	 * the daemon's idle poll reads this one word instead of scanning every
