@@ -64,6 +64,9 @@
  *   emulated (wake pipe)          0.009%       57 us (max 105 us)
  *   CUDA kernel (GPU watch)       0.09%       400 us (the stream wait alone
  *                                             takes ~200 us to see a store)
+ *   CUDA, kernels in flight       0.09% idle  23-54 us p50, max 59 us
+ *     (gpusys_device says so;     ~11% while
+ *      poller 0 naps meanwhile)    they run
  *   CUDA kernel, timed naps       8.0%         29 us (no watch)
  *
  * On the 2-core dev VM, shared with other builds, test_idle gives 0.006%
