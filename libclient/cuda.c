@@ -251,7 +251,9 @@ int gpusys_attach(const struct gpusys_options *opts, gpusys_t **ret)
 		.num_ports = ports,
 		.cuda_device = device,
 		.memory_kinds = kinds,
-		.bulk_bytes = opts ? opts->bulk_bytes : 0,
+		.bulk_bytes = opts && (opts->flags & GPUSYS_ATTACH_NO_BULK) ? 0
+			      : opts && opts->bulk_bytes			? opts->bulk_bytes
+										: GPUSYS_DEFAULT_BULK_BYTES,
 		.pass_stdio = true, /* print service: gpusys_printf goes where our stdout/stderr go */
 		.pass_cwd = true,   /* file service: relative paths are relative to our working directory */
 	};

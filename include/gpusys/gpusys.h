@@ -33,12 +33,18 @@ extern "C" {
 
 typedef struct gpusys gpusys_t;
 
+/* Two 16 MiB slots: one block call streams through them at full speed
+ * (bench/RESULTS.md, "file"). Pinned host memory, per client. */
+#define GPUSYS_DEFAULT_BULK_BYTES (UINT64_C(32) << 20)
+
 struct gpusys_options {
 	const char *runtime_dir; /* NULL: $GPUSYS_RUNTIME_DIR, else /run/gpusysd */
 	int cuda_device;         /* device ordinal (in this process's numbering) */
 	uint32_t num_ports;      /* 0: 8 per SM (see libclient/cuda.c for why not
 				    one per resident warp), capped at GPUSYS_MAX_PORTS */
-	uint64_t bulk_bytes;     /* 0: none */
+	uint64_t bulk_bytes;     /* bulk area for block file transfers; 0: the
+				    default, GPUSYS_DEFAULT_BULK_BYTES (the daemon
+				    may grant less); GPUSYS_ATTACH_NO_BULK: none */
 	uint32_t memory_kinds;   /* 0: every kind this library can import; else a
 				    mask of (1u << enum gpusys_memory_kind) to force one */
 	uint32_t flags;          /* enum gpusys_attach_flags */
@@ -48,6 +54,8 @@ enum gpusys_attach_flags {
 	/* No watchdog thread: the program promises to call gpusys_synchronize
 	 * (which also notices a daemon that has gone). */
 	GPUSYS_ATTACH_NO_WATCHDOG = 1u << 0,
+	/* No bulk area: block file calls then move data through packets. */
+	GPUSYS_ATTACH_NO_BULK = 1u << 1,
 };
 
 /* Connect, receive the channel, map it for the device. 0, or -ENODEV (no
