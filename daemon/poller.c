@@ -377,18 +377,25 @@ static void set_dozing(const struct snapshot *s, uint32_t v)
 /* Have every channel of s able to wake us: host clients always are (their
  * pipe); CUDA clients once the GPU watches their doorbell. false: some
  * channel cannot, so timed naps it is. */
-static bool arm_all(const struct pollers *ps, const struct snapshot *s)
+/* Some client's host library says kernels may be in flight: nap, for a
+ * wake-up the GPU watch cannot give. A value further off than a hold is
+ * garbage and ignored. */
+static bool kernels_in_flight(const struct snapshot *s)
 {
 	uint64_t now = now_ns();
 	for (uint32_t i = 0; i < s->n; i++) {
-		struct wake_chan *c = ps->prm.chan_wake(s->t[i]);
-		if (!c || c->needs_timer)
-			return false;
-		/* Kernels may be in flight (the client's host library says so):
-		 * nap, for a wake-up the GPU watch cannot give. A value further
-		 * off than a hold is garbage and ignored. */
 		uint64_t until = s->t[i]->hdr->active_until_ns;
 		if (until > now && until - now <= GPUSYS_ACTIVE_HOLD_NS)
+			return true;
+	}
+	return false;
+}
+
+static bool arm_all(const struct pollers *ps, const struct snapshot *s)
+{
+	for (uint32_t i = 0; i < s->n; i++) {
+		struct wake_chan *c = ps->prm.chan_wake(s->t[i]);
+		if (!c || c->needs_timer)
 			return false;
 		if (c->gpu && !wake_gpu_arm(c, s->doze_seen[i]))
 			return false;
@@ -437,14 +444,16 @@ static void doze(struct poller *pl)
 				work = timed_scan(pl, s, &next_scan);
 		}
 		scan_due = false;
-		if (!work && ps->prm.wake && now_ns() >= deep_at) {
+		if (!work && ps->prm.wake && now_ns() >= deep_at && !kernels_in_flight(s)) {
 			/* Announce, full fence, re-check (io_uring's SQPOLL
-			 * order; the client stores its doorbell, fences, reads
-			 * dozing: one of us sees the other). */
+			 * order; the client stores its doorbell or its
+			 * active_until_ns, fences, reads dozing: one of us sees
+			 * the other). The check above keeps dozing quiet while
+			 * kernels are in flight; the one below closes the race. */
 			set_dozing(s, 1);
 			atomic_thread_fence(memory_order_seq_cst);
 			work = doorbell_rang(s);
-			deep = !work && arm_all(ps, s);
+			deep = !work && !kernels_in_flight(s) && arm_all(ps, s);
 			if (!work && !deep)
 				set_dozing(s, 0); /* timed naps: nobody need write */
 		}
