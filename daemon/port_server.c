@@ -85,11 +85,22 @@ int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports
 	return 0;
 }
 
+int port_call_charge(struct port_call *call, uint64_t bytes)
+{
+	struct port_table *t = call->table;
+	if (atomic_fetch_add_explicit(&t->mem_used, bytes, memory_order_relaxed) + bytes > t->mem_budget) {
+		atomic_fetch_sub_explicit(&t->mem_used, bytes, memory_order_relaxed);
+		return -ENOMEM;
+	}
+	call->charged += bytes;
+	return 0;
+}
+
 static void pending_free(struct port_table *t, struct pending *pd)
 {
 	if (!pd)
 		return;
-	atomic_fetch_sub_explicit(&t->mem_used, pd->charged, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&t->mem_used, pd->charged + pd->call.charged, memory_order_relaxed);
 	free(pd->call.resp_buf);
 	free(pd->req_buf);
 	free(pd);
@@ -263,6 +274,7 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 	call.table = t;
 	call.status = 0;
 	call.resp_buf = NULL;
+	call.charged = 0;
 	call.port = p;
 	call.opcode = h->opcode;
 	call.flags = h->flags;
@@ -295,6 +307,7 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 			 * and waits for the rest. Mark the channel dead for
 			 * this client rather than leave it spinning. */
 			t->hdr->server_state = GPUSYS_SERVER_STOPPED;
+			atomic_fetch_sub_explicit(&t->mem_used, call.charged, memory_order_relaxed);
 			free(call.resp_buf);
 			count_completion(t, slot);
 			return;
@@ -313,6 +326,7 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 		t->state[p] = (struct port_state){ .phase = PHASE_SEND, .chunk = 0, .chunks = chunks, .pending = pd };
 		return;
 	}
+	atomic_fetch_sub_explicit(&t->mem_used, call.charged, memory_order_relaxed);
 	free(call.resp_buf);
 	count_completion(t, slot);
 }

@@ -75,6 +75,7 @@ struct port_call {
 	uint32_t resp_len[GPUSYS_WARP_LANES];
 	const uint8_t *resp_data[GPUSYS_WARP_LANES];
 	void *resp_buf;                        /* freed with the call */
+	uint64_t charged;                      /* port_call_charge()d bytes */
 };
 
 enum service_where {
@@ -95,6 +96,12 @@ const struct service *service_find(uint16_t opcode);
 /* Tear down every service's per-client state of t (flush output, close
  * files). Called once, from port_table_fini, when no thread serves t. */
 void service_client_fini(struct port_table *t);
+
+/* Count bytes a service is about to allocate for call's response against
+ * the client's budget (mem_budget), until the call is freed: a client that
+ * asks for large answers and never takes them (a response stream it stops
+ * reading) holds at most its own budget. 0 or -ENOMEM. */
+int port_call_charge(struct port_call *call, uint64_t bytes);
 
 int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports, void *owner,
 		    uint64_t mem_budget);

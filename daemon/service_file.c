@@ -729,6 +729,11 @@ static void file_handle(struct port_call *call)
 		room[l] = want;
 		total += want;
 	}
+	int charge = port_call_charge(call, total);
+	if (charge < 0) {
+		call->status = charge;
+		return;
+	}
 	uint8_t *buf = total ? malloc(total) : NULL;
 	if (total && !buf) {
 		call->status = -ENOMEM;

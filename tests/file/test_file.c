@@ -1013,6 +1013,71 @@ static void *blocked_reader(void *arg)
 	return NULL;
 }
 
+/* A hostile client asks for big answers and never reads them (it stops
+ * after packet 0 of each response stream): what the daemon holds for it
+ * stays within its budget (client_mem_budget, 64 MiB by default), and the
+ * next such request is refused with -ENOMEM rather than allocated. */
+static void test_unread_responses_bounded(void **state)
+{
+	(void)state;
+	struct cl k;
+	struct gpusys_attach_opts o = {
+		.runtime_dir = daemon_.runtime, .num_ports = 8, .cuda_device = -1, .pass_cwd = true,
+	};
+	assert_int_equal(gpusys_client_attach(&o, &k.c), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_client_channel(k.c), &k.emu), 0);
+	k.dev = gpusys_emu_dev(k.emu);
+	gpusys_emu_set_warp(0); /* the emulated calls below use port 0 */
+
+	enum { MIB = 1 << 20 };
+	FILE *f = fopen("unread.bin", "w");
+	assert_non_null(f);
+	for (int i = 0; i < MIB / 8; i++)
+		fwrite("abcdefgh", 1, 8, f);
+	fclose(f);
+	int64_t h = f_open(k.dev, "unread.bin", O_RDONLY, 0);
+	assert_true(h > 2);
+
+	/* 32 lanes x 768 KiB preads per request (24 MiB of answer), on ports
+	 * 1..3, by hand: two fit in 64 MiB, the third does not. */
+	int32_t status[4] = { 0 };
+	for (uint32_t p = 1; p <= 3; p++) {
+		struct gpusys_port *port = &k.dev->ports[p];
+		struct gpusys_file_req q = { .handle = (int32_t)h, .offset = 0, .count = MIB / 4 * 3 };
+		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+			port->len[l] = sizeof(q);
+			port->aux[l] = MIB / 4 * 3;
+			memcpy(port->data + l * GPUSYS_INLINE_BYTES, &q, sizeof(q));
+		}
+		uint32_t seq = (k.dev->locks[p].seq + 1) & GPUSYS_SEQ_MASK;
+		__atomic_store_n(&k.dev->client_word[p], gpusys_client_word(seq, 0, GPUSYS_OP_FILE_PREAD, 0xffffffffu),
+				 __ATOMIC_RELEASE);
+		uint64_t w;
+		for (int i = 0; GPUSYS_WORD_SEQ(w = __atomic_load_n(&k.dev->server_word[p], __ATOMIC_ACQUIRE)) != seq;
+		     i++) {
+			assert_true(i < 5000);
+			usleep(1000);
+		}
+		status[p] = GPUSYS_SW_STATUS(w);
+		k.dev->locks[p].seq = seq; /* and never ask for the rest */
+	}
+	assert_int_equal(status[1], 0);
+	assert_int_equal(status[2], 0);
+	assert_int_equal(status[3], -ENOMEM);
+
+	/* The budget is this client's: another client reads as usual. */
+	struct cl other;
+	assert_int_equal(cl_attach(&other, true, 0), 0);
+	int64_t h2 = f_open(other.dev, "unread.bin", O_RDONLY, 0);
+	assert_true(h2 > 2);
+	char buf[16];
+	assert_int_equal(f_read(other.dev, h2, buf, sizeof(buf)), (int64_t)sizeof(buf));
+	assert_memory_equal(buf, "abcdefghabcdefgh", 16);
+	cl_detach(&other);
+	cl_detach(&k);
+	unlink("unread.bin");
+}
+
 static void test_fifo_does_not_stall(void **state)
 {
 	(void)state;
@@ -1074,6 +1139,7 @@ int main(void)
 		cmocka_unit_test(test_per_user_daemon),
 		cmocka_unit_test(test_killed_client),
 		cmocka_unit_test(test_fifo_does_not_stall),
+		cmocka_unit_test(test_unread_responses_bounded),
 	};
 	return cmocka_run_group_tests_name("file", tests, group_setup, group_teardown);
 }
