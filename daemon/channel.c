@@ -8,15 +8,12 @@
 
 const struct channel_ops *channel_pick(int32_t cuda_device, uint32_t memory_kinds)
 {
-	/* CUDA VMM first, for GPU clients that can import it; memfd works for
-	 * everyone else, GPU clients included (they cuMemHostRegister it). */
-#ifdef GPUSYSD_CHANNEL_CUDA
+	/* The CUDA backend decides for GPU clients (memfd is its default,
+	 * VMM on request); memfd works for everyone else, GPU clients
+	 * included (they cuMemHostRegister it). */
 	const struct channel_ops *ops = channel_cuda_pick(cuda_device, memory_kinds);
 	if (ops)
 		return ops;
-#else
-	(void)cuda_device; /* built without channel_cuda.c */
-#endif
 	if (memory_kinds & (1u << GPUSYS_MEMORY_MEMFD))
 		return &channel_memfd_ops;
 	return NULL;

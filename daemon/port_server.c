@@ -96,11 +96,19 @@ int port_call_charge(struct port_call *call, uint64_t bytes)
 	return 0;
 }
 
+/* Only when something was charged: on the inline path (every NOOP) a
+ * locked instruction on a line all pollers share would be pure cost. */
+static inline void uncharge(struct port_table *t, uint64_t bytes)
+{
+	if (bytes)
+		atomic_fetch_sub_explicit(&t->mem_used, bytes, memory_order_relaxed);
+}
+
 static void pending_free(struct port_table *t, struct pending *pd)
 {
 	if (!pd)
 		return;
-	atomic_fetch_sub_explicit(&t->mem_used, pd->charged + pd->call.charged, memory_order_relaxed);
+	uncharge(t, pd->charged + pd->call.charged);
 	free(pd->call.resp_buf);
 	free(pd->req_buf);
 	free(pd);
@@ -307,7 +315,7 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 			 * and waits for the rest. Mark the channel dead for
 			 * this client rather than leave it spinning. */
 			t->hdr->server_state = GPUSYS_SERVER_STOPPED;
-			atomic_fetch_sub_explicit(&t->mem_used, call.charged, memory_order_relaxed);
+			uncharge(t, call.charged);
 			free(call.resp_buf);
 			count_completion(t, slot);
 			return;
@@ -326,7 +334,7 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 		t->state[p] = (struct port_state){ .phase = PHASE_SEND, .chunk = 0, .chunks = chunks, .pending = pd };
 		return;
 	}
-	atomic_fetch_sub_explicit(&t->mem_used, call.charged, memory_order_relaxed);
+	uncharge(t, call.charged);
 	free(call.resp_buf);
 	count_completion(t, slot);
 }

@@ -56,8 +56,6 @@
 #include "wake.h"
 #include "../common/cuda_driver.h"
 
-#if GPUSYS_HAVE_CUDA_H
-
 struct wake_gpu {
 	const struct gpusys_cuda *cu;
 	CUdevice dev;
@@ -266,28 +264,3 @@ bool wake_gpu_close(struct wake_chan *c, const struct channel *ch)
 	return true;
 }
 
-#else /* !GPUSYS_HAVE_CUDA_H */
-
-void wake_gpu_open(struct wake *w, struct wake_chan *c, const struct channel *ch, int32_t cuda_device)
-{
-	(void)w;
-	(void)ch;
-	(void)cuda_device;
-	c->needs_timer = true;
-}
-
-bool wake_gpu_arm(struct wake_chan *c, uint64_t seen)
-{
-	(void)c;
-	(void)seen;
-	return false;
-}
-
-bool wake_gpu_close(struct wake_chan *c, const struct channel *ch)
-{
-	(void)c;
-	(void)ch;
-	return true;
-}
-
-#endif
