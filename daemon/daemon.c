@@ -18,15 +18,15 @@
 #include <event2/thread.h>
 
 #include "config.h" /* generated: GPUSYS_VERSION */
-#include "control.h"
+#include "control/control.h"
 #include "daemon.h"
-#include "dispatch.h"
-#include "listener.h"
-#include "log.h"
-#include "notify.h"
-#include "poller.h"
-#include "pool.h"
-#include "wake.h"
+#include "core/dispatch.h"
+#include "core/listener.h"
+#include "util/log.h"
+#include "util/notify.h"
+#include "core/poller.h"
+#include "core/pool.h"
+#include "core/wake.h"
 
 /* Pollers 1.. park after this long without work. */
 #define PARK_US 2000

@@ -8,9 +8,9 @@
 
 #include <jansson.h>
 
-#include "config_file.h"
-#include "registry.h"
-#include "runtime.h"
+#include "util/config_file.h"
+#include "core/registry.h"
+#include "core/runtime.h"
 
 struct event;
 struct event_base;

@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "config.h" /* generated: GPUSYS_VERSION, GPUSYS_DEFAULT_CONFIG */
-#include "config_file.h"
+#include "util/config_file.h"
 #include "daemon.h"
 #include "gpusys/wire.h"
-#include "log.h"
-#include "notify.h"
+#include "util/log.h"
+#include "util/notify.h"
 
 static void usage(FILE *f)
 {

@@ -10,7 +10,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "config_file.h"
+#include "util/config_file.h"
 
 static int parse(struct gpusysd_config *cfg, const char *text, char *err, size_t len)
 {

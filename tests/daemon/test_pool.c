@@ -13,8 +13,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "pool.h"
-#include "port_server.h"
+#include "core/pool.h"
+#include "core/port_server.h"
 
 #define FIRST_SLOT 3
 #define WORKERS 4

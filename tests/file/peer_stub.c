@@ -3,7 +3,7 @@
  * table's owner, if set, is the struct file_peer to use. */
 #include <errno.h>
 
-#include "../../daemon/file_peer.h"
+#include "services/file/file_peer.h"
 
 int file_peer_get(struct port_table *t, struct file_peer *p)
 {

@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "cases.h"
-#include "../../daemon/print_format.h"
+#include "services/print/print_format.h"
 #include "../../device/print_pack.h"
 
 /* The emulator's per-thread port hint, which port_client.h refers to. */

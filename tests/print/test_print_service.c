@@ -26,7 +26,7 @@
 #include "gpusys/emu_print.h"
 #include "gpusys/emulator.h"
 #include "../proto/inproc_server.h"
-#include "../../daemon/service_print.h"
+#include "services/print/service_print.h"
 
 /* The registry, reduced to the print service (daemon/service.c knows every
  * service; this test needs only one). */

@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "../../daemon/port_server.h"
+#include "core/port_server.h"
 
 struct inproc {
 	void *base;

@@ -1,0 +1,648 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The hot path: a tight scan of the client words of every channel against
+ * the daemon's private seen[], no locks, no allocation. Poller k scans the
+ * k-th share of each channel's ports (poller 0 also the shares of parked
+ * pollers, re-checking recently busy ports between chunks).
+ *
+ * Idle policy. While work was seen in the last spin_us every poller spins
+ * (a hand-off to a sleeping thread costs microseconds, see DESIGN-NOTES).
+ * The other pollers keep spinning up to park_us, then park on a condition
+ * variable; poller 0 wakes them when one of its passes finds more than one
+ * port with work (parallel work for them; a lone warp calling is served as
+ * fast by poller 0 alone). Poller 0 then dozes, in two steps:
+ *
+ *  1. Timed naps, for deep_after_us (2 ms): it sleeps sleep_us at a time
+ *     and in between reads one word per channel, the header doorbell the
+ *     client rings with every packet, instead of scanning every port; and
+ *     scans every port every rescan_ms (or rarer, so that this costs at
+ *     most 0.1% of a core). Before the first nap it records the doorbells
+ *     and scans once more, so a request published just before the record
+ *     is not left waiting.
+ *  2. Deep doze: it sleeps with no timer until a client wakes it (wake.h),
+ *     with a safety rescan of every port every safety_ms (1 s). The order
+ *     is io_uring SQPOLL's: announce (header.dozing = 1 in every channel),
+ *     full fence, re-check every doorbell against the recorded copy, sleep
+ *     only if none moved. A host client stores its doorbell, fences, reads
+ *     dozing and if set writes its wake pipe (device/lane.h): one side
+ *     always sees the other. A CUDA client cannot make a system call, so
+ *     for its channel the GPU watches the doorbell (wake_cuda.c: a stream
+ *     wait on it, then a host function that writes our eventfd), armed
+ *     here before sleeping. A channel whose doorbell cannot be watched (a
+ *     GPU without stream memory operations, a daemon built without CUDA)
+ *     keeps poller 0 on timed naps while it is attached, and so does a
+ *     client whose host library says kernels may be in flight
+ *     (header.active_until_ns, set by gpusys_device, cleared by
+ *     gpusys_synchronize): a GPU's watch takes ~0.4 ms to wake us, naps
+ *     ~0.05 ms. Attach (a channel
+ *     that was not told) and stop kick the eventfd. On waking, dozing is
+ *     cleared and poller 0 spins again.
+ *
+ * Lost wake-ups are bounded by the safety rescan: a client that ignores
+ * its pipe, a GPU doorbell value stored out of order by racing warps (the
+ * watch fires on a bit set that the recorded value lacked, see
+ * wake_cuda.c), a pipe that the client closed.
+ *
+ * NOTE: measured cost of timed naps alone (tests/daemon/test_idle.c, one
+ * client attached, on the H100 machine: a Firecracker guest where one
+ * timer wake-up costs ~5 us of CPU, ~4 us on the 2-core dev VM):
+ *
+ *   idle_sleep_us   idle CPU   first NOOP after quiet: p50 / max
+ *        20          19.4%        26 us / 32 us
+ *        50 (def)     9.2%        47 us / 64 us
+ *        80           5.4%        46 us / 82 us
+ *       100           4.8%        62 us / 100 us
+ *       200           3.0%        95 us / 186 us
+ *       500           1.5%       226 us / 523 us
+ *
+ * Idle CPU is wake-ups x their cost, so timer naps alone cannot meet both
+ * targets (<= 1% of a core, <= 100 us to the first request after 1 s of
+ * quiet); hence the deep doze. Measured with it on the H100 machine
+ * (bench/RESULTS.md, "Idle cost and wake-up"):
+ *
+ *   client                       idle CPU   first call after 1 s quiet, p50
+ *   emulated (wake pipe)          0.009%       57 us (max 105 us)
+ *   CUDA kernel (GPU watch)       0.09%       400 us (the stream wait alone
+ *                                             takes ~200 us to see a store)
+ *   CUDA, kernels in flight       0.09% idle  23-54 us p50, max 59 us
+ *     (gpusys_device says so;     ~11% while
+ *      poller 0 naps meanwhile)    they run
+ *   CUDA kernel, timed naps       8.0%         29 us (no watch)
+ *
+ * On the 2-core dev VM, shared with other builds, test_idle gives 0.006%
+ * and p50 ~240 us (the VM's scheduling; 50 us naps gave 228 us there).
+ *
+ * Grace periods. Each poller publishes a counter after every pass and an
+ * offline flag while it sleeps or parks. pollers_publish() swaps the
+ * snapshot pointer, then waits until every poller has either completed a
+ * pass or is offline: a poller only reads the snapshot pointer after it
+ * has come online and after the previous pass's counter store, and all of
+ * these are sequentially consistent, so a poller seen offline or seen
+ * passing will load the new snapshot next (Dekker's pattern: store mine,
+ * load yours, on both sides).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include "util/log.h"
+#include "core/port_server.h"
+#include "core/poller.h"
+#include "core/wake.h"
+
+struct snapshot {
+	uint64_t gen;
+	uint32_t n;
+	uint64_t *doze_seen; /* poller 0 only: doorbells as last recorded */
+	struct port_table *t[];
+};
+
+struct poller {
+	/* Read by the main thread during grace periods: a line of its own so
+	 * the scan does not share it with anything. */
+	_Alignas(64) atomic_uint_fast64_t quiescent;
+	atomic_bool offline;
+	struct pollers *set;
+	pthread_t thread;
+	unsigned index;
+	bool running;
+	uint64_t passes; /* private copy of quiescent */
+
+	/* Ports that had work lately, checked between chunks of the scan so
+	 * a warp calling again and again is seen within a chunk, not a whole
+	 * pass (which is ~1 ns a port). Valid for snapshot generation hot_gen
+	 * only: a table may be gone in the next. */
+	uint64_t hot_gen;
+	unsigned hot_next;
+	struct {
+		struct port_table *t;
+		uint32_t p;
+	} hot[4];
+};
+
+struct pollers {
+	struct poller_params prm;
+	uint64_t spin_ns, park_ns, rescan_ns, deep_ns;
+	_Atomic(struct snapshot *) snap;
+	/* Two snapshots, so publishing allocates nothing and cannot fail (a
+	 * detach must always be able to take a channel out): the main thread
+	 * fills the one not published, swaps, and after the grace period the
+	 * old one is free to be filled next time. */
+	struct snapshot *buf[2];
+	uint32_t capacity;
+	uint64_t gen; /* main thread only */
+	atomic_bool stop;
+
+	/* Parking of pollers 1..count-1. */
+	pthread_mutex_t park_mu;
+	pthread_cond_t park_cv;
+	uint64_t wake_gen;
+	atomic_uint parked;
+
+	struct poller *p; /* count entries, 64-byte aligned */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+static struct snapshot *snapshot_alloc(uint32_t capacity)
+{
+	struct snapshot *s = calloc(1, sizeof(*s) + capacity * (sizeof(s->t[0]) + sizeof(uint64_t)));
+	if (s)
+		s->doze_seen = (uint64_t *)(s->t + capacity);
+	return s;
+}
+
+/* ------------------------------------------------------------ one pass */
+
+static inline unsigned serve_port(struct poller *pl, struct port_table *t, uint32_t p)
+{
+	if (!port_pending(t, p) || !port_try_claim(t, p))
+		return 0;
+	struct port_call *call = NULL;
+	switch (port_server_step(t, p, pl->index, &call)) {
+	case PORT_STEP_NONE:
+		return 0;
+	case PORT_STEP_DONE:
+		return 1;
+	case PORT_STEP_DEFER:
+		pl->set->prm.defer(call, pl->index, pl->set->prm.defer_arg);
+		return 1;
+	}
+	return 0;
+}
+
+#define HOT_PORTS (sizeof(((struct poller *)0)->hot) / sizeof(((struct poller *)0)->hot[0]))
+#define SCAN_CHUNK 64u
+
+static inline unsigned serve_hot(struct poller *pl)
+{
+	unsigned work = 0;
+	for (unsigned i = 0; i < HOT_PORTS; i++)
+		if (pl->hot[i].t)
+			work += serve_port(pl, pl->hot[i].t, pl->hot[i].p);
+	return work;
+}
+
+static void remember_hot(struct poller *pl, struct port_table *t, uint32_t p)
+{
+	for (unsigned i = 0; i < HOT_PORTS; i++)
+		if (pl->hot[i].t == t && pl->hot[i].p == p)
+			return;
+	unsigned i = pl->hot_next++ % HOT_PORTS;
+	pl->hot[i].t = t;
+	pl->hot[i].p = p;
+}
+
+static unsigned scan_range(struct poller *pl, struct port_table *t, uint32_t lo, uint32_t hi, bool use_hot)
+{
+	unsigned work = 0;
+	for (uint32_t c = lo; c < hi; c += SCAN_CHUNK) {
+		uint32_t end = hi - c > SCAN_CHUNK ? c + SCAN_CHUNK : hi;
+		if (use_hot)
+			work += serve_hot(pl);
+		for (uint32_t p = c; p < end; p++) {
+			if (serve_port(pl, t, p)) {
+				work++;
+				remember_hot(pl, t, p);
+			}
+		}
+	}
+	return work;
+}
+
+/* The ports of every channel are shared out: poller k owns the k-th of
+ * count equal ranges, so pollers do not read (and bounce) each other's
+ * seen[] and claim[] lines, and a pass costs 1/count of the ports. Poller 0
+ * also covers the ranges of pollers that are parked. A poller coming back
+ * may overlap with poller 0 for a pass: the claim keeps that safe. Returns
+ * the number of ports that made progress. */
+static unsigned scan(struct poller *pl, const struct snapshot *s)
+{
+	struct pollers *ps = pl->set;
+	unsigned work = 0, k = pl->index, count = ps->prm.count;
+	uint64_t cover = 1ull << k; /* ranges to scan this pass */
+
+	if (s->gen != pl->hot_gen) {
+		memset(pl->hot, 0, sizeof(pl->hot));
+		pl->hot_gen = s->gen;
+	}
+	if (k == 0) {
+		for (unsigned j = 1; j < count; j++)
+			if (atomic_load_explicit(&ps->p[j].offline, memory_order_relaxed))
+				cover |= 1ull << j;
+	}
+	for (uint32_t i = 0; i < s->n; i++) {
+		struct port_table *t = s->t[i];
+		uint64_t n = t->num_ports;
+		/* The hot ports matter when a pass is long: few warps calling,
+		 * one poller covering the shares of parked ones (or the only
+		 * poller of a small machine). Under load every poller is awake
+		 * with a short share, and the checks measured as a loss there
+		 * (H100: 12.6 M against 18.1 M warp requests/s). */
+		bool use_hot = (uint64_t)__builtin_popcountll(cover) * n / count > 512;
+		for (uint64_t m = cover; m; m &= m - 1) {
+			unsigned j = (unsigned)__builtin_ctzll(m);
+			work += scan_range(pl, t, (uint32_t)(j * n / count), (uint32_t)((j + 1) * n / count),
+					   use_hot);
+		}
+	}
+	return work;
+}
+
+/* ------------------------------------------------------ grace periods */
+
+static void pass_done(struct poller *pl)
+{
+	atomic_store_explicit(&pl->quiescent, ++pl->passes, memory_order_seq_cst);
+}
+
+static void go_offline(struct poller *pl)
+{
+	atomic_store_explicit(&pl->offline, true, memory_order_seq_cst);
+}
+
+static void go_online(struct poller *pl)
+{
+	atomic_store_explicit(&pl->offline, false, memory_order_seq_cst);
+}
+
+static struct snapshot *load_snapshot(struct pollers *ps)
+{
+	return atomic_load_explicit(&ps->snap, memory_order_seq_cst);
+}
+
+static void synchronize(struct pollers *ps)
+{
+	uint64_t seen[GPUSYS_PROGRESS_SLOTS];
+	unsigned n = ps->prm.count;
+
+	for (unsigned i = 0; i < n; i++)
+		seen[i] = atomic_load_explicit(&ps->p[i].quiescent, memory_order_seq_cst);
+	for (unsigned i = 0; i < n; i++) {
+		struct poller *pl = &ps->p[i];
+		while (!atomic_load_explicit(&pl->offline, memory_order_seq_cst) &&
+		       atomic_load_explicit(&pl->quiescent, memory_order_seq_cst) == seen[i])
+			nanosleep(&(struct timespec){ .tv_nsec = 10000 }, NULL);
+	}
+}
+
+/* ------------------------------------------------------------- idling */
+
+static void wake_parked(struct pollers *ps)
+{
+	/* The common case, nobody parked, costs one load. A poller that is
+	 * just about to park misses this wake-up and sleeps until the next:
+	 * harmless, poller 0 serves what it found. */
+	if (atomic_load_explicit(&ps->parked, memory_order_relaxed) == 0)
+		return;
+	pthread_mutex_lock(&ps->park_mu);
+	ps->wake_gen++;
+	pthread_cond_broadcast(&ps->park_cv);
+	pthread_mutex_unlock(&ps->park_mu);
+}
+
+static void park(struct poller *pl)
+{
+	struct pollers *ps = pl->set;
+
+	pthread_mutex_lock(&ps->park_mu);
+	uint64_t gen = ps->wake_gen;
+	atomic_fetch_add_explicit(&ps->parked, 1, memory_order_relaxed);
+	go_offline(pl);
+	while (gen == ps->wake_gen && !atomic_load_explicit(&ps->stop, memory_order_relaxed))
+		pthread_cond_wait(&ps->park_cv, &ps->park_mu);
+	atomic_fetch_sub_explicit(&ps->parked, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&ps->park_mu);
+	go_online(pl);
+}
+
+static void record_doorbells(struct snapshot *s)
+{
+	for (uint32_t i = 0; i < s->n; i++)
+		s->doze_seen[i] = s->t[i]->hdr->doorbell;
+}
+
+static bool doorbell_rang(const struct snapshot *s)
+{
+	for (uint32_t i = 0; i < s->n; i++)
+		if (s->t[i]->hdr->doorbell != s->doze_seen[i])
+			return true;
+	return false;
+}
+
+/* Scan for a dozing poller 0, and how long that took: the safety rescan
+ * is spaced so that it costs at most 1/RESCAN_SHARE of a core however many
+ * ports there are. */
+#define RESCAN_SHARE 1000
+
+static bool timed_scan(struct poller *pl, const struct snapshot *s, uint64_t *ret_next)
+{
+	struct pollers *ps = pl->set;
+	uint64_t t0 = now_ns();
+	bool work = scan(pl, s) > 0;
+	uint64_t t1 = now_ns(), gap = (t1 - t0) * RESCAN_SHARE;
+	*ret_next = t1 + (gap > ps->rescan_ns ? gap : ps->rescan_ns);
+	return work;
+}
+
+/* ---------------------------------------------------------- deep doze */
+
+static void set_dozing(const struct snapshot *s, uint32_t v)
+{
+	for (uint32_t i = 0; i < s->n; i++)
+		if (s->t[i]->hdr->dozing != v)
+			s->t[i]->hdr->dozing = v;
+}
+
+/* Have every channel of s able to wake us: host clients always are (their
+ * pipe); CUDA clients once the GPU watches their doorbell. false: some
+ * channel cannot, so timed naps it is. */
+/* Some client's host library says kernels may be in flight: nap, for a
+ * wake-up the GPU watch cannot give. A value further off than a hold is
+ * garbage and ignored. */
+static bool kernels_in_flight(const struct snapshot *s)
+{
+	uint64_t now = now_ns();
+	for (uint32_t i = 0; i < s->n; i++) {
+		uint64_t until = s->t[i]->hdr->active_until_ns;
+		if (until > now && until - now <= GPUSYS_ACTIVE_HOLD_NS)
+			return true;
+	}
+	return false;
+}
+
+static bool arm_all(const struct pollers *ps, const struct snapshot *s)
+{
+	for (uint32_t i = 0; i < s->n; i++) {
+		struct wake_chan *c = ps->prm.chan_wake(s->t[i]);
+		if (!c || c->needs_timer)
+			return false;
+		if (c->gpu && !wake_gpu_arm(c, s->doze_seen[i]))
+			return false;
+	}
+	return true;
+}
+
+/* wake_drain's view of the clients: those of the snapshot poller 0 is
+ * online with, so every one found is alive. */
+static struct wake_chan *find_chan(void *arg, uint64_t tag)
+{
+	struct pollers *ps = arg;
+	const struct snapshot *s = load_snapshot(ps);
+	for (uint32_t i = 0; i < s->n; i++) {
+		struct wake_chan *c = ps->prm.chan_wake(s->t[i]);
+		if (c && c->tag == tag)
+			return c;
+	}
+	return NULL;
+}
+
+/* Poller 0, idle: returns when there may be work (or on stop). Timed naps
+ * first, then (after deep_ns) sleep until woken. */
+static void doze(struct poller *pl)
+{
+	struct pollers *ps = pl->set;
+	const struct timespec nap = { .tv_nsec = (long)ps->prm.sleep_us * 1000 };
+	uint64_t gen = 0, next_scan = 0, deep_at = now_ns() + ps->deep_ns;
+	bool recorded = false, scan_due = false;
+
+	for (;;) {
+		struct snapshot *s = load_snapshot(ps);
+		bool work, deep = false;
+		if (!recorded || s->gen != gen) {
+			/* New or changed channel list: record, then re-check. */
+			record_doorbells(s);
+			gen = s->gen;
+			recorded = true;
+			work = timed_scan(pl, s, &next_scan);
+		} else if (scan_due) {
+			/* The deep doze's safety rescan. */
+			work = timed_scan(pl, s, &next_scan);
+		} else {
+			work = doorbell_rang(s);
+			if (!work && ps->rescan_ns && now_ns() >= next_scan)
+				work = timed_scan(pl, s, &next_scan);
+		}
+		scan_due = false;
+		if (!work && ps->prm.wake && now_ns() >= deep_at && !kernels_in_flight(s)) {
+			/* Announce, full fence, re-check (io_uring's SQPOLL
+			 * order; the client stores its doorbell or its
+			 * active_until_ns, fences, reads dozing: one of us sees
+			 * the other). The check above keeps dozing quiet while
+			 * kernels are in flight; the one below closes the race. */
+			set_dozing(s, 1);
+			atomic_thread_fence(memory_order_seq_cst);
+			work = doorbell_rang(s);
+			deep = !work && !kernels_in_flight(s) && arm_all(ps, s);
+			if (!work && !deep)
+				set_dozing(s, 0); /* timed naps: nobody need write */
+		}
+		pass_done(pl);
+		if (work)
+			break;
+		go_offline(pl);
+		if (deep) {
+			struct wake_events ev;
+			int n = wake_sleep(ps->prm.wake, (int)ps->prm.safety_ms, &ev);
+			go_online(pl);
+			if (n > 0) {
+				wake_drain(ps->prm.wake, &ev, find_chan, ps);
+				break;
+			}
+			scan_due = true;
+		} else {
+			/* Relative sleep: the timer slack set on this thread
+			 * keeps the wake-up within a microsecond or so of nap. */
+			clock_nanosleep(CLOCK_MONOTONIC, 0, &nap, NULL);
+			go_online(pl);
+		}
+		if (atomic_load_explicit(&ps->stop, memory_order_relaxed))
+			break;
+	}
+	/* Spinning again: clients need not wake us. Channels that left while
+	 * we slept are not in this snapshot and are not touched. */
+	if (ps->prm.wake)
+		set_dozing(load_snapshot(ps), 0);
+}
+
+static void *poller_main(void *arg)
+{
+	struct poller *pl = arg;
+	struct pollers *ps = pl->set;
+	char name[16];
+
+	snprintf(name, sizeof(name), "gpusysd-poll%u", pl->index);
+	pthread_setname_np(pthread_self(), name);
+	/* The default slack is 50 us: a 50 us nap would take 100. */
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+
+	go_online(pl);
+	uint64_t last_work = now_ns();
+	unsigned empty_passes = 0;
+	while (!atomic_load_explicit(&ps->stop, memory_order_relaxed)) {
+		unsigned work = scan(pl, load_snapshot(ps));
+		pass_done(pl);
+		if (work) {
+			empty_passes = 0;
+			last_work = now_ns();
+			/* Help is worth waking only when there is parallel work:
+			 * one port at a time (one warp calling) is served as
+			 * fast by one poller, and each wake-up would cost the
+			 * helpers park_us of spinning. */
+			if (pl->index == 0 && work > 1)
+				wake_parked(ps);
+			continue;
+		}
+		cpu_relax();
+		/* Reading the clock costs as much as a pass over a few ports:
+		 * look at it only every so often while spinning. */
+		if (++empty_passes % 64)
+			continue;
+		uint64_t idle = now_ns() - last_work;
+		if (idle < ps->spin_ns)
+			continue;
+		if (pl->index == 0) {
+			doze(pl);
+			last_work = now_ns();
+		} else if (idle >= ps->park_ns) {
+			park(pl);
+			last_work = now_ns();
+		}
+	}
+	go_offline(pl);
+	return NULL;
+}
+
+/* ----------------------------------------------------------- lifecycle */
+
+int pollers_create(const struct poller_params *prm, uint32_t capacity, struct pollers **ret)
+{
+	if (prm->count == 0 || prm->count > GPUSYS_PROGRESS_SLOTS || !prm->defer)
+		return -EINVAL;
+	struct pollers *ps = calloc(1, sizeof(*ps));
+	if (!ps)
+		return -ENOMEM;
+	ps->prm = *prm;
+	ps->spin_ns = (uint64_t)prm->spin_us * 1000;
+	ps->park_ns = (uint64_t)prm->park_us * 1000;
+	if (ps->park_ns < ps->spin_ns)
+		ps->park_ns = ps->spin_ns;
+	ps->rescan_ns = (uint64_t)prm->rescan_ms * 1000000;
+	ps->deep_ns = (uint64_t)prm->deep_after_us * 1000;
+	if (prm->wake && (!prm->chan_wake || !prm->safety_ms)) {
+		free(ps);
+		return -EINVAL;
+	}
+	size_t bytes = (prm->count * sizeof(struct poller) + 63) / 64 * 64;
+	ps->p = aligned_alloc(64, bytes);
+	ps->buf[0] = snapshot_alloc(capacity);
+	ps->buf[1] = snapshot_alloc(capacity);
+	ps->capacity = capacity;
+	if (!ps->p || !ps->buf[0] || !ps->buf[1]) {
+		free(ps->p);
+		free(ps->buf[0]);
+		free(ps->buf[1]);
+		free(ps);
+		return -ENOMEM;
+	}
+	memset(ps->p, 0, bytes);
+	for (unsigned i = 0; i < prm->count; i++) {
+		ps->p[i].set = ps;
+		ps->p[i].index = i;
+		/* Not started counts as offline: grace periods skip it. */
+		atomic_init(&ps->p[i].offline, true);
+		atomic_init(&ps->p[i].quiescent, 0);
+	}
+	atomic_init(&ps->snap, ps->buf[0]);
+	atomic_init(&ps->stop, false);
+	atomic_init(&ps->parked, 0);
+	pthread_mutex_init(&ps->park_mu, NULL);
+	pthread_cond_init(&ps->park_cv, NULL);
+	*ret = ps;
+	return 0;
+}
+
+int pollers_start(struct pollers *ps)
+{
+	for (unsigned i = 0; i < ps->prm.count; i++) {
+		int r = pthread_create(&ps->p[i].thread, NULL, poller_main, &ps->p[i]);
+		if (r) {
+			log_err("cannot start poller thread %u: %s", i, strerror(r));
+			pollers_stop(ps);
+			return -r;
+		}
+		ps->p[i].running = true;
+	}
+	return 0;
+}
+
+void pollers_stop(struct pollers *ps)
+{
+	atomic_store(&ps->stop, true);
+	if (ps->prm.wake)
+		wake_kick(ps->prm.wake);
+	pthread_mutex_lock(&ps->park_mu);
+	ps->wake_gen++;
+	pthread_cond_broadcast(&ps->park_cv);
+	pthread_mutex_unlock(&ps->park_mu);
+	for (unsigned i = 0; i < ps->prm.count; i++) {
+		if (ps->p[i].running)
+			pthread_join(ps->p[i].thread, NULL);
+		ps->p[i].running = false;
+	}
+}
+
+void pollers_destroy(struct pollers *ps)
+{
+	if (!ps)
+		return;
+	pollers_stop(ps);
+	free(ps->buf[0]);
+	free(ps->buf[1]);
+	pthread_cond_destroy(&ps->park_cv);
+	pthread_mutex_destroy(&ps->park_mu);
+	free(ps->p);
+	free(ps);
+}
+
+int pollers_publish(struct pollers *ps, struct port_table *const *tables, uint32_t n)
+{
+	if (n > ps->capacity)
+		return -E2BIG;
+	struct snapshot *cur = atomic_load_explicit(&ps->snap, memory_order_relaxed);
+	struct snapshot *s = cur == ps->buf[0] ? ps->buf[1] : ps->buf[0];
+	s->gen = ++ps->gen;
+	s->n = n;
+	for (uint32_t i = 0; i < n; i++) {
+		s->t[i] = tables[i];
+		s->doze_seen[i] = 0;
+	}
+	atomic_store_explicit(&ps->snap, s, memory_order_seq_cst);
+	/* A new channel's header does not say dozing, so its client would
+	 * not wake a deep-dozing poller 0: wake it, and it announces the
+	 * doze again to every channel. A channel that leaves needs nothing. */
+	if (ps->prm.wake && n > cur->n)
+		wake_kick(ps->prm.wake);
+	synchronize(ps);
+	return 0;
+}

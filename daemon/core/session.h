@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One attached client: who it is, its channel, the descriptors it passed,
+ * and the port table the pollers serve.
+ *
+ * Lifetime: the main thread holds one reference from attach until detach;
+ * every call handed to the worker pool holds one more. Pollers hold none:
+ * they only see sessions through a snapshot, and detach waits out a grace
+ * period (pollers_publish) before dropping the main reference. The last
+ * reference, on whichever thread, tears the session down.
+ */
+#ifndef GPUSYSD_SESSION_H
+#define GPUSYSD_SESSION_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "core/channel.h"
+#include "core/port_server.h"
+#include "core/wake.h"
+
+struct event;
+
+struct peer {
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	char comm[32]; /* printable, NUL-terminated */
+};
+
+struct session {
+	atomic_uint refs;
+	uint32_t id;
+	struct peer peer;
+	struct timespec attached; /* CLOCK_MONOTONIC */
+	int32_t cuda_device;      /* the client's GPU, or -1 (emulated warps) */
+
+	int sock;           /* the attach connection, open until the session is
+			       freed: workers poll it to notice the client die */
+	struct event *ev;   /* its EOF/HUP watch; main thread */
+	void *daemon;       /* for that watch's callback */
+	int stdout_fd;      /* passed by the client, or -1 */
+	int stderr_fd;
+	int cwd_fd;
+
+	struct channel chan;
+	struct port_table ports;
+	bool ports_ready;
+
+	/* Waking a dozing poller 0 (wake.h): the client's pipe, the GPU watch
+	 * of its doorbell. wake_wfd is the client's end until the welcome
+	 * carries it (then -1). */
+	struct wake *wake;
+	struct wake_chan wakec;
+	int wake_wfd;
+
+	/* Where this session's request count goes when it is freed, so the
+	 * daemon's total keeps the requests of detached clients. */
+	atomic_uint_fast64_t *retired_requests;
+
+	struct session *prev, *next; /* registry list; main thread */
+};
+
+struct session_params {
+	uint32_t id;
+	const struct peer *peer;
+	const struct channel_ops *ops;
+	uint32_t num_ports;
+	uint64_t bulk_bytes;
+	uint64_t mem_budget;
+	int fds[3];         /* stdout, stderr, cwd, or -1; owned by the session on success */
+	struct wake *wake;  /* the daemon's; NULL: no wake pipe (in-process tests) */
+	int32_t cuda_device; /* the client's GPU (hello), or -1 */
+	atomic_uint_fast64_t *retired_requests;
+};
+
+/* Create the channel and the port table. On success the session holds one
+ * reference (the main thread's) and owns fds; sock is -1 until set. */
+int session_create(const struct session_params *prm, struct session **ret);
+
+/* The wake means of the session that owns a port table (the pollers'
+ * view of it), or NULL when it has none. */
+struct wake_chan *session_wake_of_table(struct port_table *t);
+
+void session_ref(struct session *s);
+void session_unref(struct session *s);
+
+/* Ports whose claim is held or whose client moved past what we have seen
+ * (a racy read, for status). */
+uint32_t session_ports_in_use(const struct session *s);
+
+static inline uint64_t session_requests(const struct session *s)
+{
+	return port_table_requests(&s->ports);
+}
+
+static inline uint64_t session_rejected(const struct session *s)
+{
+	return atomic_load_explicit(&s->ports.rejected, memory_order_relaxed);
+}
+
+/* Copy a client-supplied name into a peer's comm: printable ASCII only,
+ * stopping at the first NUL, at most len bytes read. */
+void peer_set_comm(struct peer *p, const char *name, size_t len);
+
+/* Fill comm from /proc/PID/comm; 0 or -errno. */
+int peer_comm_from_proc(struct peer *p);
+
+#endif

@@ -1,0 +1,588 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Formatting a print record: the format string is parsed here, conversion by
+ * conversion (C11 7.21.6.1 plus glibc's q length and ' flag), each argument's
+ * tag is checked against its conversion, and each conversion is printed by
+ * snprintf with exactly its own spec text ("%-#12.5llx") and the value cast
+ * to the type its length modifier names, so the bytes are glibc's. Literal
+ * text between conversions is copied as is.
+ *
+ * Refused (-EINVAL): %n (writes memory), %m (the daemon's errno means nothing
+ * to the client), %lc/%ls/%C/%S (wide characters), positional arguments
+ * (%1$d), glibc's I flag, ll/q/hh/h/j/z/t on floating conversions (glibc
+ * would read a long double for ll), any length on %c %s %p, a width or
+ * precision above GPUSYS_PRINT_MAX_WIDTH, an argument of the wrong kind
+ * (integer tags for d i u o x X c and for '*'; F64 for f F e E g G a A;
+ * STR/STR_NULL for s; PTR for p), a missing argument, a NUL in the format.
+ *
+ * Integer arguments are converted as by C's conversion to the type of the
+ * length modifier: an int printed with %lx is sign-extended to long first,
+ * a long long printed with %hhd keeps its low byte. %Lf and friends: the
+ * value travels as a double (GPUs have no long double) and is printed as the
+ * long double of that value.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "gpusys/print.h"
+#include "services/print/print_format.h"
+
+void print_buf_free(struct print_buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+}
+
+int print_buf_reserve(struct print_buf *b, size_t n)
+{
+	if (b->cap - b->len >= n)
+		return 0;
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap - b->len < n)
+		cap *= 2;
+	char *d = realloc(b->data, cap);
+	if (!d)
+		return -ENOMEM;
+	b->data = d;
+	b->cap = cap;
+	return 0;
+}
+
+/* --------------------------------------------------------------- record */
+
+struct reader {
+	const uint8_t *p;
+	size_t left;
+};
+
+struct value {
+	uint8_t tag;
+	uint64_t u;        /* integers (I32 sign-extended, U32 zero-extended), PTR */
+	double d;          /* F64 */
+	const uint8_t *s;  /* STR bytes (not NUL-terminated) */
+	uint32_t slen;
+};
+
+static uint64_t get_le(const uint8_t *p, unsigned n)
+{
+	uint64_t v = 0;
+	for (unsigned i = 0; i < n; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+/* Next argument: 1, 0 at the end of the record, -EINVAL if malformed. */
+static int next_value(struct reader *r, struct value *v)
+{
+	if (r->left == 0)
+		return 0;
+	memset(v, 0, sizeof(*v));
+	v->tag = r->p[0];
+	r->p++;
+	r->left--;
+	unsigned n;
+	switch (v->tag) {
+	case GPUSYS_PRINT_I32:
+	case GPUSYS_PRINT_U32:
+		n = 4;
+		break;
+	case GPUSYS_PRINT_I64:
+	case GPUSYS_PRINT_U64:
+	case GPUSYS_PRINT_F64:
+	case GPUSYS_PRINT_PTR:
+		n = 8;
+		break;
+	case GPUSYS_PRINT_STR:
+		if (r->left < 2)
+			return -EINVAL;
+		v->slen = (uint32_t)get_le(r->p, 2);
+		r->p += 2;
+		r->left -= 2;
+		if (v->slen > GPUSYS_PRINT_MAX_STR || v->slen > r->left)
+			return -EINVAL;
+		v->s = r->p;
+		r->p += v->slen;
+		r->left -= v->slen;
+		return 1;
+	case GPUSYS_PRINT_STR_NULL:
+		return 1;
+	default:
+		return -EINVAL;
+	}
+	if (r->left < n)
+		return -EINVAL;
+	v->u = get_le(r->p, n);
+	if (v->tag == GPUSYS_PRINT_I32)
+		v->u = (uint64_t)(int64_t)(int32_t)(uint32_t)v->u;
+	else if (v->tag == GPUSYS_PRINT_F64)
+		memcpy(&v->d, &v->u, sizeof(v->d));
+	r->p += n;
+	r->left -= n;
+	return 1;
+}
+
+static bool is_int_tag(uint8_t tag)
+{
+	return tag >= GPUSYS_PRINT_I32 && tag <= GPUSYS_PRINT_U64;
+}
+
+/* ----------------------------------------------------------- conversion */
+
+enum length { LEN_NONE, LEN_HH, LEN_H, LEN_L, LEN_LL, LEN_J, LEN_Z, LEN_T, LEN_BIG_L };
+
+#define SPEC_MAX 128 /* bytes of one conversion's text, flags and all */
+
+struct spec {
+	char text[SPEC_MAX + 1]; /* NUL-terminated, e.g. "%-*.3lld" */
+	unsigned nstar;
+	enum length len;
+	char conv;
+	bool plain; /* no flags, width or precision: "%d", "%llx", "%s"... */
+};
+
+/* Parse the conversion at fmt[*i] == '%' (not "%%"). On success *i is past
+ * it. -EINVAL for anything this service refuses. */
+static int parse_spec(const char *fmt, size_t flen, size_t *i, struct spec *sp)
+{
+	size_t start = *i, k = start + 1;
+	unsigned long n;
+
+	sp->nstar = 0;
+	sp->len = LEN_NONE;
+	while (k < flen && fmt[k] && strchr("-+ #0'", fmt[k]))
+		k++;
+	size_t after_pct = start + 1;
+	if (k < flen && fmt[k] == '*') {
+		sp->nstar++;
+		k++;
+	} else {
+		for (n = 0; k < flen && fmt[k] >= '0' && fmt[k] <= '9'; k++) {
+			n = n * 10 + (unsigned long)(fmt[k] - '0');
+			if (n > GPUSYS_PRINT_MAX_WIDTH)
+				return -EINVAL;
+		}
+		/* "%1$d": positional arguments are not supported */
+	}
+	if (k < flen && fmt[k] == '.') {
+		k++;
+		if (k < flen && fmt[k] == '*') {
+			sp->nstar++;
+			k++;
+		} else {
+			for (n = 0; k < flen && fmt[k] >= '0' && fmt[k] <= '9'; k++) {
+				n = n * 10 + (unsigned long)(fmt[k] - '0');
+				if (n > GPUSYS_PRINT_MAX_WIDTH)
+					return -EINVAL;
+			}
+		}
+	}
+	sp->plain = k == after_pct;
+	if (k < flen) {
+		switch (fmt[k]) {
+		case 'h':
+			if (k + 1 < flen && fmt[k + 1] == 'h') {
+				sp->len = LEN_HH;
+				k++;
+			} else {
+				sp->len = LEN_H;
+			}
+			k++;
+			break;
+		case 'l':
+			if (k + 1 < flen && fmt[k + 1] == 'l') {
+				sp->len = LEN_LL;
+				k++;
+			} else {
+				sp->len = LEN_L;
+			}
+			k++;
+			break;
+		case 'q':
+			sp->len = LEN_LL;
+			k++;
+			break;
+		case 'j':
+			sp->len = LEN_J;
+			k++;
+			break;
+		case 'z':
+			sp->len = LEN_Z;
+			k++;
+			break;
+		case 't':
+			sp->len = LEN_T;
+			k++;
+			break;
+		case 'L':
+			sp->len = LEN_BIG_L;
+			k++;
+			break;
+		default:
+			break;
+		}
+	}
+	if (k >= flen)
+		return -EINVAL; /* the format ends inside a conversion */
+	sp->conv = fmt[k];
+	switch (sp->conv) {
+	case 'd':
+	case 'i':
+	case 'u':
+	case 'o':
+	case 'x':
+	case 'X':
+		break; /* every length; L means ll for integers in glibc */
+	case 'c':
+	case 's':
+	case 'p':
+		if (sp->len != LEN_NONE)
+			return -EINVAL;
+		break;
+	case 'f':
+	case 'F':
+	case 'e':
+	case 'E':
+	case 'g':
+	case 'G':
+	case 'a':
+	case 'A':
+		if (sp->len != LEN_NONE && sp->len != LEN_L && sp->len != LEN_BIG_L)
+			return -EINVAL;
+		break;
+	default:
+		return -EINVAL; /* n, m, C, S, '$', unknown */
+	}
+	k++;
+	if (k - start > SPEC_MAX)
+		return -EINVAL;
+	memcpy(sp->text, fmt + start, k - start);
+	sp->text[k - start] = 0;
+	*i = k;
+	return 0;
+}
+
+/* The '*' values, converted to int as printf reads them. */
+static int star_value(const struct value *v, int *out, bool is_width)
+{
+	if (!is_int_tag(v->tag))
+		return -EINVAL;
+	int x = (int)(uint32_t)v->u; /* C's int: the argument's low 32 bits */
+	if (v->tag == GPUSYS_PRINT_I64 || v->tag == GPUSYS_PRINT_U64) {
+		int64_t s = (int64_t)v->u;
+		if (s < INT32_MIN || s > INT32_MAX)
+			return -EINVAL;
+		x = (int)s;
+	}
+	/* A negative width is '-' and its magnitude; a negative precision is
+	 * no precision. Only magnitudes are bounded. */
+	if (is_width ? (x < -GPUSYS_PRINT_MAX_WIDTH || x > GPUSYS_PRINT_MAX_WIDTH) : x > GPUSYS_PRINT_MAX_WIDTH)
+		return -EINVAL;
+	*out = x;
+	return 0;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+
+/* snprintf with the spec's '*' values first, then the value. */
+#define FMT_CALL(dst, room, sp, st, val)                                                           \
+	((sp)->nstar == 0   ? snprintf((dst), (room), (sp)->text, (val))                           \
+	 : (sp)->nstar == 1 ? snprintf((dst), (room), (sp)->text, (st)[0], (val))                  \
+			    : snprintf((dst), (room), (sp)->text, (st)[0], (st)[1], (val)))
+
+/* Format one conversion into dst (room bytes). Returns what snprintf
+ * returns, or -EINVAL when the argument does not fit the conversion. */
+static int format_one(char *dst, size_t room, const struct spec *sp, const int *st, const struct value *v)
+{
+	char sbuf[GPUSYS_PRINT_MAX_STR + 1];
+
+	switch (sp->conv) {
+	case 'd':
+	case 'i':
+		if (!is_int_tag(v->tag))
+			return -EINVAL;
+		switch (sp->len) {
+		case LEN_NONE:
+		case LEN_HH:
+		case LEN_H:
+			return FMT_CALL(dst, room, sp, st, (int)v->u); /* printf narrows hh/h itself */
+		case LEN_L:
+			return FMT_CALL(dst, room, sp, st, (long)v->u);
+		case LEN_LL:
+		case LEN_BIG_L:
+			return FMT_CALL(dst, room, sp, st, (long long)v->u);
+		case LEN_J:
+			return FMT_CALL(dst, room, sp, st, (intmax_t)v->u);
+		case LEN_Z:
+			return FMT_CALL(dst, room, sp, st, (ssize_t)v->u);
+		case LEN_T:
+			return FMT_CALL(dst, room, sp, st, (ptrdiff_t)v->u);
+		}
+		return -EINVAL;
+	case 'u':
+	case 'o':
+	case 'x':
+	case 'X':
+		if (!is_int_tag(v->tag))
+			return -EINVAL;
+		switch (sp->len) {
+		case LEN_NONE:
+		case LEN_HH:
+		case LEN_H:
+			return FMT_CALL(dst, room, sp, st, (unsigned)v->u);
+		case LEN_L:
+			return FMT_CALL(dst, room, sp, st, (unsigned long)v->u);
+		case LEN_LL:
+		case LEN_BIG_L:
+			return FMT_CALL(dst, room, sp, st, (unsigned long long)v->u);
+		case LEN_J:
+			return FMT_CALL(dst, room, sp, st, (uintmax_t)v->u);
+		case LEN_Z:
+			return FMT_CALL(dst, room, sp, st, (size_t)v->u);
+		case LEN_T:
+			return FMT_CALL(dst, room, sp, st, (size_t)(ptrdiff_t)v->u);
+		}
+		return -EINVAL;
+	case 'c':
+		if (!is_int_tag(v->tag))
+			return -EINVAL;
+		return FMT_CALL(dst, room, sp, st, (int)v->u);
+	case 's':
+		if (v->tag == GPUSYS_PRINT_STR_NULL)
+			return FMT_CALL(dst, room, sp, st, (const char *)NULL); /* glibc: "(null)" */
+		if (v->tag != GPUSYS_PRINT_STR)
+			return -EINVAL;
+		memcpy(sbuf, v->s, v->slen);
+		sbuf[v->slen] = 0;
+		return FMT_CALL(dst, room, sp, st, (const char *)sbuf);
+	case 'p':
+		if (v->tag != GPUSYS_PRINT_PTR)
+			return -EINVAL;
+		return FMT_CALL(dst, room, sp, st, (void *)(uintptr_t)v->u);
+	default: /* floating */
+		if (v->tag != GPUSYS_PRINT_F64)
+			return -EINVAL;
+		if (sp->len == LEN_BIG_L)
+			return FMT_CALL(dst, room, sp, st, (long double)v->d);
+		return FMT_CALL(dst, room, sp, st, v->d);
+	}
+}
+
+#pragma GCC diagnostic pop
+
+static int append(struct print_buf *out, size_t start, const char *s, size_t n)
+{
+	if (out->len - start + n > GPUSYS_PRINT_MAX_LINE)
+		return -EMSGSIZE;
+	if (print_buf_reserve(out, n + 1) < 0)
+		return -ENOMEM;
+	memcpy(out->data + out->len, s, n);
+	out->len += n;
+	return 0;
+}
+
+/* The common plain conversions without snprintf: the digits of an integer
+ * converted as format_one converts it, a string's bytes, a character. Same
+ * bytes as glibc (the conformance cases check every one of these forms).
+ * Returns the bytes written to dst (room >= 24 + string length), or -1 when
+ * the spec is not one of them. */
+static int fast_one(char *dst, const struct spec *sp, const struct value *v)
+{
+	char tmp[24];
+	int n = 0;
+	uint64_t u;
+	bool neg = false;
+	unsigned base = 10;
+	const char *digits = "0123456789abcdef";
+
+	switch (sp->conv) {
+	case 'd':
+	case 'i':
+		if (!is_int_tag(v->tag))
+			return -1;
+		{
+			int64_t x;
+			switch (sp->len) {
+			case LEN_NONE:
+				x = (int)v->u;
+				break;
+			case LEN_HH:
+				x = (signed char)(int)v->u;
+				break;
+			case LEN_H:
+				x = (short)(int)v->u;
+				break;
+			default: /* l ll L j z t: 64 bits here (LP64) */
+				x = (int64_t)v->u;
+				break;
+			}
+			neg = x < 0;
+			u = neg ? 0 - (uint64_t)x : (uint64_t)x;
+		}
+		break;
+	case 'u':
+	case 'x':
+	case 'X':
+	case 'o':
+		if (!is_int_tag(v->tag))
+			return -1;
+		switch (sp->len) {
+		case LEN_NONE:
+			u = (unsigned)v->u;
+			break;
+		case LEN_HH:
+			u = (unsigned char)(unsigned)v->u;
+			break;
+		case LEN_H:
+			u = (unsigned short)(unsigned)v->u;
+			break;
+		default:
+			u = v->u;
+			break;
+		}
+		base = sp->conv == 'o' ? 8 : sp->conv == 'u' ? 10 : 16;
+		if (sp->conv == 'X')
+			digits = "0123456789ABCDEF";
+		break;
+	case 's':
+		if (v->tag != GPUSYS_PRINT_STR)
+			return -1; /* NULL strings and mismatches: the slow path decides */
+		memcpy(dst, v->s, v->slen);
+		/* A NUL among the bytes ends the string, as it would for printf. */
+		return (int)strnlen(dst, v->slen);
+	case 'c':
+		if (!is_int_tag(v->tag))
+			return -1;
+		dst[0] = (char)(unsigned char)v->u;
+		return 1;
+	default:
+		return -1;
+	}
+	do {
+		tmp[n++] = digits[u % base];
+		u /= base;
+	} while (u);
+	int len = 0;
+	if (neg)
+		dst[len++] = '-';
+	while (n)
+		dst[len++] = tmp[--n];
+	return len;
+}
+
+static int emit(struct print_buf *out, size_t start, const struct spec *sp, const int *st, const struct value *v)
+{
+	if (sp->plain) {
+		size_t need = 24 + (v->tag == GPUSYS_PRINT_STR ? v->slen : 0);
+		if (print_buf_reserve(out, need + 1) < 0)
+			return -ENOMEM;
+		int r = fast_one(out->data + out->len, sp, v);
+		if (r >= 0) {
+			if (out->len - start + (size_t)r > GPUSYS_PRINT_MAX_LINE)
+				return -EMSGSIZE;
+			out->len += (size_t)r;
+			return 0;
+		}
+	}
+	for (int tries = 0; tries < 2; tries++) {
+		size_t room = out->cap - out->len;
+		int r = format_one(out->data + out->len, room, sp, st, v);
+		if (r < 0)
+			return r == -EINVAL ? r : -EINVAL; /* snprintf's own errors: EOVERFLOW... */
+		if (out->len - start + (size_t)r > GPUSYS_PRINT_MAX_LINE)
+			return -EMSGSIZE;
+		if ((size_t)r < room) {
+			out->len += (size_t)r;
+			return 0;
+		}
+		if (print_buf_reserve(out, (size_t)r + 1) < 0)
+			return -ENOMEM;
+	}
+	return -EINVAL; /* unreachable: the second try had the room */
+}
+
+int print_format_record(const uint8_t *rec, size_t len, struct print_buf *out, int *stream)
+{
+	size_t start = out->len;
+	int r = -EINVAL;
+
+	if (len < 4 || rec[1] != 0)
+		return -EINVAL;
+	if (rec[0] != GPUSYS_PRINT_STDOUT && rec[0] != GPUSYS_PRINT_STDERR)
+		return -EINVAL;
+	size_t flen = (size_t)get_le(rec + 2, 2);
+	if (flen > GPUSYS_PRINT_MAX_FMT || flen > len - 4)
+		return -EINVAL;
+	const char *fmt = (const char *)rec + 4;
+	struct reader rd = { rec + 4 + flen, len - 4 - flen };
+	/* Room for a short line at once (emit grows it as needed). */
+	if (print_buf_reserve(out, 256) < 0)
+		return -ENOMEM;
+
+	for (size_t i = 0; i < flen;) {
+		const char *pct = memchr(fmt + i, '%', flen - i);
+		size_t lit = pct ? (size_t)(pct - (fmt + i)) : flen - i;
+		if (lit) {
+			if (memchr(fmt + i, 0, lit))
+				goto fail; /* r == -EINVAL */
+			r = append(out, start, fmt + i, lit);
+			if (r < 0)
+				goto fail;
+			i += lit;
+			continue;
+		}
+		if (i + 1 < flen && fmt[i + 1] == '%') {
+			r = append(out, start, "%", 1);
+			if (r < 0)
+				goto fail;
+			i += 2;
+			continue;
+		}
+		struct spec sp;
+		struct value v;
+		int st[2];
+		r = parse_spec(fmt, flen, &i, &sp);
+		if (r < 0)
+			goto fail;
+		for (unsigned s = 0; s < sp.nstar; s++) {
+			/* the first '*' is the width unless the spec has only a
+			 * precision star */
+			bool is_width = s == 0 && !(sp.nstar == 1 && strstr(sp.text, ".*"));
+			r = next_value(&rd, &v);
+			if (r <= 0 || star_value(&v, &st[s], is_width) < 0) {
+				r = -EINVAL;
+				goto fail;
+			}
+		}
+		r = next_value(&rd, &v);
+		if (r <= 0) {
+			r = -EINVAL;
+			goto fail;
+		}
+		r = emit(out, start, &sp, st, &v);
+		if (r < 0)
+			goto fail;
+	}
+	/* Extra arguments are ignored, as printf ignores them, but the record
+	 * must still be well formed to its end. */
+	for (;;) {
+		struct value v;
+		r = next_value(&rd, &v);
+		if (r < 0)
+			goto fail;
+		if (r == 0)
+			break;
+	}
+	*stream = rec[0];
+	return (int)(out->len - start);
+fail:
+	out->len = start;
+	return r;
+}

@@ -1,0 +1,528 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The print service: GPUSYS_OP_PRINT (one line per lane) and
+ * GPUSYS_OP_PRINT_FLUSH.
+ *
+ * PRINT runs on the poller (SERVICE_INLINE). It formats every lane's record
+ * (daemon/print_format.c) into private memory, without a lock; then, under
+ * the client's mutex, appends the lanes' lines in lane order to the client's
+ * output buffer, and only then is the request acknowledged. So a lane's next
+ * line is sent only once its previous one is in the buffer, in order, and no
+ * line is ever split by another: lines of one lane keep their order, lines of
+ * different lanes never interleave.
+ *
+ * The buffer is written out by a writer thread of the client's own, started
+ * with the first line. It takes the whole buffer at once (it swaps it with an
+ * empty one), so lines from every SM that arrived meanwhile leave in one
+ * write() per run of one stream. Its writes block: a slow terminal or a full
+ * pipe stalls only this client's writer, never a poller, and never the worker
+ * pool that serves every client's file calls (a pipe that nobody reads would
+ * otherwise hold a pool worker for good). The buffer is bounded
+ * (print_buffer_limit, 4 MiB): beyond it the lanes are answered -EAGAIN and
+ * the device side retries with backoff, so nothing is lost and a fast kernel
+ * is slowed to the speed of its output.
+ *
+ * The descriptors are dup'ed from the session's when the state is created,
+ * so the writer owns its own. At teardown (service_client_fini, after the
+ * client is gone, e.g. killed mid-kernel) everything accepted is written out
+ * (the writer keeps going after its client is gone); teardown, which may run
+ * on the daemon's main thread, waits for it only PRINT_FINI_WAIT_MS, then
+ * leaves it to finish alone with its own descriptors and buffer, so a pipe
+ * that nobody reads holds up neither the session nor the main loop. At exit
+ * the daemon gives such writers PRINT_EXIT_WAIT_MS.
+ *
+ * PRINT_FLUSH runs on the poller too and never waits: it says whether every
+ * byte accepted before it has been written (or failed to be), and if not,
+ * -EAGAIN with the byte count to wait for; the device side retries with
+ * backoff (up to GPUSYS_PRINT_FLUSH_WAIT_NS), so a client whose descriptor
+ * does not drain holds no daemon thread.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpusys/print.h"
+#include "services/print/print_format.h"
+#include "services/print/service_print.h"
+#include "services/basic/services.h"
+#include "core/session.h"
+
+/* Teardown may run on the daemon's main thread: it waits this long for the
+ * writer (a file or terminal drains in microseconds), then leaves it to
+ * finish alone. At exit, writers still draining get PRINT_EXIT_WAIT_MS. */
+#define PRINT_FINI_WAIT_MS 50
+#define PRINT_EXIT_WAIT_MS 1000
+#define PRINT_KEEP_BYTES (256u * 1024u) /* buffer kept across idle periods */
+
+static _Atomic uint64_t print_buffer_limit = 4u << 20;
+static pthread_once_t print_env_once = PTHREAD_ONCE_INIT;
+
+/* Writers left to finish alone (their client is gone). */
+static pthread_mutex_t orphans_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t orphans_cv = PTHREAD_COND_INITIALIZER;
+static unsigned orphans;
+
+void print_set_buffer_limit(uint64_t bytes)
+{
+	atomic_store(&print_buffer_limit, bytes);
+}
+
+/* GPUSYSD_PRINT_BUFFER_BYTES in the daemon's environment overrides the
+ * bound (tests use a small one to exercise -EAGAIN and the retries). */
+static struct timespec deadline_in(int ms);
+
+/* At exit, give orphaned writers a bounded time to write what they hold:
+ * lines accepted before the daemon stopped still reach their files. */
+static void wait_orphans(void)
+{
+	struct timespec dl = deadline_in(PRINT_EXIT_WAIT_MS);
+	pthread_mutex_lock(&orphans_mu);
+	while (orphans && pthread_cond_timedwait(&orphans_cv, &orphans_mu, &dl) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&orphans_mu);
+}
+
+static void print_env_init(void)
+{
+	const char *v = getenv("GPUSYSD_PRINT_BUFFER_BYTES");
+	char *end;
+
+	atexit(wait_orphans);
+	if (!v || !*v)
+		return;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (*end == 0 && n > 0)
+		print_set_buffer_limit(n);
+}
+
+/* Consecutive bytes of one stream in a buffer. */
+struct seg {
+	uint8_t stream;
+	size_t len;
+};
+
+struct outbuf {
+	char *data;
+	size_t len, cap;
+	struct seg *segs;
+	size_t nsegs, segcap;
+};
+
+struct print_state {
+	pthread_mutex_t mu;
+	pthread_cond_t data_cv;  /* writer: data or stop */
+	pthread_cond_t done_cv;  /* flushers and fini: bytes written */
+	int fd[3];               /* [GPUSYS_PRINT_STDOUT], [GPUSYS_PRINT_STDERR]; -1: none */
+	struct outbuf active;    /* appended by pollers */
+	struct outbuf spare;     /* the writer's, while it writes */
+	uint64_t appended;       /* bytes ever appended */
+	uint64_t written;        /* bytes ever taken off by the writer (written or failed) */
+	bool writer_waiting;
+	bool stop;               /* fini: drain and exit */
+	bool writer_done;
+	bool abandoned;          /* fini gave up waiting: the writer frees the state */
+	pthread_t writer;
+	struct print_stats stats;
+};
+
+/* ------------------------------------------------------------ buffers */
+
+static void outbuf_free(struct outbuf *b)
+{
+	free(b->data);
+	free(b->segs);
+	memset(b, 0, sizeof(*b));
+}
+
+static int outbuf_append(struct outbuf *b, int stream, const char *s, size_t n)
+{
+	if (n == 0)
+		return 0;
+	if (b->cap - b->len < n) {
+		size_t cap = b->cap ? b->cap : 64 * 1024;
+		while (cap - b->len < n)
+			cap *= 2;
+		char *d = realloc(b->data, cap);
+		if (!d)
+			return -ENOMEM;
+		b->data = d;
+		b->cap = cap;
+	}
+	if (!b->nsegs || b->segs[b->nsegs - 1].stream != stream) {
+		if (b->nsegs == b->segcap) {
+			size_t cap = b->segcap ? b->segcap * 2 : 16;
+			struct seg *sg = realloc(b->segs, cap * sizeof(*sg));
+			if (!sg)
+				return -ENOMEM;
+			b->segs = sg;
+			b->segcap = cap;
+		}
+		b->segs[b->nsegs++] = (struct seg){ .stream = (uint8_t)stream, .len = 0 };
+	}
+	memcpy(b->data + b->len, s, n);
+	b->len += n;
+	b->segs[b->nsegs - 1].len += n;
+	return 0;
+}
+
+/* ------------------------------------------------------------- writer */
+
+/* Write all of buf, blocking. A descriptor the client left non-blocking is
+ * waited on with poll. false: an error (the rest is dropped). */
+static bool write_all(int fd, const char *buf, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, buf, n);
+		if (w > 0) {
+			buf += w;
+			n -= (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+			if (poll(&p, 1, -1) < 0 && errno != EINTR)
+				return false;
+			continue;
+		}
+		return false; /* EPIPE (SIGPIPE is ignored by the daemon), EBADF, EIO, ENOSPC... */
+	}
+	return true;
+}
+
+static void state_free(struct print_state *st)
+{
+	for (int i = 1; i <= 2; i++)
+		if (st->fd[i] >= 0)
+			close(st->fd[i]);
+	outbuf_free(&st->active);
+	outbuf_free(&st->spare);
+	pthread_cond_destroy(&st->data_cv);
+	pthread_cond_destroy(&st->done_cv);
+	pthread_mutex_destroy(&st->mu);
+	free(st);
+}
+
+static void *writer_main(void *arg)
+{
+	struct print_state *st = arg;
+
+	pthread_mutex_lock(&st->mu);
+	for (;;) {
+		while (st->active.len == 0 && !st->stop) {
+			/* Idle: give back what a burst grew, so that a client
+			 * that printed much once does not hold megabytes. */
+			if (st->active.cap > PRINT_KEEP_BYTES)
+				outbuf_free(&st->active);
+			if (st->spare.cap > PRINT_KEEP_BYTES)
+				outbuf_free(&st->spare);
+			st->writer_waiting = true;
+			pthread_cond_wait(&st->data_cv, &st->mu);
+			st->writer_waiting = false;
+		}
+		if (st->active.len == 0)
+			break; /* stopping, and everything is out */
+		struct outbuf b = st->active;
+		st->active = st->spare;
+		pthread_mutex_unlock(&st->mu);
+
+		uint64_t errors = 0;
+		size_t at = 0;
+		for (size_t i = 0; i < b.nsegs; i++) {
+			if (!write_all(st->fd[b.segs[i].stream], b.data + at, b.segs[i].len))
+				errors++;
+			at += b.segs[i].len;
+		}
+
+		pthread_mutex_lock(&st->mu);
+		st->written += b.len;
+		st->stats.written += b.len;
+		st->stats.write_errors += errors;
+		b.len = 0;
+		b.nsegs = 0;
+		st->spare = b;
+		pthread_cond_broadcast(&st->done_cv);
+	}
+	st->writer_done = true;
+	pthread_cond_broadcast(&st->done_cv);
+	bool abandoned = st->abandoned;
+	pthread_mutex_unlock(&st->mu);
+	if (abandoned) {
+		state_free(st);
+		pthread_mutex_lock(&orphans_mu);
+		orphans--;
+		pthread_cond_broadcast(&orphans_cv);
+		pthread_mutex_unlock(&orphans_mu);
+	}
+	return NULL;
+}
+
+/* -------------------------------------------------------------- state */
+
+static int dup_fd(int fd)
+{
+	if (fd < 0)
+		return -1;
+	return fcntl(fd, F_DUPFD_CLOEXEC, 3);
+}
+
+static int state_create(int out_fd, int err_fd, struct print_state **ret)
+{
+	struct print_state *st;
+	int r;
+
+	pthread_once(&print_env_once, print_env_init);
+	st = calloc(1, sizeof(*st));
+
+	if (!st)
+		return -ENOMEM;
+	st->fd[0] = -1;
+	st->fd[GPUSYS_PRINT_STDOUT] = dup_fd(out_fd);
+	st->fd[GPUSYS_PRINT_STDERR] = dup_fd(err_fd);
+	pthread_mutex_init(&st->mu, NULL);
+	pthread_cond_init(&st->data_cv, NULL);
+	pthread_cond_init(&st->done_cv, NULL);
+	if ((out_fd >= 0 && st->fd[GPUSYS_PRINT_STDOUT] < 0) || (err_fd >= 0 && st->fd[GPUSYS_PRINT_STDERR] < 0)) {
+		r = -errno;
+		goto fail;
+	}
+	r = -pthread_create(&st->writer, NULL, writer_main, st);
+	if (r < 0)
+		goto fail;
+	*ret = st;
+	return 0;
+fail:
+	state_free(st);
+	return r;
+}
+
+static struct print_state *state_peek(struct port_table *t)
+{
+	return __atomic_load_n((struct print_state **)&t->service_state[SERVICE_STATE_PRINT], __ATOMIC_ACQUIRE);
+}
+
+static void state_publish(struct port_table *t, struct print_state *st)
+{
+	__atomic_store_n((struct print_state **)&t->service_state[SERVICE_STATE_PRINT], st, __ATOMIC_RELEASE);
+}
+
+/* The client's print state, created on first use from the session's
+ * descriptors. NULL with *err set when there is none to be had. */
+static struct print_state *state_get(struct port_table *t, int *err)
+{
+	struct print_state *st = state_peek(t);
+	if (st)
+		return st;
+	pthread_mutex_lock(&t->service_state_lock);
+	st = state_peek(t);
+	if (!st) {
+		const struct session *s = t->owner;
+		int r = s ? state_create(s->stdout_fd, s->stderr_fd, &st) : -EBADF;
+		if (r < 0) {
+			*err = r;
+			st = NULL;
+		} else {
+			state_publish(t, st);
+		}
+	}
+	pthread_mutex_unlock(&t->service_state_lock);
+	return st;
+}
+
+int print_client_set_fds(struct port_table *t, int stdout_fd, int stderr_fd)
+{
+	struct print_state *st;
+	int r = 0;
+
+	pthread_mutex_lock(&t->service_state_lock);
+	if (state_peek(t))
+		r = -EEXIST;
+	else if ((r = state_create(stdout_fd, stderr_fd, &st)) == 0)
+		state_publish(t, st);
+	pthread_mutex_unlock(&t->service_state_lock);
+	return r;
+}
+
+void print_client_stats(struct port_table *t, struct print_stats *ret)
+{
+	struct print_state *st = state_peek(t);
+	memset(ret, 0, sizeof(*ret));
+	if (!st)
+		return;
+	pthread_mutex_lock(&st->mu);
+	*ret = st->stats;
+	pthread_mutex_unlock(&st->mu);
+}
+
+static struct timespec deadline_in(int ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
+void print_client_fini(struct port_table *t)
+{
+	struct print_state *st = state_peek(t);
+	if (!st)
+		return;
+	state_publish(t, NULL);
+
+	struct timespec dl = deadline_in(PRINT_FINI_WAIT_MS);
+	pthread_mutex_lock(&st->mu);
+	st->stop = true;
+	pthread_cond_signal(&st->data_cv);
+	while (!st->writer_done) {
+		if (pthread_cond_timedwait(&st->done_cv, &st->mu, &dl) == ETIMEDOUT)
+			break;
+	}
+	bool done = st->writer_done;
+	if (!done) {
+		pthread_mutex_lock(&orphans_mu);
+		orphans++;
+		pthread_mutex_unlock(&orphans_mu);
+		st->abandoned = true; /* the writer frees it when its write returns */
+	}
+	pthread_mutex_unlock(&st->mu);
+	if (done) {
+		pthread_join(st->writer, NULL);
+		state_free(st);
+	} else {
+		pthread_detach(st->writer);
+	}
+}
+
+/* ----------------------------------------------------------- services */
+
+static void print_handle(struct port_call *call)
+{
+	struct print_buf text = { 0 };
+	size_t off[GPUSYS_WARP_LANES];
+	size_t len[GPUSYS_WARP_LANES];
+	int stream[GPUSYS_WARP_LANES];
+	uint32_t ok = 0; /* lanes whose line is formatted */
+	uint64_t refused = 0;
+	int err = -EBADF;
+
+	struct print_state *st = state_get(call->table, &err);
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		if (!(call->lane_mask >> l & 1))
+			continue;
+		if (!st) {
+			call->lane_status[l] = err;
+			continue;
+		}
+		off[l] = text.len;
+		int r = print_format_record(call->data[l], call->len[l], &text, &stream[l]);
+		if (r >= 0 && st->fd[stream[l]] < 0) {
+			text.len = off[l];
+			r = -EBADF;
+		}
+		call->lane_status[l] = r;
+		if (r < 0) {
+			refused++;
+			continue;
+		}
+		len[l] = (size_t)r;
+		ok |= 1u << l;
+	}
+	if (!st)
+		return;
+
+	pthread_mutex_lock(&st->mu);
+	st->stats.refused += refused;
+	if (ok && st->active.len && st->active.len + text.len > atomic_load_explicit(&print_buffer_limit,
+										       memory_order_relaxed)) {
+		/* Full: every formatted lane tries again later (the warp's
+		 * lines stay together and in lane order). */
+		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
+			if (ok >> l & 1)
+				call->lane_status[l] = -EAGAIN;
+		st->stats.again++;
+		ok = 0;
+	}
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		if (!(ok >> l & 1))
+			continue;
+		if (outbuf_append(&st->active, stream[l], text.data + off[l], len[l]) < 0) {
+			call->lane_status[l] = -ENOMEM;
+			continue;
+		}
+		st->appended += len[l];
+		st->stats.lines++;
+		st->stats.bytes += len[l];
+	}
+	if (st->writer_waiting && st->active.len)
+		pthread_cond_signal(&st->data_cv);
+	pthread_mutex_unlock(&st->mu);
+	print_buf_free(&text);
+}
+
+/* Has everything up to target been written? Never waits: a flush that is
+ * not done yet is answered -EAGAIN with the target (8 bytes), which the
+ * client sends back on its next try, so that lines other warps print
+ * meanwhile do not move the goal. No daemon thread is ever held by a client
+ * whose output does not drain. */
+static void flush_handle(struct port_call *call)
+{
+	struct print_state *st = state_peek(call->table);
+	uint64_t appended = 0, written = 0;
+	bool done = true;
+
+	if (st) {
+		pthread_mutex_lock(&st->mu);
+		appended = st->appended;
+		written = st->written;
+		done = st->writer_done;
+		pthread_mutex_unlock(&st->mu);
+	}
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		if (!(call->lane_mask >> l & 1))
+			continue;
+		uint64_t target = appended;
+		if (call->len[l] == 8)
+			memcpy(&target, call->data[l], 8);
+		else if (call->len[l] != 0) {
+			call->lane_status[l] = -EINVAL;
+			continue;
+		}
+		/* No state: nothing was ever printed, so nothing is pending. */
+		if (!st || done || written >= target)
+			continue;
+		if (!call->resp_buf) {
+			call->resp_buf = malloc(sizeof(uint64_t));
+			if (!call->resp_buf) {
+				call->lane_status[l] = -ENOMEM;
+				continue;
+			}
+			memcpy(call->resp_buf, &appended, sizeof(appended));
+		}
+		call->lane_status[l] = -EAGAIN;
+		if (call->cap[l] >= 8 && call->len[l] == 0) {
+			call->resp_len[l] = 8;
+			call->resp_data[l] = call->resp_buf;
+		} else if (call->cap[l] >= 8) {
+			call->resp_len[l] = 8;
+			call->resp_data[l] = call->data[l]; /* its own target, back */
+		}
+	}
+}
+
+static const struct service print = { GPUSYS_OP_PRINT, SERVICE_INLINE, "print", print_handle };
+static const struct service print_flush = { GPUSYS_OP_PRINT_FLUSH, SERVICE_INLINE, "print_flush", flush_handle };
+
+const struct service *const service_print_table[] = { &print, &print_flush, NULL };

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "util/notify.h"
+
+static char last_status[128];
+static bool stopping_sent;
+
+static void at_exit(void)
+{
+	notify_stopping();
+}
+
+void notify_init(void)
+{
+	atexit(at_exit);
+}
+
+void notify_ready(void)
+{
+	sd_notify(0, "READY=1");
+}
+
+void notify_stopping(void)
+{
+	if (stopping_sent)
+		return;
+	stopping_sent = true;
+	sd_notify(0, "STOPPING=1");
+}
+
+void notify_status(unsigned clients, uint64_t requests)
+{
+	char buf[sizeof(last_status)];
+
+	snprintf(buf, sizeof(buf), "STATUS=%u client%s attached, %llu requests served", clients,
+		 clients == 1 ? "" : "s", (unsigned long long)requests);
+	if (!strcmp(buf, last_status))
+		return;
+	memcpy(last_status, buf, sizeof(buf));
+	sd_notify(0, buf);
+}
