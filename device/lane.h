@@ -173,6 +173,18 @@ GPUSYS_FN void gpusys_lock_release_to(uint32_t *lock, uint32_t state)
 	asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(lock), "r"(state) : "memory");
 }
 
+/* Per-warp future counts (port_client.h): add and return the old value;
+ * take away without waiting for the answer (a fire-and-forget reduction). */
+GPUSYS_FN uint32_t gpusys_count_add_u32(uint32_t *c, uint32_t v)
+{
+	return atomicAdd(c, v);
+}
+
+GPUSYS_FN void gpusys_count_sub_u32(uint32_t *c, uint32_t v)
+{
+	atomicSub(c, v);
+}
+
 /* A request counter in device memory; the value feeds the doorbell. */
 GPUSYS_FN uint64_t gpusys_counter_next(unsigned long long *c)
 {
@@ -336,6 +348,16 @@ static inline uint32_t gpusys_lock_take_from(uint32_t *lock, uint32_t from)
 static inline void gpusys_lock_release_to(uint32_t *lock, uint32_t state)
 {
 	__atomic_store_n(lock, state, __ATOMIC_RELEASE);
+}
+
+static inline uint32_t gpusys_count_add_u32(uint32_t *c, uint32_t v)
+{
+	return __atomic_fetch_add(c, v, __ATOMIC_RELAXED);
+}
+
+static inline void gpusys_count_sub_u32(uint32_t *c, uint32_t v)
+{
+	__atomic_fetch_sub(c, v, __ATOMIC_RELAXED);
 }
 
 static inline uint64_t gpusys_counter_next(unsigned long long *c)

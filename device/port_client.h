@@ -217,36 +217,145 @@ GPUSYS_FN void gpusys_stream_chunk(uint8_t *packet, uint32_t k, uint32_t off, ui
 /* ------------------------------------------------------------------ rpc */
 
 /*
- * One call from the lanes in mask (the caller's lane must be in it).
- * Per-lane arrays (index GPUSYS_LI(lane)):
- *   in, in_len      request payload (in_len <= GPUSYS_MAX_LANE_PAYLOAD)
- *   out, out_cap    where the response goes and how much fits
- *   out_len         bytes received (may be NULL with flags NOREPLY)
- *   lane_status     0 or -errno from the service (may be NULL with NOREPLY)
- * Returns 0 or a negative errno for the whole call: -E2BIG (a payload is too
- * large, nothing sent), -ESHUTDOWN (daemon gone), or the request status the
- * daemon set (-ENOSYS unknown opcode, -EINVAL malformed...).
- * Every lane of mask must call it together (converged), as with any warp
- * collective.
+ * Asynchronous calls. A call is split in two: gpusys_rpc_start() locks a
+ * port, sends the whole request and returns with the port still locked;
+ * gpusys_rpc_finish() waits for the response, reads it and releases the
+ * port; gpusys_rpc_test() says without waiting whether the response is
+ * there. gpusys_rpc() is the two back to back (the synchronous path: the
+ * same instructions as before the split, measured in bench/RESULTS.md).
+ *
+ * A started call owns its port until it is finished, so futures are
+ * bounded, for two reasons:
+ *
+ *  - Deadlock. A warp that holds ports while it waits for another port can
+ *    deadlock with the others doing the same (the ports are only given
+ *    back when their owners finish their futures). So futures take their
+ *    ports only from the first GPUSYS_ASYNC_PORTS(n) of the channel's n
+ *    ports, and only by trying (GPUSYS_ASYNC_PROBES ports from the warp's
+ *    hint): the last quarter (at least one port) is never held by a future,
+ *    only by synchronous calls, which the daemon alone completes. A call
+ *    that finds no free asynchronous port is made synchronously (the warp
+ *    waits for it, then has a completed future): it never fails and never
+ *    waits on another warp, even when every resident warp does so at once.
+ *
+ *  - Fairness. One warp may hold at most GPUSYS_FUTURES_PER_WARP futures
+ *    (counted per hardware warp slot in private memory): with the default
+ *    8 ports per SM a few warps would otherwise take every asynchronous
+ *    port of the GPU, and 8 calls in flight already cover a warp's round
+ *    trip (~5 us for a NOOP on an H100) with ~0.6 us of issue each. A warp
+ *    at the bound makes its next call synchronously: it waits for that
+ *    call, its own, never for another warp's.
+ *
+ * Every future must be finished (waited, or tested until done) by the lanes
+ * that started it, before the kernel ends: its port stays locked until then
+ * (fire-and-forget calls use GPUSYS_REQ_NOREPLY instead and need no
+ * future). A warp that holds futures across a __syncthreads() while other
+ * warps of its block start calls makes those warps wait for ports
+ * (synchronously), never deadlock: the reserved ports keep them going.
  */
-GPUSYS_FN int gpusys_rpc(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flags, uint64_t mask,
-			 const void *const *in, const uint32_t *in_len, void *const *out,
-			 const uint32_t *out_cap, uint32_t *out_len, int32_t *lane_status)
+#define GPUSYS_FUTURES_PER_WARP 8u
+#define GPUSYS_ASYNC_PROBES 32u
+#define GPUSYS_ASYNC_PORTS(n) ((n) - ((n) / 4u > 0u ? (n) / 4u : 1u))
+
+/* Where a call stands between start and finish (the same in every lane). */
+enum gpusys_rpc_phase {
+	GPUSYS_RPC_DONE = 0, /* nothing held: rc is the result (or NOREPLY sent) */
+	GPUSYS_RPC_SENT = 1, /* request sent, port held, response not read */
+};
+
+struct gpusys_rpc_pending {
+	uint64_t mask;
+	uint64_t word;    /* the client word less its sequence */
+	uint32_t port;
+	uint32_t seq;
+	uint32_t warp_slot; /* counted in dev->warp_futures, or ~0u */
+	int32_t rc;
+	uint32_t phase;   /* enum gpusys_rpc_phase */
+	uint32_t sync;    /* start could not make it asynchronous: finish it now */
+};
+
+/* Leader: try to lock one of the asynchronous ports near the warp's hint,
+ * without waiting. 0 and *ret_port, or -EBUSY. */
+GPUSYS_FN int gpusys_port_trylock_async(const gpusys_dev_t *dev, int *must_wait, uint32_t *ret_port)
+{
+	uint32_t n = GPUSYS_ASYNC_PORTS(dev->num_ports);
+	if (n == 0)
+		return -EBUSY;
+	uint32_t p = gpusys_port_hint() % n;
+	uint32_t probes = n < GPUSYS_ASYNC_PROBES ? n : GPUSYS_ASYNC_PROBES;
+	for (uint32_t i = 0; i < probes; i++) {
+		uint32_t *l = &dev->locks[p].lock;
+		uint32_t old = gpusys_lock_take_from(l, GPUSYS_PORT_FREE_OWNED);
+		if (old == GPUSYS_PORT_FREE_OWNED) {
+			*must_wait = 0;
+			*ret_port = p;
+			return 0;
+		}
+		if (old == GPUSYS_PORT_FREE_UNACKED &&
+		    gpusys_lock_take_from(l, GPUSYS_PORT_FREE_UNACKED) == GPUSYS_PORT_FREE_UNACKED) {
+			*must_wait = 1;
+			*ret_port = p;
+			return 0;
+		}
+		p = p + 1 == n ? 0 : p + 1;
+	}
+	return -EBUSY;
+}
+
+/* Leader: count a future for this warp; ~0u when the warp is at its bound
+ * (or there is no count), and the call must be made synchronously. */
+GPUSYS_FN uint32_t gpusys_warp_future_take(const gpusys_dev_t *dev)
+{
+	if (!dev->warp_futures || !dev->warp_slots)
+		return ~0u;
+	uint32_t slot = gpusys_port_hint() % dev->warp_slots;
+	if (gpusys_count_add_u32(&dev->warp_futures[slot], 1u) >= GPUSYS_FUTURES_PER_WARP) {
+		gpusys_count_sub_u32(&dev->warp_futures[slot], 1u);
+		return ~0u;
+	}
+	return slot;
+}
+
+/*
+ * Start one call from the lanes in mask (the caller's lane must be in it):
+ * lock a port, send the request. Per-lane arrays (index GPUSYS_LI(lane)):
+ *   in, in_len      request payload (in_len <= GPUSYS_MAX_LANE_PAYLOAD)
+ *   out_cap         how much of the response each lane can take (may be
+ *                   NULL: nothing)
+ * async: try for an asynchronous port (see above); if there is none, or the
+ * warp is at its bound, pd->sync says so and the caller finishes at once.
+ * With GPUSYS_REQ_NOREPLY the call is done when this returns (the port is
+ * released; the next holder waits for the daemon's acknowledgement).
+ * Every lane of mask calls it together (converged).
+ */
+GPUSYS_FN void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flags, uint64_t mask,
+				const void *const *in, const uint32_t *in_len, const uint32_t *out_cap, int async,
+				struct gpusys_rpc_pending *pd)
 {
 	uint32_t part[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	uint32_t off[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	struct gpusys_port *port;
-	uint32_t p = 0, seq = 0, total, rcu = 0;
-	int owned = 0; /* leader: the daemon has handed the port back to us */
+	uint32_t p = 0, seq = 0, total, rcu = 0, slot = ~0u, sync = 0;
 	uint64_t ring = 0; /* leader: the request counter's new value */
 	uint64_t word, sw = 0;
 	int rc = 0;
 
-	if (flags & ~GPUSYS_REQ_KNOWN_FLAGS)
-		return -EINVAL;
+	pd->mask = mask;
+	pd->phase = GPUSYS_RPC_DONE;
+	pd->warp_slot = ~0u;
+	pd->sync = 0;
+	pd->word = 0;
+	pd->port = 0;
+	pd->seq = 0;
+	if (flags & ~GPUSYS_REQ_KNOWN_FLAGS) {
+		pd->rc = -EINVAL;
+		return;
+	}
 	uint32_t biggest = gpusys_lane_max(mask, in_len);
-	if (biggest > GPUSYS_MAX_LANE_PAYLOAD)
-		return -E2BIG;
+	if (biggest > GPUSYS_MAX_LANE_PAYLOAD) {
+		pd->rc = -E2BIG;
+		return;
+	}
 	/* EMPTY: no lane sends or expects bytes, so len[] and aux[] stay
 	 * untouched and the daemon reads only our word. */
 	int empty = biggest == 0 && (!out_cap || gpusys_lane_max(mask, out_cap) == 0);
@@ -256,12 +365,26 @@ GPUSYS_FN int gpusys_rpc(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flag
 	/* Own a port: lock it, then wait until the daemon has handed it back
 	 * (a fire-and-forget request of a previous holder may be in flight). */
 	if (gpusys_lane_is_leader(mask)) {
-		int must_wait;
+		int must_wait = 0;
 		ring = gpusys_count_and_ring(dev->submitted);
-		p = gpusys_port_lock(dev, &must_wait);
+		if (async && !(flags & GPUSYS_REQ_NOREPLY)) {
+			slot = gpusys_warp_future_take(dev);
+			if (slot == ~0u || gpusys_port_trylock_async(dev, &must_wait, &p) < 0) {
+				if (slot != ~0u)
+					gpusys_count_sub_u32(&dev->warp_futures[slot], 1u);
+				slot = ~0u;
+				sync = 1;
+			}
+		}
+		if (!async || sync || (flags & GPUSYS_REQ_NOREPLY))
+			p = gpusys_port_lock(dev, &must_wait);
 		seq = dev->locks[p].seq;
 		if (must_wait)
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
+	}
+	if (async) {
+		pd->warp_slot = gpusys_lane_bcast_u32(mask, slot);
+		pd->sync = gpusys_lane_bcast_u32(mask, sync);
 	}
 	p = gpusys_lane_bcast_u32(mask, p);
 	seq = gpusys_lane_bcast_u32(mask, seq);
@@ -304,6 +427,69 @@ GPUSYS_FN int gpusys_rpc(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flag
 
 	if (flags & GPUSYS_REQ_NOREPLY)
 		goto unlock; /* the next holder waits for the daemon's ack */
+
+	pd->phase = GPUSYS_RPC_SENT;
+	pd->word = word;
+	pd->port = p;
+	pd->seq = seq;
+	pd->rc = 0;
+	return;
+
+unlock:
+	gpusys_lane_sync(mask);
+	if (gpusys_lane_is_leader(mask)) {
+		dev->locks[p].seq = seq;
+		gpusys_lock_release_to(&dev->locks[p].lock, GPUSYS_PORT_FREE_UNACKED);
+		if (pd->warp_slot != ~0u)
+			gpusys_count_sub_u32(&dev->warp_futures[pd->warp_slot], 1u);
+	}
+	pd->warp_slot = ~0u;
+	pd->rc = rc;
+}
+
+/* Whether a started call's response has arrived (or it is done): nonzero
+ * means gpusys_rpc_finish() will not wait. One read of the server word;
+ * every lane of pd->mask calls it together. */
+GPUSYS_FN int gpusys_rpc_test(const gpusys_dev_t *dev, const struct gpusys_rpc_pending *pd)
+{
+	if (pd->phase != GPUSYS_RPC_SENT)
+		return 1;
+	uint32_t ready = 0;
+	if (gpusys_lane_is_leader(pd->mask)) {
+		uint64_t w = gpusys_load_shared_u64(&dev->server_word[pd->port]);
+		ready = GPUSYS_WORD_SEQ(w) == (pd->seq & GPUSYS_SEQ_MASK) || gpusys_channel_dead(dev) != 0;
+	}
+	return (int)gpusys_lane_bcast_u32(pd->mask, ready);
+}
+
+/*
+ * Finish a started call: wait for the response, read it, release the port.
+ * Per-lane arrays:
+ *   out, out_cap    where the response goes and how much fits (the caps
+ *                   given to start)
+ *   out_len         bytes received
+ *   lane_status     0 or -errno from the service
+ * Returns 0 or a negative errno for the whole call: -E2BIG (a payload is too
+ * large, nothing sent), -ESHUTDOWN (daemon gone), or the request status the
+ * daemon set (-ENOSYS unknown opcode, -EINVAL malformed...). A call already
+ * done (failed at start, NOREPLY, finished) returns its result again.
+ */
+GPUSYS_FN int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_pending *pd, void *const *out,
+				const uint32_t *out_cap, uint32_t *out_len, int32_t *lane_status)
+{
+	uint32_t part[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+	uint32_t off[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+	const uint64_t mask = pd->mask;
+	const uint32_t p = pd->port;
+	const uint64_t word = pd->word;
+	uint32_t seq = pd->seq, total, rcu = 0;
+	struct gpusys_port *port = &dev->ports[p];
+	int owned = 0; /* leader: the daemon has handed the port back to us */
+	uint64_t sw = 0;
+	int rc;
+
+	if (pd->phase != GPUSYS_RPC_SENT)
+		return pd->rc;
 
 	/* Response packet 0: the status is in the server word. */
 	if (gpusys_lane_is_leader(mask)) {
@@ -366,8 +552,28 @@ unlock:
 		/* owned: the last thing seen was the daemon's hand-back (a
 		 * response stream ends with one). */
 		gpusys_lock_release_to(&dev->locks[p].lock, owned ? GPUSYS_PORT_FREE_OWNED : GPUSYS_PORT_FREE_UNACKED);
+		if (pd->warp_slot != ~0u)
+			gpusys_count_sub_u32(&dev->warp_futures[pd->warp_slot], 1u);
 	}
+	pd->warp_slot = ~0u;
+	pd->phase = GPUSYS_RPC_DONE;
+	pd->rc = rc;
 	return rc;
+}
+
+/*
+ * One synchronous call: gpusys_rpc_start() then gpusys_rpc_finish(), with
+ * the arrays of both. out_len and lane_status may be NULL with NOREPLY.
+ * Returns as gpusys_rpc_finish. Every lane of mask calls it together
+ * (converged), as with any warp collective.
+ */
+GPUSYS_FN int gpusys_rpc(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flags, uint64_t mask,
+			 const void *const *in, const uint32_t *in_len, void *const *out,
+			 const uint32_t *out_cap, uint32_t *out_len, int32_t *lane_status)
+{
+	struct gpusys_rpc_pending pd;
+	gpusys_rpc_start(dev, opcode, flags, mask, in, in_len, out_cap, 0, &pd);
+	return gpusys_rpc_finish(dev, &pd, out, out_cap, out_len, lane_status);
 }
 
 #endif /* GPUSYS_PORT_CLIENT_H */

@@ -39,6 +39,10 @@ void gpusys_dev_fill(gpusys_dev_t *dev, void *base, const struct gpusys_channel_
 	dev->bulk_slot_bytes = 0;
 	dev->wake_fd = -1;
 	dev->bulk_locks = 0;
+	dev->warp_futures = 0;
+	dev->warp_slots = 0;
+	dev->reserved_ = 0;
+	dev->callbacks = 0;
 }
 
 void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks)

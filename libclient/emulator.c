@@ -18,6 +18,7 @@ __thread uint32_t gpusys_emu_port_hint;
 struct gpusys_emu {
 	gpusys_dev_t dev;
 	unsigned long long submitted;
+	uint32_t warp_futures[GPUSYS_EMU_WARP_SLOTS];
 	struct gpusys_port_lock locks[]; /* num_ports */
 };
 
@@ -47,6 +48,8 @@ int gpusys_emu_open(void *channel_base, struct gpusys_emu **ret)
 	/* Emulated warps are host threads: they can wake a dozing daemon. */
 	emu->dev.wake_fd = gpusys_wake_fd_of(channel_base);
 	gpusys_dev_set_bulk_locks(&emu->dev, (uint32_t *)(emu->locks + hdr->num_ports));
+	emu->dev.warp_futures = emu->warp_futures;
+	emu->dev.warp_slots = GPUSYS_EMU_WARP_SLOTS;
 	*ret = emu;
 	return 0;
 }
@@ -59,6 +62,11 @@ void gpusys_emu_close(struct gpusys_emu *emu)
 const gpusys_dev_t *gpusys_emu_dev(const struct gpusys_emu *emu)
 {
 	return &emu->dev;
+}
+
+void gpusys_emu_set_callbacks(struct gpusys_emu *emu, const gpusys_dev_t *callbacks)
+{
+	emu->dev.callbacks = callbacks;
 }
 
 void gpusys_emu_set_warp(uint32_t warp)
@@ -138,4 +146,89 @@ int gpusys_emu_echo(const gpusys_dev_t *dev, uint64_t mask, const void *const in
 		    int32_t lane_status[GPUSYS_WARP_LANES])
 {
 	return gpusys_emu_rpc(dev, GPUSYS_OP_ECHO, 0, mask, in, in_len, out, out_cap, out_len, lane_status);
+}
+
+/* ------------------------------------------------ asynchronous calls */
+
+int gpusys_emu_rpc_async(const gpusys_dev_t *dev, uint16_t opcode, uint16_t flags, uint64_t mask,
+			 const void *const in[GPUSYS_WARP_LANES], const uint32_t in_len[GPUSYS_WARP_LANES],
+			 void *const out[GPUSYS_WARP_LANES], const uint32_t out_cap[GPUSYS_WARP_LANES],
+			 uint32_t out_len[GPUSYS_WARP_LANES], int32_t lane_status[GPUSYS_WARP_LANES],
+			 struct gpusys_emu_future *f)
+{
+	f->out = out;
+	f->out_cap = out_cap;
+	f->out_len = out_len;
+	f->lane_status = lane_status;
+	f->waited = 0;
+	f->rc = 0;
+	if (!mask || (mask >> GPUSYS_WARP_LANES)) {
+		f->pd = (struct gpusys_rpc_pending){ .mask = mask, .phase = GPUSYS_RPC_DONE, .rc = -EINVAL,
+						     .warp_slot = ~0u };
+		f->rc = -EINVAL;
+		return 0;
+	}
+	gpusys_rpc_start(dev, opcode, flags, mask, in, in_len, out_cap, 1, &f->pd);
+	if (f->pd.sync || f->pd.phase != GPUSYS_RPC_SENT)
+		f->rc = gpusys_rpc_finish(dev, &f->pd, out, out_cap, out_len, lane_status);
+	return 0;
+}
+
+int gpusys_emu_test(const gpusys_dev_t *dev, struct gpusys_emu_future *f)
+{
+	if (f->pd.phase != GPUSYS_RPC_SENT)
+		return 1;
+	if (!gpusys_rpc_test(dev, &f->pd))
+		return 0;
+	f->rc = gpusys_rpc_finish(dev, &f->pd, f->out, f->out_cap, f->out_len, f->lane_status);
+	return 1;
+}
+
+int gpusys_emu_wait(const gpusys_dev_t *dev, struct gpusys_emu_future *f)
+{
+	if (f->pd.phase == GPUSYS_RPC_SENT)
+		f->rc = gpusys_rpc_finish(dev, &f->pd, f->out, f->out_cap, f->out_len, f->lane_status);
+	return f->rc;
+}
+
+int gpusys_emu_wait_all(const gpusys_dev_t *dev, struct gpusys_emu_future *f, unsigned n)
+{
+	int first = 0;
+	for (unsigned i = 0; i < n; i++) {
+		int rc = gpusys_emu_wait(dev, &f[i]);
+		if (rc && !first)
+			first = rc;
+	}
+	return first;
+}
+
+int gpusys_emu_wait_any(const gpusys_dev_t *dev, struct gpusys_emu_future *f, unsigned n)
+{
+	for (unsigned spins = 1;; spins++) {
+		unsigned left = 0;
+		for (unsigned i = 0; i < n; i++) {
+			if (f[i].waited)
+				continue;
+			left++;
+			if (gpusys_emu_test(dev, &f[i])) {
+				f[i].waited = 1;
+				return (int)i;
+			}
+		}
+		if (!left)
+			return -ENOENT;
+		gpusys_spin_pause();
+		if (spins % GPUSYS_SPIN_CHECK_EVERY == 0)
+			gpusys_spin_yield();
+	}
+}
+
+int gpusys_emu_query(const struct gpusys_emu *emu)
+{
+	if (gpusys_channel_progress(emu->dev.hdr) < gpusys_emu_submitted(emu))
+		return 0;
+	const gpusys_dev_t *cb = emu->dev.callbacks;
+	if (cb && gpusys_channel_progress(cb->hdr) < __atomic_load_n(cb->submitted, __ATOMIC_RELAXED))
+		return 0;
+	return 1;
 }

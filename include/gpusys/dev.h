@@ -38,7 +38,22 @@ typedef struct gpusys_dev {
 					       -1 on a GPU and where there is none */
 	uint32_t *bulk_locks;               /* private, bulk_slots words (NULL: no bulk slots;
 					       bulk calls then go through packets) */
+	/* Asynchronous calls (port_client.h, "futures"): outstanding futures
+	 * per warp slot, private, warp_slots words (NULL: no per-warp count;
+	 * every asynchronous call is then made synchronously). */
+	uint32_t *warp_futures;
+	uint32_t warp_slots;
+	uint32_t reserved_;
+	/* User host callbacks (include/gpusys/callback.h): the handle of the
+	 * client's own callback channel, served by libgpusys threads in the
+	 * client process (private memory; NULL: none, user opcodes fail with
+	 * -ENOSYS). */
+	const struct gpusys_dev *callbacks;
 } gpusys_dev_t;
+
+/* Warp slots an emulated handle counts futures in (a GPU handle has one
+ * per hardware warp slot: SMs x 64). */
+#define GPUSYS_EMU_WARP_SLOTS 1024u
 
 /* Bytes of private (device) memory a client handle needs: num_ports port
  * locks, the submitted counter, then one lock word per bulk slot, in that

@@ -1,0 +1,707 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The callback server (include/gpusys/callback.h): the server side of the
+ * port protocol (include/gpusys/abi.h) for user opcodes, in the client
+ * process, over a channel of its own that gpusysd never maps.
+ *
+ * Threads: one poller and a pool of workers. The poller finds a port whose
+ * client word moved, claims it and hands it to a worker, which serves the
+ * whole message (request stream, the callback for each lane, response
+ * stream) and counts the completion in its progress slot of the channel
+ * header (gpusys_synchronize and gpusys_query add those up). A slow
+ * callback holds its worker only; the poller and the other workers go on.
+ *
+ * Idle policy, after the daemon's poller (daemon/core/poller.c):
+ *   - work seen in the last SPIN_NS: the poller spins (a hand-off to a
+ *     sleeping thread costs microseconds);
+ *   - kernels may be in flight (gpusys_callbacks_expect) or work was seen
+ *     in the last NAP_FOR_NS: naps of NAP_NS, reading only the doorbell;
+ *   - otherwise it sleeps on an eventfd with dozing = 1 announced in the
+ *     header (the same Dekker handshake as the daemon's: emulated warps ring,
+ *     fence, read dozing, write the eventfd; expect() writes it too), with a
+ *     safety rescan every SAFETY_MS.
+ * Workers spin WORKER_SPIN_NS for the next job after one, then sleep on a
+ * condition variable; the poller signals only when none spins.
+ *
+ * The kernels writing this channel are the process's own, so unlike the
+ * daemon this code may wait for the client within a message (a stream); it
+ * still copies every length out once and bounds it, so a scribbled channel
+ * fails the call, never this process.
+ */
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpusys/callback.h"
+#include "dev_handle.h"
+
+#define SPIN_NS (200u * 1000u)         /* poller spins this long after work */
+#define NAP_NS (50u * 1000u)           /* then naps this long at a time */
+#define NAP_FOR_NS (2u * 1000u * 1000u) /* for this long after work */
+#define SAFETY_MS 1000                 /* deep sleep: rescan anyway */
+#define WORKER_SPIN_NS (100u * 1000u)  /* a worker waits this long for more */
+#define FULL_SCAN_NS (50u * 1000u)     /* spinning: every port at least this often */
+#define MAX_THREADS 32u
+#define USER_OPS (0x10000u - GPUSYS_OP_USER_FIRST)
+
+struct cb_entry {
+	struct gpusys_callback_desc d; /* name copied */
+	atomic_uint_fast64_t calls;
+};
+
+struct gpusys_callbacks {
+	/* The channel, host view. */
+	uint8_t *base;
+	size_t bytes;
+	struct gpusys_channel_header *hdr;
+	volatile uint64_t *client_word;
+	volatile uint64_t *server_word;
+	struct gpusys_port *ports;
+	uint32_t num_ports;
+
+	/* Private server state per port. */
+	uint16_t *seen;       /* the sequence we last acknowledged; workers write it */
+	atomic_uchar *claim;  /* 1 from the poller's claim to the worker's release */
+
+	_Atomic(struct cb_entry *) *ops; /* USER_OPS entries, published once */
+	pthread_mutex_t reg_lock;
+	struct cb_entry **list; /* registration order, for info */
+	unsigned nlist, caplist;
+
+	/* Job queue: ports claimed by the poller, for the workers. */
+	pthread_mutex_t q_lock;
+	pthread_cond_t q_cond;
+	uint32_t *queue; /* num_ports entries, ring */
+	uint32_t q_head, q_len;
+	atomic_uint q_count;    /* q_len, readable without the lock */
+	atomic_uint spinning;   /* workers spinning for a job */
+	atomic_uint running;    /* callbacks running now */
+
+	pthread_t poller;
+	pthread_t workers[MAX_THREADS];
+	unsigned nworkers;
+	int efd;
+	atomic_int stop;
+	_Atomic uint64_t expect_until;
+
+	/* For emulated warps: a handle over the host view. */
+	gpusys_dev_t emu_dev;
+	struct gpusys_port_lock *emu_locks;
+	unsigned long long emu_submitted;
+	uint32_t *emu_warp_futures;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
+/* ------------------------------------------------------------ protocol */
+
+static void ack(struct gpusys_callbacks *cb, uint32_t p, uint32_t seq, uint32_t sw_flags, int32_t status)
+{
+	__atomic_store_n(&cb->seen[p], (uint16_t)(seq & GPUSYS_SEQ_MASK), __ATOMIC_RELAXED);
+	atomic_thread_fence(memory_order_release);
+	cb->server_word[p] = gpusys_server_word(seq, sw_flags, status);
+}
+
+/* Wait for the client's next packet on p (its sequence moves past seen).
+ * The client is streaming, so this is short; false on stop. */
+static bool wait_client(struct gpusys_callbacks *cb, uint32_t p, uint64_t *ret_word)
+{
+	for (unsigned spins = 0;; spins++) {
+		uint64_t w = cb->client_word[p];
+		if (GPUSYS_WORD_SEQ(w) != cb->seen[p]) {
+			atomic_thread_fence(memory_order_acquire);
+			*ret_word = w;
+			return true;
+		}
+		if (atomic_load_explicit(&cb->stop, memory_order_relaxed))
+			return false;
+		if (spins < 4096)
+			cpu_relax();
+		else
+			nanosleep(&(struct timespec){ .tv_nsec = spins < 65536 ? 1000 : 100000 }, NULL);
+	}
+}
+
+static uint32_t packets_for(uint64_t bytes)
+{
+	return (uint32_t)((bytes + GPUSYS_PACKET_BYTES - 1) / GPUSYS_PACKET_BYTES);
+}
+
+static uint64_t stream_layout(uint64_t mask, const uint32_t *len, uint32_t *off, uint32_t *part)
+{
+	uint64_t total = 0;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		part[l] = (mask >> l & 1) ? gpusys_stream_part(len[l]) : 0;
+		off[l] = (uint32_t)total;
+		total += part[l];
+	}
+	return total;
+}
+
+static void stream_copy(uint8_t *packet, uint32_t k, const uint32_t *off, const uint32_t *part,
+			uint8_t *const *lane_buf, int to_channel)
+{
+	uint64_t lo = (uint64_t)k * GPUSYS_PACKET_BYTES, hi = lo + GPUSYS_PACKET_BYTES;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		uint64_t a = off[l] > lo ? off[l] : lo;
+		uint64_t b = (uint64_t)off[l] + part[l] < hi ? (uint64_t)off[l] + part[l] : hi;
+		if (!part[l] || a >= b)
+			continue;
+		uint8_t *in_buf = lane_buf[l] + GPUSYS_INLINE_BYTES + (a - off[l]);
+		if (to_channel)
+			memcpy(packet + (a - lo), in_buf, b - a);
+		else
+			memcpy(in_buf, packet + (a - lo), b - a);
+	}
+}
+
+static void count_completion(struct gpusys_callbacks *cb, unsigned slot)
+{
+	/* This worker is the only writer of its progress word. */
+	uint64_t n = cb->hdr->progress[slot].completed + 1;
+	atomic_thread_fence(memory_order_release);
+	cb->hdr->progress[slot].completed = n;
+}
+
+/* Serve the message that starts with word on port p, from packet 0 to the
+ * last response packet. */
+static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
+{
+	struct gpusys_port *port = &cb->ports[p];
+	uint64_t word = cb->client_word[p];
+	atomic_thread_fence(memory_order_acquire);
+	uint32_t cs = GPUSYS_WORD_SEQ(word);
+	uint64_t mask = GPUSYS_CW_MASK(word);
+	uint16_t opcode = GPUSYS_CW_OPCODE(word);
+	bool noreply = GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_NOREPLY;
+	uint32_t len[GPUSYS_WARP_LANES], cap[GPUSYS_WARP_LANES], off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES];
+	uint32_t res_len[GPUSYS_WARP_LANES];
+	int32_t lane_status[GPUSYS_WARP_LANES];
+	uint8_t *arg[GPUSYS_WARP_LANES], *res[GPUSYS_WARP_LANES];
+	uint8_t *req_buf = NULL, *res_buf = NULL;
+	int32_t status = 0;
+
+	if (GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_EMPTY) {
+		memset(len, 0, sizeof(len));
+		memset(cap, 0, sizeof(cap));
+	} else {
+		memcpy(len, port->len, sizeof(len));
+		memcpy(cap, port->aux, sizeof(cap));
+	}
+	uint64_t in_bytes = 0;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		if (!(mask >> l & 1)) {
+			len[l] = cap[l] = 0;
+			continue;
+		}
+		if (len[l] > GPUSYS_MAX_LANE_PAYLOAD)
+			status = -E2BIG;
+		if (cap[l] > GPUSYS_MAX_LANE_PAYLOAD)
+			cap[l] = GPUSYS_MAX_LANE_PAYLOAD;
+		in_bytes += len[l];
+	}
+	if (mask == 0 || (GPUSYS_WORD_FLAGS(word) & ~GPUSYS_CW_KNOWN))
+		status = -EINVAL;
+	if (status) {
+		/* Lengths not to be trusted: no stream layout, answer now. */
+		ack(cb, p, cs, 0, noreply ? 0 : status);
+		count_completion(cb, slot);
+		return;
+	}
+
+	/* The request, in private memory. A failed allocation still takes
+	 * the stream (so its packets are not taken for a new request). */
+	req_buf = malloc(in_bytes ? in_bytes : 1);
+	if (!req_buf)
+		status = -ENOMEM;
+	uint64_t at = 0;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		arg[l] = req_buf ? req_buf + at : NULL;
+		if (req_buf && len[l])
+			memcpy(arg[l], port->data + l * GPUSYS_INLINE_BYTES,
+			       len[l] < GPUSYS_INLINE_BYTES ? len[l] : GPUSYS_INLINE_BYTES);
+		at += len[l];
+	}
+	uint32_t chunks = packets_for(stream_layout(mask, len, off, part));
+	for (uint32_t k = 0; k < chunks; k++) {
+		ack(cb, p, cs, 0, 0);
+		if (!wait_client(cb, p, &word))
+			goto out;
+		cs = GPUSYS_WORD_SEQ(word);
+		if (req_buf)
+			stream_copy(port->data, k, off, part, arg, 0);
+	}
+
+	/* The callback, once per lane. */
+	struct cb_entry *e = NULL;
+	if (opcode >= GPUSYS_OP_USER_FIRST)
+		e = atomic_load_explicit(&cb->ops[opcode - GPUSYS_OP_USER_FIRST], memory_order_acquire);
+	if (!e && !status)
+		status = -ENOSYS;
+	uint64_t out_bytes = 0;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		res_len[l] = 0;
+		lane_status[l] = 0;
+		res[l] = NULL;
+		if (e && (mask >> l & 1))
+			out_bytes += cap[l] < e->d.res_max ? cap[l] : e->d.res_max;
+	}
+	if (!status && out_bytes) {
+		res_buf = malloc(out_bytes);
+		if (!res_buf)
+			status = -ENOMEM;
+	}
+	if (!status) {
+		atomic_fetch_add_explicit(&cb->running, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&e->calls, 1, memory_order_relaxed);
+		at = 0;
+		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+			if (!(mask >> l & 1))
+				continue;
+			uint32_t room = cap[l] < e->d.res_max ? cap[l] : e->d.res_max;
+			res[l] = res_buf ? res_buf + at : NULL;
+			at += room;
+			if (len[l] > e->d.arg_max) {
+				lane_status[l] = -E2BIG;
+				continue;
+			}
+			uint32_t n = 0;
+			int r = e->d.fn(e->d.user, arg[l], len[l], res[l], room, &n);
+			if (n > room) {
+				/* It wrote past what it was given: the best we can do is not send it. */
+				n = 0;
+				r = -EMSGSIZE;
+			}
+			lane_status[l] = r > 0 ? 0 : r;
+			res_len[l] = r < 0 ? 0 : n;
+		}
+		atomic_fetch_sub_explicit(&cb->running, 1, memory_order_relaxed);
+	}
+
+	/* Response packet 0, then its stream as the client asks for it. */
+	if (noreply) {
+		ack(cb, p, cs, 0, 0);
+		goto out;
+	}
+	uint32_t trivial = 1;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		if (status)
+			res_len[l] = 0, lane_status[l] = 0;
+		trivial &= res_len[l] == 0 && lane_status[l] == 0;
+	}
+	chunks = 0;
+	if (!trivial) {
+		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+			port->len[l] = res_len[l];
+			port->aux[l] = (uint32_t)lane_status[l];
+			if (res_len[l])
+				memcpy(port->data + l * GPUSYS_INLINE_BYTES, res[l],
+				       res_len[l] < GPUSYS_INLINE_BYTES ? res_len[l] : GPUSYS_INLINE_BYTES);
+		}
+		chunks = packets_for(stream_layout(mask, res_len, off, part));
+	}
+	ack(cb, p, cs, trivial ? GPUSYS_SW_TRIVIAL : 0, status);
+	for (uint32_t k = 0; k < chunks; k++) {
+		if (!wait_client(cb, p, &word))
+			goto out;
+		cs = GPUSYS_WORD_SEQ(word);
+		stream_copy(port->data, k, off, part, res, 1);
+		ack(cb, p, cs, 0, 0);
+	}
+out:
+	free(req_buf);
+	free(res_buf);
+	count_completion(cb, slot);
+}
+
+/* ------------------------------------------------------------- threads */
+
+static bool take_job(struct gpusys_callbacks *cb, uint32_t *ret_port)
+{
+	if (!atomic_load_explicit(&cb->q_count, memory_order_acquire))
+		return false;
+	bool got = false;
+	pthread_mutex_lock(&cb->q_lock);
+	if (cb->q_len) {
+		*ret_port = cb->queue[cb->q_head];
+		cb->q_head = (cb->q_head + 1) % cb->num_ports;
+		cb->q_len--;
+		atomic_store_explicit(&cb->q_count, cb->q_len, memory_order_release);
+		got = true;
+	}
+	pthread_mutex_unlock(&cb->q_lock);
+	return got;
+}
+
+struct worker_arg {
+	struct gpusys_callbacks *cb;
+	unsigned slot;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker_arg *wa = arg;
+	struct gpusys_callbacks *cb = wa->cb;
+	unsigned slot = wa->slot;
+	free(wa);
+
+	for (;;) {
+		uint32_t p;
+		/* Spin a while for the next job: under load the poller hands
+		 * over without a system call. */
+		atomic_fetch_add(&cb->spinning, 1);
+		uint64_t until = now_ns() + WORKER_SPIN_NS;
+		bool got = false;
+		for (unsigned i = 0; !got; i++) {
+			got = take_job(cb, &p);
+			if (got || atomic_load_explicit(&cb->stop, memory_order_relaxed))
+				break;
+			cpu_relax();
+			if ((i & 255) == 255 && now_ns() > until)
+				break;
+		}
+		atomic_fetch_sub(&cb->spinning, 1);
+		if (!got) {
+			/* Sleep; the poller signals when no worker spins. The
+			 * re-check under the lock pairs with its push. */
+			pthread_mutex_lock(&cb->q_lock);
+			while (!cb->q_len && !atomic_load(&cb->stop))
+				pthread_cond_wait(&cb->q_cond, &cb->q_lock);
+			pthread_mutex_unlock(&cb->q_lock);
+			if (atomic_load(&cb->stop) && !atomic_load(&cb->q_count))
+				return NULL;
+			continue;
+		}
+		serve(cb, p, slot);
+		atomic_store_explicit(&cb->claim[p], 0, memory_order_release);
+	}
+}
+
+static void push_job(struct gpusys_callbacks *cb, uint32_t p)
+{
+	pthread_mutex_lock(&cb->q_lock);
+	cb->queue[(cb->q_head + cb->q_len) % cb->num_ports] = p;
+	cb->q_len++;
+	atomic_store_explicit(&cb->q_count, cb->q_len, memory_order_release);
+	bool signal = atomic_load(&cb->spinning) == 0;
+	pthread_mutex_unlock(&cb->q_lock);
+	if (signal)
+		pthread_cond_signal(&cb->q_cond);
+}
+
+/* One pass over every port: claim and queue those with a new request. */
+static unsigned scan(struct gpusys_callbacks *cb)
+{
+	unsigned found = 0;
+	for (uint32_t p = 0; p < cb->num_ports; p++) {
+		if (GPUSYS_WORD_SEQ(cb->client_word[p]) == __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED))
+			continue;
+		unsigned char expected = 0;
+		if (!atomic_compare_exchange_strong(&cb->claim[p], &expected, 1))
+			continue; /* a worker has it */
+		/* Re-check under the claim: the worker may have acked just now. */
+		if (GPUSYS_WORD_SEQ(cb->client_word[p]) == __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED)) {
+			atomic_store(&cb->claim[p], 0);
+			continue;
+		}
+		push_job(cb, p);
+		found++;
+	}
+	return found;
+}
+
+static void drain_efd(struct gpusys_callbacks *cb)
+{
+	uint64_t v;
+	if (read(cb->efd, &v, sizeof(v)) < 0) {
+	}
+}
+
+static void *poller_main(void *arg)
+{
+	struct gpusys_callbacks *cb = arg;
+	uint64_t bell = cb->hdr->doorbell, last_work = now_ns(), last_full = 0;
+
+	while (!atomic_load_explicit(&cb->stop, memory_order_relaxed)) {
+		uint64_t now = now_ns();
+		uint64_t b = cb->hdr->doorbell;
+		bool rang = b != bell;
+		bell = b;
+		/* The doorbell says when to look; a full pass now and then
+		 * covers a ring stored out of order by racing warps. */
+		if (rang || now - last_full >= FULL_SCAN_NS) {
+			last_full = now;
+			if (scan(cb) || rang)
+				last_work = now;
+		}
+		if (now - last_work < SPIN_NS) {
+			cpu_relax();
+			continue;
+		}
+		uint64_t until = atomic_load_explicit(&cb->expect_until, memory_order_relaxed);
+		if (now - last_work < NAP_FOR_NS || (until > now && until - now <= GPUSYS_ACTIVE_HOLD_NS)) {
+			nanosleep(&(struct timespec){ .tv_nsec = NAP_NS }, NULL);
+			continue;
+		}
+		/* Deep sleep: announce, full fence, look once more. */
+		cb->hdr->dozing = 1;
+		atomic_thread_fence(memory_order_seq_cst);
+		if (cb->hdr->doorbell == bell && !scan(cb)) {
+			until = atomic_load_explicit(&cb->expect_until, memory_order_relaxed);
+			if (!(until > now_ns()) && !atomic_load(&cb->stop)) {
+				struct pollfd pf = { .fd = cb->efd, .events = POLLIN };
+				if (poll(&pf, 1, SAFETY_MS) > 0)
+					drain_efd(cb);
+			}
+		}
+		cb->hdr->dozing = 0;
+		last_work = now_ns();
+		last_full = 0;
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------- the API */
+
+int gpusys_callbacks_create(const struct gpusys_callbacks_opts *opts, struct gpusys_callbacks **ret)
+{
+	uint32_t ports = opts && opts->num_ports ? opts->num_ports : 64;
+	unsigned threads = opts && opts->threads ? opts->threads : 0;
+	if (!threads) {
+		const char *e = getenv("GPUSYS_CALLBACK_THREADS");
+		threads = e ? (unsigned)strtoul(e, NULL, 10) : 0;
+		if (!threads)
+			threads = 4;
+	}
+	if (ports > GPUSYS_MAX_PORTS || threads > MAX_THREADS || threads + 1 > GPUSYS_PROGRESS_SLOTS)
+		return -EINVAL;
+
+	struct gpusys_callbacks *cb = calloc(1, sizeof(*cb));
+	if (!cb)
+		return -ENOMEM;
+	cb->efd = -1;
+	pthread_mutex_init(&cb->reg_lock, NULL);
+	pthread_mutex_init(&cb->q_lock, NULL);
+	pthread_cond_init(&cb->q_cond, NULL);
+	struct gpusys_channel_layout l = gpusys_channel_layout(ports, 0, GPUSYS_PAGE_BYTES);
+	cb->bytes = l.total_bytes;
+	void *m = mmap(NULL, cb->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED) {
+		free(cb);
+		return -ENOMEM;
+	}
+	cb->base = m;
+	gpusys_channel_format(m, ports, &l, 0);
+	cb->hdr = m;
+	cb->client_word = (volatile uint64_t *)(cb->base + l.client_word_offset);
+	cb->server_word = (volatile uint64_t *)(cb->base + l.server_word_offset);
+	cb->ports = (struct gpusys_port *)(cb->base + l.ports_offset);
+	cb->num_ports = ports;
+	cb->seen = calloc(ports, sizeof(*cb->seen));
+	cb->claim = calloc(ports, sizeof(*cb->claim));
+	cb->queue = calloc(ports, sizeof(*cb->queue));
+	cb->ops = calloc(USER_OPS, sizeof(*cb->ops));
+	cb->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	int rc = 0;
+	if (!cb->seen || !cb->claim || !cb->queue || !cb->ops || cb->efd < 0) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (unsigned i = 0; i < threads; i++) {
+		struct worker_arg *wa = malloc(sizeof(*wa));
+		if (!wa) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+		*wa = (struct worker_arg){ .cb = cb, .slot = i };
+		rc = -pthread_create(&cb->workers[i], NULL, worker_main, wa);
+		if (rc) {
+			free(wa);
+			goto fail;
+		}
+		cb->nworkers++;
+	}
+	rc = -pthread_create(&cb->poller, NULL, poller_main, cb);
+	if (rc)
+		goto fail;
+	*ret = cb;
+	return 0;
+fail:
+	atomic_store(&cb->stop, 1);
+	pthread_mutex_lock(&cb->q_lock);
+	pthread_cond_broadcast(&cb->q_cond);
+	pthread_mutex_unlock(&cb->q_lock);
+	for (unsigned i = 0; i < cb->nworkers; i++)
+		pthread_join(cb->workers[i], NULL);
+	cb->nworkers = 0;
+	cb->poller = 0;
+	gpusys_callbacks_destroy(cb);
+	return rc;
+}
+
+void gpusys_callbacks_destroy(struct gpusys_callbacks *cb)
+{
+	if (!cb)
+		return;
+	atomic_store(&cb->stop, 1);
+	cb->hdr->server_state = GPUSYS_SERVER_STOPPED;
+	if (cb->efd >= 0) {
+		uint64_t one = 1;
+		if (write(cb->efd, &one, sizeof(one)) < 0) {
+		}
+	}
+	if (cb->poller)
+		pthread_join(cb->poller, NULL);
+	pthread_mutex_lock(&cb->q_lock);
+	pthread_cond_broadcast(&cb->q_cond);
+	pthread_mutex_unlock(&cb->q_lock);
+	for (unsigned i = 0; i < cb->nworkers; i++)
+		pthread_join(cb->workers[i], NULL);
+	if (cb->efd >= 0)
+		close(cb->efd);
+	for (unsigned i = 0; i < cb->nlist; i++) {
+		free((void *)cb->list[i]->d.name);
+		free(cb->list[i]);
+	}
+	free(cb->list);
+	free((void *)cb->ops);
+	free(cb->seen);
+	free((void *)cb->claim);
+	free(cb->queue);
+	free(cb->emu_locks);
+	free(cb->emu_warp_futures);
+	munmap(cb->base, cb->bytes);
+	pthread_mutex_destroy(&cb->reg_lock);
+	pthread_mutex_destroy(&cb->q_lock);
+	pthread_cond_destroy(&cb->q_cond);
+	free(cb);
+}
+
+int gpusys_callbacks_register(struct gpusys_callbacks *cb, const struct gpusys_callback_desc *d)
+{
+	if (!cb || !d || !d->fn || d->opcode < GPUSYS_OP_USER_FIRST || d->arg_max > GPUSYS_MAX_LANE_PAYLOAD ||
+	    d->res_max > GPUSYS_MAX_LANE_PAYLOAD)
+		return -EINVAL;
+	struct cb_entry *e = calloc(1, sizeof(*e));
+	char *name = strdup(d->name ? d->name : "");
+	if (!e || !name) {
+		free(e);
+		free(name);
+		return -ENOMEM;
+	}
+	e->d = *d;
+	e->d.name = name;
+	int rc = 0;
+	pthread_mutex_lock(&cb->reg_lock);
+	if (atomic_load(&cb->ops[d->opcode - GPUSYS_OP_USER_FIRST])) {
+		rc = -EEXIST;
+	} else if (cb->nlist == cb->caplist) {
+		unsigned cap = cb->caplist ? 2 * cb->caplist : 8;
+		struct cb_entry **nl = realloc(cb->list, cap * sizeof(*nl));
+		if (!nl)
+			rc = -ENOMEM;
+		else
+			cb->list = nl, cb->caplist = cap;
+	}
+	if (!rc) {
+		cb->list[cb->nlist++] = e;
+		atomic_store_explicit(&cb->ops[d->opcode - GPUSYS_OP_USER_FIRST], e, memory_order_release);
+	}
+	pthread_mutex_unlock(&cb->reg_lock);
+	if (rc) {
+		free(name);
+		free(e);
+	}
+	return rc;
+}
+
+const gpusys_dev_t *gpusys_callbacks_emu_dev(struct gpusys_callbacks *cb)
+{
+	pthread_mutex_lock(&cb->reg_lock);
+	if (!cb->emu_locks) {
+		cb->emu_locks = calloc(cb->num_ports, sizeof(*cb->emu_locks));
+		cb->emu_warp_futures = calloc(GPUSYS_EMU_WARP_SLOTS, sizeof(uint32_t));
+		if (cb->emu_locks && cb->emu_warp_futures) {
+			gpusys_dev_fill(&cb->emu_dev, cb->base, cb->hdr, cb->emu_locks, &cb->emu_submitted);
+			cb->emu_dev.wake_fd = cb->efd;
+			cb->emu_dev.warp_futures = cb->emu_warp_futures;
+			cb->emu_dev.warp_slots = GPUSYS_EMU_WARP_SLOTS;
+		}
+	}
+	pthread_mutex_unlock(&cb->reg_lock);
+	return cb->emu_locks && cb->emu_warp_futures ? &cb->emu_dev : NULL;
+}
+
+void gpusys_callbacks_expect(struct gpusys_callbacks *cb, uint64_t until_ns)
+{
+	atomic_store_explicit(&cb->expect_until, until_ns, memory_order_relaxed);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (until_ns && cb->hdr->dozing) {
+		uint64_t one = 1;
+		if (write(cb->efd, &one, sizeof(one)) < 0) {
+		}
+	}
+}
+
+uint64_t gpusys_callbacks_completed(const struct gpusys_callbacks *cb)
+{
+	uint64_t n = 0;
+	for (unsigned i = 0; i < GPUSYS_PROGRESS_SLOTS; i++)
+		n += __atomic_load_n(&cb->hdr->progress[i].completed, __ATOMIC_ACQUIRE);
+	return n;
+}
+
+uint32_t gpusys_callbacks_running(const struct gpusys_callbacks *cb)
+{
+	return atomic_load_explicit(&((struct gpusys_callbacks *)cb)->running, memory_order_relaxed);
+}
+
+int gpusys_callbacks_info(const struct gpusys_callbacks *cb, unsigned index, const char **name, uint16_t *opcode,
+			  uint64_t *calls)
+{
+	struct gpusys_callbacks *w = (struct gpusys_callbacks *)cb;
+	int rc = -ENOENT;
+	pthread_mutex_lock(&w->reg_lock);
+	if (index < w->nlist) {
+		struct cb_entry *e = w->list[index];
+		if (name)
+			*name = e->d.name;
+		if (opcode)
+			*opcode = e->d.opcode;
+		if (calls)
+			*calls = atomic_load(&e->calls);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&w->reg_lock);
+	return rc;
+}
+
+void *gpusys_callbacks_channel(const struct gpusys_callbacks *cb, uint64_t *ret_bytes)
+{
+	if (ret_bytes)
+		*ret_bytes = cb->bytes;
+	return cb->base;
+}
