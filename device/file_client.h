@@ -82,33 +82,61 @@ GPUSYS_FN uint32_t gpusys_file_pack(uint8_t *scratch, const struct gpusys_file_r
 	return n;
 }
 
-/*
- * One file call from the lanes of mask. Each lane's packed request is
- * req[l] (req_len[l] bytes). Data-returning calls (READ, PREAD, FSTAT,
- * STAT, READDIR) put up to out_cap[l] bytes at out[l] and their result is
- * the byte count; the others return the daemon's 64-bit value. ret[l]: the
- * result or -errno.
- */
-GPUSYS_FN void gpusys_file_rpc(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, const uint8_t *const *req,
-			       const uint32_t *req_len, void *const *out, const uint32_t *out_cap, int64_t *ret)
+/* A file call between its start and its finish (port_client.h's futures):
+ * what the finish needs to turn the response into each lane's result. */
+struct gpusys_file_pending {
+	struct gpusys_rpc_pending pd;
+	uint32_t data; /* data-returning op: the result is the byte count */
+	int64_t val[GPUSYS_LANE_ARRAY];  /* the daemon's 64-bit value (not data) */
+	void *out[GPUSYS_LANE_ARRAY];
+	uint32_t cap[GPUSYS_LANE_ARRAY];
+};
+
+GPUSYS_FN int gpusys_file_op_returns_data(uint16_t op)
 {
-	int data = op == GPUSYS_OP_FILE_READ || op == GPUSYS_OP_FILE_PREAD || op == GPUSYS_OP_FILE_FSTAT ||
-		   op == GPUSYS_OP_FILE_STAT || op == GPUSYS_OP_FILE_READDIR;
-	int64_t val[GPUSYS_LANE_ARRAY];
+	return op == GPUSYS_OP_FILE_READ || op == GPUSYS_OP_FILE_PREAD || op == GPUSYS_OP_FILE_FSTAT ||
+	       op == GPUSYS_OP_FILE_STAT || op == GPUSYS_OP_FILE_READDIR;
+}
+
+/*
+ * Start one file call from the lanes of mask. Each lane's packed request is
+ * req[l] (req_len[l] bytes). Data-returning calls (READ, PREAD, FSTAT,
+ * STAT, READDIR) will put up to out_cap[l] bytes at out[l] (which must stay
+ * valid until the finish). async: as gpusys_rpc_start; flags: 0 or
+ * GPUSYS_REQ_NOREPLY (fire-and-forget: the results are not known).
+ */
+GPUSYS_FN void gpusys_file_rpc_start(const gpusys_dev_t *dev, uint16_t op, uint16_t flags, uint64_t mask,
+				     const uint8_t *const *req, const uint32_t *req_len, void *const *out,
+				     const uint32_t *out_cap, int async, struct gpusys_file_pending *fp)
+{
+	fp->data = (uint32_t)gpusys_file_op_returns_data(op);
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		uint32_t i = GPUSYS_LI(l);
+		fp->val[i] = 0;
+		fp->out[i] = fp->data ? out[i] : 0;
+		fp->cap[i] = fp->data ? out_cap[i] : (uint32_t)sizeof(int64_t);
+	}
+	gpusys_rpc_start(dev, op, flags, mask, (const void *const *)req, req_len, fp->cap, async, &fp->pd);
+}
+
+/* Finish it: ret[l] gets the lane's result (a byte count for data calls,
+ * the daemon's value for the others) or -errno. */
+GPUSYS_FN void gpusys_file_rpc_finish(const gpusys_dev_t *dev, struct gpusys_file_pending *fp, int64_t *ret)
+{
+	const uint64_t mask = fp->pd.mask;
 	void *dst[GPUSYS_LANE_ARRAY];
-	uint32_t cap[GPUSYS_LANE_ARRAY], got[GPUSYS_LANE_ARRAY];
+	uint32_t got[GPUSYS_LANE_ARRAY];
 	int32_t st[GPUSYS_LANE_ARRAY];
 
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
 		uint32_t i = GPUSYS_LI(l);
-		val[i] = 0;
-		dst[i] = data ? out[i] : (void *)&val[i];
-		cap[i] = data ? out_cap[i] : (uint32_t)sizeof(int64_t);
+		dst[i] = fp->data ? fp->out[i] : (void *)&fp->val[i];
 		got[i] = 0;
 		st[i] = 0;
 	}
-	int rc = gpusys_rpc(dev, op, 0, mask, (const void *const *)req, req_len, dst, cap, got, st);
+	int rc = gpusys_rpc_finish(dev, &fp->pd, dst, fp->cap, got, st);
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
 		uint32_t i = GPUSYS_LI(l);
@@ -117,8 +145,20 @@ GPUSYS_FN void gpusys_file_rpc(const gpusys_dev_t *dev, uint16_t op, uint64_t ma
 		else if (st[i] < 0)
 			ret[i] = st[i];
 		else
-			ret[i] = data ? (int64_t)got[i] : val[i];
+			ret[i] = fp->data ? (int64_t)got[i] : fp->val[i];
 	}
+}
+
+/*
+ * One file call from the lanes of mask, synchronously: start and finish.
+ * ret[l]: the result or -errno.
+ */
+GPUSYS_FN void gpusys_file_rpc(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, const uint8_t *const *req,
+			       const uint32_t *req_len, void *const *out, const uint32_t *out_cap, int64_t *ret)
+{
+	struct gpusys_file_pending fp;
+	gpusys_file_rpc_start(dev, op, 0, mask, req, req_len, out, out_cap, 0, &fp);
+	gpusys_file_rpc_finish(dev, &fp, ret);
 }
 
 /* ---------------------------------------------------------------- bulk */
