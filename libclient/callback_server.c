@@ -16,9 +16,9 @@
  *     sleeping thread costs microseconds);
  *   - kernels may be in flight (gpusys_callbacks_expect) or work was seen
  *     in the last NAP_FOR_NS: naps of NAP_NS, reading only the doorbell;
- *   - otherwise it sleeps on an eventfd with dozing = 1 announced in the
+ *   - otherwise it sleeps on a pipe with dozing = 1 announced in the
  *     header (the same Dekker handshake as the daemon's: emulated warps ring,
- *     fence, read dozing, write the eventfd; expect() writes it too), with a
+ *     fence, read dozing, write the pipe; expect() writes it too), with a
  *     safety rescan every SAFETY_MS.
  * Workers spin WORKER_SPIN_NS for the next job after one, then sleep on a
  * condition variable; the poller signals only when none spins.
@@ -32,11 +32,12 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,7 +90,9 @@ struct gpusys_callbacks {
 	pthread_t poller;
 	pthread_t workers[MAX_THREADS];
 	unsigned nworkers;
-	int efd;
+	int efd;    /* the wake pipe's read end (a pipe, not an eventfd: emulated
+		       warps write one byte, device/lane.h gpusys_wake_daemon) */
+	int efd_w;  /* its write end: emulated warps' wake_fd */
 	atomic_int stop;
 	_Atomic uint64_t expect_until;
 
@@ -339,20 +342,29 @@ out:
 
 /* ------------------------------------------------------------- threads */
 
-static bool take_job(struct gpusys_callbacks *cb, uint32_t *ret_port)
+/* Take the next job. A spinner (spinning: it counted itself in
+ * cb->spinning) stops counting as one when it gets a job, under the lock,
+ * so the poller's "jobs outnumber spinners" test stays right; jobs left
+ * over that no spinner will take wake a sleeper. */
+static bool take_job(struct gpusys_callbacks *cb, uint32_t *ret_port, bool spinning)
 {
 	if (!atomic_load_explicit(&cb->q_count, memory_order_acquire))
 		return false;
-	bool got = false;
+	bool got = false, wake = false;
 	pthread_mutex_lock(&cb->q_lock);
 	if (cb->q_len) {
 		*ret_port = cb->queue[cb->q_head];
 		cb->q_head = (cb->q_head + 1) % cb->num_ports;
 		cb->q_len--;
 		atomic_store_explicit(&cb->q_count, cb->q_len, memory_order_release);
+		if (spinning)
+			atomic_fetch_sub(&cb->spinning, 1);
+		wake = cb->q_len > atomic_load(&cb->spinning);
 		got = true;
 	}
 	pthread_mutex_unlock(&cb->q_lock);
+	if (wake)
+		pthread_cond_signal(&cb->q_cond);
 	return got;
 }
 
@@ -371,29 +383,35 @@ static void *worker_main(void *arg)
 	for (;;) {
 		uint32_t p;
 		/* Spin a while for the next job: under load the poller hands
-		 * over without a system call. */
+		 * over without a system call. Yield now and then: on a small
+		 * machine the thread that will post the job may need this core. */
 		atomic_fetch_add(&cb->spinning, 1);
 		uint64_t until = now_ns() + WORKER_SPIN_NS;
 		bool got = false;
-		for (unsigned i = 0; !got; i++) {
-			got = take_job(cb, &p);
+		for (unsigned i = 1;; i++) {
+			got = take_job(cb, &p, true);
 			if (got || atomic_load_explicit(&cb->stop, memory_order_relaxed))
 				break;
 			cpu_relax();
-			if ((i & 255) == 255 && now_ns() > until)
-				break;
+			if ((i & 63) == 0) {
+				sched_yield();
+				if (now_ns() > until)
+					break;
+			}
 		}
-		atomic_fetch_sub(&cb->spinning, 1);
 		if (!got) {
-			/* Sleep; the poller signals when no worker spins. The
-			 * re-check under the lock pairs with its push. */
+			atomic_fetch_sub(&cb->spinning, 1);
+			/* Sleep; the re-check under the lock pairs with the
+			 * poller's push (which signals when jobs outnumber
+			 * spinners). */
 			pthread_mutex_lock(&cb->q_lock);
 			while (!cb->q_len && !atomic_load(&cb->stop))
 				pthread_cond_wait(&cb->q_cond, &cb->q_lock);
 			pthread_mutex_unlock(&cb->q_lock);
 			if (atomic_load(&cb->stop) && !atomic_load(&cb->q_count))
 				return NULL;
-			continue;
+			if (!take_job(cb, &p, false))
+				continue;
 		}
 		serve(cb, p, slot);
 		atomic_store_explicit(&cb->claim[p], 0, memory_order_release);
@@ -406,7 +424,7 @@ static void push_job(struct gpusys_callbacks *cb, uint32_t p)
 	cb->queue[(cb->q_head + cb->q_len) % cb->num_ports] = p;
 	cb->q_len++;
 	atomic_store_explicit(&cb->q_count, cb->q_len, memory_order_release);
-	bool signal = atomic_load(&cb->spinning) == 0;
+	bool signal = cb->q_len > atomic_load(&cb->spinning);
 	pthread_mutex_unlock(&cb->q_lock);
 	if (signal)
 		pthread_cond_signal(&cb->q_cond);
@@ -435,8 +453,16 @@ static unsigned scan(struct gpusys_callbacks *cb)
 
 static void drain_efd(struct gpusys_callbacks *cb)
 {
-	uint64_t v;
-	if (read(cb->efd, &v, sizeof(v)) < 0) {
+	char buf[256];
+	while (read(cb->efd, buf, sizeof(buf)) > 0) {
+	}
+}
+
+static void kick(struct gpusys_callbacks *cb)
+{
+	char one = 1;
+	if (write(cb->efd_w, &one, 1) < 0) {
+		/* full pipe: it is being woken anyway */
 	}
 }
 
@@ -444,6 +470,7 @@ static void *poller_main(void *arg)
 {
 	struct gpusys_callbacks *cb = arg;
 	uint64_t bell = cb->hdr->doorbell, last_work = now_ns(), last_full = 0;
+	unsigned spins = 0;
 
 	while (!atomic_load_explicit(&cb->stop, memory_order_relaxed)) {
 		uint64_t now = now_ns();
@@ -459,6 +486,9 @@ static void *poller_main(void *arg)
 		}
 		if (now - last_work < SPIN_NS) {
 			cpu_relax();
+			/* Let a worker have the core on a small machine. */
+			if ((++spins & 63) == 0)
+				sched_yield();
 			continue;
 		}
 		uint64_t until = atomic_load_explicit(&cb->expect_until, memory_order_relaxed);
@@ -502,7 +532,7 @@ int gpusys_callbacks_create(const struct gpusys_callbacks_opts *opts, struct gpu
 	struct gpusys_callbacks *cb = calloc(1, sizeof(*cb));
 	if (!cb)
 		return -ENOMEM;
-	cb->efd = -1;
+	cb->efd = cb->efd_w = -1;
 	pthread_mutex_init(&cb->reg_lock, NULL);
 	pthread_mutex_init(&cb->q_lock, NULL);
 	pthread_cond_init(&cb->q_cond, NULL);
@@ -524,7 +554,9 @@ int gpusys_callbacks_create(const struct gpusys_callbacks_opts *opts, struct gpu
 	cb->claim = calloc(ports, sizeof(*cb->claim));
 	cb->queue = calloc(ports, sizeof(*cb->queue));
 	cb->ops = calloc(USER_OPS, sizeof(*cb->ops));
-	cb->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) == 0)
+		cb->efd = pfd[0], cb->efd_w = pfd[1];
 	int rc = 0;
 	if (!cb->seen || !cb->claim || !cb->queue || !cb->ops || cb->efd < 0) {
 		rc = -ENOMEM;
@@ -568,11 +600,8 @@ void gpusys_callbacks_destroy(struct gpusys_callbacks *cb)
 		return;
 	atomic_store(&cb->stop, 1);
 	cb->hdr->server_state = GPUSYS_SERVER_STOPPED;
-	if (cb->efd >= 0) {
-		uint64_t one = 1;
-		if (write(cb->efd, &one, sizeof(one)) < 0) {
-		}
-	}
+	if (cb->efd_w >= 0)
+		kick(cb);
 	if (cb->poller)
 		pthread_join(cb->poller, NULL);
 	pthread_mutex_lock(&cb->q_lock);
@@ -582,6 +611,8 @@ void gpusys_callbacks_destroy(struct gpusys_callbacks *cb)
 		pthread_join(cb->workers[i], NULL);
 	if (cb->efd >= 0)
 		close(cb->efd);
+	if (cb->efd_w >= 0)
+		close(cb->efd_w);
 	for (unsigned i = 0; i < cb->nlist; i++) {
 		free((void *)cb->list[i]->d.name);
 		free(cb->list[i]);
@@ -646,7 +677,7 @@ const gpusys_dev_t *gpusys_callbacks_emu_dev(struct gpusys_callbacks *cb)
 		cb->emu_warp_futures = calloc(GPUSYS_EMU_WARP_SLOTS, sizeof(uint32_t));
 		if (cb->emu_locks && cb->emu_warp_futures) {
 			gpusys_dev_fill(&cb->emu_dev, cb->base, cb->hdr, cb->emu_locks, &cb->emu_submitted);
-			cb->emu_dev.wake_fd = cb->efd;
+			cb->emu_dev.wake_fd = cb->efd_w;
 			cb->emu_dev.warp_futures = cb->emu_warp_futures;
 			cb->emu_dev.warp_slots = GPUSYS_EMU_WARP_SLOTS;
 		}
@@ -659,11 +690,8 @@ void gpusys_callbacks_expect(struct gpusys_callbacks *cb, uint64_t until_ns)
 {
 	atomic_store_explicit(&cb->expect_until, until_ns, memory_order_relaxed);
 	atomic_thread_fence(memory_order_seq_cst);
-	if (until_ns && cb->hdr->dozing) {
-		uint64_t one = 1;
-		if (write(cb->efd, &one, sizeof(one)) < 0) {
-		}
-	}
+	if (until_ns && cb->hdr->dozing)
+		kick(cb);
 }
 
 uint64_t gpusys_callbacks_completed(const struct gpusys_callbacks *cb)
