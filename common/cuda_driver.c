@@ -58,6 +58,7 @@ static const struct {
 	ENTRY(cuMemFree),
 	ENTRY(cuMemsetD8),
 	ENTRY(cuMemcpyDtoH),
+	ENTRY(cuMemcpyHtoD),
 	ENTRY(cuMemcpyDtoHAsync),
 	ENTRY(cuStreamCreate),
 	ENTRY(cuStreamDestroy),

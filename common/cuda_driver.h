@@ -53,6 +53,7 @@ struct gpusys_cuda {
 	GPUSYS_CUDA_FN(cuMemFree);
 	GPUSYS_CUDA_FN(cuMemsetD8);
 	GPUSYS_CUDA_FN(cuMemcpyDtoH);
+	GPUSYS_CUDA_FN(cuMemcpyHtoD); /* the callback channel's device handle (libclient/cuda.c) */
 	GPUSYS_CUDA_FN(cuMemcpyDtoHAsync);
 	GPUSYS_CUDA_FN(cuStreamCreate);
 	GPUSYS_CUDA_FN(cuStreamDestroy);

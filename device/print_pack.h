@@ -330,6 +330,54 @@ GPUSYS_FN void gpusys_print_lanes(const gpusys_dev_t *dev, uint64_t mask, const 
 	}
 }
 
+/*
+ * Start one line per lane of mask as a future (port_client.h) or, with
+ * GPUSYS_REQ_NOREPLY, fire-and-forget. The record is packed and sent before
+ * this returns, so fmt, args and strings may go away at once. Unlike
+ * gpusys_print_lanes there is no retry: a lane the daemon answers -EAGAIN
+ * (its buffer for this client was full) gets -EAGAIN from the future, and a
+ * fire-and-forget line is then dropped. ret[lane]: -errno for a lane whose
+ * line could not be packed (it sends nothing), else 0.
+ */
+GPUSYS_FN void gpusys_print_start(const gpusys_dev_t *dev, uint64_t mask, uint16_t flags, int async,
+				  const uint32_t *stream, const char *const *fmt,
+				  const struct gpusys_print_arg *const *args, const uint32_t *nargs, int32_t *ret,
+				  struct gpusys_rpc_pending *pd)
+{
+	uint8_t local[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1][GPUSYS_PRINT_LOCAL_BYTES];
+	uint8_t *heap[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+	const void *in[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+	uint32_t in_len[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+	uint32_t cap[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		uint32_t li = GPUSYS_LI(l);
+		int64_t n = gpusys_print_pack(local[li], GPUSYS_PRINT_LOCAL_BYTES, stream[li], fmt[li], args[li],
+					      nargs[li]);
+		heap[li] = 0;
+		in[li] = local[li];
+		cap[li] = 0;
+		in_len[li] = 0;
+		if (n > (int64_t)GPUSYS_PRINT_LOCAL_BYTES) {
+			heap[li] = (uint8_t *)gpusys_print_alloc((uint32_t)n);
+			if (!heap[li])
+				n = -ENOMEM;
+			else
+				n = gpusys_print_pack(heap[li], (uint32_t)n, stream[li], fmt[li], args[li], nargs[li]);
+			in[li] = heap[li];
+		}
+		ret[li] = n < 0 ? (int32_t)n : 0;
+		in_len[li] = n < 0 ? 0 : (uint32_t)n;
+	}
+	gpusys_rpc_start(dev, GPUSYS_OP_PRINT, flags, mask, in, in_len, cap, async, pd);
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		if (heap[GPUSYS_LI(l)])
+			gpusys_print_free(heap[GPUSYS_LI(l)]);
+	}
+}
+
 /* How long a flush keeps asking before it says -ETIMEDOUT (the sum of its
  * backoff sleeps). */
 #define GPUSYS_PRINT_FLUSH_WAIT_NS 10000000000ull

@@ -33,12 +33,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpusys/callback.h"
 #include "gpusys/client.h"
 #include "gpusys/emulator.h" /* gpusys_channel_progress */
 #include "gpusys/gpusys.h"
 #include "gpusys/wire.h"
 #include "dev_handle.h"
 #include "../common/cuda_driver.h"
+
+#define GPUSYS_TRACKED_STREAMS 64
 
 struct gpusys {
 	const struct gpusys_cuda *cu;
@@ -61,6 +64,28 @@ struct gpusys {
 	int have_watchdog;
 	int wake[2];
 	atomic_int daemon_gone;
+	CUdeviceptr warp_futures; /* per-warp future counts (SMs x 64 words) */
+	uint32_t warp_slots;
+
+	/* User host callbacks: the server of this client's own callback
+	 * channel, made at the first registration (callback.h). */
+	pthread_mutex_t cb_lock;
+	struct gpusys_callbacks *cb;
+	void *cb_host;            /* its channel, registered with the driver */
+	uint64_t cb_bytes;
+	CUdeviceptr cb_priv;      /* its locks, submitted counter, warp counts */
+	CUdeviceptr cb_dev;       /* its gpusys_dev_t, in device memory */
+	gpusys_dev_t cb_dev_host; /* ... and the same here */
+
+	/* The in-flight hint (abi.h, active_until_ns) must not end while a
+	 * stream that gpusys_device_on() named still has kernels: those
+	 * streams and their launches not yet seen done. */
+	pthread_mutex_t streams_lock;
+	struct {
+		void *stream;
+		uint64_t launches;
+	} streams[GPUSYS_TRACKED_STREAMS];
+	unsigned nstreams;
 };
 
 static void ctx_push(const gpusys_t *g)
@@ -175,6 +200,14 @@ static void release(gpusys_t *g)
 		close(g->wake[1]);
 	if (g->ctx) {
 		ctx_push(g);
+		if (g->cb_host)
+			cu->cuMemHostUnregister(g->cb_host);
+		if (g->cb_priv)
+			cu->cuMemFree(g->cb_priv);
+		if (g->cb_dev)
+			cu->cuMemFree(g->cb_dev);
+		if (g->warp_futures)
+			cu->cuMemFree(g->warp_futures);
 		if (g->copy_stream)
 			cu->cuStreamDestroy(g->copy_stream);
 		if (g->priv)
@@ -190,6 +223,11 @@ static void release(gpusys_t *g)
 		ctx_pop(g);
 		cu->cuDevicePrimaryCtxRelease(g->cudev);
 	}
+	/* Unregistered above (the CPU mapping stays): now its pool stops and
+	 * the channel goes. */
+	gpusys_callbacks_destroy(g->cb);
+	pthread_mutex_destroy(&g->cb_lock);
+	pthread_mutex_destroy(&g->streams_lock);
 	if (g->client)
 		gpusys_client_detach(g->client);
 	free(g);
@@ -215,6 +253,8 @@ int gpusys_attach(const struct gpusys_options *opts, gpusys_t **ret)
 	g->cu = cu;
 	g->ordinal = device;
 	g->wake[0] = g->wake[1] = -1;
+	pthread_mutex_init(&g->cb_lock, NULL);
+	pthread_mutex_init(&g->streams_lock, NULL);
 
 	if ((r = cu->cuDeviceGet(&g->cudev, device)) != CUDA_SUCCESS) {
 		rc = cu_err(g, r, "cuDeviceGet");
@@ -302,6 +342,17 @@ again:
 	}
 	if (rc == 0 && (r = cu->cuMemsetD8(g->priv, 0, priv_bytes)) != CUDA_SUCCESS)
 		rc = cu_err(g, r, "cuMemsetD8");
+	/* Futures per warp: one count per hardware warp slot (SM x 64, the
+	 * port hint of device/lane.h). */
+	int sm_count = 0;
+	cu->cuDeviceGetAttribute(&sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->cudev);
+	g->warp_slots = (uint32_t)(sm_count > 0 ? sm_count : 1) * 64u;
+	if (rc == 0 && (r = cu->cuMemAlloc(&g->warp_futures, g->warp_slots * sizeof(uint32_t))) != CUDA_SUCCESS) {
+		g->warp_futures = 0;
+		rc = cu_err(g, r, "cuMemAlloc");
+	}
+	if (rc == 0 && (r = cu->cuMemsetD8(g->warp_futures, 0, g->warp_slots * sizeof(uint32_t))) != CUDA_SUCCESS)
+		rc = cu_err(g, r, "cuMemsetD8");
 	if (rc == 0 && (r = cu->cuStreamCreate(&g->copy_stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
 		g->copy_stream = NULL;
 		rc = cu_err(g, r, "cuStreamCreate");
@@ -316,6 +367,8 @@ again:
 			(unsigned long long *)(uintptr_t)(g->priv + (size_t)n * sizeof(struct gpusys_port_lock)));
 	gpusys_dev_set_bulk_locks(&g->dev, (uint32_t *)(uintptr_t)(g->priv + (size_t)n * sizeof(struct gpusys_port_lock) +
 								  sizeof(unsigned long long)));
+	g->dev.warp_futures = (uint32_t *)(uintptr_t)g->warp_futures;
+	g->dev.warp_slots = g->warp_slots;
 
 	if (!(opts && (opts->flags & GPUSYS_ATTACH_NO_WATCHDOG))) {
 		if (pipe2(g->wake, O_CLOEXEC) < 0) {
@@ -341,8 +394,126 @@ static uint64_t monotonic_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* ------------------------------------------------------------ callbacks */
+
+struct gpusys_callbacks *gpusys_callbacks_of(gpusys_t *g)
+{
+	const struct gpusys_cuda *cu = g->cu;
+	CUresult r;
+	int rc = 0;
+
+	pthread_mutex_lock(&g->cb_lock);
+	if (g->cb)
+		goto out;
+	struct gpusys_callbacks *cb;
+	/* As many ports as the daemon's channel: the same number of warps
+	 * may call at once. */
+	struct gpusys_callbacks_opts o = { .num_ports = g->dev.num_ports };
+	if (gpusys_callbacks_create(&o, &cb) < 0)
+		goto out;
+	g->cb_host = gpusys_callbacks_channel(cb, &g->cb_bytes);
+	const struct gpusys_channel_header *hdr = g->cb_host;
+	uint32_t n = hdr->num_ports;
+	size_t priv_bytes = (size_t)n * sizeof(struct gpusys_port_lock) + sizeof(unsigned long long) +
+			    (size_t)g->warp_slots * sizeof(uint32_t);
+	CUdeviceptr dbase = 0;
+	ctx_push(g);
+	if ((r = cu->cuMemHostRegister(g->cb_host, g->cb_bytes,
+				       CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE)) != CUDA_SUCCESS) {
+		rc = cu_err(g, r, "cuMemHostRegister(callbacks)");
+		g->cb_host = NULL;
+	}
+	if (!rc && (r = cu->cuMemHostGetDevicePointer(&dbase, g->cb_host, 0)) != CUDA_SUCCESS)
+		rc = cu_err(g, r, "cuMemHostGetDevicePointer(callbacks)");
+	if (!rc && (r = cu->cuMemAlloc(&g->cb_priv, priv_bytes)) != CUDA_SUCCESS) {
+		g->cb_priv = 0;
+		rc = cu_err(g, r, "cuMemAlloc(callbacks)");
+	}
+	if (!rc && (r = cu->cuMemsetD8(g->cb_priv, 0, priv_bytes)) != CUDA_SUCCESS)
+		rc = cu_err(g, r, "cuMemsetD8(callbacks)");
+	if (!rc) {
+		gpusys_dev_t *d = &g->cb_dev_host;
+		gpusys_dev_fill(d, (void *)(uintptr_t)dbase, hdr, (struct gpusys_port_lock *)(uintptr_t)g->cb_priv,
+				(unsigned long long *)(uintptr_t)(g->cb_priv + (size_t)n * sizeof(struct gpusys_port_lock)));
+		d->warp_futures = (uint32_t *)(uintptr_t)(g->cb_priv + (size_t)n * sizeof(struct gpusys_port_lock) +
+							  sizeof(unsigned long long));
+		d->warp_slots = g->warp_slots;
+		if ((r = cu->cuMemAlloc(&g->cb_dev, sizeof(*d))) != CUDA_SUCCESS) {
+			g->cb_dev = 0;
+			rc = cu_err(g, r, "cuMemAlloc(callbacks)");
+		} else if ((r = cu->cuMemcpyHtoD(g->cb_dev, d, sizeof(*d))) != CUDA_SUCCESS) {
+			rc = cu_err(g, r, "cuMemcpyHtoD(callbacks)");
+		}
+	}
+	if (rc) {
+		if (g->cb_dev)
+			cu->cuMemFree(g->cb_dev);
+		if (g->cb_priv)
+			cu->cuMemFree(g->cb_priv);
+		if (g->cb_host)
+			cu->cuMemHostUnregister(g->cb_host);
+		g->cb_dev = g->cb_priv = 0;
+		g->cb_host = NULL;
+		ctx_pop(g);
+		gpusys_callbacks_destroy(cb);
+		goto out;
+	}
+	ctx_pop(g);
+	g->dev.callbacks = (const gpusys_dev_t *)(uintptr_t)g->cb_dev;
+	g->cb = cb;
+out:
+	pthread_mutex_unlock(&g->cb_lock);
+	return g->cb;
+}
+
+int gpusys_register_callback(gpusys_t *g, const struct gpusys_callback_desc *d)
+{
+	struct gpusys_callbacks *cb = gpusys_callbacks_of(g);
+	return cb ? gpusys_callbacks_register(cb, d) : -ENOMEM;
+}
+
+/* ------------------------------------------------- the in-flight hint */
+
+/* Launches on streams named by gpusys_device_on() and not yet seen done. */
+static void note_launch(gpusys_t *g, void *stream)
+{
+	pthread_mutex_lock(&g->streams_lock);
+	unsigned i = 0;
+	while (i < g->nstreams && g->streams[i].stream != stream)
+		i++;
+	if (i == g->nstreams && i < GPUSYS_TRACKED_STREAMS)
+		g->streams[g->nstreams++] = (__typeof__(g->streams[0])){ .stream = stream };
+	if (i < g->nstreams)
+		g->streams[i].launches++;
+	pthread_mutex_unlock(&g->streams_lock);
+}
+
+/* stream's kernels are done: forget it. true when no named stream has
+ * launches left, and the hint may end. */
+static bool stream_done(gpusys_t *g, void *stream)
+{
+	pthread_mutex_lock(&g->streams_lock);
+	for (unsigned i = 0; i < g->nstreams; i++) {
+		if (g->streams[i].stream == stream) {
+			g->streams[i] = g->streams[--g->nstreams];
+			break;
+		}
+	}
+	bool none = g->nstreams == 0;
+	pthread_mutex_unlock(&g->streams_lock);
+	return none;
+}
+
+gpusys_dev_t gpusys_device_on(gpusys_t *g, void *stream)
+{
+	note_launch(g, stream);
+	return gpusys_device(g);
+}
+
 gpusys_dev_t gpusys_device(const gpusys_t *g)
 {
+	if (g->cb)
+		gpusys_callbacks_expect(g->cb, monotonic_ns() + GPUSYS_ACTIVE_HOLD_NS);
 	/* A handle is asked for to launch a kernel: tell the daemon calls may
 	 * come, so it naps rather than sleeping until the GPU's slow wake-up
 	 * (abi.h, active_until_ns). */
@@ -429,24 +600,88 @@ static void backoff(unsigned spins)
 	nanosleep(&ts, NULL);
 }
 
-int gpusys_synchronize(gpusys_t *g, void *stream, int timeout_ms)
+/* Requests submitted on both channels (device counters, read on the copy
+ * stream, which runs beside the kernels), and whether the daemon and the
+ * callback pool have completed that many. */
+static int read_submitted(gpusys_t *g, unsigned long long want[2])
 {
 	const struct gpusys_cuda *cu = g->cu;
-	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : INT64_MAX;
-	unsigned long long want = 0;
 	CUresult r;
+	want[0] = want[1] = 0;
+	if ((r = cu->cuMemcpyDtoHAsync(&want[0], (CUdeviceptr)(uintptr_t)g->dev.submitted, sizeof(want[0]),
+				       g->copy_stream)) != CUDA_SUCCESS ||
+	    (g->cb && (r = cu->cuMemcpyDtoHAsync(&want[1], (CUdeviceptr)(uintptr_t)g->cb_dev_host.submitted,
+						 sizeof(want[1]), g->copy_stream)) != CUDA_SUCCESS) ||
+	    (r = cu->cuStreamSynchronize(g->copy_stream)) != CUDA_SUCCESS) {
+		cu_err(g, r, "reading the submitted counters");
+		return -EIO;
+	}
+	return 0;
+}
+
+static bool all_completed(gpusys_t *g, const unsigned long long want[2])
+{
+	if (gpusys_channel_progress(g->host) < want[0])
+		return false;
+	return !g->cb || gpusys_callbacks_completed(g->cb) >= want[1];
+}
+
+/* stream is done and so is every request counted in want: the hint ends
+ * unless a stream named by gpusys_device_on() still has launches. */
+static void stream_finished(gpusys_t *g, void *stream)
+{
+	if (!stream_done(g, stream))
+		return;
+	__atomic_store_n(&((struct gpusys_channel_header *)g->host)->active_until_ns, 0, __ATOMIC_RELAXED);
+	if (g->cb)
+		gpusys_callbacks_expect(g->cb, 0);
+}
+
+/* The stream's kernels: 1 done, 0 running, or -EIO (a kernel fault). */
+static int query_stream(gpusys_t *g, void *stream)
+{
+	CUresult r = g->cu->cuStreamQuery((CUstream)stream);
+	if (r == CUDA_SUCCESS)
+		return 1;
+	if (r == CUDA_ERROR_NOT_READY)
+		return 0;
+	cu_err(g, r, "cuStreamQuery");
+	return -EIO;
+}
+
+int gpusys_query(gpusys_t *g, void *stream)
+{
+	unsigned long long want[2];
+	int rc;
+
+	ctx_push(g);
+	rc = query_stream(g, stream);
+	if (rc == 1)
+		rc = read_submitted(g, want);
+	ctx_pop(g);
+	if (rc <= 0)
+		return rc ? rc : 0;
+	if (!all_completed(g, want))
+		return check_alive(g) < 0 ? -ESHUTDOWN : 0;
+	stream_finished(g, stream);
+	return 1;
+}
+
+int gpusys_synchronize(gpusys_t *g, void *stream, int timeout_ms)
+{
+	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : INT64_MAX;
+	unsigned long long want[2] = { 0, 0 };
 	int rc = 0;
 
 	/* 1. The stream's kernels: queried, not waited on, so a timeout and a
 	 *    dead daemon are noticed while a kernel still runs. */
 	ctx_push(g);
 	for (unsigned spins = 0;; spins++) {
-		r = cu->cuStreamQuery((CUstream)stream);
-		if (r == CUDA_SUCCESS)
+		int q = query_stream(g, stream);
+		if (q == 1)
 			break;
-		if (r != CUDA_ERROR_NOT_READY) {
-			rc = cu_err(g, r, "cuStreamQuery");
-			rc = rc == -EAGAIN ? -EIO : -EIO;
+		if (q < 0) {
+			rc = q;
 			goto out;
 		}
 		if (now_ms() >= deadline) {
@@ -457,26 +692,21 @@ int gpusys_synchronize(gpusys_t *g, void *stream, int timeout_ms)
 		 * (the watchdog set the flag); keep waiting for it to finish. */
 		backoff(spins);
 	}
-	/* 2. How many requests they made. */
-	if ((r = cu->cuMemcpyDtoHAsync(&want, (CUdeviceptr)(uintptr_t)g->dev.submitted, sizeof(want),
-				       g->copy_stream)) != CUDA_SUCCESS ||
-	    (r = cu->cuStreamSynchronize(g->copy_stream)) != CUDA_SUCCESS) {
-		rc = cu_err(g, r, "reading the submitted counter");
-		rc = -EIO;
-		goto out;
-	}
+	/* 2. How many requests they made (asynchronous and fire-and-forget
+	 *    ones included: each was counted when sent). */
+	rc = read_submitted(g, want);
 out:
 	ctx_pop(g);
 	if (rc)
 		return rc;
 
-	/* 3. The daemon's progress. */
+	/* 3. The daemon's progress, and the callback pool's. */
 	for (unsigned spins = 0;; spins++) {
-		if (gpusys_channel_progress(g->host) >= want) {
+		if (all_completed(g, want)) {
 			/* Done: the daemon may sleep deeply again (until the
-			 * next gpusys_device). */
-			__atomic_store_n(&((struct gpusys_channel_header *)g->host)->active_until_ns, 0,
-					 __ATOMIC_RELAXED);
+			 * next gpusys_device), unless another stream that
+			 * gpusys_device_on() named still runs. */
+			stream_finished(g, stream);
 			return 0;
 		}
 		if ((rc = check_alive(g)) < 0)

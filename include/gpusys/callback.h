@@ -36,6 +36,7 @@
 #ifndef GPUSYS_CALLBACK_H
 #define GPUSYS_CALLBACK_H
 
+#include <errno.h>
 #include <stdint.h>
 
 #include "gpusys/dev.h"
@@ -103,6 +104,154 @@ void *gpusys_callbacks_channel(const struct gpusys_callbacks *cb, uint64_t *ret_
 
 #ifdef __cplusplus
 }
+
+/* ------------------------------------------------------------ typed (C++) */
+
+/*
+ * A typed callback: its opcode and, in its type, its signature. Declare it
+ * once where host and device code both see it:
+ *
+ *     constexpr gpusys_callback<float(int, float)> scale{0x8001};
+ *
+ * host:   float scale_fn(int i, float x) { ... }
+ *         gpusys_register(gpusys_callbacks_of(g), scale, "scale", scale_fn);
+ * device: float y = gpusys_call<float>(dev, scale, i, x);   // callback.cuh
+ *
+ * Arguments travel packed in order, each at its alignment; the result
+ * comes back the same way. Argument and result types must be trivially
+ * copyable (no pointers into the other side's memory, of course).
+ */
+#include <stddef.h>
+#include <string.h>
+#include <type_traits>
+#include <utility>
+
+#ifdef __CUDACC__
+#define GPUSYS_HD __host__ __device__
+#else
+#define GPUSYS_HD
 #endif
+
+template <class Sig> struct gpusys_callback;
+template <class R, class... A> struct gpusys_callback<R(A...)> {
+	uint16_t opcode;
+};
+
+namespace gpusys_cb_detail {
+
+GPUSYS_HD constexpr size_t align_up(size_t o, size_t a)
+{
+	return (o + a - 1) / a * a;
+}
+
+template <class... A> struct layout;
+template <> struct layout<> {
+	GPUSYS_HD static constexpr size_t end(size_t o) { return o; }
+};
+template <class T, class... R> struct layout<T, R...> {
+	GPUSYS_HD static constexpr size_t end(size_t o) { return layout<R...>::end(align_up(o, alignof(T)) + sizeof(T)); }
+};
+
+/* Bytes of the packed arguments. */
+template <class... A> GPUSYS_HD constexpr size_t args_bytes()
+{
+	return layout<A...>::end(0);
+}
+
+/* Offset of the I-th of A... */
+template <size_t I, class T, class... R> struct offset_of {
+	GPUSYS_HD static constexpr size_t at(size_t o) { return offset_of<I - 1, R...>::at(align_up(o, alignof(T)) + sizeof(T)); }
+};
+template <class T, class... R> struct offset_of<0, T, R...> {
+	GPUSYS_HD static constexpr size_t at(size_t o) { return align_up(o, alignof(T)); }
+};
+
+GPUSYS_HD inline void put(unsigned char *, size_t) {}
+template <class T, class... R> GPUSYS_HD inline void put(unsigned char *b, size_t o, const T &v, const R &...rest)
+{
+	o = align_up(o, alignof(T));
+	const unsigned char *s = (const unsigned char *)&v;
+	for (size_t i = 0; i < sizeof(T); i++)
+		b[o + i] = s[i];
+	put(b, o + sizeof(T), rest...);
+}
+
+template <class T> inline T load(const unsigned char *p)
+{
+	T v;
+	memcpy(&v, p, sizeof(T));
+	return v;
+}
+
+template <class... A> struct all_trivial : std::true_type {};
+template <class T, class... A>
+struct all_trivial<T, A...>
+	: std::integral_constant<bool, std::is_trivially_copyable<T>::value && all_trivial<A...>::value> {};
+
+template <class R, class... A> struct host {
+	typedef R (*fn_t)(A...);
+
+	template <size_t... I> static R invoke(fn_t fn, const unsigned char *b, std::index_sequence<I...>)
+	{
+		return fn(load<A>(b + offset_of<I, A...>::at(0))...);
+	}
+
+	static int trampoline(void *user, const void *arg, uint32_t arg_len, void *res, uint32_t res_cap,
+			      uint32_t *res_len)
+	{
+		if (arg_len != args_bytes<A...>())
+			return -EINVAL;
+		fn_t fn = (fn_t)user;
+		return call(fn, (const unsigned char *)arg, res, res_cap, res_len, std::is_void<R>());
+	}
+
+	static int call(fn_t fn, const unsigned char *b, void *, uint32_t, uint32_t *res_len, std::true_type)
+	{
+		invoke(fn, b, std::index_sequence_for<A...>());
+		*res_len = 0;
+		return 0;
+	}
+
+	static int call(fn_t fn, const unsigned char *b, void *res, uint32_t res_cap, uint32_t *res_len,
+			std::false_type)
+	{
+		typedef typename std::conditional<std::is_void<R>::value, char, R>::type RR;
+		if (res_cap < sizeof(RR))
+			return -EMSGSIZE;
+		RR r = invoke(fn, b, std::index_sequence_for<A...>());
+		memcpy(res, &r, sizeof(RR));
+		*res_len = sizeof(RR);
+		return 0;
+	}
+};
+
+template <class R> struct result_bytes : std::integral_constant<size_t, sizeof(R)> {};
+template <> struct result_bytes<void> : std::integral_constant<size_t, 0> {};
+
+} /* namespace gpusys_cb_detail */
+
+/* Register fn as the host side of h. 0 or as gpusys_callbacks_register. */
+template <class R, class... A>
+static inline int gpusys_register(struct gpusys_callbacks *cb, gpusys_callback<R(A...)> h, const char *name,
+				  R (*fn)(A...))
+{
+	static_assert(gpusys_cb_detail::all_trivial<A...>::value, "callback arguments must be trivially copyable");
+	static_assert(std::is_void<R>::value || std::is_trivially_copyable<R>::value,
+		      "a callback's result must be trivially copyable");
+	static_assert(gpusys_cb_detail::args_bytes<A...>() <= GPUSYS_MAX_LANE_PAYLOAD, "arguments above 1 MiB");
+	static_assert(gpusys_cb_detail::result_bytes<R>::value <= GPUSYS_MAX_LANE_PAYLOAD, "result above 1 MiB");
+	if (!cb)
+		return -EINVAL;
+	struct gpusys_callback_desc d;
+	memset(&d, 0, sizeof(d));
+	d.opcode = h.opcode;
+	d.name = name;
+	d.arg_max = (uint32_t)gpusys_cb_detail::args_bytes<A...>();
+	d.res_max = (uint32_t)gpusys_cb_detail::result_bytes<R>::value;
+	d.fn = &gpusys_cb_detail::host<R, A...>::trampoline;
+	d.user = (void *)fn;
+	return gpusys_callbacks_register(cb, &d);
+}
+#endif /* __cplusplus */
 
 #endif /* GPUSYS_CALLBACK_H */

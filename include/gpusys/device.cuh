@@ -21,6 +21,7 @@
 #include "gpusys/abi.h"
 #include "gpusys/dev.h"
 #include "device/port_client.h"
+#include "gpusys/future.cuh"
 
 /* One call of opcode with this lane's payload; the raw form of the helpers
  * below. out_len and lane_status receive this lane's results. */
@@ -55,7 +56,35 @@ static __device__ __forceinline__ int gpusys_echo(gpusys_dev_t dev, const void *
 	return gpusys_call(dev, GPUSYS_OP_ECHO, in, len, out, cap, out_len);
 }
 
+/* ------------------------------------------------ asynchronous forms */
+
+/* NOOP as a future (gpusys_wait gives 0 or -ESHUTDOWN). */
+static __device__ __forceinline__ gpusys_future_t gpusys_noop_async(const gpusys_dev_t &dev)
+{
+	return gpusys_future_detail::raw(dev, 0, GPUSYS_OP_NOOP, 0, 0, 0, 0, 0);
+}
+
+/* ECHO as a future: out (cap bytes) must stay valid until it is waited;
+ * gpusys_future_len() then gives the bytes received. */
+static __device__ __forceinline__ gpusys_future_t gpusys_echo_async(const gpusys_dev_t &dev, const void *in,
+								    uint32_t len, void *out, uint32_t cap)
+{
+	return gpusys_future_detail::raw(dev, 0, GPUSYS_OP_ECHO, 0, in, len, out, cap);
+}
+
+/* Any daemon opcode, raw, as a future. */
+static __device__ __forceinline__ gpusys_future_t gpusys_call_async(const gpusys_dev_t &dev, uint16_t opcode,
+								    const void *in, uint32_t in_len, void *out,
+								    uint32_t out_cap)
+{
+	return gpusys_future_detail::raw(dev, 0, opcode, 0, in, in_len, out, out_cap);
+}
+
 /* gpusys_printf, gpusys_fprintf, gpusys_puts (the print service). */
 #include "gpusys/print.cuh"
+
+/* gpusys_call<R>(dev, handle, args...) and the bytes forms (user host
+ * callbacks). */
+#include "gpusys/callback.cuh"
 
 #endif /* GPUSYS_DEVICE_CUH */

@@ -46,6 +46,7 @@
 #include "gpusys/dev.h"
 #include "gpusys/file.h"
 #include "device/file_client.h"
+#include "gpusys/future.cuh"
 
 #define GPUSYS_FILE_GPU_PIECE (4096u - GPUSYS_FILE_REQ_BYTES)
 
@@ -268,6 +269,208 @@ static __device__ int gpusys_rename(gpusys_dev_t dev, const char *from, const ch
 	q.path_len = n1;
 	uint32_t len = gpusys_file_pack(scratch, &q, from, n1, to, n2);
 	return (int)gpusys_file_call1(dev, GPUSYS_OP_FILE_RENAME, mask, scratch, len, 0, 0);
+}
+
+/* ------------------------------------------------ asynchronous forms */
+
+/* Each returns a future (include/gpusys/future.cuh); gpusys_wait gives what
+ * the synchronous call returns. The request (path, data) is sent before the
+ * call returns, so its buffers may be reused at once; a read's buf must
+ * stay valid until the future is waited. An asynchronous write sends at
+ * most GPUSYS_FILE_GPU_PIECE bytes (a larger one is short, as POSIX
+ * allows): loop, or use gpusys_pwrite / the block calls. */
+
+namespace gpusys_file_detail {
+
+static __device__ gpusys_future_t start(const gpusys_dev_t &dev, uint16_t op, uint16_t flags, uint64_t mask,
+					const uint8_t *req, uint32_t req_len, void *out, uint32_t cap)
+{
+	gpusys_future_t f;
+	gpusys_future_detail::init(f, GPUSYS_FUTURE_FILE, out, cap);
+	f.file_data = (uint8_t)gpusys_file_op_returns_data(op);
+	const void *inv[1] = { req };
+	uint32_t lenv[1] = { req_len }, capv[1] = { f.file_data ? cap : (uint32_t)sizeof(f.val) };
+	gpusys_rpc_start(&dev, op, flags, mask, inv, lenv, capv, !(flags & GPUSYS_REQ_NOREPLY), &f.pd);
+	gpusys_future_detail::started(dev, f);
+	return f;
+}
+
+static __device__ gpusys_future_t failed(long long err)
+{
+	gpusys_future_t f;
+	gpusys_future_detail::init(f, GPUSYS_FUTURE_FILE, 0, 0);
+	f.pd.mask = gpusys_lane_active_mask();
+	f.pd.phase = GPUSYS_RPC_DONE;
+	f.pd.rc = (int32_t)err;
+	f.pd.warp_slot = ~0u;
+	f.pd.sync = 0;
+	f.result = err;
+	return f;
+}
+
+static __device__ gpusys_future_t path_call(const gpusys_dev_t &dev, uint16_t op, struct gpusys_file_req &q,
+					    const char *path, void *out, uint32_t cap)
+{
+	uint8_t scratch[GPUSYS_FILE_REQ_BYTES + GPUSYS_FILE_PATH_MAX];
+	uint64_t active = (uint64_t)__activemask();
+	uint32_t n = path ? gpusys_file_strnlen(path, GPUSYS_FILE_PATH_MAX) : 0;
+	long long err = !path ? -EFAULT : n > GPUSYS_FILE_PATH_MAX ? -ENAMETOOLONG : 0;
+	uint64_t mask = (uint64_t)__ballot_sync((unsigned)active, err == 0);
+	if (err)
+		return failed(err);
+	uint32_t len = gpusys_file_pack(scratch, &q, path, n, 0, 0);
+	return start(dev, op, 0, mask, scratch, len, out, cap);
+}
+
+static __device__ gpusys_future_t handle_call(const gpusys_dev_t &dev, uint16_t op, uint16_t flags,
+					      struct gpusys_file_req &q, void *out, uint32_t cap)
+{
+	return start(dev, op, flags, (uint64_t)__activemask(), (const uint8_t *)&q, GPUSYS_FILE_REQ_BYTES, out,
+		     cap);
+}
+
+static __device__ gpusys_future_t read_op(const gpusys_dev_t &dev, uint16_t op, long long h, void *buf,
+					  unsigned long long n, long long off)
+{
+	struct gpusys_file_req q;
+	gpusys_file_req_init(&q);
+	uint32_t c = n < GPUSYS_MAX_LANE_PAYLOAD ? (uint32_t)n : GPUSYS_MAX_LANE_PAYLOAD;
+	q.handle = (int32_t)h;
+	q.offset = off;
+	q.count = c;
+	return handle_call(dev, op, 0, q, buf, c);
+}
+
+static __device__ gpusys_future_t write_op(const gpusys_dev_t &dev, uint16_t op, long long h, const void *buf,
+					   unsigned long long n, long long off)
+{
+	uint8_t scratch[GPUSYS_FILE_REQ_BYTES + GPUSYS_FILE_GPU_PIECE];
+	uint32_t piece = n < GPUSYS_FILE_GPU_PIECE ? (uint32_t)n : GPUSYS_FILE_GPU_PIECE;
+	struct gpusys_file_req q;
+	gpusys_file_req_init(&q);
+	q.handle = (int32_t)h;
+	q.offset = off;
+	uint32_t len = gpusys_file_pack(scratch, &q, buf, piece, 0, 0);
+	return start(dev, op, 0, (uint64_t)__activemask(), scratch, len, 0, 0);
+}
+
+} /* namespace gpusys_file_detail */
+
+static __device__ gpusys_future_t gpusys_open_async(gpusys_dev_t dev, const char *path, int flags, unsigned mode = 0)
+{
+	struct gpusys_file_req q;
+	gpusys_file_req_init(&q);
+	q.flags = flags;
+	q.mode = mode;
+	return gpusys_file_detail::path_call(dev, GPUSYS_OP_FILE_OPEN, q, path, 0, 0);
+}
+
+static __device__ gpusys_future_t gpusys_close_async(gpusys_dev_t dev, long long h)
+{
+	struct gpusys_file_req q;
+	gpusys_file_req_init(&q);
+	q.handle = (int32_t)h;
+	return gpusys_file_detail::handle_call(dev, GPUSYS_OP_FILE_CLOSE, 0, q, 0, 0);
+}
+
+/* Fire-and-forget close: 0 once sent (or -ESHUTDOWN); its outcome is not
+ * known (a close that fails, e.g. -EBADF, fails silently). */
+static __device__ int gpusys_close_nowait(gpusys_dev_t dev, long long h)
+{
+	struct gpusys_file_req q;
+	gpusys_file_req_init(&q);
+	q.handle = (int32_t)h;
+	return (int)gpusys_file_detail::handle_call(dev, GPUSYS_OP_FILE_CLOSE, GPUSYS_REQ_NOREPLY, q, 0, 0).result;
+}
+
+static __device__ gpusys_future_t gpusys_read_async(gpusys_dev_t dev, long long h, void *buf, unsigned long long n)
+{
+	return gpusys_file_detail::read_op(dev, GPUSYS_OP_FILE_READ, h, buf, n, 0);
+}
+
+static __device__ gpusys_future_t gpusys_pread_async(gpusys_dev_t dev, long long h, void *buf, unsigned long long n,
+						     long long off)
+{
+	return gpusys_file_detail::read_op(dev, GPUSYS_OP_FILE_PREAD, h, buf, n, off);
+}
+
+static __device__ gpusys_future_t gpusys_write_async(gpusys_dev_t dev, long long h, const void *buf,
+						     unsigned long long n)
+{
+	return gpusys_file_detail::write_op(dev, GPUSYS_OP_FILE_WRITE, h, buf, n, 0);
+}
+
+static __device__ gpusys_future_t gpusys_pwrite_async(gpusys_dev_t dev, long long h, const void *buf,
+						      unsigned long long n, long long off)
+{
+	return gpusys_file_detail::write_op(dev, GPUSYS_OP_FILE_PWRITE, h, buf, n, off);
+}
+
+static __device__ gpusys_future_t gpusys_lseek_async(gpusys_dev_t dev, long long h, long long off, int whence)
+{
+	struct gpusys_file_req q;
+	gpusys_file_req_init(&q);
+	q.handle = (int32_t)h;
+	q.offset = off;
+	q.flags = whence;
+	return gpusys_file_detail::handle_call(dev, GPUSYS_OP_FILE_LSEEK, 0, q, 0, 0);
+}
+
+/* Waited: the bytes of *st received (sizeof) or -errno. */
+static __device__ gpusys_future_t gpusys_fstat_async(gpusys_dev_t dev, long long h, struct gpusys_stat *st)
+{
+	struct gpusys_file_req q;
+	gpusys_file_req_init(&q);
+	q.handle = (int32_t)h;
+	return gpusys_file_detail::handle_call(dev, GPUSYS_OP_FILE_FSTAT, 0, q, st, sizeof(*st));
+}
+
+static __device__ gpusys_future_t gpusys_stat_async(gpusys_dev_t dev, const char *path, struct gpusys_stat *st,
+						    int flags = 0)
+{
+	struct gpusys_file_req q;
+	gpusys_file_req_init(&q);
+	q.flags = flags;
+	return gpusys_file_detail::path_call(dev, GPUSYS_OP_FILE_STAT, q, path, st, sizeof(*st));
+}
+
+static __device__ gpusys_future_t gpusys_fsync_async(gpusys_dev_t dev, long long h)
+{
+	struct gpusys_file_req q;
+	gpusys_file_req_init(&q);
+	q.handle = (int32_t)h;
+	return gpusys_file_detail::handle_call(dev, GPUSYS_OP_FILE_FSYNC, 0, q, 0, 0);
+}
+
+static __device__ gpusys_future_t gpusys_ftruncate_async(gpusys_dev_t dev, long long h, long long length)
+{
+	struct gpusys_file_req q;
+	gpusys_file_req_init(&q);
+	q.handle = (int32_t)h;
+	q.offset = length;
+	return gpusys_file_detail::handle_call(dev, GPUSYS_OP_FILE_FTRUNCATE, 0, q, 0, 0);
+}
+
+static __device__ gpusys_future_t gpusys_unlink_async(gpusys_dev_t dev, const char *path)
+{
+	struct gpusys_file_req q;
+	gpusys_file_req_init(&q);
+	return gpusys_file_detail::path_call(dev, GPUSYS_OP_FILE_UNLINK, q, path, 0, 0);
+}
+
+static __device__ gpusys_future_t gpusys_mkdir_async(gpusys_dev_t dev, const char *path, unsigned mode)
+{
+	struct gpusys_file_req q;
+	gpusys_file_req_init(&q);
+	q.mode = mode;
+	return gpusys_file_detail::path_call(dev, GPUSYS_OP_FILE_MKDIR, q, path, 0, 0);
+}
+
+static __device__ gpusys_future_t gpusys_rmdir_async(gpusys_dev_t dev, const char *path)
+{
+	struct gpusys_file_req q;
+	gpusys_file_req_init(&q);
+	return gpusys_file_detail::path_call(dev, GPUSYS_OP_FILE_RMDIR, q, path, 0, 0);
 }
 
 /* ---------------------------------------------------------------- block */

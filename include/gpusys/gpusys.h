@@ -32,6 +32,7 @@ extern "C" {
 #endif
 
 typedef struct gpusys gpusys_t;
+struct gpusys_callbacks;
 
 /* Two 16 MiB slots: one block call streams through them at full speed
  * (bench/RESULTS.md, "file"). Pinned host memory, per client. */
@@ -78,6 +79,31 @@ gpusys_dev_t gpusys_device(const gpusys_t *g);
  * -ESHUTDOWN (the daemon went away), or -EIO with the CUDA error of the
  * stream (a kernel fault). */
 int gpusys_synchronize(gpusys_t *g, void *stream, int timeout_ms);
+
+/* Without blocking: 1 when the kernels queued on stream are done and so is
+ * every request they made (asynchronous and fire-and-forget ones, and user
+ * callbacks, included), 0 while not, or -EIO (a kernel fault), -ESHUTDOWN.
+ * It reads two counters from the device (a few microseconds), never waits
+ * for the kernels. Requests are counted per client, not per stream: with
+ * kernels of several streams calling at once, 1 may come only once the
+ * others' requests are done too (never before this stream's are). */
+int gpusys_query(gpusys_t *g, void *stream);
+
+/* gpusys_device() for a launch on stream: the in-flight hint then lasts
+ * until gpusys_synchronize or gpusys_query has seen every stream named
+ * this way done (plain gpusys_device() launches are not tracked per
+ * stream: their hint ends at the first synchronize that finds every named
+ * stream done). */
+gpusys_dev_t gpusys_device_on(gpusys_t *g, void *stream);
+
+/* User host callbacks (include/gpusys/callback.h): this client's callback
+ * server, made on first use (its channel registered with the driver; a
+ * kernel launched after this gets it in its handle). NULL if it could not
+ * be made. gpusys_register_callback() is gpusys_callbacks_register() on
+ * it: 0 or -errno. */
+struct gpusys_callbacks *gpusys_callbacks_of(gpusys_t *g);
+struct gpusys_callback_desc;
+int gpusys_register_callback(gpusys_t *g, const struct gpusys_callback_desc *d);
 
 /* Release the device mappings and the connection: the daemon frees the
  * channel. Kernels using the handle must be finished. */

@@ -46,6 +46,7 @@
 #include "gpusys/dev.h"
 #include "gpusys/print.h"
 #include "device/print_pack.h"
+#include "gpusys/future.cuh"
 
 namespace gpusys_print_detail {
 
@@ -151,6 +152,72 @@ static __device__ __forceinline__ int gpusys_print_args(const gpusys_dev_t &dev,
 							const gpusys_print_arg *args, uint32_t nargs)
 {
 	return gpusys_print_detail::print(dev, (uint32_t)stream, fmt, args, nargs);
+}
+
+/* ------------------------------------------------ asynchronous forms */
+
+namespace gpusys_print_detail {
+
+static __device__ __noinline__ gpusys_future_t print_start(const gpusys_dev_t &dev, uint16_t flags,
+							   uint32_t stream, const char *fmt,
+							   const gpusys_print_arg *args, uint32_t nargs)
+{
+	gpusys_future_t f;
+	gpusys_future_detail::init(f, GPUSYS_FUTURE_RAW, 0, 0);
+	const uint64_t mask = gpusys_lane_active_mask();
+	uint32_t st[1] = { stream }, n[1] = { nargs };
+	const char *fs[1] = { fmt };
+	const gpusys_print_arg *a[1] = { args };
+	int32_t early[1] = { 0 };
+	gpusys_print_start(&dev, mask, flags, !(flags & GPUSYS_REQ_NOREPLY), st, fs, a, n, early, &f.pd);
+	f.early = early[0];
+	gpusys_future_detail::started(dev, f);
+	return f;
+}
+
+} /* namespace gpusys_print_detail */
+
+/* A line as a future: the record is packed and sent before this returns
+ * (arguments may change at once); gpusys_wait gives the bytes printed, or
+ * -EAGAIN when the daemon's buffer for this client was full (no retry, the
+ * line was not printed; the synchronous form retries), or -errno. */
+template <typename... Args>
+static __device__ __forceinline__ gpusys_future_t gpusys_fprintf_async(const gpusys_dev_t &dev, int stream,
+									const char *fmt, Args... args)
+{
+	static_assert(sizeof...(Args) <= GPUSYS_PRINT_MAX_ARGS, "too many arguments for gpusys_printf");
+	const gpusys_print_arg a[sizeof...(Args) + 1] = { gpusys_print_detail::arg(args)...,
+							 gpusys_print_detail::make(0, 0) };
+	return gpusys_print_detail::print_start(dev, 0, (uint32_t)stream, fmt, a, (uint32_t)sizeof...(Args));
+}
+
+template <typename... Args>
+static __device__ __forceinline__ gpusys_future_t gpusys_printf_async(const gpusys_dev_t &dev, const char *fmt,
+								       Args... args)
+{
+	return gpusys_fprintf_async(dev, GPUSYS_PRINT_STDOUT, fmt, args...);
+}
+
+/* Fire-and-forget: returns once the line is sent (0, or -errno if it could
+ * not be packed or sent); nobody hears whether it was printed, and a line
+ * that finds the daemon's buffer for this client full (print_buffer_limit)
+ * is dropped. gpusys_print_flush() waits for the ones accepted. */
+template <typename... Args>
+static __device__ __forceinline__ int gpusys_fprintf_nowait(const gpusys_dev_t &dev, int stream, const char *fmt,
+							    Args... args)
+{
+	static_assert(sizeof...(Args) <= GPUSYS_PRINT_MAX_ARGS, "too many arguments for gpusys_printf");
+	const gpusys_print_arg a[sizeof...(Args) + 1] = { gpusys_print_detail::arg(args)...,
+							 gpusys_print_detail::make(0, 0) };
+	gpusys_future_t f = gpusys_print_detail::print_start(dev, GPUSYS_REQ_NOREPLY, (uint32_t)stream, fmt, a,
+							     (uint32_t)sizeof...(Args));
+	return (int)f.result;
+}
+
+template <typename... Args>
+static __device__ __forceinline__ int gpusys_printf_nowait(const gpusys_dev_t &dev, const char *fmt, Args... args)
+{
+	return gpusys_fprintf_nowait(dev, GPUSYS_PRINT_STDOUT, fmt, args...);
 }
 
 /* Wait until every line this process's kernels printed so far has been
