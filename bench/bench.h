@@ -44,10 +44,12 @@ int bench_print_emulated(int argc, char **argv);
 int bench_print_attach_to_file(const char *path, int (*attach)(void *), void *arg);
 uint64_t bench_print_count_lines(int fd);
 int bench_file_emulated(int argc, char **argv);
+int bench_calls_emulated(int argc, char **argv); /* calls_emu.c */
 #ifdef GPUSYS_BENCH_HAVE_GPU
 int bench_rtt_gpu(int argc, char **argv);
 int bench_print_gpu(int argc, char **argv);
 int bench_file_gpu(int argc, char **argv);
+int bench_calls_gpu(int argc, char **argv); /* futures and user callbacks (calls_gpu.cu) */
 #endif
 
 #ifdef __cplusplus

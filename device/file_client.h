@@ -124,12 +124,11 @@ GPUSYS_FN void gpusys_file_rpc_start(const gpusys_dev_t *dev, uint16_t op, uint1
  * the daemon's value for the others) or -errno. */
 GPUSYS_FN void gpusys_file_rpc_finish(const gpusys_dev_t *dev, struct gpusys_file_pending *fp, int64_t *ret)
 {
-	const uint64_t mask = fp->pd.mask;
 	void *dst[GPUSYS_LANE_ARRAY];
 	uint32_t got[GPUSYS_LANE_ARRAY];
 	int32_t st[GPUSYS_LANE_ARRAY];
 
-	GPUSYS_FOR_EACH_LANE(mask, l)
+	GPUSYS_FOR_EACH_LANE(fp->pd.mask, l)
 	{
 		uint32_t i = GPUSYS_LI(l);
 		dst[i] = fp->data ? fp->out[i] : (void *)&fp->val[i];
@@ -137,7 +136,7 @@ GPUSYS_FN void gpusys_file_rpc_finish(const gpusys_dev_t *dev, struct gpusys_fil
 		st[i] = 0;
 	}
 	int rc = gpusys_rpc_finish(dev, &fp->pd, dst, fp->cap, got, st);
-	GPUSYS_FOR_EACH_LANE(mask, l)
+	GPUSYS_FOR_EACH_LANE(fp->pd.mask, l)
 	{
 		uint32_t i = GPUSYS_LI(l);
 		if (rc)

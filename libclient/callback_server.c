@@ -430,8 +430,19 @@ static void push_job(struct gpusys_callbacks *cb, uint32_t p)
 		pthread_cond_signal(&cb->q_cond);
 }
 
-/* One pass over every port: claim and queue those with a new request. */
-static unsigned scan(struct gpusys_callbacks *cb)
+/* Whether the request that word starts is for a QUICK callback. */
+static bool quick(struct gpusys_callbacks *cb, uint64_t word)
+{
+	uint16_t op = GPUSYS_CW_OPCODE(word);
+	if (op < GPUSYS_OP_USER_FIRST)
+		return false;
+	struct cb_entry *e = atomic_load_explicit(&cb->ops[op - GPUSYS_OP_USER_FIRST], memory_order_acquire);
+	return e && (e->d.flags & GPUSYS_CALLBACK_QUICK);
+}
+
+/* One pass over every port: claim those with a new request; serve QUICK
+ * ones here (progress slot poller_slot), queue the others. */
+static unsigned scan(struct gpusys_callbacks *cb, unsigned poller_slot)
 {
 	unsigned found = 0;
 	for (uint32_t p = 0; p < cb->num_ports; p++) {
@@ -441,11 +452,17 @@ static unsigned scan(struct gpusys_callbacks *cb)
 		if (!atomic_compare_exchange_strong(&cb->claim[p], &expected, 1))
 			continue; /* a worker has it */
 		/* Re-check under the claim: the worker may have acked just now. */
-		if (GPUSYS_WORD_SEQ(cb->client_word[p]) == __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED)) {
+		uint64_t w = cb->client_word[p];
+		if (GPUSYS_WORD_SEQ(w) == __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED)) {
 			atomic_store(&cb->claim[p], 0);
 			continue;
 		}
-		push_job(cb, p);
+		if (quick(cb, w)) {
+			serve(cb, p, poller_slot);
+			atomic_store_explicit(&cb->claim[p], 0, memory_order_release);
+		} else {
+			push_job(cb, p);
+		}
 		found++;
 	}
 	return found;
@@ -481,7 +498,7 @@ static void *poller_main(void *arg)
 		 * covers a ring stored out of order by racing warps. */
 		if (rang || now - last_full >= FULL_SCAN_NS) {
 			last_full = now;
-			if (scan(cb) || rang)
+			if (scan(cb, cb->nworkers) || rang)
 				last_work = now;
 		}
 		if (now - last_work < SPIN_NS) {
@@ -499,7 +516,7 @@ static void *poller_main(void *arg)
 		/* Deep sleep: announce, full fence, look once more. */
 		cb->hdr->dozing = 1;
 		atomic_thread_fence(memory_order_seq_cst);
-		if (cb->hdr->doorbell == bell && !scan(cb)) {
+		if (cb->hdr->doorbell == bell && !scan(cb, cb->nworkers)) {
 			until = atomic_load_explicit(&cb->expect_until, memory_order_relaxed);
 			if (!(until > now_ns()) && !atomic_load(&cb->stop)) {
 				struct pollfd pf = { .fd = cb->efd, .events = POLLIN };

@@ -59,6 +59,16 @@ struct gpusys_callback_desc {
 	uint32_t res_max;  /* largest result of a lane, bytes (<= 1 MiB) */
 	gpusys_callback_fn fn;
 	void *user;
+	uint32_t flags;    /* enum gpusys_callback_flags */
+};
+
+enum gpusys_callback_flags {
+	/* The callback returns within microseconds and never blocks: the
+	 * pool's poller runs it itself, with no hand-off to a worker (about a
+	 * microsecond less per call; bench/RESULTS.md). A QUICK callback that
+	 * blocks holds up every other callback meanwhile (never daemon
+	 * calls). */
+	GPUSYS_CALLBACK_QUICK = 1u << 0,
 };
 
 /* The callback server: a channel of this process's own and its pool. */
@@ -233,7 +243,7 @@ template <> struct result_bytes<void> : std::integral_constant<size_t, 0> {};
 /* Register fn as the host side of h. 0 or as gpusys_callbacks_register. */
 template <class R, class... A>
 static inline int gpusys_register(struct gpusys_callbacks *cb, gpusys_callback<R(A...)> h, const char *name,
-				  R (*fn)(A...))
+				  R (*fn)(A...), uint32_t flags = 0)
 {
 	static_assert(gpusys_cb_detail::all_trivial<A...>::value, "callback arguments must be trivially copyable");
 	static_assert(std::is_void<R>::value || std::is_trivially_copyable<R>::value,
@@ -250,6 +260,7 @@ static inline int gpusys_register(struct gpusys_callbacks *cb, gpusys_callback<R
 	d.res_max = (uint32_t)gpusys_cb_detail::result_bytes<R>::value;
 	d.fn = &gpusys_cb_detail::host<R, A...>::trampoline;
 	d.user = (void *)fn;
+	d.flags = flags;
 	return gpusys_callbacks_register(cb, &d);
 }
 #endif /* __cplusplus */

@@ -1,0 +1,429 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gpusys-bench calls: the call model of docs/CALLS.md on the GPU, each
+ * figure beside its peer measured in the same run.
+ *
+ *   sync A/B    one-warp NOOP round trip through gpusys_rpc (start + finish)
+ *               and through gpusys_rpc_v0 (the code before the split,
+ *               bench/rpc_v0.h), alternating rounds: the split must not
+ *               slow the synchronous path.
+ *   callback    user callback round trip (typed, a trivial host function)
+ *               against the NOOP round trip, one lane and a full warp; and
+ *               against today's way without gpusys: end the kernel,
+ *               cudaLaunchHostFunc, launch the next (per call).
+ *   overlap     kernels that start asynchronous calls (callbacks of ~50 us
+ *               of host work; file preads), compute, then wait: the share
+ *               of the call time hidden behind the compute, from the
+ *               kernel times of calls alone, compute alone, and both.
+ *
+ *   gpusys-bench calls [--daemon PATH | --runtime-dir DIR] [--iters N]
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "bench.h"
+#include "gpusys/gpusys.h"
+}
+#include "gpusys/callback.h"
+#include "gpusys/device.cuh"
+#include "gpusys/file.cuh"
+#include "rpc_v0.h"
+
+#define CK(x)                                                                                                  \
+	do {                                                                                                   \
+		cudaError_t e_ = (x);                                                                          \
+		if (e_ != cudaSuccess) {                                                                       \
+			fprintf(stderr, "gpusys-bench: %s:%d: %s: %s\n", __FILE__, __LINE__, #x,               \
+				cudaGetErrorString(e_));                                                       \
+			exit(1);                                                                               \
+		}                                                                                              \
+	} while (0)
+
+static __device__ __forceinline__ unsigned long long gtimer(void)
+{
+	unsigned long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+constexpr gpusys_callback<unsigned(unsigned)> inc_cb{ 0x8001 };
+constexpr gpusys_callback<unsigned(unsigned)> work_cb{ 0x8002 };
+
+static unsigned inc_host(unsigned x)
+{
+	return x + 1;
+}
+
+/* ~us microseconds of host work (a spin: a sleep would measure the timer). */
+static unsigned work_host(unsigned us)
+{
+	uint64_t end = bench_now_ns() + (uint64_t)us * 1000u;
+	unsigned n = 0;
+	while (bench_now_ns() < end)
+		n++;
+	return n ? us : us;
+}
+
+/* ------------------------------------------------------------- kernels */
+
+/* which: 0 NOOP via gpusys_rpc, 1 NOOP via gpusys_rpc_v0, 2 typed callback */
+static __global__ void k_lat(gpusys_dev_t dev, int which, int lanes, int iters, int warm,
+			     unsigned long long *lat, int *err)
+{
+	if ((int)(threadIdx.x % 32) >= lanes)
+		return;
+	const uint64_t mask = (uint64_t)__activemask();
+	const void *in[1] = { 0 };
+	void *out[1] = { 0 };
+	uint32_t zero[1] = { 0 }, got[1];
+	int32_t st[1];
+	for (int i = 0; i < iters + warm; i++) {
+		unsigned long long t0 = gtimer();
+		int rc;
+		if (which == 0) {
+			rc = gpusys_rpc(&dev, GPUSYS_OP_NOOP, 0, mask, in, zero, out, zero, got, st);
+		} else if (which == 1) {
+			rc = gpusys_rpc_v0(&dev, GPUSYS_OP_NOOP, 0, mask, in, zero, out, zero, got, st);
+		} else {
+			gpusys_result<unsigned> r = gpusys_call<unsigned>(dev, inc_cb, (unsigned)i);
+			rc = r.err ? r.err : r.value != (unsigned)i + 1 ? -EBADMSG : 0;
+		}
+		unsigned long long t1 = gtimer();
+		if (rc)
+			atomicCAS(err, 0, rc);
+		if (threadIdx.x == 0 && i >= warm)
+			lat[i - warm] = t1 - t0;
+	}
+}
+
+static __global__ void k_empty(int *x)
+{
+	if (threadIdx.x == 0 && x)
+		x[0]++;
+}
+
+static __device__ __noinline__ float compute(long long iters, float seed)
+{
+	float a = seed, b = 1.0001f;
+	for (long long i = 0; i < iters; i++)
+		a = fmaf(a, b, 0.5f) * 0.9999f;
+	return a;
+}
+
+/* mode: 0 calls only, 1 compute only, 2 both. kind: 0 callbacks of us
+ * microseconds, 1 preads of bytes from file handle h. Each warp (lane 0
+ * of it issues; one call per warp per step, K per round) starts K calls,
+ * computes, waits them, rounds times. */
+#define K_CALLS 4
+static __global__ void k_overlap(gpusys_dev_t dev, int mode, int kind, int rounds, long long work, unsigned us,
+				 long long h, uint8_t *bufs, unsigned bytes, float *sink, int *err)
+{
+	unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	float acc = 0;
+	for (int r = 0; r < rounds; r++) {
+		gpusys_future_t f[K_CALLS];
+		unsigned res[K_CALLS];
+		if (mode != 1 && threadIdx.x % 32 == 0) {
+			for (int k = 0; k < K_CALLS; k++) {
+				if (kind == 0)
+					f[k] = gpusys_call_async<unsigned>(dev, work_cb, &res[k], us);
+				else
+					f[k] = gpusys_pread_async(dev, h, bufs + ((size_t)warp * K_CALLS + k) * bytes,
+								  bytes, (long long)k * bytes);
+			}
+		}
+		if (mode != 0)
+			acc += compute(work, (float)threadIdx.x + r);
+		if (mode != 1 && threadIdx.x % 32 == 0) {
+			for (int k = 0; k < K_CALLS; k++) {
+				long long v = gpusys_wait(dev, f[k]);
+				if (kind == 0 ? (v != 0 || res[k] != us) : v != (long long)bytes)
+					atomicCAS(err, 0, v < 0 ? (int)v : -EBADMSG);
+			}
+		}
+	}
+	sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
+static __global__ void k_open(gpusys_dev_t dev, const char *path, long long *out)
+{
+	*out = gpusys_open(dev, path, O_RDONLY);
+}
+
+/* ------------------------------------------------------------- the host */
+
+static void run_lat(gpusys_t *g, int which, int lanes, int iters, struct bench_stats *st)
+{
+	unsigned long long *d;
+	int *derr, err = 0;
+	int warm = iters / 10 + 1;
+	CK(cudaMalloc(&d, sizeof(unsigned long long) * iters));
+	CK(cudaMalloc(&derr, sizeof(int)));
+	CK(cudaMemset(derr, 0, sizeof(int)));
+	k_lat<<<1, 32>>>(gpusys_device(g), which, lanes, iters, warm, d, derr);
+	CK(cudaGetLastError());
+	int rc = gpusys_synchronize(g, NULL, 60000);
+	if (rc) {
+		fprintf(stderr, "gpusys-bench: latency kernel: %s\n", gpusys_strerror(rc));
+		exit(1);
+	}
+	CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
+	if (err) {
+		fprintf(stderr, "gpusys-bench: a call failed: %s\n", gpusys_strerror(err));
+		exit(1);
+	}
+	uint64_t *h = (uint64_t *)malloc(sizeof(uint64_t) * iters);
+	CK(cudaMemcpy(h, d, sizeof(uint64_t) * iters, cudaMemcpyDeviceToHost));
+	*st = bench_stats_of(h, iters);
+	free(h);
+	cudaFree(d);
+	cudaFree(derr);
+}
+
+static void row(const char *what, const struct bench_stats *s, const char *note)
+{
+	printf("  %-44s p50 %7.2f us  p99 %7.2f us  min %6.2f us  %s\n", what, s->p50_ns / 1e3, s->p99_ns / 1e3,
+	       s->min_ns / 1e3, note ? note : "");
+}
+
+static volatile int host_calls;
+static void CUDART_CB host_fn(void *arg)
+{
+	(void)arg;
+	host_calls++;
+}
+
+/* Milliseconds of one k_overlap launch (median of 3). */
+static double overlap_ms(gpusys_t *g, int grid, int mode, int kind, int rounds, long long work, unsigned us,
+			 long long h, uint8_t *bufs, unsigned bytes, float *sink, int *derr)
+{
+	double t[3];
+	for (int i = 0; i < 3; i++) {
+		cudaEvent_t a, b;
+		CK(cudaEventCreate(&a));
+		CK(cudaEventCreate(&b));
+		CK(cudaEventRecord(a));
+		k_overlap<<<grid, 32>>>(gpusys_device(g), mode, kind, rounds, work, us, h, bufs, bytes, sink, derr);
+		CK(cudaEventRecord(b));
+		int rc = gpusys_synchronize(g, NULL, 60000);
+		if (rc) {
+			fprintf(stderr, "gpusys-bench: overlap kernel: %s\n", gpusys_strerror(rc));
+			exit(1);
+		}
+		float ms;
+		CK(cudaEventElapsedTime(&ms, a, b));
+		t[i] = ms;
+		cudaEventDestroy(a);
+		cudaEventDestroy(b);
+	}
+	double x = t[0], y = t[1], z = t[2];
+	return x > y ? (y > z ? y : (x > z ? z : x)) : (x > z ? x : (y > z ? z : y));
+}
+
+static void overlap(gpusys_t *g, int kind, const char *file, int *derr)
+{
+	const int grid = 16, rounds = 20;
+	const unsigned us = 50, bytes = 256 * 1024;
+	long long h = -1;
+	uint8_t *bufs = NULL;
+	float *sink;
+	CK(cudaMalloc(&sink, sizeof(float) * grid * 32));
+	if (kind == 1) {
+		/* The file: K_CALLS x bytes of data, in the page cache. */
+		int fd = open(file, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+		char *b = (char *)calloc(1, bytes);
+		for (int k = 0; k < K_CALLS; k++)
+			if (fd < 0 || write(fd, b, bytes) != (ssize_t)bytes)
+				fprintf(stderr, "gpusys-bench: cannot write %s\n", file);
+		free(b);
+		close(fd);
+		CK(cudaMalloc(&bufs, (size_t)grid * K_CALLS * bytes));
+		/* Open it from the device (the handle belongs to this client). */
+		long long *dhp;
+		CK(cudaMalloc(&dhp, sizeof(long long)));
+		char *dpath;
+		CK(cudaMalloc(&dpath, strlen(file) + 1));
+		CK(cudaMemcpy(dpath, file, strlen(file) + 1, cudaMemcpyHostToDevice));
+		k_open<<<1, 1>>>(gpusys_device(g), dpath, dhp);
+		gpusys_synchronize(g, NULL, 10000);
+		CK(cudaMemcpy(&h, dhp, sizeof(h), cudaMemcpyDeviceToHost));
+		cudaFree(dpath);
+		cudaFree(dhp);
+		if (h < 0) {
+			fprintf(stderr, "gpusys-bench: open %s from the device: %s\n", file, gpusys_strerror((int)h));
+			return;
+		}
+	}
+	/* Calibrate the compute to ~1.3x the call time of a round. */
+	double calls = overlap_ms(g, grid, 0, kind, rounds, 0, us, h, bufs, bytes, sink, derr);
+	long long work = 1000;
+	double comp = overlap_ms(g, grid, 1, kind, rounds, work, us, h, bufs, bytes, sink, derr);
+	for (int i = 0; i < 6 && comp < 1.3 * calls; i++) {
+		work = (long long)(work * (1.3 * calls / (comp > 0.01 ? comp : 0.01)));
+		comp = overlap_ms(g, grid, 1, kind, rounds, work, us, h, bufs, bytes, sink, derr);
+	}
+	double both = overlap_ms(g, grid, 2, kind, rounds, work, us, h, bufs, bytes, sink, derr);
+	int err = 0;
+	CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
+	double hidden = (calls + comp - both) / calls;
+	printf("  %-16s %d warps x %d rounds x %d async calls (%s): calls alone %.2f ms, compute alone %.2f ms, "
+	       "both %.2f ms (serial would be %.2f): %.0f%% of the call time hidden%s\n",
+	       kind ? "file pread" : "callback", grid, rounds, K_CALLS, kind ? "256 KiB each" : "50 us host work",
+	       calls, comp, both, calls + comp, 100 * hidden, err ? " (A CALL FAILED)" : "");
+	cudaFree(sink);
+	if (bufs)
+		cudaFree(bufs);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: gpusys-bench calls [--daemon PATH | --runtime-dir DIR] [--iters N]\n");
+}
+
+extern "C" int bench_calls_gpu(int argc, char **argv)
+{
+	int iters = 20000, opt;
+	const char *runtime_dir = NULL, *daemon = NULL;
+	static const struct option opts[] = {
+		{ "iters", required_argument, NULL, 'i' },
+		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "daemon", required_argument, NULL, 'd' },
+		{ NULL, 0, NULL, 0 },
+	};
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'i': iters = atoi(optarg); break;
+		case 'r': runtime_dir = optarg; break;
+		case 'd': daemon = optarg; break;
+		default: usage(); return 2;
+		}
+	}
+	char dir[PATH_MAX];
+	int dpid = 0;
+	if (daemon) {
+		dpid = bench_spawn_daemon(daemon, NULL, dir);
+		if (dpid < 0) {
+			fprintf(stderr, "gpusys-bench: cannot start %s: %s\n", daemon, strerror(-dpid));
+			return 1;
+		}
+		runtime_dir = dir;
+	}
+	int n = 0;
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+		fprintf(stderr, "gpusys-bench: no usable GPU\n");
+		if (dpid > 0)
+			bench_stop_daemon(dpid, dir);
+		return 77;
+	}
+	struct gpusys_options o;
+	memset(&o, 0, sizeof(o));
+	o.runtime_dir = runtime_dir;
+	gpusys_t *g;
+	int rc = gpusys_attach(&o, &g);
+	if (rc) {
+		fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_strerror(rc));
+		if (dpid > 0)
+			bench_stop_daemon(dpid, dir);
+		return 1;
+	}
+	struct gpusys_callbacks *cb = gpusys_callbacks_of(g);
+	if (!cb || gpusys_register(cb, inc_cb, "inc", inc_host) || gpusys_register(cb, work_cb, "work", work_host)) {
+		fprintf(stderr, "gpusys-bench: cannot register the callbacks\n");
+		return 1;
+	}
+	cudaDeviceProp prop;
+	CK(cudaGetDeviceProperties(&prop, 0));
+	printf("gpusys-bench calls: %s, %u ports, %d iterations per row\n", prop.name, gpusys_num_ports(g), iters);
+
+	/* 1. The synchronous path before and after the split, alternating. */
+	printf("sync path A/B (one warp, NOOP, 3 rounds each, alternating):\n");
+	for (int lanes = 32; lanes >= 1; lanes -= 31) {
+		uint64_t p50[2] = { 0, 0 }, p99[2] = { 0, 0 };
+		for (int round = 0; round < 3; round++) {
+			for (int which = 1; which >= 0; which--) {
+				struct bench_stats s;
+				run_lat(g, which, lanes, iters, &s);
+				p50[which] += s.p50_ns;
+				p99[which] += s.p99_ns;
+			}
+		}
+		printf("  %2d lanes: gpusys_rpc_v0 (before) p50 %.2f us p99 %.2f us | gpusys_rpc (start+finish) "
+		       "p50 %.2f us p99 %.2f us | ratio %.3f\n",
+		       lanes, p50[1] / 3e3, p99[1] / 3e3, p50[0] / 3e3, p99[0] / 3e3, (double)p50[0] / p50[1]);
+	}
+
+	/* 2. Callback round trip against NOOP and cudaLaunchHostFunc. */
+	printf("user callback round trip (one warp):\n");
+	for (int lanes = 1; lanes <= 32; lanes += 31) {
+		struct bench_stats noop, cbs;
+		run_lat(g, 0, lanes, iters, &noop);
+		run_lat(g, 2, lanes, iters, &cbs);
+		char what[64], note[64];
+		snprintf(what, sizeof(what), "NOOP (daemon), %d lane%s", lanes, lanes > 1 ? "s" : "");
+		row(what, &noop, NULL);
+		snprintf(what, sizeof(what), "callback inc(x) (this process), %d lane%s", lanes, lanes > 1 ? "s" : "");
+		snprintf(note, sizeof(note), "%.2fx NOOP", (double)cbs.p50_ns / noop.p50_ns);
+		row(what, &cbs, note);
+	}
+	{
+		cudaStream_t s;
+		CK(cudaStreamCreate(&s));
+		int *x;
+		CK(cudaMalloc(&x, sizeof(int)));
+		const int N = 2000;
+		for (int i = 0; i < 100; i++) {
+			k_empty<<<1, 32, 0, s>>>(x);
+			CK(cudaLaunchHostFunc(s, host_fn, NULL));
+		}
+		CK(cudaStreamSynchronize(s));
+		uint64_t t0 = bench_now_ns();
+		for (int i = 0; i < N; i++) {
+			k_empty<<<1, 32, 0, s>>>(x);
+			CK(cudaLaunchHostFunc(s, host_fn, NULL));
+		}
+		CK(cudaStreamSynchronize(s));
+		double per = (bench_now_ns() - t0) / 1e3 / N;
+		/* And one round trip at a time: the kernel waits for the host
+		 * function before the next launch (a kernel that needs the
+		 * answer). */
+		t0 = bench_now_ns();
+		for (int i = 0; i < N / 4; i++) {
+			k_empty<<<1, 32, 0, s>>>(x);
+			CK(cudaLaunchHostFunc(s, host_fn, NULL));
+			CK(cudaStreamSynchronize(s));
+		}
+		double per_sync = (bench_now_ns() - t0) / 1e3 / (N / 4);
+		printf("  %-44s %.2f us per call queued back to back, %.2f us per call waited each time\n",
+		       "kernel end + cudaLaunchHostFunc + launch", per, per_sync);
+		cudaFree(x);
+		cudaStreamDestroy(s);
+	}
+
+	/* 3. Overlap. */
+	printf("overlap (kernel times, median of 3):\n");
+	int *derr;
+	CK(cudaMalloc(&derr, sizeof(int)));
+	CK(cudaMemset(derr, 0, sizeof(int)));
+	overlap(g, 0, NULL, derr);
+	char file[PATH_MAX + 32];
+	snprintf(file, sizeof(file), "%s/overlap.dat", runtime_dir ? runtime_dir : "/tmp");
+	overlap(g, 1, file, derr);
+	unlink(file);
+	cudaFree(derr);
+
+	gpusys_detach(g);
+	if (dpid > 0)
+		bench_stop_daemon(dpid, dir);
+	return 0;
+}
