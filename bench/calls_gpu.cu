@@ -232,8 +232,8 @@ static double overlap_ms(gpusys_t *g, int grid, int mode, int kind, int rounds, 
 
 static void overlap(gpusys_t *g, int kind, const char *file, int *derr)
 {
-	const int grid = 16, rounds = 20;
-	const unsigned us = 50, bytes = 256 * 1024;
+	const int grid = 16, rounds = 10;
+	const unsigned us = 50, bytes = 64 * 1024;
 	long long h = -1;
 	uint8_t *bufs = NULL;
 	float *sink;
@@ -278,7 +278,7 @@ static void overlap(gpusys_t *g, int kind, const char *file, int *derr)
 	double hidden = (calls + comp - both) / calls;
 	printf("  %-16s %d warps x %d rounds x %d async calls (%s): calls alone %.2f ms, compute alone %.2f ms, "
 	       "both %.2f ms (serial would be %.2f): %.0f%% of the call time hidden%s\n",
-	       kind ? "file pread" : "callback", grid, rounds, K_CALLS, kind ? "256 KiB each" : "50 us host work",
+	       kind ? "file pread" : "callback", grid, rounds, K_CALLS, kind ? "64 KiB each" : "50 us host work",
 	       calls, comp, both, calls + comp, 100 * hidden, err ? " (A CALL FAILED)" : "");
 	cudaFree(sink);
 	if (bufs)
