@@ -58,6 +58,8 @@ static __device__ __forceinline__ unsigned long long gtimer(void)
 
 constexpr gpusys_callback<unsigned(unsigned)> inc_cb{ 0x8001 };
 constexpr gpusys_callback<unsigned(unsigned)> work_cb{ 0x8002 };
+constexpr gpusys_callback<unsigned(unsigned)> inc_quick_cb{ 0x8003 }; /* the same, GPUSYS_CALLBACK_QUICK */
+#define OP_ECHO_CB 0x8004 /* bytes back unchanged, for the stream rows */
 
 static unsigned inc_host(unsigned x)
 {
@@ -76,7 +78,18 @@ static unsigned work_host(unsigned us)
 
 /* ------------------------------------------------------------- kernels */
 
-/* which: 0 NOOP via gpusys_rpc, 1 NOOP via gpusys_rpc_v0, 2 typed callback */
+static int echo_cb(void *user, const void *arg, uint32_t arg_len, void *res, uint32_t res_cap, uint32_t *res_len)
+{
+	(void)user;
+	if (res_cap < arg_len)
+		return -EMSGSIZE;
+	memcpy(res, arg, arg_len);
+	*res_len = arg_len;
+	return 0;
+}
+
+/* which: 0 NOOP via gpusys_rpc, 1 NOOP via gpusys_rpc_v0, 2 typed callback,
+ * 3 typed callback (QUICK) */
 static __global__ void k_lat(gpusys_dev_t dev, int which, int lanes, int iters, int warm,
 			     unsigned long long *lat, int *err)
 {
@@ -94,8 +107,11 @@ static __global__ void k_lat(gpusys_dev_t dev, int which, int lanes, int iters, 
 			rc = gpusys_rpc(&dev, GPUSYS_OP_NOOP, 0, mask, in, zero, out, zero, got, st);
 		} else if (which == 1) {
 			rc = gpusys_rpc_v0(&dev, GPUSYS_OP_NOOP, 0, mask, in, zero, out, zero, got, st);
-		} else {
+		} else if (which == 2) {
 			gpusys_result<unsigned> r = gpusys_call<unsigned>(dev, inc_cb, (unsigned)i);
+			rc = r.err ? r.err : r.value != (unsigned)i + 1 ? -EBADMSG : 0;
+		} else {
+			gpusys_result<unsigned> r = gpusys_call<unsigned>(dev, inc_quick_cb, (unsigned)i);
 			rc = r.err ? r.err : r.value != (unsigned)i + 1 ? -EBADMSG : 0;
 		}
 		unsigned long long t1 = gtimer();
@@ -103,6 +119,20 @@ static __global__ void k_lat(gpusys_dev_t dev, int which, int lanes, int iters, 
 			atomicCAS(err, 0, rc);
 		if (threadIdx.x == 0 && i >= warm)
 			lat[i - warm] = t1 - t0;
+	}
+}
+
+/* which 0: ECHO through the daemon, 1: the echo callback; each lane n
+ * bytes of buf (2n per lane: in, then out), iters times. */
+static __global__ void k_stream(gpusys_dev_t dev, int which, uint8_t *buf, unsigned n, int iters, int *err)
+{
+	uint8_t *in = buf + (size_t)threadIdx.x * 2 * n, *out = in + n;
+	for (int i = 0; i < iters; i++) {
+		uint32_t got = 0;
+		int rc = which ? gpusys_call_bytes(dev, OP_ECHO_CB, in, n, out, n, &got)
+			       : gpusys_echo(dev, in, n, out, n, &got);
+		if (rc || got != n)
+			atomicCAS(err, 0, rc ? rc : -EBADMSG);
 	}
 }
 
@@ -142,8 +172,12 @@ static __global__ void k_overlap(gpusys_dev_t dev, int mode, int kind, int round
 								  bytes, (long long)k * bytes);
 			}
 		}
+		/* Reconverge before the compute: left diverged, lane 0 and the
+		 * others may run it as two passes (measured: twice the time). */
+		__syncwarp();
 		if (mode != 0)
 			acc += compute(work, (float)threadIdx.x + r);
+		__syncwarp();
 		if (mode != 1 && threadIdx.x % 32 == 0) {
 			for (int k = 0; k < K_CALLS; k++) {
 				long long v = gpusys_wait(dev, f[k]);
@@ -338,7 +372,15 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 		return 1;
 	}
 	struct gpusys_callbacks *cb = gpusys_callbacks_of(g);
-	if (!cb || gpusys_register(cb, inc_cb, "inc", inc_host) || gpusys_register(cb, work_cb, "work", work_host)) {
+	struct gpusys_callback_desc ed;
+	memset(&ed, 0, sizeof(ed));
+	ed.opcode = OP_ECHO_CB;
+	ed.name = "echo";
+	ed.arg_max = ed.res_max = 1u << 20;
+	ed.fn = echo_cb;
+	if (!cb || gpusys_register(cb, inc_cb, "inc", inc_host) || gpusys_register(cb, work_cb, "work", work_host) ||
+	    gpusys_register(cb, inc_quick_cb, "inc_quick", inc_host, GPUSYS_CALLBACK_QUICK) ||
+	    gpusys_register_callback(g, &ed)) {
 		fprintf(stderr, "gpusys-bench: cannot register the callbacks\n");
 		return 1;
 	}
@@ -366,15 +408,43 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 	/* 2. Callback round trip against NOOP and cudaLaunchHostFunc. */
 	printf("user callback round trip (one warp):\n");
 	for (int lanes = 1; lanes <= 32; lanes += 31) {
-		struct bench_stats noop, cbs;
+		struct bench_stats noop, cbs, qs;
 		run_lat(g, 0, lanes, iters, &noop);
 		run_lat(g, 2, lanes, iters, &cbs);
+		run_lat(g, 3, lanes, iters, &qs);
 		char what[64], note[64];
 		snprintf(what, sizeof(what), "NOOP (daemon), %d lane%s", lanes, lanes > 1 ? "s" : "");
 		row(what, &noop, NULL);
 		snprintf(what, sizeof(what), "callback inc(x) (this process), %d lane%s", lanes, lanes > 1 ? "s" : "");
 		snprintf(note, sizeof(note), "%.2fx NOOP", (double)cbs.p50_ns / noop.p50_ns);
 		row(what, &cbs, note);
+		snprintf(what, sizeof(what), "callback inc(x), QUICK, %d lane%s", lanes, lanes > 1 ? "s" : "");
+		snprintf(note, sizeof(note), "%.2fx NOOP", (double)qs.p50_ns / noop.p50_ns);
+		row(what, &qs, note);
+	}
+	/* Streams: one warp, 32 lanes x n bytes each way, daemon ECHO against
+	 * a bytes callback that echoes. */
+	for (unsigned n = 4096; n <= 65536; n *= 16) {
+		double t[2];
+		for (int w = 0; w < 2; w++) {
+			uint8_t *buf;
+			int *derr, err = 0;
+			CK(cudaMalloc(&buf, (size_t)64 * n));
+			CK(cudaMalloc(&derr, sizeof(int)));
+			CK(cudaMemset(derr, 0, sizeof(int)));
+			uint64_t t0 = bench_now_ns();
+			k_stream<<<1, 32>>>(gpusys_device(g), w, buf, n, 20, derr);
+			gpusys_synchronize(g, NULL, 60000);
+			t[w] = (bench_now_ns() - t0) / 1e3 / 20;
+			CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
+			if (err)
+				printf("  stream %s: a call failed: %s\n", w ? "callback" : "echo", gpusys_strerror(err));
+			cudaFree(buf);
+			cudaFree(derr);
+		}
+		printf("  stream, 32 lanes x %u B each way: daemon ECHO %.1f us per call, bytes callback %.1f us "
+		       "(%.2fx)\n",
+		       n, t[0], t[1], t[1] / t[0]);
 	}
 	{
 		cudaStream_t s;

@@ -656,11 +656,11 @@ int gpusys_query(gpusys_t *g, void *stream)
 
 	ctx_push(g);
 	rc = query_stream(g, stream);
-	if (rc == 1)
-		rc = read_submitted(g, want);
+	if (rc == 1 && read_submitted(g, want) < 0)
+		rc = -EIO;
 	ctx_pop(g);
 	if (rc <= 0)
-		return rc ? rc : 0;
+		return rc; /* 0: kernels still running; or -EIO */
 	if (!all_completed(g, want))
 		return check_alive(g) < 0 ? -ESHUTDOWN : 0;
 	stream_finished(g, stream);

@@ -57,7 +57,7 @@ static __device__ __forceinline__ gpusys_future_t gpusys_call_bytes_async(const 
 static __device__ __forceinline__ int gpusys_call_bytes(const gpusys_dev_t &dev, uint16_t opcode, const void *in,
 							uint32_t in_len, void *out, uint32_t cap, uint32_t *out_len)
 {
-	gpusys_future_t f = gpusys_call_bytes_async(dev, opcode, in, in_len, out, cap);
+	gpusys_future_t f = gpusys_future_detail::raw(dev, 1, opcode, 0, in, in_len, out, cap, 0);
 	int r = (int)gpusys_wait(dev, f);
 	if (out_len)
 		*out_len = f.out_len;
@@ -87,7 +87,7 @@ struct convertible_all<types<F, Fs...>, types<T, Ts...>>
 /* Checks, then packs the arguments converted to the declared types. */
 template <class R, class HR, class... A, class... Args>
 static __device__ __forceinline__ gpusys_future_t start(const gpusys_dev_t &dev, gpusys_callback<HR(A...)> h,
-							 uint16_t flags, void *out, Args... args)
+							 uint16_t flags, int async, void *out, Args... args)
 {
 	static_assert(std::is_same<R, HR>::value, "gpusys_call<R>: R is not the callback's result type");
 	static_assert(sizeof...(Args) == sizeof...(A), "gpusys_call: wrong number of arguments for this callback");
@@ -97,7 +97,7 @@ static __device__ __forceinline__ gpusys_future_t start(const gpusys_dev_t &dev,
 	unsigned char buf[args_bytes<A...>() ? args_bytes<A...>() : 1];
 	put(buf, 0, static_cast<A>(args)...);
 	return gpusys_future_detail::raw(dev, 1, h.opcode, flags, buf, (uint32_t)args_bytes<A...>(), out,
-					 (uint32_t)result_bytes<R>::value);
+					 (uint32_t)result_bytes<R>::value, async);
 }
 
 } /* namespace gpusys_cb_detail */
@@ -119,7 +119,7 @@ static __device__ __forceinline__ gpusys_result<R> gpusys_call(const gpusys_dev_
 {
 	gpusys_result<R> r;
 	typename std::conditional<std::is_void<R>::value, char, R>::type v;
-	gpusys_future_t f = gpusys_cb_detail::start<R>(dev, h, 0, std::is_void<R>::value ? nullptr : (void *)&v,
+	gpusys_future_t f = gpusys_cb_detail::start<R>(dev, h, 0, 0, std::is_void<R>::value ? nullptr : (void *)&v,
 							args...);
 	long long e = gpusys_wait(dev, f);
 	r.err = (int)e;
@@ -135,7 +135,7 @@ template <class R, class HR, class... A, class... Args>
 static __device__ __forceinline__ gpusys_future_t gpusys_call_async(const gpusys_dev_t &dev,
 								    gpusys_callback<HR(A...)> h, R *out, Args... args)
 {
-	return gpusys_cb_detail::start<R>(dev, h, 0, (void *)out, args...);
+	return gpusys_cb_detail::start<R>(dev, h, 0, 1, (void *)out, args...);
 }
 
 /* Fire-and-forget typed call (the result, if any, is not read). */
@@ -143,7 +143,7 @@ template <class HR, class... A, class... Args>
 static __device__ __forceinline__ int gpusys_call_nowait(const gpusys_dev_t &dev, gpusys_callback<HR(A...)> h,
 							 Args... args)
 {
-	return (int)gpusys_cb_detail::start<HR>(dev, h, GPUSYS_REQ_NOREPLY, nullptr, args...).result;
+	return (int)gpusys_cb_detail::start<HR>(dev, h, GPUSYS_REQ_NOREPLY, 1, nullptr, args...).result;
 }
 
 #endif /* GPUSYS_CALLBACK_CUH */

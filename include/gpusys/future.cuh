@@ -108,10 +108,12 @@ static __device__ __forceinline__ void started(const gpusys_dev_t &dev, gpusys_f
 		finish(dev, f);
 }
 
-/* A raw call as a future: the payload in, the response to out. */
+/* A raw call as a future: the payload in, the response to out. async 0:
+ * the synchronous path (no per-warp count, any port), for the synchronous
+ * forms that wait at once. */
 static __device__ __forceinline__ gpusys_future_t raw(const gpusys_dev_t &dev, int on_callbacks, uint16_t opcode,
 						      uint16_t flags, const void *in, uint32_t in_len, void *out,
-						      uint32_t cap)
+						      uint32_t cap, int async = 1)
 {
 	gpusys_future_t f;
 	init(f, GPUSYS_FUTURE_RAW, out, cap);
@@ -130,7 +132,7 @@ static __device__ __forceinline__ gpusys_future_t raw(const gpusys_dev_t &dev, i
 	}
 	const void *inv[1] = { in };
 	uint32_t lenv[1] = { in_len }, capv[1] = { cap };
-	gpusys_rpc_start(dev_of(dev, f), opcode, flags, mask, inv, lenv, capv, 1, &f.pd);
+	gpusys_rpc_start(dev_of(dev, f), opcode, flags, mask, inv, lenv, capv, async, &f.pd);
 	started(dev, f);
 	return f;
 }

@@ -37,3 +37,6 @@ log "gpusys-bench calls"
 timeout 200 build-gpu/bench/gpusys-bench calls --daemon build-gpu/daemon/gpusysd --iters 20000 >"$OUT/bench_calls.txt" 2>"$OUT/bench_calls_err.txt"
 echo "rc=$?" | tee -a "$OUT/summary.txt"; cat "$OUT/bench_calls.txt" >>"$OUT/summary.txt"
 grep -v "^gpusysd:" "$OUT/bench_calls_err.txt" | tail -5 >>"$OUT/summary.txt"
+log "gpusys-bench calls --emulate (this host's CPUs)"
+timeout 100 build-gpu/bench/gpusys-bench calls --emulate --daemon build-gpu/daemon/gpusysd --iters 30000 2>/dev/null | tee -a "$OUT/summary.txt" >/dev/null
+timeout 100 build-gpu/bench/gpusys-bench calls --emulate --daemon build-gpu/daemon/gpusysd --iters 30000 --lanes 1 2>/dev/null | tee -a "$OUT/summary.txt" >/dev/null
