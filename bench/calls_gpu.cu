@@ -175,8 +175,16 @@ static __global__ void k_overlap(gpusys_dev_t dev, int mode, int kind, int round
 		/* Reconverge before the compute: left diverged, lane 0 and the
 		 * others may run it as two passes (measured: twice the time). */
 		__syncwarp();
+		/* The seed comes out of memory after the starts, and acc is
+		 * materialized before the waits: the compiler may not move the
+		 * register-only compute past either. (The PTX of the version
+		 * measured in bench/RESULTS.md already had the call in place,
+		 * so this is not why that run showed no overlap.) */
+		float seed = (float)threadIdx.x + r;
+		gpusys_materialize(seed);
 		if (mode != 0)
-			acc += compute(work, (float)threadIdx.x + r);
+			acc += compute(work, seed);
+		gpusys_materialize(acc);
 		__syncwarp();
 		if (mode != 1 && threadIdx.x % 32 == 0) {
 			for (int k = 0; k < K_CALLS; k++) {

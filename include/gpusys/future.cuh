@@ -196,6 +196,17 @@ static __device__ int gpusys_wait_any(const gpusys_dev_t &dev, gpusys_future_t *
 	}
 }
 
+/* Pin a computation between a start and a wait. Work that touches no
+ * memory (register arithmetic) has no dependence on the calls, so the
+ * compiler is free to move it past the gpusys_wait (to where its result is
+ * used) or in front of the start, and the call would then not overlap it.
+ * gpusys_materialize(v) after the work makes v be computed at that point in
+ * program order; a store of the result to memory does the same. */
+template <class T> static __device__ __forceinline__ void gpusys_materialize(T &v)
+{
+	asm volatile("" ::"l"(&v) : "memory");
+}
+
 /* Bytes the answer carried (echo, callbacks), once finished. */
 static __device__ __forceinline__ uint32_t gpusys_future_len(const gpusys_future_t &f)
 {
