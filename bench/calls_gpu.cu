@@ -151,42 +151,41 @@ static __device__ __noinline__ float compute(long long iters, float seed)
 }
 
 /* mode: 0 calls only, 1 compute only, 2 both. kind: 0 callbacks of us
- * microseconds, 1 preads of bytes from file handle h. Each warp (lane 0
- * of it issues; one call per warp per step, K per round) starts K calls,
- * computes, waits them, rounds times. */
+ * microseconds (per lane), 1 preads of bytes (per lane) from handle h.
+ * all 0: lane 0 of each warp issues alone (a divergent start); all 1:
+ * every lane issues, together (one warp-aggregated request per call). Each
+ * warp starts K calls, computes, waits them, rounds times. */
 #define K_CALLS 4
-static __global__ void k_overlap(gpusys_dev_t dev, int mode, int kind, int rounds, long long work, unsigned us,
-				 long long h, uint8_t *bufs, unsigned bytes, float *sink, int *err)
+static __global__ void k_overlap(gpusys_dev_t dev, int mode, int kind, int all, int rounds, long long work,
+				 unsigned us, long long h, uint8_t *bufs, unsigned bytes, float *sink, int *err)
 {
-	unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+	bool issues = mode != 1 && (all || lane == 0);
 	float acc = 0;
 	for (int r = 0; r < rounds; r++) {
 		gpusys_future_t f[K_CALLS];
 		unsigned res[K_CALLS];
-		if (mode != 1 && threadIdx.x % 32 == 0) {
+		if (issues) {
 			for (int k = 0; k < K_CALLS; k++) {
 				if (kind == 0)
 					f[k] = gpusys_call_async<unsigned>(dev, work_cb, &res[k], us);
 				else
-					f[k] = gpusys_pread_async(dev, h, bufs + ((size_t)warp * K_CALLS + k) * bytes,
-								  bytes, (long long)k * bytes);
+					f[k] = gpusys_pread_async(
+						dev, h, bufs + (((size_t)warp * K_CALLS + k) * 32 + lane) * bytes, bytes,
+						(long long)(k * 32 + lane) * bytes);
 			}
 		}
-		/* Reconverge before the compute: left diverged, lane 0 and the
-		 * others may run it as two passes (measured: twice the time). */
 		__syncwarp();
 		/* The seed comes out of memory after the starts, and acc is
 		 * materialized before the waits: the compiler may not move the
-		 * register-only compute past either. (The PTX of the version
-		 * measured in bench/RESULTS.md already had the call in place,
-		 * so this is not why that run showed no overlap.) */
+		 * register-only compute past either. */
 		float seed = (float)threadIdx.x + r;
 		gpusys_materialize(seed);
 		if (mode != 0)
 			acc += compute(work, seed);
 		gpusys_materialize(acc);
 		__syncwarp();
-		if (mode != 1 && threadIdx.x % 32 == 0) {
+		if (issues) {
 			for (int k = 0; k < K_CALLS; k++) {
 				long long v = gpusys_wait(dev, f[k]);
 				if (kind == 0 ? (v != 0 || res[k] != us) : v != (long long)bytes)
@@ -246,8 +245,8 @@ static void CUDART_CB host_fn(void *arg)
 }
 
 /* Milliseconds of one k_overlap launch (median of 3). */
-static double overlap_ms(gpusys_t *g, int grid, int mode, int kind, int rounds, long long work, unsigned us,
-			 long long h, uint8_t *bufs, unsigned bytes, float *sink, int *derr)
+static double overlap_ms(gpusys_t *g, int grid, int mode, int kind, int all, int rounds, long long work,
+			 unsigned us, long long h, uint8_t *bufs, unsigned bytes, float *sink, int *derr)
 {
 	double t[3];
 	for (int i = 0; i < 3; i++) {
@@ -255,7 +254,7 @@ static double overlap_ms(gpusys_t *g, int grid, int mode, int kind, int rounds, 
 		CK(cudaEventCreate(&a));
 		CK(cudaEventCreate(&b));
 		CK(cudaEventRecord(a));
-		k_overlap<<<grid, 32>>>(gpusys_device(g), mode, kind, rounds, work, us, h, bufs, bytes, sink, derr);
+		k_overlap<<<grid, 32>>>(gpusys_device(g), mode, kind, all, rounds, work, us, h, bufs, bytes, sink, derr);
 		CK(cudaEventRecord(b));
 		int rc = gpusys_synchronize(g, NULL, 60000);
 		if (rc) {
@@ -272,24 +271,26 @@ static double overlap_ms(gpusys_t *g, int grid, int mode, int kind, int rounds, 
 	return x > y ? (y > z ? y : (x > z ? z : x)) : (x > z ? x : (y > z ? z : y));
 }
 
-static void overlap(gpusys_t *g, int kind, const char *file, int *derr)
+/* One overlap row: kind 0 callbacks (us per lane), 1 preads (bytes per
+ * lane) of file; all: every lane issues, or lane 0 alone. */
+static void overlap(gpusys_t *g, int kind, int all, unsigned us, unsigned bytes, const char *file, int *derr)
 {
 	const int grid = 16, rounds = 10;
-	const unsigned us = 50, bytes = 64 * 1024;
 	long long h = -1;
 	uint8_t *bufs = NULL;
 	float *sink;
 	CK(cudaMalloc(&sink, sizeof(float) * grid * 32));
 	if (kind == 1) {
-		/* The file: K_CALLS x bytes of data, in the page cache. */
+		/* The file: K_CALLS x 32 x bytes of data, in the page cache. */
+		size_t fbytes = (size_t)K_CALLS * 32 * bytes;
 		int fd = open(file, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-		char *b = (char *)calloc(1, bytes);
-		for (int k = 0; k < K_CALLS; k++)
-			if (fd < 0 || write(fd, b, bytes) != (ssize_t)bytes)
-				fprintf(stderr, "gpusys-bench: cannot write %s\n", file);
+		char *b = (char *)calloc(1, fbytes);
+		if (fd < 0 || write(fd, b, fbytes) != (ssize_t)fbytes)
+			fprintf(stderr, "gpusys-bench: cannot write %s\n", file);
 		free(b);
-		close(fd);
-		CK(cudaMalloc(&bufs, (size_t)grid * K_CALLS * bytes));
+		if (fd >= 0)
+			close(fd);
+		CK(cudaMalloc(&bufs, (size_t)grid * K_CALLS * 32 * bytes));
 		/* Open it from the device (the handle belongs to this client). */
 		long long *dhp;
 		CK(cudaMalloc(&dhp, sizeof(long long)));
@@ -307,21 +308,28 @@ static void overlap(gpusys_t *g, int kind, const char *file, int *derr)
 		}
 	}
 	/* Calibrate the compute to ~1.3x the call time of a round. */
-	double calls = overlap_ms(g, grid, 0, kind, rounds, 0, us, h, bufs, bytes, sink, derr);
+	double calls = overlap_ms(g, grid, 0, kind, all, rounds, 0, us, h, bufs, bytes, sink, derr);
 	long long work = 1000;
-	double comp = overlap_ms(g, grid, 1, kind, rounds, work, us, h, bufs, bytes, sink, derr);
+	double comp = overlap_ms(g, grid, 1, kind, all, rounds, work, us, h, bufs, bytes, sink, derr);
 	for (int i = 0; i < 6 && comp < 1.3 * calls; i++) {
 		work = (long long)(work * (1.3 * calls / (comp > 0.01 ? comp : 0.01)));
-		comp = overlap_ms(g, grid, 1, kind, rounds, work, us, h, bufs, bytes, sink, derr);
+		comp = overlap_ms(g, grid, 1, kind, all, rounds, work, us, h, bufs, bytes, sink, derr);
 	}
-	double both = overlap_ms(g, grid, 2, kind, rounds, work, us, h, bufs, bytes, sink, derr);
+	double both = overlap_ms(g, grid, 2, kind, all, rounds, work, us, h, bufs, bytes, sink, derr);
 	int err = 0;
 	CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
 	double hidden = (calls + comp - both) / calls;
-	printf("  %-16s %d warps x %d rounds x %d async calls (%s): calls alone %.2f ms, compute alone %.2f ms, "
-	       "both %.2f ms (serial would be %.2f): %.0f%% of the call time hidden%s\n",
-	       kind ? "file pread" : "callback", grid, rounds, K_CALLS, kind ? "64 KiB each" : "50 us host work",
-	       calls, comp, both, calls + comp, 100 * hidden, err ? " (A CALL FAILED)" : "");
+	char what[64];
+	if (kind == 0)
+		snprintf(what, sizeof(what), "callback, %u us host work per lane", us);
+	else
+		snprintf(what, sizeof(what), "file pread, %u B per lane", bytes);
+	printf("  %-36s %s: %d warps x %d rounds x %d async calls: calls alone %.2f ms, compute alone %.2f ms, "
+	       "both %.2f ms (serial %.2f): %.0f%% of the call time hidden%s\n",
+	       what, all ? "all 32 lanes issue" : "lane 0 issues", grid, rounds, K_CALLS, calls, comp, both,
+	       calls + comp, 100 * hidden, err ? " (A CALL FAILED)" : "");
+	if (kind == 1)
+		unlink(file);
 	cudaFree(sink);
 	if (bufs)
 		cudaFree(bufs);
@@ -493,11 +501,15 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 	int *derr;
 	CK(cudaMalloc(&derr, sizeof(int)));
 	CK(cudaMemset(derr, 0, sizeof(int)));
-	overlap(g, 0, NULL, derr);
 	char file[PATH_MAX + 32];
 	snprintf(file, sizeof(file), "%s/overlap.dat", runtime_dir ? runtime_dir : "/tmp");
-	overlap(g, 1, file, derr);
-	unlink(file);
+	/* The first and last rows are those of bench/RESULTS.md's first
+	 * figures (lane 0 issuing alone); the others issue from every lane,
+	 * and read 64 B per lane (one packet each way, nothing streamed). */
+	overlap(g, 0, 0, 50, 0, NULL, derr);
+	overlap(g, 0, 1, 2, 0, NULL, derr);
+	overlap(g, 1, 1, 0, 64, file, derr);
+	overlap(g, 1, 0, 0, 64 * 1024, file, derr);
 	cudaFree(derr);
 
 	gpusys_detach(g);
