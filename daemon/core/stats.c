@@ -15,6 +15,7 @@
 
 struct stats_hist {
 	uint64_t count, max_ns, sum_ns;
+	uint64_t errors, bytes_in, bytes_out; /* daemon-wide, detached clients' too */
 	uint64_t bucket[STATS_BUCKETS];
 };
 
@@ -118,6 +119,8 @@ static void *shard_get(void *_Atomic *slot, size_t bytes)
 	return p;
 }
 
+static inline void bump(uint64_t *v, uint64_t by);
+
 static void hist_add(struct stats_hist *h, uint64_t ns)
 {
 	/* Single writer: plain relaxed read-modify-write, no lock prefix. */
@@ -151,19 +154,22 @@ void stats_record(struct stats_client *c, unsigned slot, uint32_t op_id, uint64_
 		if (bytes_out)
 			bump(&o->bytes_out, bytes_out);
 	}
-	if (!t_start)
-		return;
-	uint64_t ns = stats_elapsed_ns(t_start, stats_now());
+	uint64_t ns = t_start ? stats_elapsed_ns(t_start, stats_now()) : 0;
 	struct stats_hist *h = shard_get((void *_Atomic *)&g.hist[slot], nops * sizeof(struct stats_hist));
 	if (!h)
 		return;
-	if (slot == PORT_LATER_SLOT) {
+	h += op_id;
+	if (slot == PORT_LATER_SLOT)
 		pthread_mutex_lock(&g.later_mu);
-		hist_add(&h[op_id], ns);
+	hist_add(h, ns);
+	if (error)
+		bump(&h->errors, 1);
+	if (bytes_in)
+		bump(&h->bytes_in, bytes_in);
+	if (bytes_out)
+		bump(&h->bytes_out, bytes_out);
+	if (slot == PORT_LATER_SLOT)
 		pthread_mutex_unlock(&g.later_mu);
-	} else {
-		hist_add(&h[op_id], ns);
-	}
 }
 
 void stats_client_free(struct stats_client *c)
@@ -201,6 +207,9 @@ void stats_op_latency(uint32_t op_id, struct stats_latency *ret)
 			continue;
 		h += op_id;
 		ret->count += __atomic_load_n(&h->count, __ATOMIC_RELAXED);
+		ret->errors += __atomic_load_n(&h->errors, __ATOMIC_RELAXED);
+		ret->bytes_in += __atomic_load_n(&h->bytes_in, __ATOMIC_RELAXED);
+		ret->bytes_out += __atomic_load_n(&h->bytes_out, __ATOMIC_RELAXED);
 		ret->sum_ns += __atomic_load_n(&h->sum_ns, __ATOMIC_RELAXED);
 		uint64_t m = __atomic_load_n(&h->max_ns, __ATOMIC_RELAXED);
 		if (m > ret->max_ns)

@@ -54,7 +54,7 @@ void stats_client_op(const struct stats_client *c, uint32_t op_id, struct stats_
 
 /* Daemon-wide latency of op_id, merged over the shards. */
 struct stats_latency {
-	uint64_t count;
+	uint64_t count, errors, bytes_in, bytes_out;
 	uint64_t max_ns;
 	uint64_t sum_ns;
 	uint64_t bucket[STATS_BUCKETS];
