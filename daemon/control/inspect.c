@@ -111,14 +111,15 @@ json_t *inspect_latency(void)
 			json_array_append_new(hist, json_pack("[I, I, I]", (json_int_t)lo, (json_int_t)hi,
 							      (json_int_t)l->bucket[b]));
 		}
-		json_array_append_new(ops, json_pack("{s:o, s:s, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+		json_array_append_new(ops, json_pack("{s:o, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
 						     "opcode", opcode_json(op->opcode),
 						     "name", op->name,
 						     "count", (json_int_t)l->count,
+						     "timed", (json_int_t)l->timed,
 						     "errors", (json_int_t)l->errors,
 						     "bytes_in", (json_int_t)l->bytes_in,
 						     "bytes_out", (json_int_t)l->bytes_out,
-						     "mean_us", us(l->sum_ns / l->count),
+						     "mean_us", us(l->timed ? l->sum_ns / l->timed : 0),
 						     "p50_us", us(stats_percentile_ns(l, 0.50)),
 						     "p90_us", us(stats_percentile_ns(l, 0.90)),
 						     "p99_us", us(stats_percentile_ns(l, 0.99)),

@@ -126,13 +126,13 @@ static void *noop_main(void *arg)
 	return NULL;
 }
 
-/* NOOPs per second from one emulated warp: the best of five windows
+/* NOOPs per second from one emulated warp: the best of seven windows
  * (other processes share the machine). */
 static double noop_rate(const gpusys_dev_t *dev)
 {
 	double best = 0;
-	for (int k = 0; k < 5; k++) {
-		struct noop_run r = { .dev = dev, .ms = 200 };
+	for (int k = 0; k < 7; k++) {
+		struct noop_run r = { .dev = dev, .ms = 150 };
 		pthread_t t;
 		assert_int_equal(pthread_create(&t, NULL, noop_main, &r), 0);
 		pthread_join(t, NULL);
