@@ -416,18 +416,25 @@ static gpusys_t *attach_kind(const char *dir, uint32_t kinds)
 
 static uint32_t used_ports;
 
-static void one_warp(gpusys_t *g, int lanes, int iters, unsigned long long *dlat, int *derr, const char *what)
+/* Wait for g's kernels; a failed wait or a call that failed (*derr) ends
+ * the benchmark, saying what failed. */
+static void synchronize_or_exit(gpusys_t *g, int timeout_ms, const int *derr, const char *what)
 {
-	BENCH_CK(cudaMemset(derr, 0, sizeof(int)));
-	k_lat<<<1, 32>>>(gpusys_device(g), lanes, iters, iters / 10 + 10, dlat, derr);
-	BENCH_CK(cudaGetLastError());
-	int rc = gpusys_synchronize(g, NULL, 60000);
+	int rc = gpusys_synchronize(g, NULL, timeout_ms);
 	int err = 0;
 	BENCH_CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
 	if (rc || err) {
 		fprintf(stderr, "gpusys-bench: %s: %s\n", what, gpusys_strerror(rc ? rc : err));
 		exit(1);
 	}
+}
+
+static void one_warp(gpusys_t *g, int lanes, int iters, unsigned long long *dlat, int *derr, const char *what)
+{
+	BENCH_CK(cudaMemset(derr, 0, sizeof(int)));
+	k_lat<<<1, 32>>>(gpusys_device(g), lanes, iters, iters / 10 + 10, dlat, derr);
+	BENCH_CK(cudaGetLastError());
+	synchronize_or_exit(g, 60000, derr, what);
 	struct row *r = add_row(what, kind_name(gpusys_memory_kind_of(g)), 1);
 	r->s = stats_dev(dlat, iters);
 	used_ports = gpusys_num_ports(g);
@@ -452,16 +459,11 @@ static void throughput(gpusys_t *g, long warps, int sms, long total, unsigned lo
 	k_tput<<<grid, block>>>(gpusys_device(g), iters, dlat, derr);
 	BENCH_CK(cudaEventRecord(e1));
 	BENCH_CK(cudaGetLastError());
-	int rc = gpusys_synchronize(g, NULL, 120000);
-	int err = 0;
-	BENCH_CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
-	if (rc || err) {
-		fprintf(stderr, "gpusys-bench: throughput %ld warps: %s\n", w, gpusys_strerror(rc ? rc : err));
-		exit(1);
-	}
+	char what[64];
+	snprintf(what, sizeof(what), "throughput %ld warps", w);
+	synchronize_or_exit(g, 120000, derr, what);
 	float ms = 0;
 	BENCH_CK(cudaEventElapsedTime(&ms, e0, e1));
-	char what[64];
 	snprintf(what, sizeof(what), "gpusys NOOP, %ld warp%s x 32 lanes", w, w == 1 ? "" : "s");
 	struct row *r = add_row(what, kind_name(gpusys_memory_kind_of(g)), w);
 	r->s = stats_dev(dlat, iters);

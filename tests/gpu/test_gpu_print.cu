@@ -90,13 +90,10 @@ static void expect_file(const char *path, const char *want, size_t want_len, con
 	wait_settled(path, want_len);
 	size_t len;
 	char *got = slurp(path, &len);
-	if (len != want_len || memcmp(got, want, len) != 0) {
-		size_t k = 0;
-		while (k < len && k < want_len && got[k] == want[k])
-			k++;
+	size_t k = cases_mismatch(got, len, want, want_len);
+	if (k != SIZE_MAX)
 		gt_fail("%s: %s has %zu bytes, want %zu; first difference at byte %zu: got \"%.40s\" want \"%.40s\"",
 			what, path, len, want_len, k, got + (k < len ? k : len), want + (k < want_len ? k : want_len));
-	}
 	free(got);
 }
 

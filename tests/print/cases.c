@@ -518,3 +518,13 @@ size_t cases_file_size(const char *path)
 	struct stat st;
 	return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
 }
+
+size_t cases_mismatch(const char *got, size_t len, const char *want, size_t want_len)
+{
+	if (len == want_len && memcmp(got, want, len) == 0)
+		return SIZE_MAX;
+	size_t k = 0;
+	while (k < len && k < want_len && got[k] == want[k])
+		k++;
+	return k;
+}

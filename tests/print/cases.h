@@ -52,6 +52,9 @@ extern const size_t refused_cases_n;
  * when it cannot be stat'ed. */
 char *cases_read_file(const char *path, size_t *len);
 size_t cases_file_size(const char *path);
+/* Where got (len bytes) and want (want_len) first differ, SIZE_MAX when
+ * they are the same. */
+size_t cases_mismatch(const char *got, size_t len, const char *want, size_t want_len);
 
 #ifdef __cplusplus
 }

@@ -188,10 +188,8 @@ static void expect_file(const char *path, const char *want, size_t want_len)
 {
 	size_t len;
 	char *got = slurp(path, &len);
-	if (len != want_len || memcmp(got, want, len) != 0) {
-		size_t k = 0;
-		while (k < len && k < want_len && got[k] == want[k])
-			k++;
+	size_t k = cases_mismatch(got, len, want, want_len);
+	if (k != SIZE_MAX) {
 		fprintf(stderr, "%s: %zu bytes, want %zu; first difference at byte %zu\n", path, len, want_len, k);
 		fprintf(stderr, "  got:  \"%.60s\"\n  want: \"%.60s\"\n", got + k, want + k);
 		fail();
