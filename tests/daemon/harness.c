@@ -20,6 +20,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "common/fdpass.h"
 #include "harness.h"
 
 long now_ms(void)
@@ -311,36 +312,27 @@ void hello_init(struct gpusys_hello *h)
 
 int raw_recv_welcome(int fd, struct gpusys_welcome *w, int *ret_fd)
 {
-	union {
-		struct cmsghdr align;
-		char bytes[CMSG_SPACE(4 * sizeof(int))];
-	} cbuf;
 	char buf[sizeof(*w) + 16];
-	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.bytes,
-			     .msg_controllen = sizeof(cbuf.bytes) };
+	int fds[4];
+	unsigned nfds = 0;
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 
 	*ret_fd = -1;
 	if (poll(&p, 1, 2000) <= 0)
 		return -ETIMEDOUT;
-	ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-	if (n <= 0)
+	ssize_t n = fdpass_recv(fd, buf, sizeof(buf), fds, 4, &nfds, NULL, 0);
+	if (n <= 0) {
+		for (unsigned i = 0; i < nfds; i++)
+			close(fds[i]);
 		return -ECONNRESET;
+	}
 	/* The first descriptor (the channel memory) is returned; the others
 	 * (the wake pipe) are closed. */
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int got;
-			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (*ret_fd < 0)
-				*ret_fd = got;
-			else
-				close(got);
-		}
+	for (unsigned i = 0; i < nfds; i++) {
+		if (*ret_fd < 0)
+			*ret_fd = fds[i];
+		else
+			close(fds[i]);
 	}
 	if ((size_t)n != sizeof(*w))
 		return -EPROTO;
