@@ -35,17 +35,6 @@ static char *ctl(const struct gd *d, const char *a1, const char *a2)
 	return out;
 }
 
-static int sleep_call(const gpusys_dev_t *dev, uint64_t delay_ns, uint16_t flags)
-{
-	struct gpusys_sleep_req q = { .delay_ns = delay_ns };
-	const void *in[GPUSYS_WARP_LANES] = { &q };
-	uint32_t in_len[GPUSYS_WARP_LANES] = { sizeof(q) };
-	void *out[GPUSYS_WARP_LANES] = { NULL };
-	uint32_t cap[GPUSYS_WARP_LANES] = { 0 }, out_len[GPUSYS_WARP_LANES] = { 0 };
-	int32_t st[GPUSYS_WARP_LANES] = { 0 };
-	int r = gpusys_emu_rpc(dev, GPUSYS_OP_SLEEP, flags, 1, in, in_len, out, cap, out_len, st);
-	return r ? r : st[0];
-}
 
 static json_t *op_named(json_t *ops, const char *name)
 {
@@ -88,7 +77,7 @@ static void test_ports_and_latency(void **state)
 		assert_int_equal(gpusys_emu_echo(dev, 1, in, in_len, outp, cap, out_len, st), 0);
 	}
 	for (int i = 0; i < SLEEPS; i++)
-		assert_int_equal(sleep_call(dev, 30 * MS, 0), 0);
+		assert_int_equal(emu_sleep(dev, 30 * MS, 0, 0), 0);
 
 	/* JSON: exact counts, bytes, and SLEEP's latency at least its delay. */
 	out = ctl(&d, "latency", "--json");
@@ -134,7 +123,7 @@ static void test_ports_and_latency(void **state)
 	free(out);
 	for (uint32_t i = 0; i < 3; i++) {
 		gpusys_emu_set_warp(i);
-		assert_int_equal(sleep_call(dev, 3000 * MS, GPUSYS_REQ_NOREPLY), 0);
+		assert_int_equal(emu_sleep(dev, 3000 * MS, 0, GPUSYS_REQ_NOREPLY), 0);
 	}
 	long t0 = now_ms();
 	for (;;) {

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "common/fdpass.h"
+#include "gpusys/emulator.h"
 #include "harness.h"
 
 long now_ms(void)
@@ -399,4 +400,16 @@ void wait_fds(pid_t pid, int want)
 			fprintf(stderr, "ls failed\n");
 		fail_msg("daemon holds %d descriptors, expected %d", n, want);
 	}
+}
+
+int emu_sleep(const struct gpusys_dev *dev, uint64_t delay_ns, uint64_t timeout_ns, uint16_t flags)
+{
+	struct gpusys_sleep_req q = { .delay_ns = delay_ns, .timeout_ns = timeout_ns };
+	const void *in[GPUSYS_WARP_LANES] = { &q };
+	uint32_t in_len[GPUSYS_WARP_LANES] = { sizeof(q) };
+	void *out[GPUSYS_WARP_LANES] = { NULL };
+	uint32_t cap[GPUSYS_WARP_LANES] = { 0 }, out_len[GPUSYS_WARP_LANES] = { 0 };
+	int32_t st[GPUSYS_WARP_LANES] = { 0 };
+	int r = gpusys_emu_rpc(dev, GPUSYS_OP_SLEEP, flags, 1, in, in_len, out, cap, out_len, st);
+	return r ? r : st[0];
 }
