@@ -119,16 +119,10 @@ int bench_calls_emulated(int argc, char **argv)
 	}
 	if (!lanes || lanes > 32 || iters < 10)
 		return 2;
-	char dir[PATH_MAX];
-	int pid = 0;
-	if (daemon) {
-		pid = bench_spawn_daemon(daemon, NULL, dir);
-		if (pid < 0) {
-			fprintf(stderr, "gpusys-bench: cannot start %s: %s\n", daemon, strerror(-pid));
-			return 1;
-		}
-		runtime_dir = dir;
-	}
+	struct bench_daemon bd;
+	memset(&bd, 0, sizeof(bd));
+	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0)
+		return 1;
 	struct gpusys_attach_opts ao = { .runtime_dir = runtime_dir, .num_ports = 4, .cuda_device = -1 };
 	struct gpusys_client *client;
 	struct gpusys_emu *emu;
@@ -148,8 +142,7 @@ int bench_calls_emulated(int argc, char **argv)
 		rc = gpusys_callbacks_register(cb, &d);
 	if (rc) {
 		fprintf(stderr, "gpusys-bench: setup: %s\n", gpusys_strerror(rc));
-		if (pid > 0)
-			bench_stop_daemon(pid, dir);
+		bench_daemon_stop(&bd);
 		return 1;
 	}
 	const gpusys_dev_t *dev = gpusys_emu_dev(emu), *cbdev = gpusys_callbacks_emu_dev(cb);
@@ -186,7 +179,6 @@ int bench_calls_emulated(int argc, char **argv)
 	gpusys_callbacks_destroy(cb);
 	gpusys_emu_close(emu);
 	gpusys_client_detach(client);
-	if (pid > 0)
-		bench_stop_daemon(pid, dir);
+	bench_daemon_stop(&bd);
 	return rc ? 1 : 0;
 }

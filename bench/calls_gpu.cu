@@ -359,21 +359,14 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 		default: usage(); return 2;
 		}
 	}
-	char dir[PATH_MAX];
-	int dpid = 0;
-	if (daemon) {
-		dpid = bench_spawn_daemon(daemon, NULL, dir);
-		if (dpid < 0) {
-			fprintf(stderr, "gpusys-bench: cannot start %s: %s\n", daemon, strerror(-dpid));
-			return 1;
-		}
-		runtime_dir = dir;
-	}
+	struct bench_daemon bd;
+	memset(&bd, 0, sizeof(bd));
+	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0)
+		return 1;
 	int n = 0;
 	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
 		fprintf(stderr, "gpusys-bench: no usable GPU\n");
-		if (dpid > 0)
-			bench_stop_daemon(dpid, dir);
+		bench_daemon_stop(&bd);
 		return 77;
 	}
 	struct gpusys_options o;
@@ -383,8 +376,7 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
 		fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_strerror(rc));
-		if (dpid > 0)
-			bench_stop_daemon(dpid, dir);
+		bench_daemon_stop(&bd);
 		return 1;
 	}
 	struct gpusys_callbacks *cb = gpusys_callbacks_of(g);
@@ -513,7 +505,6 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 	cudaFree(derr);
 
 	gpusys_detach(g);
-	if (dpid > 0)
-		bench_stop_daemon(dpid, dir);
+	bench_daemon_stop(&bd);
 	return 0;
 }
