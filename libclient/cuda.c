@@ -463,7 +463,8 @@ struct gpusys_callbacks *gpusys_callbacks_of(gpusys_t *g)
 	}
 	ctx_pop(g);
 	g->dev.callbacks = (const gpusys_dev_t *)(uintptr_t)g->cb_dev;
-	g->cb = cb;
+	/* Published last: gpusys_device and synchronize read it unlocked. */
+	__atomic_store_n(&g->cb, cb, __ATOMIC_RELEASE);
 out:
 	pthread_mutex_unlock(&g->cb_lock);
 	return g->cb;
@@ -515,8 +516,9 @@ gpusys_dev_t gpusys_device_on(gpusys_t *g, void *stream)
 
 gpusys_dev_t gpusys_device(const gpusys_t *g)
 {
-	if (g->cb)
-		gpusys_callbacks_expect(g->cb, monotonic_ns() + GPUSYS_ACTIVE_HOLD_NS);
+	struct gpusys_callbacks *cb = __atomic_load_n(&g->cb, __ATOMIC_ACQUIRE);
+	if (cb)
+		gpusys_callbacks_expect(cb, monotonic_ns() + GPUSYS_ACTIVE_HOLD_NS);
 	/* A handle is asked for to launch a kernel: tell the daemon calls may
 	 * come, so it naps rather than sleeping until the GPU's slow wake-up
 	 * (abi.h, active_until_ns). */
