@@ -459,12 +459,34 @@ static void test_noreply_callbacks(void **state)
 
 /* --------------------------------------------- async, out of order */
 
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static uint32_t gate_open_bits;
+
+/* Held until the test opens its gate (bit = the argument). */
+static int cb_gate(void *user, const void *arg, uint32_t arg_len, void *res, uint32_t res_cap, uint32_t *res_len)
+{
+	(void)user, (void)res, (void)res_cap, (void)res_len;
+	uint32_t i = 0;
+	if (arg_len != 4)
+		return -EINVAL;
+	memcpy(&i, arg, 4);
+	pthread_mutex_lock(&gate_lock);
+	while (!(gate_open_bits >> i & 1))
+		pthread_cond_wait(&gate_cond, &gate_lock);
+	pthread_mutex_unlock(&gate_lock);
+	return (int)i; /* > 0 counts as success: the lane gets 0 */
+}
+
 static void test_async_out_of_order(void **state)
 {
 	(void)state;
-	/* Slow ones of 240, 160, 80, 0 ms started in that order: wait_any
-	 * returns the quickest first. */
-	uint32_t ms[4] = { 240, 160, 80, 0 };
+	/* Four futures whose callbacks all run at once (one per pool
+	 * thread: the test waits until four are running) and are let go in
+	 * the order 3, 1, 2, 0: wait_any returns them in that order. */
+	struct gpusys_callback_desc d = { .opcode = 0x8006, .name = "gate", .arg_max = 4, .fn = cb_gate };
+	assert_int_equal(gpusys_callbacks_register(cb_, &d), 0);
+	uint32_t idx[4] = { 0, 1, 2, 3 };
 	const void *in[4][LANES];
 	void *out[4][LANES];
 	uint32_t in_len[4][LANES], cap[4][LANES], got[4][LANES];
@@ -472,21 +494,32 @@ static void test_async_out_of_order(void **state)
 	struct gpusys_emu_future f[4];
 	gpusys_emu_set_warp(6);
 	for (int i = 0; i < 4; i++) {
-		in[i][0] = &ms[i];
+		in[i][0] = &idx[i];
 		in_len[i][0] = 4;
 		out[i][0] = NULL;
 		cap[i][0] = 0;
-		gpusys_emu_rpc_async(dev_, OP_SLOW, 0, 1, in[i], in_len[i], out[i], cap[i], got[i], st[i], &f[i]);
+		gpusys_emu_rpc_async(dev_, 0x8006, 0, 1, in[i], in_len[i], out[i], cap[i], got[i], st[i], &f[i]);
 		assert_int_equal(f[i].pd.sync, 0);
 	}
 	uint64_t t0 = now_ns();
-	for (int k = 3; k >= 0; k--) {
-		int i = gpusys_emu_wait_any(dev_, f, 4);
-		if (i != k)
-			print_message("wait_any: %d after %.1f ms (want %d)\n", i, (now_ns() - t0) / 1e6, k);
-		assert_int_equal(i, k);
-		assert_int_equal(f[i].rc, 0);
+	while (gpusys_callbacks_running(cb_) < 4) {
+		assert_true(now_ns() - t0 < 20000000000ull); /* four pool threads, four at once */
+		usleep(1000);
 	}
+	for (int i = 0; i < 4; i++)
+		assert_false(gpusys_emu_test(dev_, &f[i]));
+	static const int order[4] = { 3, 1, 2, 0 };
+	for (int k = 0; k < 4; k++) {
+		pthread_mutex_lock(&gate_lock);
+		gate_open_bits |= 1u << order[k];
+		pthread_cond_broadcast(&gate_cond);
+		pthread_mutex_unlock(&gate_lock);
+		int i = gpusys_emu_wait_any(dev_, f, 4);
+		assert_int_equal(i, order[k]);
+		assert_int_equal(f[i].rc, 0);
+		assert_int_equal(st[i][0], 0);
+	}
+	assert_int_equal(gpusys_emu_wait_any(dev_, f, 4), -ENOENT);
 	sync_callbacks();
 }
 
