@@ -77,7 +77,9 @@ int hello_receive(int fd, struct gpusys_hello *ret_hello, int ret_fds[HELLO_NFDS
 	int r;
 
 	memset(&buf, 0, sizeof(buf));
-	ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	/* MSG_TRUNC: n is the message's real length even when it did not fit
+	 * (SOCK_SEQPACKET, Linux 3.4+), so a refusal can say it. */
+	ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 			return -EAGAIN;
@@ -102,7 +104,9 @@ int hello_receive(int fd, struct gpusys_hello *ret_hello, int ret_fds[HELLO_NFDS
 		goto fail;
 	}
 	if (mh.msg_flags & MSG_TRUNC || (size_t)n > sizeof(buf.h)) {
-		r = hello_check(&buf.h, sizeof(buf), nfds, msg, msglen);
+		/* Only the first sizeof(buf) bytes are here; the length
+		 * checked (and reported) is the real one. */
+		r = hello_check(&buf.h, (size_t)n > sizeof(buf) ? (size_t)n : sizeof(buf), nfds, msg, msglen);
 		if (r == 0) {
 			snprintf(msg, msglen, "hello is longer than %zu bytes", sizeof(buf.h));
 			r = -EPROTO;

@@ -22,12 +22,15 @@ struct gpusysd_config {
 void config_defaults(struct gpusysd_config *cfg);
 
 /* Parse "key = value" lines from f; name is used in messages. On error
- * returns -EINVAL with "NAME:LINE: why" in err. Keys not in the file keep
- * the values cfg had. */
+ * returns -EINVAL with "NAME:LINE: why" in err: unknown keys, bad values,
+ * a key given twice, NUL bytes and other control characters. A UTF-8 byte
+ * order mark at the start is skipped. Keys not in the file keep the values
+ * cfg had. */
 int config_parse(struct gpusysd_config *cfg, const char *name, FILE *f, char *err, size_t errlen);
 
 /* Open and parse path. A missing file is -ENOENT (with a message) so the
- * caller decides whether that matters. */
+ * caller decides whether that matters. Anything but a regular file (or
+ * /dev/null) is -EINVAL at once: a FIFO or /dev/zero is never read. */
 int config_load(struct gpusysd_config *cfg, const char *path, char *err, size_t errlen);
 
 /* Set one key from a string, as a config line would ("pollers", "4").

@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +14,15 @@
 #include <cmocka.h>
 
 #include "util/config_file.h"
+
+static int parse_n(struct gpusysd_config *cfg, const char *text, size_t n, char *err, size_t len)
+{
+	FILE *f = fmemopen((void *)text, n, "r");
+	assert_non_null(f);
+	int r = config_parse(cfg, "test.conf", f, err, len);
+	fclose(f);
+	return r;
+}
 
 static int parse(struct gpusysd_config *cfg, const char *text, char *err, size_t len)
 {
@@ -146,6 +158,78 @@ static void test_errors_have_line(void **state)
 	assert_string_equal(err, "test.conf:1: line too long");
 }
 
+/* Hostile or broken files: each refused with where and why. */
+static void test_odd_bytes(void **state)
+{
+	struct gpusysd_config c;
+	char err[256];
+
+	(void)state;
+	config_defaults(&c);
+	/* A key given twice: which one was meant is a guess. */
+	assert_int_equal(parse(&c, "workers = 2\n# x\n workers = 3\n", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "test.conf:3: duplicate key 'workers' (first set on line 1)");
+	/* A NUL byte is named as such, with its column. */
+	static const char nul[] = "pollers = 1\nworkers = \0\n";
+	assert_int_equal(parse_n(&c, nul, sizeof(nul) - 1, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "test.conf:2: NUL byte at column 11 (not a text file?)");
+	assert_int_equal(parse(&c, "workers = 4\x01\n", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "test.conf:1: control character 0x01 at column 12");
+	/* A UTF-8 byte order mark at the start is skipped... */
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "\xef\xbb\xbfworkers = 5\n", err, sizeof(err)), 0);
+	assert_int_equal(c.workers, 5);
+	assert_int_equal(parse(&c, "\xef\xbb\xbf# only a comment\n", err, sizeof(err)), 0);
+	/* ...but not in the middle of the file. */
+	assert_int_equal(parse(&c, "\n\xef\xbb\xbfworkers = 5\n", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "test.conf:2: unknown key"));
+}
+
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* --config naming something that is not a file fails at once. */
+static void test_not_a_file(void **state)
+{
+	struct gpusysd_config c;
+	char err[512], dir[] = "/tmp/gpusys-conf-XXXXXX", fifo[64];
+	struct timespec t0;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	const struct {
+		const char *path, *why;
+	} bad[] = {
+		{ "/dev/zero", "/dev/zero: not a regular file (a character device)" },
+		{ fifo, "not a regular file (a FIFO)" },
+		{ dir, "not a regular file (a directory)" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		config_defaults(&c);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		assert_int_equal(config_load(&c, bad[i].path, err, sizeof(err)), -EINVAL);
+		if (ms_since(&t0) > 500)
+			fail_msg("%s took %ld ms to refuse", bad[i].path, ms_since(&t0));
+		if (!strstr(err, bad[i].why))
+			fail_msg("expected \"%s\" in \"%s\"", bad[i].why, err);
+	}
+	/* /dev/null, the usual "no settings", is empty and fine. */
+	struct gpusysd_config def;
+	config_defaults(&def);
+	c = def;
+	assert_int_equal(config_load(&c, "/dev/null", err, sizeof(err)), 0);
+	assert_memory_equal(&c, &def, sizeof(c));
+	assert_int_equal(config_load(&c, "/nonexistent/gpusysd.conf", err, sizeof(err)), -ENOENT);
+	unlink(fifo);
+	rmdir(dir);
+}
+
 static void test_auto_pollers(void **state)
 {
 	(void)state;
@@ -199,6 +283,8 @@ int main(void)
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_errors_have_line),
+		cmocka_unit_test(test_odd_bytes),
+		cmocka_unit_test(test_not_a_file),
 		cmocka_unit_test(test_auto_pollers),
 		cmocka_unit_test(test_example_file),
 	};
