@@ -97,6 +97,17 @@ static void on_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HE
 		refuse(fd, -EUSERS, why);
 		return;
 	}
+	/* One user cannot take every slot from the others. */
+	unsigned mine = 0;
+	registry_for_each(&d->reg, o) mine += o->peer.uid == peer->uid;
+	if (mine >= d->cfg.max_clients_per_uid) {
+		snprintf(why, sizeof(why), "uid %u already has %u clients attached, the most gpusysd allows one user",
+			 (unsigned)peer->uid, mine);
+		log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
+		close_fds(fds, HELLO_NFDS);
+		refuse(fd, -EUSERS, why);
+		return;
+	}
 	const struct channel_ops *ops = channel_pick(h->cuda_device, h->memory_kinds);
 	if (!ops) {
 		snprintf(why, sizeof(why), "client can import no memory kind this daemon offers (kinds 0x%x)",
@@ -258,7 +269,11 @@ static int start(struct daemon *d, const char *runtime_dir)
 	}
 	r = listener_new(d->base, d->rt.client_fd, d->cfg.handshake_timeout_ms, on_hello, d, &d->listener);
 	if (r >= 0)
-		r = control_new(d->base, d->rt.control_fd, daemon_status_json, d, &d->control);
+		r = control_new(d->base, d->rt.control_fd,
+				&(struct control_limits){ .conns_per_uid = d->cfg.control_conns_per_uid,
+							  .idle_timeout_ms = d->cfg.control_idle_timeout_ms,
+							  .admin_gid = d->cfg.admin_gid },
+				daemon_status_json, d, &d->control);
 	if (r < 0) {
 		log_err("cannot set up the listeners: %s", strerror(-r));
 		return r;
@@ -371,8 +386,14 @@ int daemon_run(const struct gpusysd_config *cfg, const char *runtime_dir)
 			status = 0;
 	}
 	stop(d);
-	if (served)
-		log_info("stopped");
+	if (served) {
+		uint64_t dropped = log_dropped_total();
+		if (dropped)
+			log_msg(LOG_INFO, "stopped (%llu log lines suppressed by the rate limit)",
+				(unsigned long long)dropped);
+		else
+			log_msg(LOG_INFO, "stopped");
+	}
 	free(d);
 	return status;
 }

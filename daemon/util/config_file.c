@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdbool.h>
 #include <inttypes.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 enum value_kind {
 	VAL_COUNT, /* plain integer */
 	VAL_BYTES, /* integer with optional K/M/G (binary) suffix */
+	VAL_GROUP, /* a group name or number (int64_t field, -1: none) */
 };
 
 /* One entry per key: where it lives and what it accepts. */
@@ -43,6 +45,10 @@ static const struct key_spec keys[] = {
 	U(idle_spin_us, VAL_COUNT, 0, 1000000),
 	U(idle_sleep_us, VAL_COUNT, 1, 100000),
 	U(handshake_timeout_ms, VAL_COUNT, 10, 600000),
+	U(max_clients_per_uid, VAL_COUNT, 1, 65536),
+	U(control_conns_per_uid, VAL_COUNT, 1, CONFIG_CONTROL_MAX_CONNS),
+	U(control_idle_timeout_ms, VAL_COUNT, 100, 3600000),
+	{ "admin_group", VAL_GROUP, offsetof(struct gpusysd_config, admin_gid), 1, 0, UINT32_MAX - 1 },
 };
 
 void config_defaults(struct gpusysd_config *cfg)
@@ -57,6 +63,10 @@ void config_defaults(struct gpusysd_config *cfg)
 		.idle_spin_us = 200,
 		.idle_sleep_us = 50,
 		.handshake_timeout_ms = 5000,
+		.max_clients_per_uid = 64,
+		.control_conns_per_uid = 4,
+		.control_idle_timeout_ms = 10000,
+		.admin_gid = -1,
 	};
 }
 
@@ -103,6 +113,21 @@ static int parse_number(const char *s, enum value_kind kind, uint64_t *ret)
 	return 0;
 }
 
+/* A group by number or by name (the name is looked up once, at start). */
+static int parse_group(const char *s, uint64_t *ret)
+{
+	if (isdigit((unsigned char)s[0]))
+		return parse_number(s, VAL_COUNT, ret);
+	struct group g, *res = NULL;
+	char buf[4096];
+	if (getgrnam_r(s, &g, buf, sizeof(buf), &res) != 0)
+		return -EINVAL;
+	if (!res)
+		return -ENOENT;
+	*ret = res->gr_gid;
+	return 0;
+}
+
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
 /* config_set, and which key it set (for the duplicate check). */
@@ -115,6 +140,17 @@ static int set_key(struct gpusysd_config *cfg, const char *key, const char *valu
 
 		if (strcmp(k->key, key))
 			continue;
+		if (k->kind == VAL_GROUP) {
+			int r = parse_group(value, &v);
+			if (r < 0 || v > k->max) {
+				snprintf(err, errlen, "bad value '%s' for %s (%s)", value, key,
+					 r == -ENOENT ? "no such group" : "expected a group name or number");
+				return -EINVAL;
+			}
+			*(int64_t *)((char *)cfg + k->offset) = (int64_t)v;
+			*ret_index = i;
+			return 0;
+		}
 		if (parse_number(value, k->kind, &v) < 0 || v < k->min || v > k->max) {
 			snprintf(err, errlen, "bad value '%s' for %s (expected %s %" PRIu64 "..%" PRIu64 ")", value,
 				 key, k->kind == VAL_BYTES ? "a size in bytes, K/M/G suffix allowed," : "an integer",

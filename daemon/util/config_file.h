@@ -17,7 +17,14 @@ struct gpusysd_config {
 	unsigned idle_spin_us;         /* pollers spin this long after the last work */
 	unsigned idle_sleep_us;        /* then poller 0 sleeps this long between doorbell checks */
 	unsigned handshake_timeout_ms; /* a connection must say hello within this */
+	unsigned max_clients_per_uid;  /* attached clients of one user at most */
+	unsigned control_conns_per_uid; /* open control connections of one user at most */
+	unsigned control_idle_timeout_ms; /* a control connection idle this long is closed */
+	int64_t admin_gid;             /* members see every client in status; -1: none */
 };
+
+/* Control connections at most, all users together. */
+#define CONFIG_CONTROL_MAX_CONNS 64
 
 void config_defaults(struct gpusysd_config *cfg);
 

@@ -47,6 +47,10 @@ static void test_defaults(void **state)
 	assert_int_equal(c.idle_sleep_us, 50);
 	assert_int_equal(c.client_mem_budget, 64u << 20);
 	assert_int_equal(c.channel_bulk_bytes, 256u << 20);
+	assert_int_equal(c.max_clients_per_uid, 64);
+	assert_int_equal(c.control_conns_per_uid, 4);
+	assert_int_equal(c.control_idle_timeout_ms, 10000);
+	assert_int_equal(c.admin_gid, -1);
 	assert_int_equal(config_check(&c, err, sizeof(err)), 0);
 	/* An empty or comment-only file changes nothing. */
 	struct gpusysd_config d = c;
@@ -70,7 +74,11 @@ static void test_every_key(void **state)
 			       "idle_spin_us = 0\n"
 			       "idle_sleep_us = 75\r\n"
 			       "client_mem_budget = 3GiB\n"
-			       "handshake_timeout_ms = 250",
+			       "handshake_timeout_ms = 250\n"
+			       "max_clients_per_uid = 5\n"
+			       "control_conns_per_uid = 2\n"
+			       "control_idle_timeout_ms = 700\n"
+			       "admin_group = 4321\n",
 			       err, sizeof(err)),
 			 0);
 	assert_int_equal(c.pollers, 3);
@@ -82,6 +90,35 @@ static void test_every_key(void **state)
 	assert_int_equal(c.idle_sleep_us, 75);
 	assert_int_equal(c.client_mem_budget, 3ull << 30);
 	assert_int_equal(c.handshake_timeout_ms, 250);
+	assert_int_equal(c.max_clients_per_uid, 5);
+	assert_int_equal(c.control_conns_per_uid, 2);
+	assert_int_equal(c.control_idle_timeout_ms, 700);
+	assert_int_equal(c.admin_gid, 4321);
+}
+
+/* admin_group: a number, or a name looked up in the group database. */
+static void test_admin_group(void **state)
+{
+	struct gpusysd_config c;
+	char err[256];
+
+	(void)state;
+	config_defaults(&c);
+	assert_int_equal(c.admin_gid, -1);
+	assert_int_equal(config_set(&c, "admin_group", "root", err, sizeof(err)), 0);
+	assert_int_equal(c.admin_gid, 0);
+	assert_int_equal(config_set(&c, "admin_group", "0", err, sizeof(err)), 0);
+	assert_int_equal(c.admin_gid, 0);
+	assert_int_equal(config_set(&c, "admin_group", "no-such-group-here", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "bad value 'no-such-group-here' for admin_group (no such group)");
+	assert_int_equal(config_set(&c, "admin_group", "-1", err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_set(&c, "admin_group", "4294967295", err, sizeof(err)), -EINVAL);
+	assert_int_equal(c.admin_gid, 0);
+	/* Control connection bounds. */
+	assert_int_equal(config_set(&c, "control_conns_per_uid", "0", err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_set(&c, "control_conns_per_uid", "65", err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_set(&c, "control_idle_timeout_ms", "99", err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_set(&c, "max_clients_per_uid", "0", err, sizeof(err)), -EINVAL);
 }
 
 static void test_sizes(void **state)
@@ -267,7 +304,7 @@ static void test_example_file(void **state)
 		strncat(text, l, sizeof(text) - strlen(text) - 1);
 	}
 	fclose(f);
-	assert_int_equal(keys, 9);
+	assert_int_equal(keys, 12);
 	config_defaults(&def);
 	c = def;
 	if (parse(&c, text, err, sizeof(err)) < 0)
@@ -283,6 +320,7 @@ int main(void)
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_errors_have_line),
+		cmocka_unit_test(test_admin_group),
 		cmocka_unit_test(test_odd_bytes),
 		cmocka_unit_test(test_not_a_file),
 		cmocka_unit_test(test_auto_pollers),
