@@ -72,7 +72,13 @@ json_t *control_handle_line(const char *line, size_t len, const struct control_p
 	} else if (!strcmp(cmd, "status")) {
 		reply = status(arg, who);
 	} else {
-		snprintf(msg, sizeof(msg), "unknown command '%.64s'", cmd);
+		/* At most 64 bytes of it, cut between UTF-8 characters:
+		 * half a character is no JSON string, and the reply would
+		 * be lost (found by tests/fuzz/fuzz_control). */
+		int n = (int)strnlen(cmd, 64);
+		while (n > 0 && cmd[n] && ((unsigned char)cmd[n] & 0xc0) == 0x80)
+			n--;
+		snprintf(msg, sizeof(msg), "unknown command '%.*s'", n, cmd);
 		reply = error_reply(msg);
 	}
 out:
