@@ -77,6 +77,7 @@ struct watched {
 	int stop[2]; /* pipe: detach writes, the watchdog wakes and ends */
 	pthread_t thread;
 	int running;
+	pid_t owner; /* the process that started the thread (a forked child has none) */
 	struct watched *next;
 };
 
@@ -117,7 +118,9 @@ void gpusys_channel_unregister(const void *base)
 	pthread_mutex_unlock(&lock);
 	if (!w)
 		return;
-	if (w->running) {
+	/* In a child forked after the start, the thread is the parent's:
+	 * nothing to stop or join here. */
+	if (w->running && w->owner == getpid()) {
 		char c = 0;
 		if (write(w->stop[1], &c, 1) < 0) {
 		}
@@ -180,6 +183,7 @@ int gpusys_channel_watch(const void *base)
 		goto out;
 	}
 	w->running = 1;
+	w->owner = getpid();
 out:
 	pthread_mutex_unlock(&lock);
 	return r;
