@@ -309,6 +309,7 @@ static int hoarder(void *arg)
 			return 2;
 		json_decref(j);
 	}
+	long held_since = now_ms(); /* their last activity */
 	for (int i = 0; i < 8; i++) {
 		if ((extra[i] = ctl_connect(h->runtime)) < 0)
 			return 3;
@@ -322,7 +323,6 @@ static int hoarder(void *arg)
 			return 5;
 		close(extra[i]);
 	}
-	long held_since = now_ms();
 	pipe_put(h->ready);
 	if (!pipe_get(h->go, 10000))
 		return 6;
