@@ -28,6 +28,8 @@
 #include "core/pool.h"
 #include "core/wake.h"
 
+_Static_assert(CONTROL_MAX_CONNS == CONFIG_CONTROL_MAX_CONNS, "control_conns_per_uid's bound is the total");
+
 /* Pollers 1.. park after this long without work. */
 #define PARK_US 2000
 /* A dozing poller 0 still scans every port this often (see poller.c). */
