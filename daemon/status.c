@@ -3,7 +3,11 @@
 #include <unistd.h>
 
 #include "config.h" /* generated: GPUSYS_VERSION */
+#include <errno.h>
+#include <string.h>
+
 #include "control/control.h"
+#include "control/inspect.h"
 #include "daemon.h"
 #include "util/log.h"
 
@@ -30,7 +34,7 @@ static json_t *client_json(const struct session *s)
 			 "gid", (json_int_t)s->peer.gid,
 			 "comm", s->peer.comm,
 			 "memory", s->chan.ops ? s->chan.ops->name : "none",
-			 "cuda_device", (json_int_t)s->cuda_device,
+			 "cuda_device", (json_int_t)s->client.cuda_device,
 			 "ports", (json_int_t)s->ports.num_ports,
 			 "ports_in_use", (json_int_t)session_ports_in_use(s),
 			 "requests", (json_int_t)session_requests(s),
@@ -67,4 +71,22 @@ json_t *daemon_status_json(void *arg, const struct control_peer *who)
 			 "clients_attached", (json_int_t)shown,
 			 "clients_shown", who->admin ? "all" : "own",
 			 "log_lines_suppressed", (json_int_t)log_dropped_total());
+}
+
+int daemon_control(void *arg, const struct control_peer *who, const char *cmd, json_t *req, json_t **reply)
+{
+	struct daemon *d = arg;
+	if (!strcmp(cmd, "status"))
+		*reply = daemon_status_json(d, who);
+	else if (!strcmp(cmd, "ports")) {
+		/* The oldest 100 unless asked for more (at most 10 000); of the
+		 * asker's own clients unless an admin asks. */
+		json_int_t limit = json_integer_value(json_object_get(req, "limit"));
+		*reply = inspect_ports(&d->reg, limit > 0 ? (unsigned)(limit < 10000 ? limit : 10000) : 100, who);
+	}
+	else if (!strcmp(cmd, "latency"))
+		*reply = inspect_latency();
+	else
+		return -ENOENT;
+	return 0;
 }

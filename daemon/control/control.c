@@ -35,7 +35,7 @@ struct control {
 	struct event *ev;
 	struct event *resume; /* re-arms ev after running out of descriptors */
 	struct control_limits lim;
-	control_status_fn status;
+	control_cmd_fn handler;
 	void *arg;
 	struct conn *conns;
 	unsigned nconns;
@@ -50,7 +50,7 @@ static json_t *error_reply(const char *msg)
 _Static_assert(CONTROL_MAX_LINE == 65536, "LINE_TOO_LONG says the limit");
 
 json_t *control_handle_line(const char *line, size_t len, const struct control_peer *who,
-			    control_status_fn status, void *arg)
+			    control_cmd_fn handler, void *arg)
 {
 	json_error_t jerr;
 	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
@@ -69,9 +69,7 @@ json_t *control_handle_line(const char *line, size_t len, const struct control_p
 	const char *cmd = json_string_value(json_object_get(req, "cmd"));
 	if (!cmd) {
 		reply = error_reply("missing \"cmd\" string");
-	} else if (!strcmp(cmd, "status")) {
-		reply = status(arg, who);
-	} else {
+	} else if (handler(arg, who, cmd, req, &reply) == -ENOENT) {
 		/* At most 64 bytes of it, cut between UTF-8 characters:
 		 * half a character is no JSON string, and the reply would
 		 * be lost (found by tests/fuzz/fuzz_control). */
@@ -159,7 +157,7 @@ static void serve(struct conn *k)
 		if (len > CONTROL_MAX_LINE)
 			send_reply(k, error_reply(LINE_TOO_LONG));
 		else if (len > 0)
-			send_reply(k, control_handle_line(line, len, &k->who, k->c->status, k->c->arg));
+			send_reply(k, control_handle_line(line, len, &k->who, k->c->handler, k->c->arg));
 		free(line);
 	}
 	if (evbuffer_get_length(out) >= OUT_HIGH) {
@@ -341,14 +339,14 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 }
 
 int control_new(struct event_base *base, int listen_fd, const struct control_limits *lim,
-		control_status_fn status, void *arg, struct control **ret)
+		control_cmd_fn handler, void *arg, struct control **ret)
 {
 	struct control *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->base = base;
 	c->lim = *lim;
-	c->status = status;
+	c->handler = handler;
 	c->arg = arg;
 	c->ev = event_new(base, listen_fd, EV_READ | EV_PERSIST, on_accept, c);
 	c->resume = evtimer_new(base, on_resume, c);

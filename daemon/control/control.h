@@ -28,8 +28,10 @@ struct control_peer {
 	bool admin;
 };
 
-/* Builds the reply to {"cmd":"status"} for who (a new reference). */
-typedef json_t *(*control_status_fn)(void *arg, const struct control_peer *who);
+/* Builds the reply to {"cmd": cmd, ...} (req, the whole request) from who
+ * in *reply (a new reference). -ENOENT: no such command. */
+typedef int (*control_cmd_fn)(void *arg, const struct control_peer *who, const char *cmd, json_t *req,
+			      json_t **reply);
 
 struct control_limits {
 	unsigned conns_per_uid;   /* open connections of one user at most (root: no bound but the total) */
@@ -38,13 +40,13 @@ struct control_limits {
 };
 
 int control_new(struct event_base *base, int listen_fd, const struct control_limits *lim,
-		control_status_fn status, void *arg, struct control **ret);
+		control_cmd_fn handler, void *arg, struct control **ret);
 void control_free(struct control *c);
 
 /* The reply to one request line (a new reference); exposed for tests and
  * the fuzzer. */
 json_t *control_handle_line(const char *line, size_t len, const struct control_peer *who,
-			    control_status_fn status, void *arg);
+			    control_cmd_fn handler, void *arg);
 
 /* Whether a peer with these credentials may see every client: uid 0, the
  * daemon's effective uid, or admin_gid among gid and groups. */

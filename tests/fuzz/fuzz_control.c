@@ -2,9 +2,10 @@
 /*
  * The control protocol's request parsing (daemon/control/control.c): the
  * input is cut into lines as the daemon cuts them, and each line gets
- * exactly one reply, a JSON object, whatever it holds. The status callback
- * is a stub that checks it is asked only for well-formed status requests.
+ * exactly one reply, a JSON object, whatever it holds. The command handler
+ * is a stub that knows "status" and checks what it is handed.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,13 +14,17 @@
 
 static unsigned status_calls;
 
-static json_t *status_stub(void *arg, const struct control_peer *who)
+static int handler_stub(void *arg, const struct control_peer *who, const char *cmd, json_t *req, json_t **reply)
 {
 	(void)arg;
-	if (!who || who->uid != 1000)
+	if (!who || who->uid != 1000 || !cmd || !json_is_object(req) ||
+	    strcmp(json_string_value(json_object_get(req, "cmd")), cmd))
 		abort();
+	if (strcmp(cmd, "status"))
+		return -ENOENT;
 	status_calls++;
-	return json_pack("{s:s, s:[]}", "version", "fuzz", "clients");
+	*reply = json_pack("{s:s, s:[]}", "version", "fuzz", "clients");
+	return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -34,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			len--; /* EVBUFFER_EOL_CRLF */
 		if (len > 0 && len <= CONTROL_MAX_LINE) {
 			unsigned before = status_calls;
-			json_t *reply = control_handle_line(p, len, &who, status_stub, NULL);
+			json_t *reply = control_handle_line(p, len, &who, handler_stub, NULL);
 			if (!json_is_object(reply))
 				abort();
 			/* Either an error or the status, never both or none. */

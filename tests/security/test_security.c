@@ -139,15 +139,20 @@ static json_t *ctl_status_on(int fd)
 	return read_line_json(fd, 2000);
 }
 
-/* A status request on a fresh connection (usable in children). */
-static json_t *ctl_status(const char *runtime)
+/* One request on a fresh connection (usable in children). */
+static json_t *ctl_ask(const char *runtime, const char *line)
 {
 	int fd = ctl_connect(runtime);
 	if (fd < 0)
 		return NULL;
-	json_t *j = ctl_status_on(fd);
+	json_t *j = send_all(fd, line, strlen(line)) ? read_line_json(fd, 2000) : NULL;
 	close(fd);
 	return j;
+}
+
+static json_t *ctl_status(const char *runtime)
+{
+	return ctl_ask(runtime, "{\"cmd\":\"status\"}\n");
 }
 
 static void pipe_put(int fd)
@@ -284,6 +289,40 @@ static void test_daemon_killed_mid_call(void **state)
 	int ws;
 	assert_int_equal(waitpid(d.pid, &ws, 0), d.pid);
 	d.pid = 0;
+	gd_cleanup(&d);
+}
+
+/* A daemon killed while it dozes leaves its wake pipe without a reader:
+ * the next call's wake-up write must not kill the client with SIGPIPE; the
+ * call fails with -ESHUTDOWN. */
+static void test_daemon_killed_dozing(void **state)
+{
+	struct gd d;
+	struct gpusys_client *c;
+	struct gpusys_emu *emu;
+
+	(void)state;
+	gd_start(&d, "pollers = 1\n");
+	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 1, .cuda_device = -1 };
+	assert_int_equal(gpusys_client_attach(&o, &c), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_client_channel(c), &emu), 0);
+	assert_int_equal(gpusys_emu_noop(gpusys_emu_dev(emu), 1), 0);
+	const struct gpusys_channel_header *h = gpusys_client_channel(c);
+	long t0 = now_ms();
+	while (!__atomic_load_n(&h->dozing, __ATOMIC_ACQUIRE)) {
+		if (now_ms() - t0 > 5000)
+			fail_msg("the idle daemon never dozed off");
+		usleep(10000);
+	}
+	assert_int_equal(kill(d.pid, SIGKILL), 0);
+	int ws;
+	assert_int_equal(waitpid(d.pid, &ws, 0), d.pid);
+	d.pid = 0;
+	/* SIG_DFL for SIGPIPE, as in a program that never touched it. */
+	signal(SIGPIPE, SIG_DFL);
+	assert_int_equal(gpusys_emu_noop(gpusys_emu_dev(emu), 1), -ESHUTDOWN);
+	gpusys_emu_close(emu);
+	gpusys_client_detach(c);
 	gd_cleanup(&d);
 }
 
@@ -521,6 +560,12 @@ static int viewer(void *arg)
 				    json_integer_value(json_object_get(st, "clients_attached")) != 1))
 		rc = 5;
 	json_decref(st);
+	/* The busy ports: root's one (a pending SLEEP) for an admin only. */
+	json_t *pj = ctl_ask(v->runtime, "{\"cmd\":\"ports\"}\n");
+	json_int_t busy = pj ? json_integer_value(json_object_get(pj, "busy")) : -1;
+	json_decref(pj);
+	if (!rc && busy != (v->expect_all ? 1 : 0))
+		rc = 8;
 	pipe_put(v->ready);
 	if (!pipe_get(v->go, 10000))
 		rc = rc ? rc : 6;
@@ -536,6 +581,22 @@ static void view_as(const struct gd *d, uid_t uid, gid_t group, int expect_all)
 
 	struct gpusys_attach_opts o = { .runtime_dir = d->runtime, .num_ports = 1, .cuda_device = -1 };
 	assert_int_equal(gpusys_client_attach(&o, &mine), 0);
+	/* A call of root's pending all along: its port is busy. */
+	struct gpusys_emu *emu;
+	assert_int_equal(gpusys_emu_open(gpusys_client_channel(mine), &emu), 0);
+	gpusys_emu_set_warp(0);
+	assert_int_equal(emu_sleep(gpusys_emu_dev(emu), UINT64_C(20) * 1000000000u, 0, GPUSYS_REQ_NOREPLY), 0);
+	long t0 = now_ms();
+	for (;;) {
+		json_t *pj = control_request(d->runtime, "{\"cmd\":\"ports\"}\n");
+		json_int_t busy = json_integer_value(json_object_get(pj, "busy"));
+		json_decref(pj);
+		if (busy == 1)
+			break;
+		if (now_ms() - t0 > 2000)
+			fail_msg("root's SLEEP is not pending (%lld busy ports)", (long long)busy);
+		usleep(5000);
+	}
 	assert_int_equal(pipe(ready), 0);
 	assert_int_equal(pipe(go), 0);
 	struct viewer v = { .runtime = d->runtime, .ready = ready[1], .go = go[0], .expect_all = expect_all };
@@ -557,6 +618,7 @@ static void view_as(const struct gd *d, uid_t uid, gid_t group, int expect_all)
 	int rc = join(p);
 	if (rc)
 		fail_msg("viewer uid %u (group %u) failed at step %d", (unsigned)uid, (unsigned)group, rc);
+	gpusys_emu_close(emu);
 	gpusys_client_detach(mine);
 	for (int k = 0; k < 2; k++) {
 		close(ready[k]);
@@ -803,6 +865,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_daemon_killed_mid_call),
+		cmocka_unit_test(test_daemon_killed_dozing),
 		cmocka_unit_test(test_control_per_uid),
 		cmocka_unit_test(test_control_root_reserve),
 		cmocka_unit_test(test_status_privacy),
