@@ -31,7 +31,8 @@
  * one JSON object per line each way: {"cmd":"status"} -> status object.
  * Every request line gets one reply line, also after the client shut down
  * its sending side (a last line may then lack its newline). The status
- * lists the requesting user's clients only ("clients_shown": "own"), or
+ * (and "ports") lists the requesting user's clients only ("clients_shown":
+ * "own"), or
  * every client for root, the daemon's user and members of admin_group
  * ("all"). A user may hold control_conns_per_uid connections; an idle one
  * is closed after control_idle_timeout_ms; a refused connection gets one
