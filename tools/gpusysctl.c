@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* gpusysctl: ask a running gpusysd about itself over its control socket. */
 #include <errno.h>
+#include <stdbool.h>
 #include <getopt.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -145,9 +146,11 @@ static int print_status(json_t *st)
 	format_duration(num(st, "uptime_s"), up, sizeof(up));
 	printf("gpusysd %s, pid %lld, up %s, serving %s\n", str(st, "version"), num(st, "pid"), up,
 	       str(st, "runtime_dir"));
-	printf("%lld pollers, %lld workers, %lld client%s attached, %lld requests served\n", num(st, "pollers"),
+	/* The daemon shows another user's clients to admins only. */
+	bool own = !strcmp(str(st, "clients_shown"), "own");
+	printf("%lld pollers, %lld workers, %lld client%s attached%s, %lld requests served\n", num(st, "pollers"),
 	       num(st, "workers"), num(st, "clients_attached"), num(st, "clients_attached") == 1 ? "" : "s",
-	       num(st, "requests_served"));
+	       own ? " (yours; others' are not shown)" : "", num(st, "requests_served"));
 	if (!json_array_size(clients))
 		return 0;
 	printf("\n%6s %8s %6s %-16s %4s %-8s %6s %6s %12s %8s %9s\n", "ID", "PID", "UID", "COMM", "GPU", "MEMORY",
