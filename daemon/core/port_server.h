@@ -55,6 +55,7 @@ struct port_table {
 enum service_state_slot {
 	SERVICE_STATE_PRINT = 0,
 	SERVICE_STATE_FILE = 1,
+	SERVICE_STATE_ALLOC = 2,
 };
 
 /* A request copied out of the channel and validated, and its response. */

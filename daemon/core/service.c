@@ -10,11 +10,13 @@
 #include "services/file/service_file.h"
 #include "services/print/service_print.h"
 #include "services/basic/services.h"
+#include "services/alloc/service_alloc.h"
 
 static const struct service *const *const groups[] = {
 	[0] = service_basic_table, /* 0x00xx */
 	[1] = service_print_table, /* 0x01xx */
 	[2] = service_file_table,  /* 0x02xx */
+	[4] = service_alloc_table, /* 0x04xx */
 };
 
 const struct service *service_find(uint16_t opcode)
@@ -37,4 +39,5 @@ void service_client_fini(struct port_table *t)
 	 * flushed: print before files. */
 	print_client_fini(t);
 	service_file_client_fini(t);
+	service_alloc_client_fini(t);
 }

@@ -135,7 +135,7 @@ struct gpusys_alloc_ctl {
 };
 
 /* The device's cache of one class for one warp slot (private memory). */
-#define GPUSYS_ALLOC_CACHE_CAP 30u
+#define GPUSYS_ALLOC_CACHE_CAP 62u /* 256 bytes per class and slot */
 struct gpusys_alloc_cache {
 	uint32_t lock;
 	uint32_t count;
