@@ -680,13 +680,11 @@ static void test_killed_client(void **unused)
 static int setup(void **unused)
 {
 	(void)unused;
-	/* The service's settings, as GPUSYSD_<KEY> in the daemon's environment. */
-	char v[32];
-	snprintf(v, sizeof(v), "%llu", (unsigned long long)LIMIT);
-	setenv("GPUSYSD_ALLOC_LIMIT_BYTES", v, 1);
-	snprintf(v, sizeof(v), "%llu", (unsigned long long)CHUNK);
-	setenv("GPUSYSD_ALLOC_CHUNK_BYTES", v, 1);
-	gd_start(&daemon_, "pollers = 2\n");
+	/* The service's settings, through the daemon's configuration file. */
+	char conf[160];
+	snprintf(conf, sizeof(conf), "pollers = 2\nalloc_limit_bytes = %lluM\nalloc_chunk_bytes = %lluM\n",
+		 (unsigned long long)(LIMIT >> 20), (unsigned long long)(CHUNK >> 20));
+	gd_start(&daemon_, conf);
 	return 0;
 }
 

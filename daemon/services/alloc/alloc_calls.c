@@ -16,11 +16,7 @@
 #include "gpusys/alloc.h"
 #include "services/alloc/alloc_calls.h"
 #include "services/alloc/alloc_heap.h"
-#if __has_include("core/call.h")
 #include "core/call.h"
-#else
-#include "core/port_server.h"
-#endif
 
 struct alloc_client {
 	pthread_mutex_t lock;

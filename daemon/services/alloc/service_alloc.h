@@ -1,13 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* The alloc service (opcodes 0x04xx): a growable per-client heap. */
 #ifndef GPUSYSD_SERVICE_ALLOC_H
 #define GPUSYSD_SERVICE_ALLOC_H
 
-#include "core/port_server.h"
+#include "core/service.h"
 
-extern const struct service *const service_alloc_table[];
-
-/* Free the client's heap metadata (port_table_fini, via service_client_fini). */
-void service_alloc_client_fini(struct port_table *t);
+extern const struct service service_alloc; /* the growable per-client heap (0x04xx) */
 
 #endif
