@@ -228,7 +228,9 @@ GPUSYS_FN void gpusys_alloc_cache_push(const gpusys_dev_t *dev, const gpusys_hea
 			cnt = ca->count;
 		}
 		cnt = GPUSYS_ALLOC_BCAST(mask, cnt, ld);
-		uint32_t room = GPUSYS_ALLOC_CACHE_CAP - cnt, used = 0;
+		uint32_t cap = gpusys_alloc_cache_cap(c);
+		cnt = cnt < cap ? cnt : cap;
+		uint32_t room = cap - cnt, used = 0;
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
 			if (g >> l & 1u) {
@@ -310,7 +312,7 @@ GPUSYS_FN void gpusys_alloc_malloc_lanes(const gpusys_dev_t *dev, const gpusys_h
 		{
 			gpusys_alloc_lock(&ca->lock);
 			uint32_t cnt = ca->count;
-			if (cnt > GPUSYS_ALLOC_CACHE_CAP) /* our own memory, but never trust a count */
+			if (cnt > gpusys_alloc_cache_cap(c)) /* our own memory, but never trust a count */
 				cnt = 0;
 			n = cnt < k ? cnt : k;
 			base = cnt - n;
@@ -327,7 +329,7 @@ GPUSYS_FN void gpusys_alloc_malloc_lanes(const gpusys_dev_t *dev, const gpusys_h
 					need[GPUSYS_LI(l)] = 0;
 				} else {
 					/* share the cache's free room among the lanes going to the daemon */
-					uint32_t room = GPUSYS_ALLOC_CACHE_CAP - base, m = k - n;
+					uint32_t room = gpusys_alloc_cache_cap(c) - base, m = k - n;
 					uint32_t e = room / m + (r - n < room % m);
 					extra[GPUSYS_LI(l)] = e < GPUSYS_ALLOC_EXTRA_MAX ? e : GPUSYS_ALLOC_EXTRA_MAX;
 				}

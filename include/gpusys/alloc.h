@@ -135,7 +135,16 @@ struct gpusys_alloc_ctl {
 };
 
 /* The device's cache of one class for one warp slot (private memory). */
-#define GPUSYS_ALLOC_CACHE_CAP 62u /* 256 bytes per class and slot */
+#define GPUSYS_ALLOC_CACHE_CAP 62u /* entries: 256 bytes per class and slot */
+#define GPUSYS_ALLOC_CACHE_BYTES 4096u /* and at most this much memory per class and slot */
+
+/* How many blocks of class c a slot's cache holds at most: caches must not
+ * hoard the heap (8448 warp slots on an H100 hold at most 27 KiB each). */
+GPUSYS_ABI_FN uint32_t gpusys_alloc_cache_cap(uint32_t c)
+{
+	uint32_t n = GPUSYS_ALLOC_CACHE_BYTES / gpusys_alloc_class_bytes(c);
+	return n < GPUSYS_ALLOC_CACHE_CAP ? n : GPUSYS_ALLOC_CACHE_CAP;
+}
 struct gpusys_alloc_cache {
 	uint32_t lock;
 	uint32_t count;
