@@ -544,6 +544,27 @@ static void test_bad_frees(void **unused)
 	assert_true(st.all_refused >= 7);
 	assert_true(check(b, 100, 7));
 	assert_int_equal(one_free(&k, b), 0);
+
+	/* gpusysctl status shows them: this client's heap, and the daemon's total */
+	json_t *status = daemon_status(daemon_.runtime);
+	assert_non_null(status);
+	json_t *all = json_object_get(status, "alloc");
+	assert_true(json_integer_value(json_object_get(all, "refused_frees")) >= 7);
+	assert_true(json_integer_value(json_object_get(all, "heaps")) >= 1);
+	json_t *mine = NULL, *cl;
+	size_t i;
+	json_array_foreach(json_object_get(status, "clients"), i, cl)
+	{
+		if (json_integer_value(json_object_get(cl, "id")) == (json_int_t)gpusys_client_id(k.c))
+			mine = json_object_get(cl, "alloc");
+	}
+	assert_non_null(mine);
+	assert_int_equal(json_integer_value(json_object_get(mine, "refused_foreign")), (json_int_t)st.refused_foreign);
+	assert_int_equal(json_integer_value(json_object_get(mine, "refused_interior")), (json_int_t)st.refused_interior);
+	assert_int_equal(json_integer_value(json_object_get(mine, "refused_unallocated")),
+			 (json_int_t)st.refused_unallocated);
+	assert_int_equal(json_integer_value(json_object_get(mine, "limit_bytes")), LIMIT);
+	json_decref(status);
 	cl_detach(&k);
 }
 

@@ -249,6 +249,27 @@ void alloc_call_realloc(struct alloc_client *c, struct port_call *call)
 	heap_leave(c);
 }
 
+bool alloc_client_figures(struct alloc_client *c, struct gpusys_alloc_stat *st)
+{
+	bool have;
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&c->lock);
+	have = c->heap != NULL;
+	if (have)
+		alloc_heap_stat(c->heap, st);
+	st->reallocs = c->reallocs;
+	pthread_mutex_unlock(&c->lock);
+	return have;
+}
+
+void alloc_daemon_figures(struct gpusys_alloc_stat *st)
+{
+	st->all_heaps = atomic_load_explicit(&all_heaps, memory_order_relaxed);
+	st->all_grant = atomic_load_explicit(&all_grant, memory_order_relaxed);
+	st->all_meta_bytes = atomic_load_explicit(&all_meta, memory_order_relaxed);
+	st->all_refused = atomic_load_explicit(&all_refused, memory_order_relaxed);
+}
+
 void alloc_call_stat(struct alloc_client *c, struct port_call *call)
 {
 	struct gpusys_alloc_stat *st;
@@ -275,10 +296,7 @@ void alloc_call_stat(struct alloc_client *c, struct port_call *call)
 	}
 	st->reallocs = c->reallocs;
 	pthread_mutex_unlock(&c->lock);
-	st->all_heaps = atomic_load_explicit(&all_heaps, memory_order_relaxed);
-	st->all_grant = atomic_load_explicit(&all_grant, memory_order_relaxed);
-	st->all_meta_bytes = atomic_load_explicit(&all_meta, memory_order_relaxed);
-	st->all_refused = atomic_load_explicit(&all_refused, memory_order_relaxed);
+	alloc_daemon_figures(st);
 	call->resp_len[first] = sizeof(*st);
 	call->resp_data[first] = (const uint8_t *)st;
 }

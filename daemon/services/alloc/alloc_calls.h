@@ -7,6 +7,7 @@
 #ifndef GPUSYSD_ALLOC_CALLS_H
 #define GPUSYSD_ALLOC_CALLS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct port_call;
@@ -20,6 +21,12 @@ void alloc_calls_configure(uint64_t limit, uint64_t chunk);
  * touches) when the client has gone. */
 int alloc_client_new(struct alloc_client **ret);
 void alloc_client_free(struct alloc_client *c);
+
+/* Figures for gpusysctl status: one client's heap (false: it has none
+ * yet), and the daemon-wide ones (all_* fields). */
+struct gpusys_alloc_stat;
+bool alloc_client_figures(struct alloc_client *c, struct gpusys_alloc_stat *st);
+void alloc_daemon_figures(struct gpusys_alloc_stat *st);
 
 /* Handlers: cheap, never block (a lock held for microseconds). */
 void alloc_call_malloc(struct alloc_client *c, struct port_call *call);

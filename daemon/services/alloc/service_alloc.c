@@ -10,6 +10,7 @@
  *   alloc_chunk_bytes  the first grant and the least growth step
  */
 #include <errno.h>
+#include <jansson.h>
 
 #include "gpusys/alloc.h"
 #include "services/alloc/alloc_calls.h"
@@ -68,3 +69,25 @@ const struct service service_alloc = {
 	.client_init = alloc_client_init,
 	.client_fini = alloc_client_fini,
 };
+
+json_t *service_alloc_status_json(void)
+{
+	struct gpusys_alloc_stat st;
+	alloc_daemon_figures(&st);
+	return json_pack("{s:I, s:I, s:I, s:I}", "heaps", (json_int_t)st.all_heaps, "granted_bytes",
+			 (json_int_t)st.all_grant, "metadata_bytes", (json_int_t)st.all_meta_bytes, "refused_frees",
+			 (json_int_t)st.all_refused);
+}
+
+json_t *service_alloc_client_json(void *state)
+{
+	struct gpusys_alloc_stat st;
+	if (!state || !alloc_client_figures(state, &st))
+		return NULL;
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "limit_bytes", (json_int_t)st.limit,
+			 "granted_bytes", (json_int_t)st.grant, "mapped_bytes", (json_int_t)st.mapped, "used_bytes",
+			 (json_int_t)st.used_bytes, "live_blocks", (json_int_t)st.live_blocks, "mallocs",
+			 (json_int_t)st.mallocs, "frees", (json_int_t)st.frees, "enomem", (json_int_t)st.enomem,
+			 "refused_foreign", (json_int_t)st.refused_foreign, "refused_interior",
+			 (json_int_t)st.refused_interior, "refused_unallocated", (json_int_t)st.refused_unallocated);
+}
