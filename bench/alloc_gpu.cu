@@ -52,8 +52,14 @@ static __device__ __forceinline__ unsigned long long gnow(void)
 	return t;
 }
 
-static __global__ void k_gpusys_pairs(gpusys_heap_t h, size_t size, int iters, unsigned *fails)
+#define HOLD_MAX 16
+
+/* Each thread: malloc, write a word, free, iters times. With hold > 0 it
+ * keeps its last hold blocks and frees the oldest before each malloc (a
+ * live set of threads x hold blocks: the gpusys heap grows mid-kernel). */
+static __global__ void k_gpusys_pairs(gpusys_heap_t h, size_t size, int iters, int hold, unsigned *fails)
 {
+	void *ring[HOLD_MAX] = { 0 };
 	for (int i = 0; i < iters; i++) {
 		void *p = gpusys_malloc(h, size);
 		if (!p) {
@@ -61,13 +67,22 @@ static __global__ void k_gpusys_pairs(gpusys_heap_t h, size_t size, int iters, u
 			continue;
 		}
 		*(volatile int *)p = i;
-		if (gpusys_free(h, p))
+		if (hold) {
+			void *old = ring[i % hold];
+			ring[i % hold] = p;
+			p = old;
+		}
+		if (p && gpusys_free(h, p))
 			atomicAdd(fails, 1u);
 	}
+	for (int k = 0; k < hold; k++)
+		if (ring[k] && gpusys_free(h, ring[k]))
+			atomicAdd(fails, 1u);
 }
 
-static __global__ void k_cuda_pairs(size_t size, int iters, unsigned *fails)
+static __global__ void k_cuda_pairs(size_t size, int iters, int hold, unsigned *fails)
 {
+	void *ring[HOLD_MAX] = { 0 };
 	for (int i = 0; i < iters; i++) {
 		void *p = malloc(size);
 		if (!p) {
@@ -75,8 +90,15 @@ static __global__ void k_cuda_pairs(size_t size, int iters, unsigned *fails)
 			continue;
 		}
 		*(volatile int *)p = i;
+		if (hold) {
+			void *old = ring[i % hold];
+			ring[i % hold] = p;
+			p = old;
+		}
 		free(p);
 	}
+	for (int k = 0; k < hold; k++)
+		free(ring[k]);
 }
 
 /* One lane: t[0] a malloc needing a new chunk, t[1] its free, t[2] a
@@ -136,12 +158,13 @@ static struct gpusys_heap *heap_open(gpusys_t *g)
 
 extern "C" int bench_alloc_gpu(int argc, char **argv)
 {
-	int per_sm = 1, threads = 256, iters = 64, opt;
+	int per_sm = 1, threads = 256, iters = 64, hold = 0, opt;
 	const char *runtime_dir = NULL, *daemon = NULL;
 	static const struct option opts[] = {
 		{ "blocks-per-sm", required_argument, NULL, 'b' }, { "threads", required_argument, NULL, 't' },
 		{ "iters", required_argument, NULL, 'i' },         { "runtime-dir", required_argument, NULL, 'r' },
-		{ "daemon", required_argument, NULL, 'd' },        { NULL, 0, NULL, 0 },
+		{ "daemon", required_argument, NULL, 'd' },        { "hold", required_argument, NULL, 'H' },
+		{ NULL, 0, NULL, 0 },
 	};
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -151,11 +174,16 @@ extern "C" int bench_alloc_gpu(int argc, char **argv)
 		case 'i': iters = atoi(optarg); break;
 		case 'r': runtime_dir = optarg; break;
 		case 'd': daemon = optarg; break;
+		case 'H': hold = atoi(optarg); break;
 		default:
 			fprintf(stderr, "usage: gpusys-bench alloc [--daemon PATH | --runtime-dir DIR] [--blocks-per-sm N] "
-					"[--threads N] [--iters N]\n");
+					"[--threads N] [--iters N] [--hold N]\n");
 			return 2;
 		}
+	}
+	if (hold < 0 || hold > HOLD_MAX || iters < 1) {
+		fprintf(stderr, "gpusys-bench: --hold 0..%d, --iters >= 1\n", HOLD_MAX);
+		return 2;
 	}
 	char dir[PATH_MAX];
 	int dpid = 0;
@@ -186,18 +214,20 @@ extern "C" int bench_alloc_gpu(int argc, char **argv)
 	const size_t sizes[] = { 16, 64, 1024, 65536 };
 	double pairs = (double)blocks * threads * iters;
 
-	printf("alloc: %s, %d blocks x %d threads x %d malloc+free pairs per size\n", prop.name, blocks, threads,
-	       iters);
+	printf("alloc: %s, %d blocks x %d threads x %d malloc+free pairs per size, each thread holding its last %d\n",
+	       prop.name, blocks, threads, iters, hold);
 	printf("%8s  %14s  %14s  %7s  %s\n", "size", "gpusys M/s", "CUDA M/s", "ratio", "gpusys heap (first grant 2 MiB)");
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		size_t size = sizes[s];
+		if (hold && size > 1024)
+			continue; /* 33792 threads x 16 x 64 KiB would be 35 GB */
 		/* CUDA device malloc, heap sized beforehand: warm-up, then timed. */
 		*fails = 0;
-		k_cuda_pairs<<<blocks, threads>>>(size, 1, fails);
+		k_cuda_pairs<<<blocks, threads>>>(size, 1, 0, fails);
 		CK(cudaDeviceSynchronize());
 		*fails = 0;
 		uint64_t c0 = bench_now_ns();
-		k_cuda_pairs<<<blocks, threads>>>(size, iters, fails);
+		k_cuda_pairs<<<blocks, threads>>>(size, iters, hold, fails);
 		CK(cudaDeviceSynchronize());
 		uint64_t c1 = bench_now_ns();
 		unsigned cfails = *fails;
@@ -209,7 +239,7 @@ extern "C" int bench_alloc_gpu(int argc, char **argv)
 		struct gpusys_heap *h = heap_open(g);
 		*fails = 0;
 		uint64_t g0 = bench_now_ns();
-		k_gpusys_pairs<<<blocks, threads>>>(gpusys_heap_device(h), size, iters, fails);
+		k_gpusys_pairs<<<blocks, threads>>>(gpusys_heap_device(h), size, iters, hold, fails);
 		int rc = gpusys_synchronize(g, NULL, 600000);
 		uint64_t g1 = bench_now_ns();
 		CK(cudaGetLastError());
