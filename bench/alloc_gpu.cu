@@ -245,8 +245,9 @@ extern "C" int bench_alloc_gpu(int argc, char **argv)
 		CK(cudaGetLastError());
 		unsigned gfails = *fails;
 		double grate = pairs / ((g1 - g0) / 1e9) / 1e6, crate = pairs / ((c1 - c0) / 1e9) / 1e6;
-		printf("%8zu  %14.2f  %14.2f  %6.2fx  %llu MiB mapped in %u mappings%s%s\n", size, grate, crate,
-		       grate / crate, (unsigned long long)(gpusys_heap_mapped(h) >> 20), gpusys_heap_maps(h),
+		printf("%8zu  %14.2f  %14.2f  %6.2fx  %llu MiB mapped in %u mappings (last %.2f ms)%s%s\n", size, grate,
+		       crate, grate / crate, (unsigned long long)(gpusys_heap_mapped(h) >> 20), gpusys_heap_maps(h),
+		       gpusys_heap_last_map_ns(h) / 1e6,
 		       rc || gfails ? " GPUSYS FAILURES" : "", cfails ? " CUDA FAILURES" : "");
 		if (rc || gfails)
 			fprintf(stderr, "gpusys-bench: size %zu: synchronize %s, %u failed calls\n", size,
