@@ -110,6 +110,7 @@ GPUSYS_FN void gpusys_alloc_req_fill(struct gpusys_alloc_req *q, const gpusys_he
 	q->arg2 = arg2;
 	q->mapped = mapped;
 	q->reserve = hp->reserve;
+	q->base = (uint64_t)(uintptr_t)hp->base;
 	q->extra = extra;
 	q->flags = 0;
 }

@@ -70,16 +70,20 @@ GPUSYS_ABI_FN uint32_t gpusys_alloc_class_of(uint64_t size, uint64_t align)
 	return c;
 }
 
-/* One lane's request: 40 bytes, within a lane's inline slot. */
+/* One lane's request: 48 bytes, within a lane's inline slot. */
 struct gpusys_alloc_req {
 	uint64_t arg;      /* MALLOC: size; FREE, REALLOC: offset of the block */
 	uint64_t arg2;     /* MALLOC: alignment (0: GPUSYS_ALLOC_GRANULE); REALLOC: new size */
 	uint64_t mapped;   /* bytes of the heap the client has mapped (from offset 0) */
 	uint64_t reserve;  /* bytes of virtual range the client reserved */
+	uint64_t base;     /* where that range starts: names the heap. A client that
+			      closes its heap and opens another gets a fresh one
+			      (the daemon drops the old heap's metadata). Never
+			      dereferenced by the daemon. */
 	uint32_t extra;    /* MALLOC of a small block: further blocks of its class wanted (cache refill) */
 	uint32_t flags;    /* 0 */
 };
-GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_alloc_req) == 40, "alloc request layout");
+GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_alloc_req) == 48, "alloc request layout");
 
 #define GPUSYS_ALLOC_EXTRA_MAX 9u
 

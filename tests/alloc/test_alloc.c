@@ -452,6 +452,35 @@ static void test_calloc_realloc_aligned(void **unused)
 }
 
 /* Growth from nothing to the limit, ENOMEM, and recovery after frees. */
+/* A client that closes its heap and opens another gets a fresh heap: the
+ * daemon forgets the old range (whose memory the client unmapped). */
+static void test_reopen(void **unused)
+{
+	(void)unused;
+	struct cl k;
+	cl_attach(&k, 2, 64 * MiB);
+	int32_t err;
+	void *p = one_malloc(&k, 3 * MiB, &err);
+	assert_non_null(p);
+	struct gpusys_alloc_stat st = stat_of(&k);
+	assert_int_equal(st.live_blocks, 1);
+	uint64_t heaps = st.all_heaps;
+	gpusys_emu_heap_close(k.heap);
+	assert_int_equal(gpusys_emu_heap_open(32 * MiB, 2, &k.heap), 0);
+	k.hp = gpusys_emu_heap_dev(k.heap);
+	for (int i = 0; i < 3; i++) {
+		uint8_t *q = one_malloc(&k, MiB, &err);
+		assert_int_equal(err, 0);
+		assert_true(q >= k.hp->base && q + MiB <= k.hp->base + k.hp->reserve);
+		memset(q, 1, MiB); /* mapped in the new range */
+	}
+	st = stat_of(&k);
+	assert_int_equal(st.live_blocks, 3);
+	assert_int_equal(st.reserve, 32 * MiB);
+	assert_int_equal(st.all_heaps, heaps);
+	cl_detach(&k);
+}
+
 static void test_limit(void **unused)
 {
 	(void)unused;
@@ -723,6 +752,7 @@ int main(void)
 		cmocka_unit_test(test_cache_saves_round_trips),
 		cmocka_unit_test(test_bad_frees),
 		cmocka_unit_test(test_two_clients),
+		cmocka_unit_test(test_reopen),
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_killed_client),
 		cmocka_unit_test(test_random_million),

@@ -21,6 +21,7 @@
 struct alloc_client {
 	pthread_mutex_t lock;
 	struct alloc_heap *heap; /* made by the first request: it says how much the client reserved */
+	uint64_t base, reserve;  /* the range the heap was made for (the client's figures) */
 	uint64_t reallocs;
 	uint64_t grant_counted, meta_counted, refused_counted; /* this heap's share of the totals below */
 };
@@ -101,6 +102,17 @@ static int heap_enter(struct alloc_client *c, const struct port_call *call)
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&c->lock);
+	if (c->heap && (q.base != c->base || q.reserve != c->reserve)) {
+		/* Another range: the client closed its heap (unmapping all of
+		 * it) and opened a new one. Its blocks are gone with the old
+		 * range; so is what we knew of them. */
+		atomic_fetch_sub_explicit(&all_grant, c->grant_counted, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&all_meta, c->meta_counted, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&all_heaps, 1, memory_order_relaxed);
+		alloc_heap_destroy(c->heap);
+		c->heap = NULL;
+		c->grant_counted = c->meta_counted = 0;
+	}
 	if (!c->heap) {
 		if (q.reserve < GPUSYS_ALLOC_MAP_ALIGN) {
 			pthread_mutex_unlock(&c->lock);
@@ -112,6 +124,8 @@ static int heap_enter(struct alloc_client *c, const struct port_call *call)
 			return r;
 		}
 		atomic_fetch_add_explicit(&all_heaps, 1, memory_order_relaxed);
+		c->base = q.base;
+		c->reserve = q.reserve;
 	}
 	alloc_heap_set_mapped(c->heap, q.mapped);
 	return 0;
