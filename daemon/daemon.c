@@ -280,7 +280,7 @@ static int start(struct daemon *d, const char *runtime_dir)
 	}
 	r = listener_new(d->base, d->rt.client_fd, d->cfg.handshake_timeout_ms, on_hello, d, &d->listener);
 	if (r >= 0)
-		r = control_new(d->base, d->rt.control_fd, daemon_status_json, d, &d->control);
+		r = control_new(d->base, d->rt.control_fd, daemon_control, d, &d->control);
 	if (r < 0) {
 		log_err("cannot set up the listeners: %s", strerror(-r));
 		return r;

@@ -41,6 +41,10 @@ int daemon_run(const struct gpusysd_config *cfg, const char *runtime_dir);
 /* The control "status" reply. */
 json_t *daemon_status_json(void *daemon);
 
+/* Every control command (control.h's control_cmd_fn): status, ports,
+ * latency. */
+int daemon_control(void *daemon, const char *cmd, json_t *req, json_t **reply);
+
 /* Requests served over the daemon's life, attached clients included. */
 uint64_t daemon_requests_served(struct daemon *d);
 

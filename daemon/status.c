@@ -3,6 +3,10 @@
 #include <unistd.h>
 
 #include "config.h" /* generated: GPUSYS_VERSION */
+#include <errno.h>
+#include <string.h>
+
+#include "control/inspect.h"
 #include "daemon.h"
 #include "services.h"
 #include "services/alloc/service_alloc.h"
@@ -64,4 +68,21 @@ json_t *daemon_status_json(void *arg)
 			 "requests_served", (json_int_t)daemon_requests_served(d),
 			 "clients_attached", (json_int_t)d->reg.count,
 			 "alloc", service_alloc_status_json());
+}
+
+int daemon_control(void *arg, const char *cmd, json_t *req, json_t **reply)
+{
+	struct daemon *d = arg;
+	if (!strcmp(cmd, "status"))
+		*reply = daemon_status_json(d);
+	else if (!strcmp(cmd, "ports")) {
+		/* The oldest 100 unless asked for more (at most 10 000). */
+		json_int_t limit = json_integer_value(json_object_get(req, "limit"));
+		*reply = inspect_ports(&d->reg, limit > 0 ? (unsigned)(limit < 10000 ? limit : 10000) : 100);
+	}
+	else if (!strcmp(cmd, "latency"))
+		*reply = inspect_latency();
+	else
+		return -ENOENT;
+	return 0;
 }

@@ -28,7 +28,7 @@ struct control {
 	struct event_base *base;
 	struct event *ev;
 	struct event *resume; /* re-arms ev after running out of descriptors */
-	control_status_fn status;
+	control_cmd_fn handler;
 	void *arg;
 	struct conn *conns;
 	unsigned nconns;
@@ -42,7 +42,7 @@ static json_t *error_reply(const char *msg)
 #define LINE_TOO_LONG "line longer than 65536 bytes"
 _Static_assert(CONTROL_MAX_LINE == 65536, "LINE_TOO_LONG says the limit");
 
-json_t *control_handle_line(const char *line, size_t len, control_status_fn status, void *arg)
+json_t *control_handle_line(const char *line, size_t len, control_cmd_fn handler, void *arg)
 {
 	json_error_t jerr;
 	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
@@ -61,9 +61,7 @@ json_t *control_handle_line(const char *line, size_t len, control_status_fn stat
 	const char *cmd = json_string_value(json_object_get(req, "cmd"));
 	if (!cmd) {
 		reply = error_reply("missing \"cmd\" string");
-	} else if (!strcmp(cmd, "status")) {
-		reply = status(arg);
-	} else {
+	} else if (handler(arg, cmd, req, &reply) == -ENOENT) {
 		snprintf(msg, sizeof(msg), "unknown command '%.64s'", cmd);
 		reply = error_reply(msg);
 	}
@@ -133,7 +131,7 @@ static void on_read(struct bufferevent *bev, void *arg)
 		if (len > CONTROL_MAX_LINE)
 			send_reply(k, error_reply(LINE_TOO_LONG));
 		else if (len > 0)
-			send_reply(k, control_handle_line(line, len, k->c->status, k->c->arg));
+			send_reply(k, control_handle_line(line, len, k->c->handler, k->c->arg));
 		free(line);
 	}
 	/* Too much unread reply: wait for the client to read (on_write). */
@@ -211,14 +209,14 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 	event_add(c->ev, NULL);
 }
 
-int control_new(struct event_base *base, int listen_fd, control_status_fn status, void *arg,
+int control_new(struct event_base *base, int listen_fd, control_cmd_fn handler, void *arg,
 		struct control **ret)
 {
 	struct control *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->base = base;
-	c->status = status;
+	c->handler = handler;
 	c->arg = arg;
 	c->ev = event_new(base, listen_fd, EV_READ | EV_PERSIST, on_accept, c);
 	c->resume = evtimer_new(base, on_resume, c);
