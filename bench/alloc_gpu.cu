@@ -185,24 +185,17 @@ extern "C" int bench_alloc_gpu(int argc, char **argv)
 		fprintf(stderr, "gpusys-bench: --hold 0..%d, --iters >= 1\n", HOLD_MAX);
 		return 2;
 	}
-	char dir[PATH_MAX];
-	int dpid = 0;
-	if (daemon) {
-		/* First grant 2 MiB: the heap grows during each kernel. */
-		setenv("GPUSYSD_ALLOC_CHUNK_BYTES", "2M", 1);
-		setenv("GPUSYSD_ALLOC_LIMIT_BYTES", "16G", 1);
-		dpid = bench_spawn_daemon(daemon, NULL, dir);
-		if (dpid < 0) {
-			fprintf(stderr, "gpusys-bench: cannot start %s: %s\n", daemon, strerror(-dpid));
-			return 1;
-		}
-		runtime_dir = dir;
-	}
+	/* The daemon before CUDA: it must not inherit a context. First grant
+	 * 2 MiB: the heap grows during each kernel. */
+	struct bench_daemon bd;
+	memset(&bd, 0, sizeof(bd));
+	bd.config = "alloc_chunk_bytes = 2M\nalloc_limit_bytes = 16G\n";
+	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0)
+		return 1;
 	int ndev = 0;
 	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
 		fprintf(stderr, "gpusys-bench: no usable GPU\n");
-		if (dpid > 0)
-			bench_stop_daemon(dpid, dir);
+		bench_daemon_stop(&bd);
 		return 77;
 	}
 	cudaDeviceProp prop;
@@ -280,7 +273,6 @@ extern "C" int bench_alloc_gpu(int argc, char **argv)
 	       gpusys_heap_maps(h));
 	gpusys_heap_close(h);
 	gpusys_detach(g);
-	if (dpid > 0)
-		bench_stop_daemon(dpid, dir);
+	bench_daemon_stop(&bd);
 	return 0;
 }
