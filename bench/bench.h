@@ -116,6 +116,7 @@ int bench_file_emulated(int argc, char **argv);
 int bench_rtt_gpu(int argc, char **argv);
 int bench_print_gpu(int argc, char **argv);
 int bench_file_gpu(int argc, char **argv);
+int bench_alloc_gpu(int argc, char **argv);
 #endif
 
 #ifdef __cplusplus

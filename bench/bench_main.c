@@ -13,6 +13,7 @@ static void usage(void)
 			"       gpusys-bench file [options]            1 GiB file <-> device memory, vs cudaMemcpy\n"
 			"       gpusys-bench print --emulate [options] printf lines/s, emulated warps\n"
 			"       gpusys-bench print [options]           gpusys_printf lines/s from all SMs vs CUDA printf\n"
+			"       gpusys-bench alloc [options]           malloc+free pairs/s from all SMs vs CUDA malloc; growth latency\n"
 			"run 'gpusys-bench rtt --help' for the options\n");
 }
 
@@ -49,6 +50,14 @@ int main(int argc, char **argv)
 			return benchmarks[b].gpu(argc - 1, argv + 1);
 		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc); use %s --emulate\n", argv[1]);
 		return 2;
+	}
+	if (strcmp(argv[1], "alloc") == 0) {
+#ifdef GPUSYS_BENCH_HAVE_GPU
+		return bench_alloc_gpu(argc - 1, argv + 1);
+#else
+		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc): alloc needs a GPU\n");
+		return 2;
+#endif
 	}
 	usage();
 	return 2;

@@ -9,6 +9,8 @@
 #include "control/control.h"
 #include "control/inspect.h"
 #include "daemon.h"
+#include "services.h"
+#include "services/alloc/service_alloc.h"
 #include "util/log.h"
 
 static int64_t seconds_since(const struct timespec *t0)
@@ -27,7 +29,7 @@ uint64_t daemon_requests_served(struct daemon *d)
 
 static json_t *client_json(const struct session *s)
 {
-	return json_pack("{s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}",
+	json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}",
 			 "id", (json_int_t)s->id,
 			 "pid", (json_int_t)s->peer.pid,
 			 "uid", (json_int_t)s->peer.uid,
@@ -40,6 +42,13 @@ static json_t *client_json(const struct session *s)
 			 "requests", (json_int_t)session_requests(s),
 			 "rejected", (json_int_t)session_rejected(s),
 			 "attached_s", (json_int_t)seconds_since(&s->attached));
+	for (unsigned i = 0; o && s->ports_ready && i < SERVICES_MAX && gpusysd_services[i]; i++) {
+		json_t *heap = gpusysd_services[i] == &service_alloc ? service_alloc_client_json(s->ports.svc_state[i])
+								      : NULL;
+		if (heap)
+			json_object_set_new(o, "alloc", heap);
+	}
+	return o;
 }
 
 json_t *daemon_status_json(void *arg, const struct control_peer *who)
@@ -59,7 +68,7 @@ json_t *daemon_status_json(void *arg, const struct control_peer *who)
 		json_array_append_new(clients, client_json(s));
 		shown++;
 	}
-	return json_pack("{s:s, s:I, s:I, s:s, s:I, s:I, s:o, s:I, s:I, s:s, s:I}",
+	return json_pack("{s:s, s:I, s:I, s:s, s:I, s:I, s:o, s:I, s:I, s:s, s:I, s:o*}",
 			 "version", GPUSYS_VERSION,
 			 "pid", (json_int_t)getpid(),
 			 "uptime_s", (json_int_t)seconds_since(&d->started),
@@ -70,7 +79,8 @@ json_t *daemon_status_json(void *arg, const struct control_peer *who)
 			 "requests_served", (json_int_t)daemon_requests_served(d),
 			 "clients_attached", (json_int_t)shown,
 			 "clients_shown", who->admin ? "all" : "own",
-			 "log_lines_suppressed", (json_int_t)log_dropped_total());
+			 "log_lines_suppressed", (json_int_t)log_dropped_total(),
+			 "alloc", service_alloc_status_json());
 }
 
 int daemon_control(void *arg, const struct control_peer *who, const char *cmd, json_t *req, json_t **reply)

@@ -166,6 +166,23 @@ static int print_status(json_t *st)
 		       num(c, "uid"), str(c, "comm"), gpu, str(c, "memory"), num(c, "ports"), num(c, "ports_in_use"),
 		       num(c, "requests"), num(c, "rejected"), at);
 	}
+	/* Device heaps (the alloc service), for the clients that have one. */
+	int heading = 0;
+	json_array_foreach(clients, i, c)
+	{
+		json_t *h = json_object_get(c, "alloc");
+		if (!json_is_object(h))
+			continue;
+		if (!heading++)
+			printf("\n%6s %10s %10s %10s %10s %10s %8s %21s\n", "ID", "HEAP MiB", "LIMIT MiB", "LIVE",
+			       "MALLOCS", "FREES", "ENOMEM", "REFUSED FRG/INT/UNAL");
+		char refused[48];
+		snprintf(refused, sizeof(refused), "%lld/%lld/%lld", num(h, "refused_foreign"), num(h, "refused_interior"),
+			 num(h, "refused_unallocated"));
+		printf("%6lld %10lld %10lld %10lld %10lld %10lld %8lld %21s\n", num(c, "id"), num(h, "mapped_bytes") >> 20,
+		       num(h, "limit_bytes") >> 20, num(h, "live_blocks"), num(h, "mallocs"), num(h, "frees"),
+		       num(h, "enomem"), refused);
+	}
 	return 0;
 }
 
