@@ -13,6 +13,7 @@ static void usage(void)
 			"       gpusys-bench file [options]            1 GiB file <-> device memory, vs cudaMemcpy\n"
 			"       gpusys-bench print --emulate [options] printf lines/s, emulated warps\n"
 			"       gpusys-bench print [options]           gpusys_printf lines/s from all SMs vs CUDA printf\n"
+			"       gpusys-bench alloc [options]           malloc+free pairs/s from all SMs vs CUDA malloc; growth latency\n"
 			"       gpusys-bench calls [--emulate] [options]    futures and user callbacks\n"
 			"run 'gpusys-bench rtt --help' for the options\n");
 }
@@ -32,6 +33,7 @@ static const struct {
 	{ "rtt", bench_rtt_emulated, ON_GPU(bench_rtt_gpu) },
 	{ "file", bench_file_emulated, ON_GPU(bench_file_gpu) },
 	{ "print", bench_print_emulated, ON_GPU(bench_print_gpu) },
+	{ "calls", bench_calls_emulated, ON_GPU(bench_calls_gpu) }, /* futures and user callbacks */
 };
 
 int main(int argc, char **argv)
@@ -51,14 +53,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc); use %s --emulate\n", argv[1]);
 		return 2;
 	}
-	if (strcmp(argv[1], "calls") == 0) {
-		for (int i = 2; i < argc; i++)
-			if (strcmp(argv[i], "--emulate") == 0)
-				return bench_calls_emulated(argc - 1, argv + 1);
+	if (strcmp(argv[1], "alloc") == 0) {
 #ifdef GPUSYS_BENCH_HAVE_GPU
-		return bench_calls_gpu(argc - 1, argv + 1);
+		return bench_alloc_gpu(argc - 1, argv + 1);
 #else
-		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc); use calls --emulate\n");
+		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc): alloc needs a GPU\n");
 		return 2;
 #endif
 	}

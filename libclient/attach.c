@@ -269,7 +269,7 @@ int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_cl
 	if (r < 0)
 		goto fail;
 	/* Emulated warps over this mapping find it (gpusys_emu_open). */
-	gpusys_wake_fd_set(base, c->wake_fd);
+	gpusys_channel_register(base, c->wake_fd, c->sock);
 	*ret = c;
 	return 0;
 fail:
@@ -282,7 +282,7 @@ void gpusys_client_detach(struct gpusys_client *c)
 	if (!c)
 		return;
 	if (c->base) {
-		gpusys_wake_fd_set(c->base, -1);
+		gpusys_channel_unregister(c->base); /* joins its watchdog */
 		munmap(c->base, c->bytes);
 	}
 	if (c->mem_fd >= 0)

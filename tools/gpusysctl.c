@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* gpusysctl: ask a running gpusysd about itself over its control socket. */
 #include <errno.h>
+#include <stdbool.h>
 #include <getopt.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -145,9 +146,11 @@ static int print_status(json_t *st)
 	format_duration(num(st, "uptime_s"), up, sizeof(up));
 	printf("gpusysd %s, pid %lld, up %s, serving %s\n", str(st, "version"), num(st, "pid"), up,
 	       str(st, "runtime_dir"));
-	printf("%lld pollers, %lld workers, %lld client%s attached, %lld requests served\n", num(st, "pollers"),
+	/* The daemon shows another user's clients to admins only. */
+	bool own = !strcmp(str(st, "clients_shown"), "own");
+	printf("%lld pollers, %lld workers, %lld client%s attached%s, %lld requests served\n", num(st, "pollers"),
 	       num(st, "workers"), num(st, "clients_attached"), num(st, "clients_attached") == 1 ? "" : "s",
-	       num(st, "requests_served"));
+	       own ? " (yours; others' are not shown)" : "", num(st, "requests_served"));
 	if (!json_array_size(clients))
 		return 0;
 	printf("\n%6s %8s %6s %-16s %4s %-8s %6s %6s %12s %8s %9s\n", "ID", "PID", "UID", "COMM", "GPU", "MEMORY",
@@ -162,6 +165,23 @@ static int print_status(json_t *st)
 		printf("%6lld %8lld %6lld %-16s %4s %-8s %6lld %6lld %12lld %8lld %9s\n", num(c, "id"), num(c, "pid"),
 		       num(c, "uid"), str(c, "comm"), gpu, str(c, "memory"), num(c, "ports"), num(c, "ports_in_use"),
 		       num(c, "requests"), num(c, "rejected"), at);
+	}
+	/* Device heaps (the alloc service), for the clients that have one. */
+	int heading = 0;
+	json_array_foreach(clients, i, c)
+	{
+		json_t *h = json_object_get(c, "alloc");
+		if (!json_is_object(h))
+			continue;
+		if (!heading++)
+			printf("\n%6s %10s %10s %10s %10s %10s %8s %21s\n", "ID", "HEAP MiB", "LIMIT MiB", "LIVE",
+			       "MALLOCS", "FREES", "ENOMEM", "REFUSED FRG/INT/UNAL");
+		char refused[48];
+		snprintf(refused, sizeof(refused), "%lld/%lld/%lld", num(h, "refused_foreign"), num(h, "refused_interior"),
+			 num(h, "refused_unallocated"));
+		printf("%6lld %10lld %10lld %10lld %10lld %10lld %8lld %21s\n", num(c, "id"), num(h, "mapped_bytes") >> 20,
+		       num(h, "limit_bytes") >> 20, num(h, "live_blocks"), num(h, "mallocs"), num(h, "frees"),
+		       num(h, "enomem"), refused);
 	}
 	return 0;
 }

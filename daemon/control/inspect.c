@@ -33,7 +33,7 @@ static const char *op_name(uint16_t opcode)
 	return service_lookup(opcode, &l) ? l.op->name : "unknown";
 }
 
-json_t *inspect_ports(struct registry *reg, unsigned limit)
+json_t *inspect_ports(struct registry *reg, unsigned limit, const struct control_peer *who)
 {
 	size_t n = 0, cap = 64;
 	struct busy_port *b = malloc(cap * sizeof(*b));
@@ -44,7 +44,7 @@ json_t *inspect_ports(struct registry *reg, unsigned limit)
 	/* A racy read of each port's phase: a report, not a lock. */
 	registry_for_each(reg, s)
 	{
-		if (!s->ports_ready)
+		if (!s->ports_ready || (!who->admin && s->peer.uid != who->uid))
 			continue;
 		for (uint32_t p = 0; p < s->ports.num_ports; p++) {
 			struct port_activity a;

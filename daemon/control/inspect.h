@@ -9,11 +9,13 @@
 
 #include <jansson.h>
 
+#include "control/control.h"
 #include "core/registry.h"
 
 /* {"ports": [{client, pid, comm, port, opcode, name, phase, later, age_us}...],
- *  "busy": N, "truncated": bool}: at most limit entries, oldest first. */
-json_t *inspect_ports(struct registry *reg, unsigned limit);
+ *  "busy": N, "truncated": bool}: at most limit entries, oldest first; of
+ * who's own clients only, unless who is an admin (control.h). */
+json_t *inspect_ports(struct registry *reg, unsigned limit, const struct control_peer *who);
 
 /* {"ops": [{opcode, name, count, errors, bytes_in, bytes_out, mean_us,
  * p50_us, p90_us, p99_us, p999_us, max_us, histogram: [[lo_ns, hi_ns,

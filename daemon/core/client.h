@@ -7,6 +7,7 @@
 #ifndef GPUSYSD_CORE_CLIENT_H
 #define GPUSYSD_CORE_CLIENT_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -26,6 +27,17 @@ struct client {
 	uint64_t bulk_bytes;    /* the daemon's own figure, never the shared header's */
 	int32_t cuda_device;    /* the client's GPU ordinal (its numbering), or -1: emulated warps */
 };
+
+/* [off, off + count) of the client's bulk area, as the daemon sized it
+ * (never the shared header's figure): its address, or NULL when the range
+ * does not lie inside (or there is no bulk area). Any service that moves
+ * bulk data (files, sockets) checks its range here. */
+static inline uint8_t *client_bulk_range(const struct client *c, uint64_t off, uint64_t count)
+{
+	if (!c->bulk || count > c->bulk_bytes || off > c->bulk_bytes - count)
+		return NULL;
+	return c->bulk + off;
+}
 
 /* The Umask line of /proc/PID/status, or 022 when it cannot be read. */
 mode_t client_umask_of(pid_t pid);

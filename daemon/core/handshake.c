@@ -68,8 +68,10 @@ int hello_receive(int fd, struct gpusys_hello *ret_hello, int ret_fds[HELLO_NFDS
 
 	memset(&buf, 0, sizeof(buf));
 	/* Every descriptor that did arrive is in fds[] before anything is
-	 * judged, so no error path leaks one. */
-	ssize_t n = fdpass_recv(fd, &buf, sizeof(buf), fds, MAX_RECV_FDS, &nfds, &msg_flags, MSG_DONTWAIT);
+	 * judged, so no error path leaks one. MSG_TRUNC: n is the message's
+	 * real length even when it did not fit (SOCK_SEQPACKET, Linux 3.4+),
+	 * so a refusal can say it. */
+	ssize_t n = fdpass_recv(fd, &buf, sizeof(buf), fds, MAX_RECV_FDS, &nfds, &msg_flags, MSG_DONTWAIT | MSG_TRUNC);
 	if (n < 0) {
 		if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR)
 			return -EAGAIN;
@@ -83,7 +85,9 @@ int hello_receive(int fd, struct gpusys_hello *ret_hello, int ret_fds[HELLO_NFDS
 		goto fail;
 	}
 	if (msg_flags & MSG_TRUNC || (size_t)n > sizeof(buf.h)) {
-		r = hello_check(&buf.h, sizeof(buf), nfds, msg, msglen);
+		/* Only the first sizeof(buf) bytes are here; the length
+		 * checked (and reported) is the real one. */
+		r = hello_check(&buf.h, (size_t)n > sizeof(buf) ? (size_t)n : sizeof(buf), nfds, msg, msglen);
 		if (r == 0) {
 			snprintf(msg, msglen, "hello is longer than %zu bytes", sizeof(buf.h));
 			r = -EPROTO;

@@ -154,6 +154,14 @@ static void test_wrong_size(void **state)
 	assert_non_null(strstr(msg, "expected"));
 	memcpy(big, &h, sizeof(h));
 	assert_int_equal(exchange(f, big, sizeof(big), NULL, 0, msg), -EPROTO);
+	/* An over-long hello is reported with its real length, not the size
+	 * of the daemon's buffer. */
+	static char huge[4000];
+	memcpy(huge, &h, sizeof(h));
+	assert_int_equal(exchange(f, huge, sizeof(huge), NULL, 0, msg), -EPROTO);
+	char expect[128];
+	snprintf(expect, sizeof(expect), "hello is 4000 bytes, expected %zu", sizeof(h));
+	assert_string_equal(msg, expect);
 	assert_unharmed(f);
 }
 

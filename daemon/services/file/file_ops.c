@@ -331,9 +331,8 @@ int file_op_bulk(const struct file_lane *l)
 	struct fd_ref ref;
 	int r;
 
-	/* The range must lie in the bulk area as we sized it, whatever the
-	 * shared header says now. */
-	if (!peer->bulk || q->count > peer->bulk_bytes || q->bulk_off > peer->bulk_bytes - q->count)
+	uint8_t *buf = client_bulk_range(peer, q->bulk_off, q->count);
+	if (!buf)
 		return -EINVAL;
 	if (q->offset < -1 || (q->offset >= 0 && q->count > (uint64_t)INT64_MAX - (uint64_t)q->offset))
 		return -EINVAL;
@@ -341,10 +340,10 @@ int file_op_bulk(const struct file_lane *l)
 		return r;
 	int64_t n;
 	if (ref.e) {
-		n = file_bulk_transfer(peer, ref.e, w, peer->bulk + q->bulk_off, q->offset, q->count);
+		n = file_bulk_transfer(peer, ref.e, w, buf, q->offset, q->count);
 	} else {
 		struct file_entry tmp = { .fd = ref.fd, .oflags = ref.oflags };
-		n = file_bulk_transfer(peer, &tmp, w, peer->bulk + q->bulk_off, q->offset, q->count);
+		n = file_bulk_transfer(peer, &tmp, w, buf, q->offset, q->count);
 	}
 	ref_put(l->fc, &ref);
 	if (n < 0)

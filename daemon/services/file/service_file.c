@@ -129,7 +129,7 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
 		if (!(call->lane_mask >> l & 1))
 			continue;
-		uint8_t *out = buf + at;
+		uint8_t *out = buf ? buf + at : NULL; /* no buffer when no lane has room */
 		at += room[l];
 		if (cr < 0) {
 			call->lane_status[l] = cr;

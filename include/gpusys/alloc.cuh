@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Device memory from a heap that grows while kernels run (the alloc
+ * service; host side include/gpusys/heap.h, promises docs/ALLOC.md). Pass
+ * gpusys_heap_device(heap) to the kernel by value.
+ *
+ * Calls are warp-aggregated: the lanes that reach one together share one
+ * request. Small blocks (up to 2 KiB) usually come from a cache of the
+ * warp's slot without any request; free and realloc always ask gpusysd,
+ * which checks the pointer against the allocator's metadata it keeps.
+ *
+ *   gpusys_malloc          NULL on error: gpusys_alloc_errno() says why
+ *                          (ENOMEM: the client's alloc_limit_bytes is
+ *                          reached; ETIMEDOUT: the mapping thread never
+ *                          mapped; ESHUTDOWN: the daemon has gone)
+ *   gpusys_calloc          zeroed
+ *   gpusys_realloc         NULL: malloc; size 0: free, NULL back; on error
+ *                          NULL and the old block untouched
+ *   gpusys_aligned_alloc   a power of two up to 2 MiB
+ *   gpusys_free            0, or -EFAULT (not in the heap), -EINVAL (into
+ *                          the middle of a block), -ENOENT (not allocated:
+ *                          a double free): refused, nothing changes, and
+ *                          counted by the daemon. NULL is a no-op.
+ *
+ * Blocks are 16-byte aligned (small ones to their size class), device
+ * memory usable by every thread of the client's kernels until freed or
+ * until the heap is closed.
+ */
+#ifndef GPUSYS_ALLOC_CUH
+#define GPUSYS_ALLOC_CUH
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpusys/heap.h"
+#include "device/alloc_client.h"
+
+/* Where this thread's last error goes (its warp slot, its lane). */
+static __device__ __forceinline__ int32_t *gpusys_alloc_err_slot(const gpusys_heap_t &h)
+{
+	return &h.heap.last_err[(gpusys_port_hint() % h.heap.cache_slots) * GPUSYS_WARP_LANES + gpusys_lane_id()];
+}
+
+/* The errno of this thread's last heap call (0: it succeeded). Valid until
+ * its next heap call; kept per (warp slot, lane). */
+static __device__ __forceinline__ int gpusys_alloc_errno(const gpusys_heap_t &h)
+{
+	return -*gpusys_alloc_err_slot(h);
+}
+
+static __device__ void *gpusys_aligned_alloc(const gpusys_heap_t &h, size_t align, size_t size)
+{
+	uint64_t mask = (uint64_t)__activemask();
+	uint64_t s[1] = { size }, a[1] = { align };
+	void *r[1];
+	int32_t e[1];
+	gpusys_alloc_malloc_lanes(&h.dev, &h.heap, mask, s, a, r, e);
+	*gpusys_alloc_err_slot(h) = e[0];
+	return r[0];
+}
+
+static __device__ __forceinline__ void *gpusys_malloc(const gpusys_heap_t &h, size_t size)
+{
+	return gpusys_aligned_alloc(h, 0, size);
+}
+
+static __device__ void *gpusys_calloc(const gpusys_heap_t &h, size_t n, size_t size)
+{
+	uint64_t mask = (uint64_t)__activemask();
+	uint64_t nv[1] = { n }, s[1] = { size };
+	void *r[1];
+	int32_t e[1];
+	gpusys_alloc_calloc_lanes(&h.dev, &h.heap, mask, nv, s, r, e);
+	*gpusys_alloc_err_slot(h) = e[0];
+	return r[0];
+}
+
+static __device__ void *gpusys_realloc(const gpusys_heap_t &h, void *p, size_t size)
+{
+	uint64_t mask = (uint64_t)__activemask();
+	void *pv[1] = { p }, *r[1];
+	uint64_t s[1] = { size };
+	int32_t e[1];
+	gpusys_alloc_realloc_lanes(&h.dev, &h.heap, mask, pv, s, r, e);
+	*gpusys_alloc_err_slot(h) = e[0];
+	return r[0];
+}
+
+static __device__ int gpusys_free(const gpusys_heap_t &h, void *p)
+{
+	uint64_t mask = (uint64_t)__activemask();
+	void *pv[1] = { p };
+	int32_t e[1];
+	gpusys_alloc_free_lanes(&h.dev, &h.heap, mask, pv, e);
+	*gpusys_alloc_err_slot(h) = e[0];
+	return e[0];
+}
+
+/* The daemon's figures for this client's heap (one lane asks). 0 or -errno. */
+static __device__ int gpusys_alloc_stat(const gpusys_heap_t &h, struct gpusys_alloc_stat *st)
+{
+	return gpusys_alloc_stat_lanes(&h.dev, &h.heap, (uint64_t)__activemask(), st);
+}
+
+#endif /* GPUSYS_ALLOC_CUH */

@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The device heap of a CUDA client (include/gpusys/heap.h): a virtual range
+ * reserved on the client's GPU, device memory created and mapped into it by
+ * a thread of this process while kernels run, as gpusysd grants it.
+ *
+ * Why here and not in gpusysd (docs/ALLOC.md has the figures): creating the
+ * memory in this process means no export to a POSIX descriptor (8-9 ms per
+ * chunk while a kernel runs, on the H100), no import and no descriptor
+ * passing on the growth path, and no CUDA context in the daemon on the
+ * client's GPU; the driver frees the memory when this process dies, however
+ * it dies. The daemon still decides how much may be mapped (the grant) and
+ * keeps all the metadata.
+ *
+ * Shared with device code, in pinned host memory mapped for the device:
+ * struct gpusys_alloc_ctl (want: written by warps; mapped, failed: written
+ * here). Private device memory: the warp-slot caches and last errors.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpusys/heap.h"
+#include "../common/cuda_driver.h"
+
+struct gpusys_heap {
+	gpusys_t *g;
+	const struct gpusys_cuda *cu;
+	CUdevice cudev;
+	CUcontext ctx;
+	CUdeviceptr base;
+	uint64_t reserve;
+	uint64_t granularity;
+	struct gpusys_alloc_ctl *ctl;   /* host view */
+	CUdeviceptr ctl_dev;            /* device view */
+	CUdeviceptr priv;               /* caches, then last errors */
+	uint32_t cache_slots;
+	uint64_t mapped;                /* the thread's own figure */
+	/* One handle per mapping, released (and unmapped) at close. */
+	CUmemGenericAllocationHandle *handles;
+	uint64_t *handle_off, *handle_bytes;
+	uint32_t nhandles, cap_handles;
+	pthread_t thread;
+	bool have_thread;
+	atomic_bool stop;
+	atomic_uint maps;
+	atomic_uint_fast64_t last_map_ns;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void say(const struct gpusys_heap *h, CUresult r, const char *what)
+{
+	char buf[160];
+	if (getenv("GPUSYS_DEBUG"))
+		fprintf(stderr, "libgpusys heap: %s\n", gpusys_cuda_describe(h->cu, r, what, buf, sizeof(buf)));
+}
+
+/* Map [mapped, to) with one new allocation. 0 or -errno. */
+static int map_more(struct gpusys_heap *h, uint64_t to)
+{
+	const struct gpusys_cuda *cu = h->cu;
+	uint64_t bytes = to - h->mapped;
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = (int)h->cudev;
+	CUmemGenericAllocationHandle hd;
+	CUresult r;
+	if (h->nhandles == h->cap_handles) {
+		uint32_t cap = h->cap_handles ? h->cap_handles * 2 : 16;
+		void *a = realloc(h->handles, cap * sizeof(*h->handles));
+		if (a)
+			h->handles = a;
+		void *b = realloc(h->handle_off, cap * sizeof(uint64_t));
+		if (b)
+			h->handle_off = b;
+		void *c = realloc(h->handle_bytes, cap * sizeof(uint64_t));
+		if (c)
+			h->handle_bytes = c;
+		if (!a || !b || !c)
+			return -ENOMEM;
+		h->cap_handles = cap;
+	}
+	if ((r = cu->cuMemCreate(&hd, bytes, &prop, 0)) != CUDA_SUCCESS) {
+		say(h, r, "cuMemCreate");
+		return gpusys_cuda_errno(r);
+	}
+	if ((r = cu->cuMemMap(h->base + h->mapped, bytes, 0, hd, 0)) != CUDA_SUCCESS) {
+		say(h, r, "cuMemMap");
+		cu->cuMemRelease(hd);
+		return gpusys_cuda_errno(r);
+	}
+	CUmemAccessDesc acc;
+	memset(&acc, 0, sizeof(acc));
+	acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	acc.location.id = (int)h->cudev;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	if ((r = cu->cuMemSetAccess(h->base + h->mapped, bytes, &acc, 1)) != CUDA_SUCCESS) {
+		say(h, r, "cuMemSetAccess");
+		cu->cuMemUnmap(h->base + h->mapped, bytes);
+		cu->cuMemRelease(hd);
+		return gpusys_cuda_errno(r);
+	}
+	h->handles[h->nhandles] = hd;
+	h->handle_off[h->nhandles] = h->mapped;
+	h->handle_bytes[h->nhandles] = bytes;
+	h->nhandles++;
+	h->mapped = to;
+	return 0;
+}
+
+/* Poll want (a PCIe-free read: the ctl is host memory); map when it grows.
+ * 20 us between looks while idle: a warp that waits for memory loses at
+ * most that on top of the mapping itself (milliseconds while kernels run),
+ * and the daemon grants ahead, so warps rarely wait. */
+static void *map_thread(void *arg)
+{
+	struct gpusys_heap *h = arg;
+	h->cu->cuCtxSetCurrent(h->ctx);
+	while (!atomic_load_explicit(&h->stop, memory_order_acquire)) {
+		uint64_t want = __atomic_load_n(&h->ctl->want, __ATOMIC_ACQUIRE);
+		if (want > h->reserve)
+			want = h->reserve;
+		want -= want % h->granularity;
+		if (want > h->mapped && !__atomic_load_n(&h->ctl->failed, __ATOMIC_RELAXED)) {
+			uint64_t t0 = now_ns();
+			int r = map_more(h, want);
+			if (r < 0) {
+				__atomic_store_n(&h->ctl->failed, (uint64_t)(int64_t)r, __ATOMIC_RELEASE);
+			} else {
+				__atomic_store_n(&h->ctl->mapped, h->mapped, __ATOMIC_RELEASE);
+				atomic_store_explicit(&h->last_map_ns, now_ns() - t0, memory_order_relaxed);
+				atomic_fetch_add_explicit(&h->maps, 1, memory_order_relaxed);
+			}
+			continue;
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = 20000 }, NULL);
+	}
+	return NULL;
+}
+
+static void heap_free(struct gpusys_heap *h)
+{
+	const struct gpusys_cuda *cu = h->cu;
+	if (h->ctx)
+		cu->cuCtxPushCurrent(h->ctx);
+	for (uint32_t i = 0; i < h->nhandles; i++) {
+		cu->cuMemUnmap(h->base + h->handle_off[i], h->handle_bytes[i]);
+		cu->cuMemRelease(h->handles[i]);
+	}
+	if (h->base)
+		cu->cuMemAddressFree(h->base, h->reserve);
+	if (h->priv)
+		cu->cuMemFree(h->priv);
+	if (h->ctl) {
+		cu->cuMemHostUnregister(h->ctl);
+		free(h->ctl);
+	}
+	if (h->ctx) {
+		CUcontext c;
+		cu->cuCtxPopCurrent(&c);
+		cu->cuDevicePrimaryCtxRelease(h->cudev);
+	}
+	free(h->handles);
+	free(h->handle_off);
+	free(h->handle_bytes);
+	free(h);
+}
+
+int gpusys_heap_open(gpusys_t *g, const struct gpusys_heap_options *o, struct gpusys_heap **ret)
+{
+	const struct gpusys_cuda *cu;
+	CUcontext c;
+	CUresult r;
+	int rc;
+	if ((rc = gpusys_cuda_load(&cu)) < 0)
+		return rc;
+	struct gpusys_heap *h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->g = g;
+	h->cu = cu;
+	h->reserve = o && o->reserve_bytes ? o->reserve_bytes : GPUSYS_ALLOC_MAX_RESERVE;
+	if (h->reserve > GPUSYS_ALLOC_MAX_RESERVE)
+		h->reserve = GPUSYS_ALLOC_MAX_RESERVE;
+	h->reserve = gpusys_align_up(h->reserve, GPUSYS_ALLOC_MAP_ALIGN);
+	if ((r = cu->cuDeviceGet(&h->cudev, o ? o->cuda_device : 0)) != CUDA_SUCCESS) {
+		say(h, r, "cuDeviceGet");
+		free(h);
+		return gpusys_cuda_errno(r);
+	}
+	if ((r = cu->cuDevicePrimaryCtxRetain(&h->ctx, h->cudev)) != CUDA_SUCCESS) {
+		say(h, r, "cuDevicePrimaryCtxRetain");
+		free(h);
+		return gpusys_cuda_errno(r);
+	}
+	cu->cuCtxPushCurrent(h->ctx);
+
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = (int)h->cudev;
+	size_t gran = 0;
+	if ((r = cu->cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM)) != CUDA_SUCCESS)
+		goto cuda_fail;
+	/* Grants are 2 MiB steps; a GPU with a coarser granularity maps in
+	 * its own steps (at most granularity - 2 MiB beyond the grant). */
+	h->granularity = gran > GPUSYS_ALLOC_MAP_ALIGN ? gran : GPUSYS_ALLOC_MAP_ALIGN;
+	if ((r = cu->cuMemAddressReserve(&h->base, h->reserve, GPUSYS_ALLOC_MAP_ALIGN, 0, 0)) != CUDA_SUCCESS) {
+		h->base = 0;
+		goto cuda_fail;
+	}
+
+	int sms = 0;
+	cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, h->cudev);
+	h->cache_slots = (uint32_t)(sms > 0 ? sms : 1) * 64u; /* one per (SM, warp slot): gpusys_port_hint */
+	size_t cache_bytes = (size_t)h->cache_slots * GPUSYS_ALLOC_CLASSES * sizeof(struct gpusys_alloc_cache);
+	size_t err_bytes = (size_t)h->cache_slots * GPUSYS_WARP_LANES * sizeof(int32_t);
+	if ((r = cu->cuMemAlloc(&h->priv, cache_bytes + err_bytes)) != CUDA_SUCCESS) {
+		h->priv = 0;
+		goto cuda_fail;
+	}
+	if ((r = cu->cuMemsetD8(h->priv, 0, cache_bytes + err_bytes)) != CUDA_SUCCESS)
+		goto cuda_fail;
+
+	h->ctl = aligned_alloc(4096, 4096);
+	if (!h->ctl) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	memset(h->ctl, 0, 4096);
+	if ((r = cu->cuMemHostRegister(h->ctl, 4096, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE)) !=
+	    CUDA_SUCCESS) {
+		free(h->ctl);
+		h->ctl = NULL;
+		goto cuda_fail;
+	}
+	if ((r = cu->cuMemHostGetDevicePointer(&h->ctl_dev, h->ctl, 0)) != CUDA_SUCCESS)
+		goto cuda_fail;
+
+	if (o && o->initial_bytes) {
+		uint64_t first = gpusys_align_up(o->initial_bytes, h->granularity);
+		if (first > h->reserve)
+			first = h->reserve;
+		if ((rc = map_more(h, first)) < 0)
+			goto fail;
+		h->ctl->mapped = h->mapped;
+	}
+	cu->cuCtxPopCurrent(&c);
+	rc = pthread_create(&h->thread, NULL, map_thread, h);
+	if (rc) {
+		cu->cuCtxPushCurrent(h->ctx);
+		rc = -rc;
+		goto fail;
+	}
+	h->have_thread = true;
+	*ret = h;
+	return 0;
+
+cuda_fail:
+	say(h, r, "heap setup");
+	rc = gpusys_cuda_errno(r);
+fail:
+	cu->cuCtxPopCurrent(&c);
+	heap_free(h);
+	return rc;
+}
+
+gpusys_heap_t gpusys_heap_device(struct gpusys_heap *h)
+{
+	gpusys_heap_t t;
+	memset(&t, 0, sizeof(t));
+	t.dev = gpusys_device(h->g);
+	t.heap.base = (uint8_t *)(uintptr_t)h->base;
+	t.heap.reserve = h->reserve;
+	t.heap.ctl = (struct gpusys_alloc_ctl *)(uintptr_t)h->ctl_dev;
+	t.heap.cache = (struct gpusys_alloc_cache *)(uintptr_t)h->priv;
+	t.heap.last_err = (int32_t *)(uintptr_t)(h->priv + (CUdeviceptr)h->cache_slots * GPUSYS_ALLOC_CLASSES *
+							     sizeof(struct gpusys_alloc_cache));
+	t.heap.cache_slots = h->cache_slots;
+	return t;
+}
+
+uint64_t gpusys_heap_mapped(const struct gpusys_heap *h)
+{
+	return __atomic_load_n(&h->ctl->mapped, __ATOMIC_ACQUIRE);
+}
+
+uint32_t gpusys_heap_maps(const struct gpusys_heap *h)
+{
+	return atomic_load_explicit(&((struct gpusys_heap *)h)->maps, memory_order_relaxed);
+}
+
+uint64_t gpusys_heap_last_map_ns(const struct gpusys_heap *h)
+{
+	return atomic_load_explicit(&((struct gpusys_heap *)h)->last_map_ns, memory_order_relaxed);
+}
+
+void gpusys_heap_close(struct gpusys_heap *h)
+{
+	if (!h)
+		return;
+	if (h->have_thread) {
+		atomic_store_explicit(&h->stop, true, memory_order_release);
+		pthread_join(h->thread, NULL);
+	}
+	heap_free(h);
+}

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The heap for emulated warps (include/gpusys/alloc_emu.h): host memory
+ * reserved once, opened up by a mapping thread when device code (here: an
+ * emulated warp) asks for what the daemon granted. The device side is
+ * device/alloc_client.h compiled for the CPU, so CI runs the same cache and
+ * requests a GPU does.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "gpusys/alloc_emu.h"
+#include "../device/alloc_client.h"
+
+struct gpusys_emu_heap {
+	gpusys_heap_dev_t hd;
+	struct gpusys_alloc_ctl ctl;
+	pthread_t thread;
+	atomic_bool stop;
+	atomic_uint maps;
+	uint64_t mapped; /* the thread's own figure */
+};
+
+/* Poll want; open up [mapped, want) when it grows. 100 us between looks: a
+ * warp that waits for memory waits at most that long for the thread to
+ * notice (the daemon grants ahead, so warps rarely wait at all). */
+static void *map_thread(void *arg)
+{
+	struct gpusys_emu_heap *h = arg;
+	while (!atomic_load_explicit(&h->stop, memory_order_acquire)) {
+		uint64_t want = __atomic_load_n(&h->ctl.want, __ATOMIC_ACQUIRE);
+		if (want > h->hd.reserve)
+			want = h->hd.reserve;
+		want -= want % GPUSYS_ALLOC_MAP_ALIGN;
+		if (want > h->mapped) {
+			if (mprotect(h->hd.base + h->mapped, want - h->mapped, PROT_READ | PROT_WRITE) < 0) {
+				__atomic_store_n(&h->ctl.failed, (uint64_t)(int64_t)-errno, __ATOMIC_RELEASE);
+			} else {
+				h->mapped = want;
+				atomic_fetch_add_explicit(&h->maps, 1, memory_order_relaxed);
+				__atomic_store_n(&h->ctl.mapped, want, __ATOMIC_RELEASE);
+			}
+			continue;
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
+	}
+	return NULL;
+}
+
+int gpusys_emu_heap_open(uint64_t reserve, uint32_t cache_slots, struct gpusys_emu_heap **ret)
+{
+	if (!reserve)
+		reserve = UINT64_C(1) << 30;
+	if (!cache_slots)
+		cache_slots = 64;
+	reserve = gpusys_align_up(reserve, GPUSYS_ALLOC_MAP_ALIGN);
+	if (reserve > GPUSYS_ALLOC_MAX_RESERVE)
+		return -EINVAL;
+	struct gpusys_emu_heap *h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->hd.cache = calloc((size_t)cache_slots * GPUSYS_ALLOC_CLASSES, sizeof(struct gpusys_alloc_cache));
+	h->hd.last_err = calloc((size_t)cache_slots * GPUSYS_WARP_LANES, sizeof(int32_t));
+	void *base = mmap(NULL, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (!h->hd.cache || !h->hd.last_err || base == MAP_FAILED) {
+		int e = base == MAP_FAILED ? -errno : -ENOMEM;
+		if (base != MAP_FAILED)
+			munmap(base, reserve);
+		free(h->hd.cache);
+		free(h->hd.last_err);
+		free(h);
+		return e;
+	}
+	h->hd.base = base;
+	h->hd.reserve = reserve;
+	h->hd.ctl = &h->ctl;
+	h->hd.cache_slots = cache_slots;
+	int r = pthread_create(&h->thread, NULL, map_thread, h);
+	if (r) {
+		munmap(base, reserve);
+		free(h->hd.cache);
+		free(h->hd.last_err);
+		free(h);
+		return -r;
+	}
+	*ret = h;
+	return 0;
+}
+
+void gpusys_emu_heap_close(struct gpusys_emu_heap *h)
+{
+	if (!h)
+		return;
+	atomic_store_explicit(&h->stop, true, memory_order_release);
+	pthread_join(h->thread, NULL);
+	munmap(h->hd.base, h->hd.reserve);
+	free(h->hd.cache);
+	free(h->hd.last_err);
+	free(h);
+}
+
+const gpusys_heap_dev_t *gpusys_emu_heap_dev(const struct gpusys_emu_heap *h)
+{
+	return &h->hd;
+}
+
+uint64_t gpusys_emu_heap_mapped(const struct gpusys_emu_heap *h)
+{
+	return __atomic_load_n(&h->ctl.mapped, __ATOMIC_ACQUIRE);
+}
+
+uint32_t gpusys_emu_heap_maps(const struct gpusys_emu_heap *h)
+{
+	return atomic_load_explicit(&h->maps, memory_order_relaxed);
+}
+
+static int bad_mask(uint64_t mask, int32_t err[GPUSYS_WARP_LANES])
+{
+	if (mask && !(mask >> GPUSYS_WARP_LANES))
+		return 0;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
+		err[l] = -EINVAL;
+	return 1;
+}
+
+void gpusys_emu_malloc(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
+		       const uint64_t size[GPUSYS_WARP_LANES], void *ret[GPUSYS_WARP_LANES],
+		       int32_t err[GPUSYS_WARP_LANES])
+{
+	static const uint64_t zero[GPUSYS_WARP_LANES];
+	if (!bad_mask(mask, err))
+		gpusys_alloc_malloc_lanes(dev, hp, mask, size, zero, ret, err);
+}
+
+void gpusys_emu_aligned_alloc(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
+			      const uint64_t align[GPUSYS_WARP_LANES], const uint64_t size[GPUSYS_WARP_LANES],
+			      void *ret[GPUSYS_WARP_LANES], int32_t err[GPUSYS_WARP_LANES])
+{
+	if (!bad_mask(mask, err))
+		gpusys_alloc_malloc_lanes(dev, hp, mask, size, align, ret, err);
+}
+
+void gpusys_emu_calloc(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
+		       const uint64_t n[GPUSYS_WARP_LANES], const uint64_t size[GPUSYS_WARP_LANES],
+		       void *ret[GPUSYS_WARP_LANES], int32_t err[GPUSYS_WARP_LANES])
+{
+	if (!bad_mask(mask, err))
+		gpusys_alloc_calloc_lanes(dev, hp, mask, n, size, ret, err);
+}
+
+void gpusys_emu_realloc(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
+			void *const ptr[GPUSYS_WARP_LANES], const uint64_t size[GPUSYS_WARP_LANES],
+			void *ret[GPUSYS_WARP_LANES], int32_t err[GPUSYS_WARP_LANES])
+{
+	if (!bad_mask(mask, err))
+		gpusys_alloc_realloc_lanes(dev, hp, mask, ptr, size, ret, err);
+}
+
+void gpusys_emu_free(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
+		     void *const ptr[GPUSYS_WARP_LANES], int32_t err[GPUSYS_WARP_LANES])
+{
+	if (!bad_mask(mask, err))
+		gpusys_alloc_free_lanes(dev, hp, mask, ptr, err);
+}
+
+int gpusys_emu_alloc_stat(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, struct gpusys_alloc_stat *st)
+{
+	return gpusys_alloc_stat_lanes(dev, hp, 1, st);
+}
