@@ -12,52 +12,6 @@
 
 #define L GPUSYS_WARP_LANES
 
-/* Bytes of one lane's request beyond its header (addresses, data). */
-#define SOCK_LANE_MAX (GPUSYS_MAX_LANE_PAYLOAD - GPUSYS_SOCK_REQ_BYTES - GPUSYS_SOCK_ADDR_MAX)
-
-int gpusys_emu_sock_call(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, struct gpusys_emu_sock_lane *lanes)
-{
-	uint8_t *scratch[L] = { 0 };
-	uint32_t req_len[L] = { 0 }, cap[L] = { 0 };
-	void *out[L] = { 0 };
-	int64_t ret[L] = { 0 };
-	uint64_t send = mask;
-
-	if (!mask || (mask >> L))
-		return -EINVAL;
-	for (uint32_t l = 0; l < L; l++) {
-		if (!(mask >> l & 1))
-			continue;
-		struct gpusys_emu_sock_lane *a = &lanes[l];
-		if (a->q.addr_len > GPUSYS_SOCK_ADDR_MAX || a->body_len > SOCK_LANE_MAX) {
-			a->ret = -EINVAL;
-			send &= ~((uint64_t)1 << l);
-			continue;
-		}
-		scratch[l] = malloc(GPUSYS_SOCK_REQ_BYTES + (uint64_t)a->q.addr_len + a->body_len);
-		if (!scratch[l]) {
-			a->ret = -ENOMEM;
-			send &= ~((uint64_t)1 << l);
-			continue;
-		}
-		req_len[l] = gpusys_sock_pack(scratch[l], &a->q, a->addr, a->q.addr_len, a->body, a->body_len);
-		out[l] = a->out;
-		cap[l] = a->out_cap;
-	}
-	if (send)
-		gpusys_sock_rpc(dev, op, send, (const uint8_t *const *)scratch, req_len, out, cap, ret);
-	int first = 0;
-	for (uint32_t l = 0; l < L; l++) {
-		free(scratch[l]);
-		if (!(mask >> l & 1))
-			continue;
-		if (send >> l & 1)
-			lanes[l].ret = ret[l];
-		if (!first && lanes[l].ret < 0)
-			first = (int)lanes[l].ret;
-	}
-	return first;
-}
 
 /* One lane. */
 static int64_t one(const gpusys_dev_t *dev, uint16_t op, struct gpusys_emu_sock_lane *a)
@@ -157,7 +111,7 @@ int64_t gpusys_emu_sendto(const gpusys_dev_t *dev, int64_t h, const void *buf, u
 	a.addr = addr;
 	a.q.addr_len = addr ? len : 0;
 	a.body = buf;
-	a.body_len = n < SOCK_LANE_MAX ? (uint32_t)n : SOCK_LANE_MAX; /* a short send, as POSIX allows */
+	a.body_len = n < GPUSYS_SOCK_LANE_MAX ? (uint32_t)n : GPUSYS_SOCK_LANE_MAX; /* a short send, as POSIX allows */
 	return one(dev, addr ? GPUSYS_OP_SOCK_SENDTO : GPUSYS_OP_SOCK_SEND, &a);
 }
 
@@ -359,7 +313,7 @@ static int64_t block_io(const gpusys_dev_t *dev, int64_t h, uint8_t *buf, uint64
 	uint64_t done = 0;
 	if (!dev->bulk_slots) {
 		while (done < len) {
-			uint64_t want = len - done < SOCK_LANE_MAX ? len - done : SOCK_LANE_MAX;
+			uint64_t want = len - done < GPUSYS_SOCK_LANE_MAX ? len - done : GPUSYS_SOCK_LANE_MAX;
 			int64_t r = send_op ? gpusys_emu_send(dev, h, buf + done, want, 0)
 					    : gpusys_emu_recv(dev, h, buf + done, want, MSG_WAITALL);
 			if (r < 0)

@@ -1112,6 +1112,16 @@ static int first_poll(struct sock_lane *l)
 	return step_poll(l);
 }
 
+static bool service_known(const char *serv, int socktype)
+{
+	struct servent se, *res = NULL;
+	char buf[1024];
+	const char *proto = socktype == SOCK_DGRAM ? "udp" : socktype == SOCK_STREAM ? "tcp" : NULL;
+	if (getservbyname_r(serv, proto, &se, buf, sizeof(buf), &res) == 0 && res)
+		return true;
+	return !proto && getservbyname_r(serv, "udp", &se, buf, sizeof(buf), &res) == 0 && res;
+}
+
 static int first_getaddrinfo(struct sock_lane *l)
 {
 	/* host NUL service NUL, nothing else */
@@ -1131,6 +1141,10 @@ static int first_getaddrinfo(struct sock_lane *l)
 		return EAI_FAMILY;
 	if (l->room < sizeof(struct gpusys_addrinfo))
 		return -EMSGSIZE;
+	/* A service name libevent does not know is EAI_NONAME there;
+	 * POSIX says EAI_SERVICE. /etc/services is a local file. */
+	if (*serv && strspn(serv, "0123456789") != strlen(serv) && !service_known(serv, l->q.b))
+		return EAI_SERVICE;
 	l->wait = WAIT_DNS; /* evdns runs on the main loop: always there */
 	return LANE_WAIT;
 }
