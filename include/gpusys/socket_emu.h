@@ -23,6 +23,9 @@
 extern "C" {
 #endif
 
+/* Bytes one lane sends per call (a longer send is short, as POSIX allows). */
+#define GPUSYS_SOCK_LANE_MAX (GPUSYS_MAX_LANE_PAYLOAD - 48u - GPUSYS_SOCK_ADDR_MAX)
+
 /* One lane of a socket call: its request header, address, body, where its
  * answer goes; ret receives its result. */
 struct gpusys_emu_sock_lane {
