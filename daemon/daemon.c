@@ -21,6 +21,9 @@
 #include "control/control.h"
 #include "daemon.h"
 #include "core/dispatch.h"
+#include "core/later.h"
+#include "core/service.h"
+#include "core/stats.h"
 #include "core/listener.h"
 #include "util/log.h"
 #include "util/notify.h"
@@ -63,6 +66,11 @@ static void detach(struct daemon *d, struct session *s, const char *why)
 	/* After this no poller looks at the session; calls already in the
 	 * pool hold their own references. */
 	registry_remove(&d->reg, s);
+	/* Calls pending later hold references too: nobody waits for them
+	 * any more, so they are cancelled (their services let go). */
+	unsigned cancelled = port_table_cancel_later(&s->ports);
+	if (cancelled)
+		log_info("client %u: %u pending calls cancelled", s->id, cancelled);
 	log_info("client %u detached (%s): pid %d comm '%s', %llu requests", s->id, why, (int)s->peer.pid,
 		 s->peer.comm, (unsigned long long)session_requests(s));
 	session_unref(s);
@@ -117,7 +125,9 @@ static void on_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HE
 		.num_ports = num_ports,
 		.bulk_bytes = bulk,
 		.mem_budget = d->cfg.client_mem_budget,
+		.sock = fd,
 		.fds = { fds[0], fds[1], fds[2] },
+		.max_pending_calls = d->cfg.max_pending_calls,
 		.retired_requests = &d->retired_requests,
 		.wake = d->wake,
 		.cuda_device = h->cuda_device,
@@ -131,14 +141,13 @@ static void on_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HE
 		refuse(fd, r, why);
 		return;
 	}
-	s->sock = fd;
 	s->daemon = d;
 	s->ev = event_new(d->base, fd, EV_READ | EV_PERSIST, on_session_event, s);
 	if (!s->ev || event_add(s->ev, NULL) < 0) {
 		log_err("pid %d comm '%s' refused: out of memory", (int)peer->pid, peer->comm);
 		if (s->ev)
 			event_free(s->ev);
-		s->sock = -1;
+		s->client.sock = -1; /* the refusal goes over it */
 		session_unref(s);
 		refuse(fd, -ENOMEM, "out of memory");
 		return;
@@ -256,6 +265,19 @@ static int start(struct daemon *d, const char *runtime_dir)
 		log_err("cannot create the event loop");
 		return -ENOMEM;
 	}
+	stats_set_enabled(d->cfg.stats);
+	later_setup(d->base, (uint64_t)d->cfg.call_timeout_ms * 1000000u);
+	r = session_reaper_start(d->base);
+	if (r < 0) {
+		log_err("out of memory");
+		return r;
+	}
+	struct service_env env = { .cfg = &d->cfg, .base = d->base };
+	r = services_start(&env, err, sizeof(err));
+	if (r < 0) {
+		log_err("%s", err);
+		return r;
+	}
 	r = listener_new(d->base, d->rt.client_fd, d->cfg.handshake_timeout_ms, on_hello, d, &d->listener);
 	if (r >= 0)
 		r = control_new(d->base, d->rt.control_fd, daemon_status_json, d, &d->control);
@@ -290,7 +312,7 @@ static void stop(struct daemon *d)
 	registry_for_each(&d->reg, s)
 	{
 		channel_mark_stopped(&s->chan);
-		shutdown(s->sock, SHUT_RDWR);
+		shutdown(s->client.sock, SHUT_RDWR);
 	}
 
 	listener_free(d->listener);
@@ -305,6 +327,10 @@ static void stop(struct daemon *d)
 	while (d->reg.head)
 		detach(d, d->reg.head, "gpusysd stopping");
 	registry_fini(&d->reg);
+	/* Sessions whose last reference a worker dropped, then the services
+	 * (no client is left). */
+	session_reaper_stop();
+	services_stop();
 	pollers_destroy(d->pollers);
 	d->pollers = NULL;
 	wake_destroy(d->wake);

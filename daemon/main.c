@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "config.h" /* generated: GPUSYS_VERSION, GPUSYS_DEFAULT_CONFIG */
+#include "core/service.h"
+#include "services.h"
 #include "util/config_file.h"
 #include "daemon.h"
 #include "gpusys/wire.h"
@@ -71,10 +73,20 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	services_use(gpusysd_services);
 	config_defaults(&cfg);
-	/* The default file is optional; one named on the command line is not. */
+	if (services_add_settings(&cfg) < 0) {
+		log_err("two services claim one setting");
+		return 1;
+	}
+	/* The default file is optional; one named on the command line is not.
+	 * Then the environment (GPUSYSD_<KEY>), then the command line. */
 	int r = config_load(&cfg, config_path ? config_path : GPUSYS_DEFAULT_CONFIG, err, sizeof(err));
 	if (r < 0 && !(r == -ENOENT && !config_path)) {
+		log_err("%s", err);
+		return 1;
+	}
+	if (config_apply_env(&cfg, err, sizeof(err)) < 0) {
 		log_err("%s", err);
 		return 1;
 	}

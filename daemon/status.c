@@ -28,7 +28,7 @@ static json_t *client_json(const struct session *s)
 			 "gid", (json_int_t)s->peer.gid,
 			 "comm", s->peer.comm,
 			 "memory", s->chan.ops ? s->chan.ops->name : "none",
-			 "cuda_device", (json_int_t)s->cuda_device,
+			 "cuda_device", (json_int_t)s->client.cuda_device,
 			 "ports", (json_int_t)s->ports.num_ports,
 			 "ports_in_use", (json_int_t)session_ports_in_use(s),
 			 "requests", (json_int_t)session_requests(s),

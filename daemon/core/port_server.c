@@ -6,7 +6,8 @@
  * Per port we keep a phase:
  *   IDLE  the next client flip starts a request (packet 0)
  *   RECV  request stream packets are arriving
- *   BUSY  the request is on the worker pool (the claim is held meanwhile)
+ *   BUSY  the request is in its service: on the worker pool, or pending
+ *         until the service completes it later (the claim is held meanwhile)
  *   SEND  response stream packets are being asked for
  * Nothing here ever waits for the client: each call does what one client
  * flip allows and returns, so a client that stops half way through a message
@@ -20,19 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/pending.h"
 #include "core/port_server.h"
-
-enum port_phase { PHASE_IDLE = 0, PHASE_RECV, PHASE_BUSY, PHASE_SEND };
-
-/* A request that lives across steps: the call plus what the stream needs. */
-struct pending {
-	struct port_call call; /* first: services see only this */
-	const struct service *service;
-	uint8_t *req_buf;      /* every lane's payload, back to back */
-	uint32_t off[GPUSYS_WARP_LANES];  /* lane's offset in the stream */
-	uint32_t part[GPUSYS_WARP_LANES]; /* lane's bytes in the stream */
-	uint64_t charged;      /* bytes counted against the client's budget */
-};
 
 /* What the client word says about a request. */
 struct request_head {
@@ -41,20 +31,7 @@ struct request_head {
 	uint64_t lane_mask;
 };
 
-struct port_state {
-	uint8_t phase;
-	uint32_t chunk;  /* next stream packet */
-	uint32_t chunks; /* stream packets in this message */
-	uint32_t busy_cs; /* BUSY: the sequence the worker's answer acknowledges */
-	struct pending *pending;
-};
-
-static struct pending *pending_of(struct port_call *call)
-{
-	return (struct pending *)call; /* call is the first member */
-}
-
-int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports, void *owner,
+int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports, const struct client *client,
 		    uint64_t mem_budget)
 {
 	uint8_t *base = channel_base;
@@ -68,9 +45,11 @@ int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports
 	t->client_word = (volatile uint64_t *)(base + hdr->client_word_offset);
 	t->server_word = (volatile uint64_t *)(base + hdr->server_word_offset);
 	t->ports = (struct gpusys_port *)(base + hdr->ports_offset);
-	t->owner = owner;
+	t->client = client;
 	t->mem_budget = mem_budget;
-	pthread_mutex_init(&t->service_state_lock, NULL);
+	t->later_max = GPUSYS_MAX_PORTS;
+	pthread_mutex_init(&t->later_lock, NULL);
+	pthread_mutex_init(&t->later_slot_lock, NULL);
 	t->seen = calloc(num_ports, sizeof(*t->seen));
 	t->claim = calloc(num_ports, sizeof(*t->claim));
 	t->state = calloc(num_ports, sizeof(*t->state));
@@ -82,88 +61,37 @@ int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports
 	 * from what is there (zero for a new channel). */
 	for (uint32_t p = 0; p < num_ports; p++)
 		atomic_init(&t->seen[p], (uint16_t)GPUSYS_WORD_SEQ(t->server_word[p]));
-	return 0;
-}
-
-int port_call_charge(struct port_call *call, uint64_t bytes)
-{
-	struct port_table *t = call->table;
-	if (atomic_fetch_add_explicit(&t->mem_used, bytes, memory_order_relaxed) + bytes > t->mem_budget) {
-		atomic_fetch_sub_explicit(&t->mem_used, bytes, memory_order_relaxed);
-		return -ENOMEM;
+	int r = services_client_init(client, t->svc_state);
+	if (r < 0) {
+		port_table_fini(t);
+		return r;
 	}
-	call->charged += bytes;
+	t->svc_ready = true;
 	return 0;
-}
-
-/* Only when something was charged: on the inline path (every NOOP) a
- * locked instruction on a line all pollers share would be pure cost. */
-static inline void uncharge(struct port_table *t, uint64_t bytes)
-{
-	if (bytes)
-		atomic_fetch_sub_explicit(&t->mem_used, bytes, memory_order_relaxed);
-}
-
-static void pending_free(struct port_table *t, struct pending *pd)
-{
-	if (!pd)
-		return;
-	uncharge(t, pd->charged + pd->call.charged);
-	free(pd->call.resp_buf);
-	free(pd->req_buf);
-	free(pd);
 }
 
 void port_table_fini(struct port_table *t)
 {
 	if (!t->seen && !t->claim && !t->state)
 		return; /* never initialised, or already torn down */
-	service_client_fini(t);
-	pthread_mutex_destroy(&t->service_state_lock);
+	/* Pending calls first: their services' state is still there. */
+	port_table_cancel_later(t);
+	if (t->svc_ready)
+		services_client_fini(t->client, t->svc_state);
+	t->svc_ready = false;
 	if (t->state) {
 		for (uint32_t p = 0; p < t->num_ports; p++)
-			pending_free(t, t->state[p].pending);
+			port_pending_free(t, t->state[p].pending);
 	}
+	stats_client_free(&t->stats);
+	pthread_mutex_destroy(&t->later_lock);
+	pthread_mutex_destroy(&t->later_slot_lock);
 	free((void *)t->seen);
 	free((void *)t->claim);
 	free(t->state);
 	t->seen = NULL;
 	t->claim = NULL;
 	t->state = NULL;
-}
-
-/* Hand the port back to the client: everything we wrote, then the word. */
-static void port_ack(struct port_table *t, uint32_t p, uint32_t seq, uint32_t sw_flags, int32_t status)
-{
-	atomic_store_explicit(&t->seen[p], (uint16_t)(seq & GPUSYS_SEQ_MASK), memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
-	t->server_word[p] = gpusys_server_word(seq, sw_flags, status);
-}
-
-static void count_completion(struct port_table *t, unsigned slot)
-{
-	/* This thread is the only writer of its counter and progress word. */
-	uint64_t n = atomic_load_explicit(&t->completed[slot], memory_order_relaxed) + 1;
-	atomic_store_explicit(&t->completed[slot], n, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
-	t->hdr->progress[slot].completed = n;
-}
-
-static uint32_t packets_for(uint64_t stream_bytes)
-{
-	return (uint32_t)((stream_bytes + GPUSYS_PACKET_BYTES - 1) / GPUSYS_PACKET_BYTES);
-}
-
-/* Stream layout: each lane's bytes beyond its inline slot, in lane order. */
-static uint64_t stream_layout(uint64_t mask, const uint32_t *len, uint32_t *off, uint32_t *part)
-{
-	uint64_t total = 0;
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-		part[l] = (mask >> l & 1) ? gpusys_stream_part(len[l]) : 0;
-		off[l] = (uint32_t)total;
-		total += part[l];
-	}
-	return total;
 }
 
 /* Copy stream packet k between the channel and each lane's buffer. */
@@ -184,102 +112,67 @@ static void stream_copy(uint8_t *packet, uint32_t k, const uint32_t *off, const 
 	}
 }
 
-/* Write response packet 0 (unless NOREPLY) and hand the port back. Returns
- * the number of response stream packets still to send. */
-static uint32_t respond(struct port_table *t, uint32_t p, uint32_t seq, struct port_call *call, uint32_t *off,
-			uint32_t *part)
+/* Run the call's service. true: the call stays pending (call_later). */
+static bool run_service(struct port_table *t, struct pending *pd)
 {
-	struct gpusys_port *port = &t->ports[p];
-	uint32_t chunks = 0, trivial = 1;
-
-	if (call->flags & GPUSYS_REQ_NOREPLY) {
-		port_ack(t, p, seq, 0, 0);
-		return 0;
-	}
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-		if (!(call->lane_mask >> l & 1)) {
-			call->resp_len[l] = 0;
-			call->lane_status[l] = 0;
-			continue;
-		}
-		uint32_t n = call->status ? 0 : call->resp_len[l];
-		if (n > call->cap[l]) {
-			n = 0;
-			call->lane_status[l] = -EMSGSIZE;
-		}
-		call->resp_len[l] = n;
-		trivial &= n == 0 && call->lane_status[l] == 0;
-	}
-	if (!trivial) {
-		/* Inactive lanes too: the client reads only its lanes, but
-		 * stale words from an earlier message help nobody. */
-		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-			uint32_t n = call->resp_len[l];
-			port->len[l] = n;
-			port->aux[l] = (uint32_t)call->lane_status[l];
-			if (n)
-				memcpy(port->data + l * GPUSYS_INLINE_BYTES, call->resp_data[l],
-				       n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
-		}
-		if (off)
-			chunks = packets_for(stream_layout(call->lane_mask, call->resp_len, off, part));
-	}
-	port_ack(t, p, seq, trivial ? GPUSYS_SW_TRIVIAL : 0, call->status);
-	return chunks;
+	if (pd->call.status != 0)
+		return false;
+	pd->call.state = t->svc_state[pd->service];
+	pd->op->handle(&pd->call);
+	return pd->later != LATER_NONE && later_after_handler(t, pd);
 }
 
-/* After the service ran: respond, then either finish or go on streaming. */
-static void complete(struct port_table *t, uint32_t p, uint32_t cs, struct pending *pd, unsigned slot)
-{
-	struct port_state *st = &t->state[p];
-	uint32_t chunks = respond(t, p, cs, &pd->call, pd->off, pd->part);
-
-	if (chunks) {
-		st->phase = PHASE_SEND;
-		st->chunk = 0;
-		st->chunks = chunks;
-		st->pending = pd;
-		return;
-	}
-	st->phase = PHASE_IDLE;
-	st->pending = NULL;
-	pending_free(t, pd);
-	count_completion(t, slot);
-}
-
-/* The service has been chosen and the request assembled: run it here, or
- * leave it to the pool. */
+/* The request is assembled: run its service here, or leave it to the
+ * pool. *keep: the claim stays held (by the pool's call or a pending one). */
 static enum port_step dispatch(struct port_table *t, uint32_t p, uint32_t cs, struct pending *pd, unsigned slot,
-			       struct port_call **ret_call)
+			       struct port_call **ret_call, bool *keep)
 {
 	struct port_state *st = &t->state[p];
 
-	if (pd->call.status == 0 && pd->service->where == SERVICE_POOL) {
-		st->phase = PHASE_BUSY;
-		st->pending = pd;
-		st->busy_cs = cs;
+	pd->cs = cs;
+	st->phase = PHASE_BUSY;
+	st->pending = pd;
+	if (pd->call.status == 0 && pd->op->run == SERVICE_ON_POOL) {
 		*ret_call = &pd->call;
+		*keep = true;
 		return PORT_STEP_DEFER;
 	}
-	if (pd->call.status == 0)
-		pd->service->handle(&pd->call);
-	complete(t, p, cs, pd, slot);
-	port_release(t, p);
+	if (run_service(t, pd)) {
+		*keep = true;
+		return PORT_STEP_DONE;
+	}
+	port_answer(t, pd, slot);
 	return PORT_STEP_DONE;
 }
 
-/* Fast path: one packet, a service that runs inline. No allocation: the
- * payload is copied to the stack. */
-static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const struct service *svc,
-			 const struct request_head *h, const uint32_t *len, const uint32_t *cap, unsigned slot)
+void port_server_run(struct port_call *call, unsigned progress_slot)
+{
+	struct port_table *t = call->table;
+	struct pending *pd = pending_of(call);
+	uint32_t p = call->port;
+
+	if (run_service(t, pd))
+		return; /* pending: call_complete() answers it */
+	port_answer(t, pd, progress_slot);
+	port_release(t, p);
+}
+
+/* Fast path: one packet, a service that runs on the poller and finishes
+ * at once. No allocation: the payload is copied to the stack. */
+static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const struct service_lookup *svc,
+			 const struct request_head *h, const uint32_t *len, const uint32_t *cap, uint64_t t_start,
+			 unsigned slot)
 {
 	struct port_call call;
 	uint8_t payload[GPUSYS_PACKET_BYTES];
 	const uint8_t *shared = t->ports[p].data;
+	uint64_t bytes_in = 0;
 
 	/* Only the active lanes' entries are set (services look at no
 	 * other); respond() clears the rest before anything is shared. */
 	call.table = t;
+	call.client = t->client;
+	call.state = t->svc_state[svc->service];
 	call.status = 0;
 	call.resp_buf = NULL;
 	call.charged = 0;
@@ -287,6 +180,8 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 	call.opcode = h->opcode;
 	call.flags = h->flags;
 	call.lane_mask = h->lane_mask;
+	call.op_id = svc->op_id;
+	call.t_start = t_start;
 	for (uint64_t m = call.lane_mask; m; m &= m - 1) {
 		uint32_t l = (uint32_t)__builtin_ctzll(m);
 		call.len[l] = len[l];
@@ -295,19 +190,20 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 		call.lane_status[l] = 0;
 		call.resp_len[l] = 0;
 		call.resp_data[l] = NULL;
+		bytes_in += len[l];
 		if (len[l])
 			memcpy(call.data[l], shared + l * GPUSYS_INLINE_BYTES, len[l]);
 	}
-	svc->handle(&call);
+	call.bytes_in = bytes_in;
+	svc->op->handle(&call);
 	uint32_t off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES];
-	uint32_t chunks = respond(t, p, cs, &call, off, part);
+	uint32_t chunks = port_respond(t, p, cs, &call, off, part);
+	port_count_call(t, &call, slot);
 	if (chunks) {
 		/* The response outgrew its packet: keep it for streaming. Its
 		 * bytes may point into this stack frame, so copy them out. */
 		struct pending *pd = calloc(1, sizeof(*pd));
-		uint64_t total = 0;
-		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
-			total += call.resp_len[l];
+		uint64_t total = port_resp_bytes(&call);
 		uint8_t *copy = pd ? malloc(total) : NULL;
 		if (!copy) {
 			free(pd);
@@ -315,9 +211,9 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 			 * and waits for the rest. Mark the channel dead for
 			 * this client rather than leave it spinning. */
 			t->hdr->server_state = GPUSYS_SERVER_STOPPED;
-			uncharge(t, call.charged);
+			port_uncharge(t, call.charged);
 			free(call.resp_buf);
-			count_completion(t, slot);
+			port_count_completion(t, slot);
 			return;
 		}
 		for (uint64_t l = 0, at = 0; l < GPUSYS_WARP_LANES; l++) {
@@ -334,13 +230,22 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 		t->state[p] = (struct port_state){ .phase = PHASE_SEND, .chunk = 0, .chunks = chunks, .pending = pd };
 		return;
 	}
-	uncharge(t, call.charged);
+	port_uncharge(t, call.charged);
 	free(call.resp_buf);
-	count_completion(t, slot);
+	port_count_completion(t, slot);
+}
+
+/* Answer a request refused before a service saw it. */
+static void refuse(struct port_table *t, uint32_t p, uint32_t cs, const struct request_head *h, int32_t status,
+		   unsigned slot)
+{
+	struct port_call call = { .lane_mask = h->lane_mask, .flags = h->flags, .status = status };
+	port_respond(t, p, cs, &call, NULL, NULL);
+	port_count_completion(t, slot);
 }
 
 static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t word, unsigned slot,
-				    struct port_call **ret_call)
+				    struct port_call **ret_call, bool *keep)
 {
 	struct gpusys_port *port = &t->ports[p];
 	uint32_t cs = GPUSYS_WORD_SEQ(word);
@@ -351,6 +256,7 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 	};
 	uint32_t len[GPUSYS_WARP_LANES], cap[GPUSYS_WARP_LANES];
 	int32_t status = 0;
+	uint64_t t_start = stats_enabled() ? stats_now() : 0;
 
 	/* Copy out once; from here on only the copies are looked at. */
 	if (GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_EMPTY) {
@@ -381,60 +287,61 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 		 * layout: answer at once. An honest client never gets here
 		 * (it checks the same bounds before sending). */
 		atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
-		struct port_call call = { .lane_mask = h.lane_mask, .flags = h.flags, .status = status };
-		respond(t, p, cs, &call, NULL, NULL);
-		count_completion(t, slot);
-		port_release(t, p);
+		refuse(t, p, cs, &h, status, slot);
 		return PORT_STEP_DONE;
 	}
 
-	const struct service *svc = service_find(h.opcode);
-	if (svc && svc->where == SERVICE_INLINE && bytes <= GPUSYS_PACKET_BYTES) {
+	struct service_lookup svc;
+	bool found = service_lookup(h.opcode, &svc);
+	if (found && svc.op->run == SERVICE_ON_POLLER && !(svc.op->flags & SERVICE_OP_LATER) &&
+	    bytes <= GPUSYS_PACKET_BYTES) {
 		int single = 1;
 		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
 			single &= len[l] <= GPUSYS_INLINE_BYTES;
 		if (single) {
-			serve_inline(t, p, cs, svc, &h, len, cap, slot);
-			port_release(t, p);
+			serve_inline(t, p, cs, &svc, &h, len, cap, t_start, slot);
 			return PORT_STEP_DONE;
 		}
 	}
 
 	/* General path: assemble the request in private memory. */
 	struct pending *pd = calloc(1, sizeof(*pd));
-	if (!pd)
-		status = -ENOMEM;
-	else if (!svc)
+	if (!pd) {
+		/* Not even room to track the stream: answer now. */
+		refuse(t, p, cs, &h, -ENOMEM, slot);
+		return PORT_STEP_DONE;
+	}
+	if (!found)
 		status = -ENOSYS;
-	else if (atomic_fetch_add_explicit(&t->mem_used, bytes, memory_order_relaxed) + bytes > t->mem_budget) {
-		atomic_fetch_sub_explicit(&t->mem_used, bytes, memory_order_relaxed);
+	else if (port_charge(t, bytes) < 0)
 		status = -ENOMEM;
-	} else {
-		pd->charged = bytes;
+	else {
+		pd->call.charged = bytes;
 		pd->req_buf = malloc(bytes ? bytes : 1);
 		if (!pd->req_buf)
 			status = -ENOMEM;
 	}
-	if (!pd) {
-		/* Not even room to track the stream: answer now. */
-		struct pending tmp = { .call = { .lane_mask = h.lane_mask, .flags = h.flags, .status = status } };
-		respond(t, p, cs, &tmp.call, NULL, NULL);
-		count_completion(t, slot);
-		port_release(t, p);
-		return PORT_STEP_DONE;
-	}
 
 	struct port_call *call = &pd->call;
 	call->table = t;
+	call->client = t->client;
 	call->port = p;
 	call->opcode = h.opcode;
 	call->flags = h.flags;
 	call->lane_mask = h.lane_mask;
 	call->status = status;
-	pd->service = svc;
+	call->t_start = t_start;
+	call->bytes_in = bytes;
+	if (found) {
+		pd->op = svc.op;
+		pd->service = svc.service;
+		call->op_id = svc.op_id;
+	}
+	t->state[p].opcode = h.opcode;
+	t->state[p].since = t_start;
 	memcpy(call->len, len, sizeof(len));
 	memcpy(call->cap, cap, sizeof(cap));
-	uint64_t stream = stream_layout(h.lane_mask, len, pd->off, pd->part);
+	uint64_t stream = port_stream_layout(h.lane_mask, len, pd->off, pd->part);
 	if (status == 0) {
 		uint64_t at = 0;
 		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
@@ -449,17 +356,18 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 	if (stream) {
 		/* A failed request still takes its stream, so the client's
 		 * next packets are not mistaken for a new request. */
-		t->state[p] = (struct port_state){ .phase = PHASE_RECV, .chunk = 0, .chunks = packets_for(stream),
-						   .pending = pd };
+		t->state[p].phase = PHASE_RECV;
+		t->state[p].chunk = 0;
+		t->state[p].chunks = port_packets_for(stream);
+		t->state[p].pending = pd;
 		port_ack(t, p, cs, 0, 0);
-		port_release(t, p);
 		return PORT_STEP_DONE;
 	}
-	return dispatch(t, p, cs, pd, slot, ret_call);
+	return dispatch(t, p, cs, pd, slot, ret_call, keep);
 }
 
 static enum port_step receive_packet(struct port_table *t, uint32_t p, uint32_t cs, unsigned slot,
-				     struct port_call **ret_call)
+				     struct port_call **ret_call, bool *keep)
 {
 	struct port_state *st = &t->state[p];
 	struct pending *pd = st->pending;
@@ -468,10 +376,9 @@ static enum port_step receive_packet(struct port_table *t, uint32_t p, uint32_t 
 		stream_copy(t->ports[p].data, st->chunk, pd->off, pd->part, pd->call.data, 0);
 	if (++st->chunk < st->chunks) {
 		port_ack(t, p, cs, 0, 0);
-		port_release(t, p);
 		return PORT_STEP_DONE;
 	}
-	return dispatch(t, p, cs, pd, slot, ret_call);
+	return dispatch(t, p, cs, pd, slot, ret_call, keep);
 }
 
 static enum port_step send_packet(struct port_table *t, uint32_t p, uint32_t cs, unsigned slot)
@@ -483,11 +390,10 @@ static enum port_step send_packet(struct port_table *t, uint32_t p, uint32_t cs,
 	if (++st->chunk == st->chunks) {
 		st->phase = PHASE_IDLE;
 		st->pending = NULL;
-		pending_free(t, pd);
-		count_completion(t, slot);
+		port_pending_free(t, pd);
+		port_count_completion(t, slot);
 	}
 	port_ack(t, p, cs, 0, 0);
-	port_release(t, p);
 	return PORT_STEP_DONE;
 }
 
@@ -496,6 +402,8 @@ enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progr
 {
 	uint64_t word = t->client_word[p]; /* read once */
 	uint32_t cs = GPUSYS_WORD_SEQ(word);
+	enum port_step r = PORT_STEP_NONE;
+	bool keep = false;
 
 	if (cs == atomic_load_explicit(&t->seen[p], memory_order_relaxed)) {
 		port_release(t, p);
@@ -506,24 +414,35 @@ enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progr
 
 	switch (t->state[p].phase) {
 	case PHASE_IDLE:
-		return start_request(t, p, word, progress_slot, ret_call);
+		r = start_request(t, p, word, progress_slot, ret_call, &keep);
+		break;
 	case PHASE_RECV:
-		return receive_packet(t, p, cs, progress_slot, ret_call);
+		r = receive_packet(t, p, cs, progress_slot, ret_call, &keep);
+		break;
 	case PHASE_SEND:
-		return send_packet(t, p, cs, progress_slot);
+		r = send_packet(t, p, cs, progress_slot);
+		break;
 	default:
-		/* BUSY ports stay claimed by their worker; never here. */
-		port_release(t, p);
-		return PORT_STEP_NONE;
+		/* BUSY ports stay claimed by their call; never here. */
+		break;
 	}
+	/* The one release of the poller's path: unless the call now holds
+	 * the port (on the pool, or pending later). */
+	if (!keep)
+		port_release(t, p);
+	return r;
 }
 
-void port_server_finish(struct port_call *call, unsigned progress_slot)
+bool port_server_activity(const struct port_table *t, uint32_t p, struct port_activity *ret)
 {
-	struct port_table *t = call->table;
-	uint32_t p = call->port;
-	uint32_t cs = t->state[p].busy_cs;
-
-	complete(t, p, cs, pending_of(call), progress_slot);
-	port_release(t, p);
+	const struct port_state *st = &t->state[p];
+	uint8_t phase = __atomic_load_n(&st->phase, __ATOMIC_RELAXED);
+	if (phase == PHASE_IDLE)
+		return false;
+	ret->phase = phase;
+	ret->opcode = __atomic_load_n(&st->opcode, __ATOMIC_RELAXED);
+	ret->later = __atomic_load_n(&st->later, __ATOMIC_RELAXED);
+	ret->since_ns = __atomic_load_n(&st->since, __ATOMIC_RELAXED);
+	return true;
 }
+

@@ -2,8 +2,9 @@
 /*
  * The daemon side of the port protocol (include/gpusys/abi.h), one port at a
  * time, with no threads of its own: pollers call port_server_step() on a
- * port whose client word moved, the worker pool calls port_server_finish()
- * for requests that had to block.
+ * port whose client word moved; a call that had to go to the worker pool is
+ * run there with port_server_run(); a call a service finishes later ends in
+ * call_complete() (core/call.h).
  *
  * Every packet is copied out of shared memory before it is looked at; the
  * server's own copy of its sequence (seen[]) is the truth, never the shared
@@ -18,9 +19,25 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/call.h"
+#include "core/service.h"
+#include "core/stats.h"
 #include "gpusys/abi.h"
 
 struct port_state; /* private to port_server.c */
+struct pending;
+
+/* The progress slot of completions of calls that complete later: they come
+ * from any thread, so they share one slot under a lock. */
+#define PORT_LATER_SLOT (GPUSYS_PROGRESS_SLOTS - 1u)
+
+/* Who keeps a table alive while calls are out (the session): a call handed
+ * to the pool or pending later holds a reference. NULL in tests. */
+struct port_table_owner {
+	void (*ref)(void *owner);
+	void (*unref)(void *owner);
+	void *owner;
+};
 
 /* The daemon's private view and state of one channel's ports. */
 struct port_table {
@@ -33,9 +50,10 @@ struct port_table {
 	 * because every poller and the status report read it while the
 	 * claim holder writes it. */
 	_Atomic uint16_t *seen;
-	atomic_uchar *claim;               /* private: 1 while a daemon thread works on the port */
+	atomic_uchar *claim;               /* private: 1 while a daemon thread or a call holds the port */
 	struct port_state *state;          /* private: per-port message assembly */
-	void *owner;                       /* the session, for services */
+	const struct client *client;       /* the client, for services */
+	struct port_table_owner owner;
 	atomic_uint_fast64_t mem_used;     /* bytes held for this client's requests */
 	uint64_t mem_budget;               /* bound on mem_used (-ENOMEM past it) */
 	/* Requests completed, one counter per daemon thread (progress slot),
@@ -44,67 +62,26 @@ struct port_table {
 	 * scribbling on its header cannot skew what we count. */
 	atomic_uint_fast64_t completed[GPUSYS_PROGRESS_SLOTS];
 	atomic_uint_fast64_t rejected;     /* requests refused as malformed */
-	/* Per-client state of services that keep some (print buffers, open
-	 * files), created on first use and torn down by port_table_fini()
-	 * through service_client_fini(), before the session closes the
-	 * client's descriptors. Index: enum service_state_slot. */
-	void *service_state[4];
-	pthread_mutex_t service_state_lock; /* guards creating them */
+	pthread_mutex_t later_slot_lock;   /* the PORT_LATER_SLOT writer */
+	/* Calls that complete later (core/later.c). */
+	pthread_mutex_t later_lock;
+	struct pending *later_head;        /* pending calls, under later_lock */
+	unsigned later_count;              /* under later_lock */
+	unsigned later_max;                /* bound on later_count (-EAGAIN past it) */
+	bool later_closing;                /* the client is gone: no new pending calls */
+	struct stats_client stats;         /* per-opcode counters */
+	/* Each service's per-client state (its client_init), index = the
+	 * service's place in gpusysd_services[]. */
+	void *svc_state[SERVICES_MAX];
+	bool svc_ready;
 };
 
-enum service_state_slot {
-	SERVICE_STATE_PRINT = 0,
-	SERVICE_STATE_FILE = 1,
-};
-
-/* A request copied out of the channel and validated, and its response. */
-struct port_call {
-	struct port_table *table;
-	uint32_t port;
-	uint16_t opcode;
-	uint16_t flags;
-	uint64_t lane_mask;
-	uint32_t len[GPUSYS_WARP_LANES];   /* request bytes per lane (0 if inactive) */
-	uint32_t cap[GPUSYS_WARP_LANES];   /* response capacity per lane */
-	uint8_t *data[GPUSYS_WARP_LANES];  /* request payload per lane, private memory */
-
-	/* Filled by the service. resp_data[i] may point into data[] (echo) or
-	 * into resp_buf. Lengths above cap[i] are refused with -EMSGSIZE. */
-	int32_t status;                        /* whole request */
-	int32_t lane_status[GPUSYS_WARP_LANES];
-	uint32_t resp_len[GPUSYS_WARP_LANES];
-	const uint8_t *resp_data[GPUSYS_WARP_LANES];
-	void *resp_buf;                        /* freed with the call */
-	uint64_t charged;                      /* port_call_charge()d bytes */
-};
-
-enum service_where {
-	SERVICE_INLINE, /* cheap: run on the poller, no hand-off */
-	SERVICE_POOL,   /* may block: run on the worker pool */
-};
-
-struct service {
-	uint16_t opcode;
-	enum service_where where;
-	const char *name;
-	void (*handle)(struct port_call *call);
-};
-
-/* Registry of services by opcode (daemon/service.c). NULL: unknown opcode. */
-const struct service *service_find(uint16_t opcode);
-
-/* Tear down every service's per-client state of t (flush output, close
- * files). Called once, from port_table_fini, when no thread serves t. */
-void service_client_fini(struct port_table *t);
-
-/* Count bytes a service is about to allocate for call's response against
- * the client's budget (mem_budget), until the call is freed: a client that
- * asks for large answers and never takes them (a response stream it stops
- * reading) holds at most its own budget. 0 or -ENOMEM. */
-int port_call_charge(struct port_call *call, uint64_t bytes);
-
-int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports, void *owner,
+/* Set up t over a formatted channel and create every service's state for
+ * client (services_client_init). 0 or -errno. */
+int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports, const struct client *client,
 		    uint64_t mem_budget);
+/* Cancel what is pending, tear down the services' state, free t's memory.
+ * Only when no thread serves t any more. */
 void port_table_fini(struct port_table *t);
 
 /* Requests this table has completed, summed over the threads. */
@@ -132,6 +109,10 @@ static inline bool port_in_use(const struct port_table *t, uint32_t p)
 static inline bool port_try_claim(struct port_table *t, uint32_t p)
 {
 	unsigned char expected = 0;
+	/* A plain load first: a port held by a worker or a pending call
+	 * (thousands may be) costs a read, not a locked instruction. */
+	if (atomic_load_explicit(&t->claim[p], memory_order_relaxed))
+		return false;
 	return atomic_compare_exchange_strong_explicit(&t->claim[p], &expected, 1, memory_order_acquire,
 						       memory_order_relaxed);
 }
@@ -143,9 +124,9 @@ static inline void port_release(struct port_table *t, uint32_t p)
 
 enum port_step {
 	PORT_STEP_NONE,  /* nothing to do (the client had not moved after all) */
-	PORT_STEP_DONE,  /* progress made; the claim is released */
+	PORT_STEP_DONE,  /* progress made; the claim is released, or a pending call holds it */
 	PORT_STEP_DEFER, /* *ret_call must go to the worker pool; the claim stays
-			    held until port_server_finish() */
+			    held until port_server_run() finishes it */
 };
 
 /* Advance port p of t by one packet. The caller holds the claim on p.
@@ -153,8 +134,22 @@ enum port_step {
 enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progress_slot,
 				struct port_call **ret_call);
 
-/* Run on a worker after call's service returned: write the response, hand
- * the port back, release the claim, free the call. */
-void port_server_finish(struct port_call *call, unsigned progress_slot);
+/* On a worker: run a deferred call's service, then answer it and hand the
+ * port back, unless the service keeps it for later (call_later). */
+void port_server_run(struct port_call *call, unsigned progress_slot);
+
+/* For gpusysctl ports: what port p is doing now (a racy read). false: idle. */
+struct port_activity {
+	uint16_t opcode;
+	uint8_t phase;     /* 1 receiving, 2 in service, 3 sending */
+	bool later;        /* pending: completes later */
+	uint64_t since_ns; /* stats_now_ns() when the request arrived */
+};
+bool port_server_activity(const struct port_table *t, uint32_t p, struct port_activity *ret);
+
+/* Cancel every pending call of t (the client is gone): each service's
+ * cancel hook runs, the calls are answered -ECANCELED and freed. Main
+ * thread. Returns how many were cancelled. */
+unsigned port_table_cancel_later(struct port_table *t);
 
 #endif /* GPUSYSD_PORT_SERVER_H */

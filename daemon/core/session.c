@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <event2/event.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,58 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+static void owner_ref(void *s)
+{
+	session_ref(s);
+}
+
+static void owner_unref(void *s)
+{
+	session_unref(s);
+}
+
+/* What services may know of the client, taken once. The descriptors stay
+ * the caller's until the session is made (then they are the session's). */
+static void client_fill(struct session *s, const struct session_params *prm)
+{
+	struct client *c = &s->client;
+
+	c->id = prm->id;
+	c->pid = prm->peer->pid;
+	memcpy(c->comm, prm->peer->comm, sizeof(c->comm));
+	c->creds.uid = prm->peer->uid;
+	c->creds.gid = prm->peer->gid;
+	/* Groups as they were when the client connected (SO_PEERGROUPS); a
+	 * client with more than we can hold gets -EACCES for files. */
+	creds_peer_groups(prm->sock, prm->peer->pid, &c->creds);
+	c->umask = client_umask_of(prm->peer->pid);
+	c->stdout_fd = prm->fds[0];
+	c->stderr_fd = prm->fds[1];
+	c->cwd_fd = prm->fds[2];
+	c->sock = prm->sock;
+	c->bulk_bytes = s->chan.layout.bulk_bytes;
+	c->bulk = c->bulk_bytes ? (uint8_t *)s->chan.base + s->chan.layout.bulk_offset : NULL;
+	c->cuda_device = prm->cuda_device;
+}
+
+mode_t client_umask_of(pid_t pid)
+{
+	char path[64], line[256];
+	mode_t m = 022;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return m;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "Umask:", 6) == 0) {
+			m = (mode_t)(strtoul(line + 6, NULL, 8) & 0777);
+			break;
+		}
+	}
+	fclose(f);
+	return m;
+}
+
 int session_create(const struct session_params *prm, struct session **ret)
 {
 	struct session *s = calloc(1, sizeof(*s));
@@ -26,10 +80,7 @@ int session_create(const struct session_params *prm, struct session **ret)
 	atomic_init(&s->refs, 1);
 	s->id = prm->id;
 	s->peer = *prm->peer;
-	s->cuda_device = prm->cuda_device;
 	clock_gettime(CLOCK_MONOTONIC, &s->attached);
-	s->sock = -1;
-	s->stdout_fd = s->stderr_fd = s->cwd_fd = -1;
 	s->chan.fd = -1;
 	s->retired_requests = prm->retired_requests;
 	s->wake_wfd = -1;
@@ -38,9 +89,13 @@ int session_create(const struct session_params *prm, struct session **ret)
 	r = channel_create(&s->chan, prm->ops, prm->num_ports, prm->bulk_bytes, prm->id);
 	if (r < 0)
 		goto fail;
-	r = port_table_init(&s->ports, s->chan.base, prm->num_ports, s, prm->mem_budget);
+	client_fill(s, prm);
+	r = port_table_init(&s->ports, s->chan.base, prm->num_ports, &s->client, prm->mem_budget);
 	if (r < 0)
 		goto fail;
+	s->ports.owner = (struct port_table_owner){ .ref = owner_ref, .unref = owner_unref, .owner = s };
+	if (prm->max_pending_calls)
+		s->ports.later_max = prm->max_pending_calls;
 	s->ports_ready = true;
 	if (prm->wake) {
 		r = wake_chan_open(prm->wake, &s->wakec, s->id, &s->wake_wfd);
@@ -52,9 +107,6 @@ int session_create(const struct session_params *prm, struct session **ret)
 		if (prm->cuda_device >= 0)
 			wake_gpu_open(prm->wake, &s->wakec, &s->chan, prm->cuda_device);
 	}
-	s->stdout_fd = prm->fds[0];
-	s->stderr_fd = prm->fds[1];
-	s->cwd_fd = prm->fds[2];
 	*ret = s;
 	return 0;
 fail:
@@ -65,7 +117,7 @@ fail:
 
 struct wake_chan *session_wake_of_table(struct port_table *t)
 {
-	struct session *s = t->owner;
+	struct session *s = t->owner.owner;
 	return s && s->wake ? &s->wakec : NULL;
 }
 
@@ -94,19 +146,75 @@ static void session_free(struct session *s)
 		channel_destroy(&s->chan);
 	else
 		close_fd(&s->chan.fd); /* the memory stays mapped (wake_cuda.c says why) */
-	close_fd(&s->stdout_fd);
-	close_fd(&s->stderr_fd);
-	close_fd(&s->cwd_fd);
-	close_fd(&s->sock);
+	close_fd(&s->client.stdout_fd);
+	close_fd(&s->client.stderr_fd);
+	close_fd(&s->client.cwd_fd);
+	close_fd(&s->client.sock);
 	free(s);
+}
+
+/* Sessions whose last reference went on another thread, for the main one. */
+struct reaper {
+	pthread_mutex_t mu;
+	struct session *head; /* linked through next */
+	struct event *ev;
+	pthread_t main_thread;
+};
+
+static struct reaper reaper = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void reap(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	pthread_mutex_lock(&reaper.mu);
+	struct session *s = reaper.head;
+	reaper.head = NULL;
+	pthread_mutex_unlock(&reaper.mu);
+	while (s) {
+		struct session *next = s->next;
+		session_free(s);
+		s = next;
+	}
+}
+
+int session_reaper_start(struct event_base *base)
+{
+	reaper.ev = event_new(base, -1, 0, reap, NULL);
+	if (!reaper.ev)
+		return -ENOMEM;
+	reaper.main_thread = pthread_self();
+	return 0;
+}
+
+void session_reaper_stop(void)
+{
+	pthread_mutex_lock(&reaper.mu);
+	struct event *ev = reaper.ev;
+	reaper.ev = NULL;
+	pthread_mutex_unlock(&reaper.mu);
+	reap(-1, 0, NULL);
+	if (ev)
+		event_free(ev);
 }
 
 void session_unref(struct session *s)
 {
 	/* acq_rel: the thread that frees must see every other thread's
 	 * writes made before its unref. */
-	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
-		session_free(s);
+	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	pthread_mutex_lock(&reaper.mu);
+	if (reaper.ev && !pthread_equal(pthread_self(), reaper.main_thread)) {
+		s->next = reaper.head; /* off the registry already: the list link is free */
+		reaper.head = s;
+		event_active(reaper.ev, 0, 0);
+		pthread_mutex_unlock(&reaper.mu);
+		return;
+	}
+	pthread_mutex_unlock(&reaper.mu);
+	session_free(s);
 }
 
 uint32_t session_ports_in_use(const struct session *s)

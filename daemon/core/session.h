@@ -19,10 +19,12 @@
 #include <time.h>
 
 #include "core/channel.h"
+#include "core/client.h"
 #include "core/port_server.h"
 #include "core/wake.h"
 
 struct event;
+struct event_base;
 
 struct peer {
 	pid_t pid;
@@ -36,15 +38,14 @@ struct session {
 	uint32_t id;
 	struct peer peer;
 	struct timespec attached; /* CLOCK_MONOTONIC */
-	int32_t cuda_device;      /* the client's GPU, or -1 (emulated warps) */
+	/* What services see of the client. Its descriptors are the
+	 * session's: the attach connection (client.sock, open until the
+	 * session is freed: workers poll it to notice the client die) and
+	 * the stdout, stderr and working directory it passed (or -1). */
+	struct client client;
 
-	int sock;           /* the attach connection, open until the session is
-			       freed: workers poll it to notice the client die */
-	struct event *ev;   /* its EOF/HUP watch; main thread */
+	struct event *ev;   /* the connection's EOF/HUP watch; main thread */
 	void *daemon;       /* for that watch's callback */
-	int stdout_fd;      /* passed by the client, or -1 */
-	int stderr_fd;
-	int cwd_fd;
 
 	struct channel chan;
 	struct port_table ports;
@@ -71,14 +72,17 @@ struct session_params {
 	uint32_t num_ports;
 	uint64_t bulk_bytes;
 	uint64_t mem_budget;
+	int sock;           /* the attach connection; owned by the session on success */
 	int fds[3];         /* stdout, stderr, cwd, or -1; owned by the session on success */
+	unsigned max_pending_calls;
 	struct wake *wake;  /* the daemon's; NULL: no wake pipe (in-process tests) */
 	int32_t cuda_device; /* the client's GPU (hello), or -1 */
 	atomic_uint_fast64_t *retired_requests;
 };
 
-/* Create the channel and the port table. On success the session holds one
- * reference (the main thread's) and owns fds; sock is -1 until set. */
+/* Create the channel and the port table (and with it every service's state
+ * for this client). On success the session holds one reference (the main
+ * thread's) and owns sock and fds. */
 int session_create(const struct session_params *prm, struct session **ret);
 
 /* The wake means of the session that owns a port table (the pollers'
@@ -86,7 +90,18 @@ int session_create(const struct session_params *prm, struct session **ret);
 struct wake_chan *session_wake_of_table(struct port_table *t);
 
 void session_ref(struct session *s);
+/* The last reference frees the session: on the main thread, where a
+ * reaper is set (session_reaper_start), whichever thread drops it, so
+ * that teardown (flushing output, closing files) never runs on a worker's
+ * or a completion's path. */
 void session_unref(struct session *s);
+
+/* Hand last references dropped off the main thread to base's loop. Call on
+ * the main thread. 0 or -ENOMEM. */
+int session_reaper_start(struct event_base *base);
+/* Free what the reaper holds, now, and stop handing over (at shutdown,
+ * when no other thread is left). */
+void session_reaper_stop(void);
 
 /* Ports whose claim is held or whose client moved past what we have seen
  * (a racy read, for status). */

@@ -7,6 +7,21 @@
 #include <stdint.h>
 #include <stdio.h>
 
+enum config_kind {
+	CONFIG_COUNT, /* plain integer */
+	CONFIG_BYTES, /* integer with optional K/M/G (binary) suffix */
+};
+
+/* A setting some module (a service) reads: accepted in the file and as
+ * GPUSYSD_<KEY, upper case> in the environment. */
+struct config_key {
+	const char *key;
+	enum config_kind kind;
+	uint64_t min, max, def;
+};
+
+#define CONFIG_EXTRA_MAX 64
+
 struct gpusysd_config {
 	unsigned pollers;              /* 0: chosen from the CPU count */
 	unsigned workers;
@@ -17,6 +32,14 @@ struct gpusysd_config {
 	unsigned idle_spin_us;         /* pollers spin this long after the last work */
 	unsigned idle_sleep_us;        /* then poller 0 sleeps this long between doorbell checks */
 	unsigned handshake_timeout_ms; /* a connection must say hello within this */
+	unsigned max_pending_calls;    /* per client: calls that complete later, at once */
+	unsigned call_timeout_ms;      /* deadline of a pending call whose service names none */
+	unsigned stats;                /* 1: count and time every request (gpusysctl latency) */
+
+	/* Settings registered by services (config_add_keys), with their values. */
+	unsigned nextra;
+	const struct config_key *extra[CONFIG_EXTRA_MAX];
+	uint64_t extra_value[CONFIG_EXTRA_MAX];
 };
 
 void config_defaults(struct gpusysd_config *cfg);
@@ -33,6 +56,18 @@ int config_load(struct gpusysd_config *cfg, const char *path, char *err, size_t 
 /* Set one key from a string, as a config line would ("pollers", "4").
  * -ENOENT: unknown key; -EINVAL: bad value (why in err, without location). */
 int config_set(struct gpusysd_config *cfg, const char *key, const char *value, char *err, size_t errlen);
+
+/* Accept keys (an array ended by a NULL key) with their defaults.
+ * -EEXIST: a key is already known; -ENOSPC: too many. */
+int config_add_keys(struct gpusysd_config *cfg, const struct config_key *keys);
+
+/* The value of a key added with config_add_keys (its default when the file
+ * did not set it); 0 for a key never added. */
+uint64_t config_value(const struct gpusysd_config *cfg, const char *key);
+
+/* Override settings from the environment: GPUSYSD_<KEY> for every key
+ * (POLLERS, PRINT_BUFFER_BYTES...). 0, or -EINVAL with "GPUSYSD_X: why". */
+int config_apply_env(struct gpusysd_config *cfg, char *err, size_t errlen);
 
 /* Checks that involve several keys (progress slots). */
 int config_check(const struct gpusysd_config *cfg, char *err, size_t errlen);

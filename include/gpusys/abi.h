@@ -93,6 +93,12 @@ enum gpusys_opcode {
 	GPUSYS_OP_INVALID = 0,
 	GPUSYS_OP_NOOP = 1, /* no payload; status 0 */
 	GPUSYS_OP_ECHO = 2, /* payload returned unchanged */
+	/* Completes after a delay, without holding a daemon thread meanwhile
+	 * (a test of calls that complete later): each lane sends a struct
+	 * gpusys_sleep_req (or nothing: no delay); the call completes after
+	 * the longest lane's delay, or fails -ETIMEDOUT at the shortest
+	 * non-zero timeout. */
+	GPUSYS_OP_SLEEP = 3,
 
 	/* Print service: 0x0100.. (include/gpusys/print.h) */
 	GPUSYS_OP_PRINT = 0x0100,       /* one line per lane; status = bytes printed */
@@ -104,6 +110,11 @@ enum gpusys_opcode {
 
 	GPUSYS_OP_SYSTEM_LAST = 0x7fff,
 	GPUSYS_OP_USER_FIRST = 0x8000,
+};
+
+struct gpusys_sleep_req {
+	uint64_t delay_ns;
+	uint64_t timeout_ns; /* 0: the daemon's call_timeout_ms */
 };
 
 /* Request flags a caller may pass. */

@@ -142,8 +142,10 @@ static void test_passed_descriptors(void **state)
 	o.pass_stdio = true;
 	o.pass_cwd = true;
 	assert_int_equal(gpusys_client_attach(&o, &c), 0);
-	/* socket + channel + stdout + stderr + cwd + our end of its wake pipe */
-	wait_fds(d.pid, base + 6);
+	/* socket + channel + stdout + stderr + cwd + our end of its wake pipe,
+	 * and the print service's own copies of stdout and stderr (its
+	 * per-client state is made at attach) */
+	wait_fds(d.pid, base + 8);
 	gpusys_client_detach(c);
 	wait_fds(d.pid, base);
 	gd_finish(&d);

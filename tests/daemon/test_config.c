@@ -10,6 +10,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "core/service.h"
+#include "services.h"
 #include "util/config_file.h"
 
 static int parse(struct gpusysd_config *cfg, const char *text, char *err, size_t len)
@@ -113,12 +115,13 @@ static void test_limits(void **state)
 	assert_int_equal(config_set(&c, "idle_sleep_us", "0", err, sizeof(err)), -EINVAL);
 	assert_int_equal(config_set(&c, "nope", "1", err, sizeof(err)), -ENOENT);
 
-	/* Progress slots: pollers + workers <= 64. */
+	/* Progress slots: pollers + workers <= 63 (the 64th completes calls
+	 * that complete later). */
 	config_defaults(&c);
 	c.pollers = 32;
-	c.workers = 32;
+	c.workers = 31;
 	assert_int_equal(config_check(&c, err, sizeof(err)), 0);
-	c.workers = 33;
+	c.workers = 32;
 	assert_int_equal(config_check(&c, err, sizeof(err)), -EINVAL);
 }
 
@@ -183,12 +186,49 @@ static void test_example_file(void **state)
 		strncat(text, l, sizeof(text) - strlen(text) - 1);
 	}
 	fclose(f);
-	assert_int_equal(keys, 9);
+	/* The core's keys and the services' (services_add_settings). */
+	assert_int_equal(keys, 14);
 	config_defaults(&def);
+	services_use(gpusysd_services);
+	assert_int_equal(services_add_settings(&def), 0);
 	c = def;
 	if (parse(&c, text, err, sizeof(err)) < 0)
 		fail_msg("%s", err);
 	assert_memory_equal(&c, &def, sizeof(c));
+}
+
+/* Settings of services: accepted once registered, with their defaults;
+ * the environment overrides any key as GPUSYSD_<KEY>. */
+static void test_service_keys_and_env(void **state)
+{
+	static const struct config_key keys[] = {
+		{ "widget_bytes", CONFIG_BYTES, 16, 1u << 20, 4096 },
+		{ NULL, 0, 0, 0, 0 },
+	};
+	struct gpusysd_config c;
+	char err[256];
+
+	(void)state;
+	config_defaults(&c);
+	assert_int_equal(config_set(&c, "widget_bytes", "8K", err, sizeof(err)), -ENOENT);
+	assert_int_equal(config_add_keys(&c, keys), 0);
+	assert_int_equal(config_add_keys(&c, keys), -EEXIST);
+	assert_int_equal(config_value(&c, "widget_bytes"), 4096);
+	assert_int_equal(config_set(&c, "widget_bytes", "8K", err, sizeof(err)), 0);
+	assert_int_equal(config_value(&c, "widget_bytes"), 8192);
+	assert_int_equal(config_set(&c, "widget_bytes", "2M", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "widget_bytes"));
+
+	setenv("GPUSYSD_WIDGET_BYTES", "1K", 1);
+	setenv("GPUSYSD_WORKERS", "7", 1);
+	assert_int_equal(config_apply_env(&c, err, sizeof(err)), 0);
+	assert_int_equal(config_value(&c, "widget_bytes"), 1024);
+	assert_int_equal(c.workers, 7);
+	setenv("GPUSYSD_WORKERS", "banana", 1);
+	assert_int_equal(config_apply_env(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "GPUSYSD_WORKERS: bad value 'banana'"));
+	unsetenv("GPUSYSD_WORKERS");
+	unsetenv("GPUSYSD_WIDGET_BYTES");
 }
 
 int main(void)
@@ -201,6 +241,7 @@ int main(void)
 		cmocka_unit_test(test_errors_have_line),
 		cmocka_unit_test(test_auto_pollers),
 		cmocka_unit_test(test_example_file),
+		cmocka_unit_test(test_service_keys_and_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

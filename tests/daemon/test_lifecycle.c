@@ -240,7 +240,7 @@ static void test_bad_config(void **state)
 	check_bad_config("max_ports = 16385\n", NULL, true, ":1: bad value '16385' for max_ports");
 	check_bad_config("client_mem_budget = 12X\n", NULL, true, ":1: bad value '12X'");
 	check_bad_config("workers = -1\n", NULL, true, ":1: bad value '-1'");
-	check_bad_config("pollers = 40\nworkers = 40\n", NULL, false, "exceed the 64 progress slots");
+	check_bad_config("pollers = 40\nworkers = 40\n", NULL, false, "exceed the 63 progress slots");
 	check_bad_config(NULL, "--pollers=x", false, "--pollers: bad value 'x'");
 }
 

@@ -28,21 +28,6 @@
 #include "../proto/inproc_server.h"
 #include "services/print/service_print.h"
 
-/* The registry, reduced to the print service (daemon/service.c knows every
- * service; this test needs only one). */
-const struct service *service_find(uint16_t opcode)
-{
-	for (size_t i = 0; service_print_table[i]; i++)
-		if (service_print_table[i]->opcode == opcode)
-			return service_print_table[i];
-	return NULL;
-}
-
-void service_client_fini(struct port_table *t)
-{
-	print_client_fini(t);
-}
-
 static long now_ms(void)
 {
 	struct timespec t;
@@ -107,13 +92,11 @@ static void test_backpressure(void **state)
 {
 	(void)state;
 	int p[2];
-	struct inproc *s = inproc_start(WARPS, 2);
 	struct gpusys_emu *emu;
 
 	assert_int_equal(pipe(p), 0);
 	print_set_buffer_limit(4096);
-	assert_int_equal(print_client_set_fds(&s->table, p[1], -1), 0);
-	assert_int_equal(print_client_set_fds(&s->table, p[1], -1), -EEXIST);
+	struct inproc *s = inproc_start_fds(WARPS, 2, p[1], -1);
 	close(p[1]); /* the service has its own */
 	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
 
@@ -131,7 +114,7 @@ static void test_backpressure(void **state)
 	}
 	assert_int_equal(gpusys_emu_print_flush(gpusys_emu_dev(emu)), 0);
 	struct print_stats st;
-	print_client_stats(&s->table, &st);
+	print_client_stats(inproc_state(s, &service_print), &st);
 	fprintf(stderr, "%llu lines, %llu bytes, %llu refused as full (-EAGAIN) and retried\n",
 		(unsigned long long)st.lines, (unsigned long long)st.bytes, (unsigned long long)st.again);
 	assert_int_equal(st.lines, WARPS * GPUSYS_WARP_LANES * LINES);
@@ -173,11 +156,16 @@ static void test_flush_and_badf(void **state)
 	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
 	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
 
-	/* No session and no descriptors yet: -EBADF; flush has nothing. */
+	/* A client that passed no descriptors: -EBADF; flush has nothing. */
 	assert_int_equal(gpusys_emu_printf(dev, "x\n"), -EBADF);
 	assert_int_equal(gpusys_emu_print_flush(dev), 0);
+	gpusys_emu_close(emu);
+	inproc_stop(s);
 
-	assert_int_equal(print_client_set_fds(&s->table, fd, -1), 0);
+	/* One that passed stdout only. */
+	s = inproc_start_fds(1, 1, fd, -1);
+	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
+	dev = gpusys_emu_dev(emu);
 	assert_int_equal(gpusys_emu_fprintf(dev, GPUSYS_PRINT_STDERR, "no stderr\n"), -EBADF);
 	for (int i = 0; i < 1000; i++)
 		assert_int_equal(gpusys_emu_printf(dev, "line %04d\n", i), 10);
@@ -200,11 +188,10 @@ static void test_flush_waits_for_slow_reader(void **state)
 {
 	(void)state;
 	int p[2];
-	struct inproc *s = inproc_start(1, 1);
 	struct gpusys_emu *emu;
 
 	assert_int_equal(pipe(p), 0);
-	assert_int_equal(print_client_set_fds(&s->table, p[1], -1), 0);
+	struct inproc *s = inproc_start_fds(1, 1, p[1], -1);
 	close(p[1]);
 	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
 	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
@@ -221,7 +208,7 @@ static void test_flush_waits_for_slow_reader(void **state)
 	assert_int_equal(gpusys_emu_print_flush(dev), 0);
 	long took = now_ms() - t0;
 	struct print_stats st;
-	print_client_stats(&s->table, &st);
+	print_client_stats(inproc_state(s, &service_print), &st);
 	fprintf(stderr, "flush returned after %ld ms, %llu of %llu bytes written\n", took,
 		(unsigned long long)st.written, (unsigned long long)st.bytes);
 	assert_int_equal(st.written, st.bytes);
@@ -242,12 +229,11 @@ static void test_fini_stuck_writer(void **state)
 {
 	(void)state;
 	int p[2];
-	struct inproc *s = inproc_start(1, 1);
 	struct gpusys_emu *emu;
 
 	signal(SIGPIPE, SIG_IGN);
 	assert_int_equal(pipe(p), 0);
-	assert_int_equal(print_client_set_fds(&s->table, p[1], -1), 0);
+	struct inproc *s = inproc_start_fds(1, 1, p[1], -1);
 	close(p[1]);
 	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
 	char big[4000];

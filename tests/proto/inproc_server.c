@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "inproc_server.h"
+#include "services.h"
 
 struct server_arg {
 	struct inproc *s;
@@ -22,11 +24,8 @@ static void *serve(void *arg)
 			struct port_call *call = NULL;
 			if (!port_pending(t, p) || !port_try_claim(t, p))
 				continue;
-			if (port_server_step(t, p, a->slot, &call) == PORT_STEP_DEFER) {
-				/* No pool here: run the blocking service in place. */
-				service_find(call->opcode)->handle(call);
-				port_server_finish(call, a->slot);
-			}
+			if (port_server_step(t, p, a->slot, &call) == PORT_STEP_DEFER)
+				port_server_run(call, a->slot); /* no pool here: run it in place */
 		}
 	}
 	free(a);
@@ -35,7 +34,19 @@ static void *serve(void *arg)
 
 struct inproc *inproc_start(uint32_t num_ports, unsigned nservers)
 {
+	return inproc_start_fds(num_ports, nservers, -1, -1);
+}
+
+void *inproc_state(struct inproc *s, const struct service *svc)
+{
+	int i = service_index(svc);
+	return i < 0 ? NULL : s->table.svc_state[i];
+}
+
+struct inproc *inproc_start_fds(uint32_t num_ports, unsigned nservers, int stdout_fd, int stderr_fd)
+{
 	struct inproc *s = calloc(1, sizeof(*s));
+	services_use(gpusysd_services);
 	struct gpusys_channel_layout l = gpusys_channel_layout(num_ports, 0, 0);
 
 	s->bytes = l.total_bytes;
@@ -43,7 +54,11 @@ struct inproc *inproc_start(uint32_t num_ports, unsigned nservers)
 	if (s->base == MAP_FAILED)
 		abort();
 	gpusys_channel_format(s->base, num_ports, &l, 1);
-	if (port_table_init(&s->table, s->base, num_ports, NULL, 256u << 20))
+	s->client = (struct client){ .pid = getpid(), .umask = 022, .cwd_fd = -1, .stdout_fd = stdout_fd,
+				     .stderr_fd = stderr_fd, .sock = -1, .cuda_device = -1 };
+	s->client.creds.uid = getuid();
+	s->client.creds.gid = getgid();
+	if (port_table_init(&s->table, s->base, num_ports, &s->client, 256u << 20))
 		abort();
 	s->nthreads = nservers;
 	for (unsigned i = 0; i < nservers; i++) {

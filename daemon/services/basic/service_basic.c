@@ -1,9 +1,20 @@
 /* SPDX-License-Identifier: MIT */
-/* NOOP and ECHO: the protocol's own test services, served on the poller. */
+/*
+ * The protocol's own services: NOOP and ECHO, served on the poller, and
+ * SLEEP, the smallest call that completes later: its handler arms a timer
+ * on the main loop and returns; the timer completes the call. No thread
+ * waits meanwhile, so thousands of SLEEPs can be pending while other calls
+ * flow.
+ */
 #include <errno.h>
+#include <event2/event.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
-#include "services/basic/services.h"
+#include "services/basic/service_basic.h"
+
+static struct event_base *loop; /* the main loop (start hook); NULL: no SLEEP */
 
 static void noop_handle(struct port_call *call)
 {
@@ -24,7 +35,94 @@ static void echo_handle(struct port_call *call)
 	}
 }
 
-static const struct service noop = { GPUSYS_OP_NOOP, SERVICE_INLINE, "noop", noop_handle };
-static const struct service echo = { GPUSYS_OP_ECHO, SERVICE_INLINE, "echo", echo_handle };
+/* ----------------------------------------------------------------- sleep */
 
-const struct service *const service_basic_table[] = { &noop, &echo, NULL };
+/* The timer's event. Whoever ends the call frees it: the timer when it
+ * completed the call, the cancel hook when the core took the call back. */
+static void sleep_fired(evutil_socket_t fd, short what, void *arg)
+{
+	struct port_call *call = arg;
+	struct event *ev = call->later_data;
+
+	(void)fd;
+	(void)what;
+	/* Completing may free the call: take what we need first. */
+	if (call_complete(call))
+		event_free(ev);
+	/* else the core took it back: its cancel hook frees ev (it waits
+	 * for this callback to return if it runs on another thread). */
+}
+
+static void sleep_cancel(struct port_call *call, enum call_cancel_reason why)
+{
+	(void)why;
+	event_free(call->later_data);
+}
+
+static const struct call_later_ops sleep_ops = { .cancel = sleep_cancel };
+
+static void sleep_handle(struct port_call *call)
+{
+	uint64_t delay = 0, timeout = 0;
+
+	if (!loop) {
+		call->status = -EOPNOTSUPP;
+		return;
+	}
+	for (uint64_t m = call->lane_mask; m; m &= m - 1) {
+		uint32_t l = (uint32_t)__builtin_ctzll(m);
+		struct gpusys_sleep_req q = { 0, 0 };
+		if (call->len[l] != 0 && call->len[l] != sizeof(q)) {
+			call->status = -EINVAL;
+			return;
+		}
+		if (call->len[l])
+			memcpy(&q, call->data[l], sizeof(q));
+		if (q.delay_ns > delay)
+			delay = q.delay_ns;
+		if (q.timeout_ns && (!timeout || q.timeout_ns < timeout))
+			timeout = q.timeout_ns;
+	}
+	struct event *ev = evtimer_new(loop, sleep_fired, call);
+	if (!ev) {
+		call->status = -ENOMEM;
+		return;
+	}
+	call->later_data = ev;
+	int r = call_later(call, timeout, &sleep_ops);
+	if (r < 0) {
+		event_free(ev);
+		call->status = r;
+		return;
+	}
+	struct timeval tv = { .tv_sec = (time_t)(delay / 1000000000u), .tv_usec = (suseconds_t)(delay % 1000000000u / 1000u) };
+	/* After this the call may complete at any moment (even before we
+	 * return): nothing here touches it again. */
+	evtimer_add(ev, &tv);
+}
+
+static int basic_start(const struct service_env *env)
+{
+	loop = env->base;
+	return 0;
+}
+
+static void basic_stop(void)
+{
+	loop = NULL;
+}
+
+static const struct service_op ops[] = {
+	{ GPUSYS_OP_NOOP, SERVICE_ON_POLLER, 0, "noop", noop_handle },
+	{ GPUSYS_OP_ECHO, SERVICE_ON_POLLER, 0, "echo", echo_handle },
+	{ GPUSYS_OP_SLEEP, SERVICE_ON_POLLER, SERVICE_OP_LATER, "sleep", sleep_handle },
+};
+
+const struct service service_basic = {
+	.name = "basic",
+	.group = 0,
+	.ops = ops,
+	.nops = sizeof(ops) / sizeof(ops[0]),
+	.start = basic_start,
+	.stop = basic_stop,
+};

@@ -12,7 +12,7 @@
  * different lanes never interleave.
  *
  * The buffer is written out by a writer thread of the client's own, started
- * with the first line. It takes the whole buffer at once (it swaps it with an
+ * at attach. It takes the whole buffer at once (it swaps it with an
  * empty one), so lines from every SM that arrived meanwhile leave in one
  * write() per run of one stream. Its writes block: a slow terminal or a full
  * pipe stalls only this client's writer, never a poller, and never the worker
@@ -22,14 +22,16 @@
  * the device side retries with backoff, so nothing is lost and a fast kernel
  * is slowed to the speed of its output.
  *
- * The descriptors are dup'ed from the session's when the state is created,
- * so the writer owns its own. At teardown (service_client_fini, after the
+ * The descriptors are dup'ed from the client's when the state is created (at
+ * attach),
+ * so the writer owns its own. At teardown (client_fini, after the
  * client is gone, e.g. killed mid-kernel) everything accepted is written out
  * (the writer keeps going after its client is gone); teardown, which may run
  * on the daemon's main thread, waits for it only PRINT_FINI_WAIT_MS, then
  * leaves it to finish alone with its own descriptors and buffer, so a pipe
  * that nobody reads holds up neither the session nor the main loop. At exit
- * the daemon gives such writers PRINT_EXIT_WAIT_MS.
+ * the daemon (the service's stop hook) gives such writers
+ * PRINT_EXIT_WAIT_MS.
  *
  * PRINT_FLUSH runs on the poller too and never waits: it says whether every
  * byte accepted before it has been written (or failed to be), and if not,
@@ -51,8 +53,7 @@
 #include "gpusys/print.h"
 #include "services/print/print_format.h"
 #include "services/print/service_print.h"
-#include "services/basic/services.h"
-#include "core/session.h"
+#include "core/service.h"
 
 /* Teardown may run on the daemon's main thread: it waits this long for the
  * writer (a file or terminal drains in microseconds), then leaves it to
@@ -62,7 +63,6 @@
 #define PRINT_KEEP_BYTES (256u * 1024u) /* buffer kept across idle periods */
 
 static _Atomic uint64_t print_buffer_limit = 4u << 20;
-static pthread_once_t print_env_once = PTHREAD_ONCE_INIT;
 
 /* Writers left to finish alone (their client is gone). */
 static pthread_mutex_t orphans_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -74,8 +74,6 @@ void print_set_buffer_limit(uint64_t bytes)
 	atomic_store(&print_buffer_limit, bytes);
 }
 
-/* GPUSYSD_PRINT_BUFFER_BYTES in the daemon's environment overrides the
- * bound (tests use a small one to exercise -EAGAIN and the retries). */
 static struct timespec deadline_in(int ms);
 
 /* At exit, give orphaned writers a bounded time to write what they hold:
@@ -87,19 +85,6 @@ static void wait_orphans(void)
 	while (orphans && pthread_cond_timedwait(&orphans_cv, &orphans_mu, &dl) != ETIMEDOUT)
 		;
 	pthread_mutex_unlock(&orphans_mu);
-}
-
-static void print_env_init(void)
-{
-	const char *v = getenv("GPUSYSD_PRINT_BUFFER_BYTES");
-	char *end;
-
-	atexit(wait_orphans);
-	if (!v || !*v)
-		return;
-	unsigned long long n = strtoull(v, &end, 10);
-	if (*end == 0 && n > 0)
-		print_set_buffer_limit(n);
 }
 
 /* Consecutive bytes of one stream in a buffer. */
@@ -279,7 +264,6 @@ static int state_create(int out_fd, int err_fd, struct print_state **ret)
 	struct print_state *st;
 	int r;
 
-	pthread_once(&print_env_once, print_env_init);
 	st = calloc(1, sizeof(*st));
 
 	if (!st)
@@ -304,56 +288,9 @@ fail:
 	return r;
 }
 
-static struct print_state *state_peek(struct port_table *t)
+void print_client_stats(const void *state, struct print_stats *ret)
 {
-	return __atomic_load_n((struct print_state **)&t->service_state[SERVICE_STATE_PRINT], __ATOMIC_ACQUIRE);
-}
-
-static void state_publish(struct port_table *t, struct print_state *st)
-{
-	__atomic_store_n((struct print_state **)&t->service_state[SERVICE_STATE_PRINT], st, __ATOMIC_RELEASE);
-}
-
-/* The client's print state, created on first use from the session's
- * descriptors. NULL with *err set when there is none to be had. */
-static struct print_state *state_get(struct port_table *t, int *err)
-{
-	struct print_state *st = state_peek(t);
-	if (st)
-		return st;
-	pthread_mutex_lock(&t->service_state_lock);
-	st = state_peek(t);
-	if (!st) {
-		const struct session *s = t->owner;
-		int r = s ? state_create(s->stdout_fd, s->stderr_fd, &st) : -EBADF;
-		if (r < 0) {
-			*err = r;
-			st = NULL;
-		} else {
-			state_publish(t, st);
-		}
-	}
-	pthread_mutex_unlock(&t->service_state_lock);
-	return st;
-}
-
-int print_client_set_fds(struct port_table *t, int stdout_fd, int stderr_fd)
-{
-	struct print_state *st;
-	int r = 0;
-
-	pthread_mutex_lock(&t->service_state_lock);
-	if (state_peek(t))
-		r = -EEXIST;
-	else if ((r = state_create(stdout_fd, stderr_fd, &st)) == 0)
-		state_publish(t, st);
-	pthread_mutex_unlock(&t->service_state_lock);
-	return r;
-}
-
-void print_client_stats(struct port_table *t, struct print_stats *ret)
-{
-	struct print_state *st = state_peek(t);
+	struct print_state *st = (struct print_state *)state;
 	memset(ret, 0, sizeof(*ret));
 	if (!st)
 		return;
@@ -375,12 +312,12 @@ static struct timespec deadline_in(int ms)
 	return ts;
 }
 
-void print_client_fini(struct port_table *t)
+static void print_client_fini(const struct client *c, void *state)
 {
-	struct print_state *st = state_peek(t);
+	struct print_state *st = state;
+	(void)c;
 	if (!st)
 		return;
-	state_publish(t, NULL);
 
 	struct timespec dl = deadline_in(PRINT_FINI_WAIT_MS);
 	pthread_mutex_lock(&st->mu);
@@ -418,7 +355,7 @@ static void print_handle(struct port_call *call)
 	uint64_t refused = 0;
 	int err = -EBADF;
 
-	struct print_state *st = state_get(call->table, &err);
+	struct print_state *st = call->state;
 	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
 		if (!(call->lane_mask >> l & 1))
 			continue;
@@ -479,7 +416,7 @@ static void print_handle(struct port_call *call)
  * whose output does not drain. */
 static void flush_handle(struct port_call *call)
 {
-	struct print_state *st = state_peek(call->table);
+	struct print_state *st = call->state;
 	uint64_t appended = 0, written = 0;
 	bool done = true;
 
@@ -522,7 +459,50 @@ static void flush_handle(struct port_call *call)
 	}
 }
 
-static const struct service print = { GPUSYS_OP_PRINT, SERVICE_INLINE, "print", print_handle };
-static const struct service print_flush = { GPUSYS_OP_PRINT_FLUSH, SERVICE_INLINE, "print_flush", flush_handle };
+/* ------------------------------------------------------------ lifecycle */
 
-const struct service *const service_print_table[] = { &print, &print_flush, NULL };
+static const struct config_key settings[] = {
+	/* Bytes of output buffered per client; past it lanes are told to
+	 * retry (-EAGAIN). Tests use a small one to exercise the retries. */
+	{ "print_buffer_bytes", CONFIG_BYTES, 4096, UINT64_C(1) << 30, 4u << 20 },
+	{ NULL, 0, 0, 0, 0 },
+};
+
+static int print_start(const struct service_env *env)
+{
+	print_set_buffer_limit(config_value(env->cfg, "print_buffer_bytes"));
+	return 0;
+}
+
+/* At shutdown, give orphaned writers a bounded time to write what they
+ * hold: lines accepted before the daemon stopped still reach their files. */
+static void print_stop(void)
+{
+	wait_orphans();
+}
+
+static int print_client_init(const struct client *c, void **ret_state)
+{
+	struct print_state *st = NULL;
+	int r = state_create(c->stdout_fd, c->stderr_fd, &st);
+	if (r == 0)
+		*ret_state = st;
+	return r;
+}
+
+static const struct service_op ops[] = {
+	{ GPUSYS_OP_PRINT, SERVICE_ON_POLLER, 0, "print", print_handle },
+	{ GPUSYS_OP_PRINT_FLUSH, SERVICE_ON_POLLER, 0, "print_flush", flush_handle },
+};
+
+const struct service service_print = {
+	.name = "print",
+	.group = GPUSYS_OP_PRINT >> 8,
+	.ops = ops,
+	.nops = sizeof(ops) / sizeof(ops[0]),
+	.settings = settings,
+	.start = print_start,
+	.stop = print_stop,
+	.client_init = print_client_init,
+	.client_fini = print_client_fini,
+};

@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Answering calls: the response's packet 0 and the hand-back of the port,
+ * the client's memory budget, and the counting of every completion. Shared
+ * by the stepping of ports (port_server.c) and by calls that complete
+ * later (later.c), whichever thread finishes them.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/pending.h"
+
+/* The one place bytes are counted against the client's budget. */
+int port_charge(struct port_table *t, uint64_t bytes)
+{
+	if (!bytes)
+		return 0;
+	if (atomic_fetch_add_explicit(&t->mem_used, bytes, memory_order_relaxed) + bytes > t->mem_budget) {
+		atomic_fetch_sub_explicit(&t->mem_used, bytes, memory_order_relaxed);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int port_call_charge(struct port_call *call, uint64_t bytes)
+{
+	int r = port_charge(call->table, bytes);
+	if (r == 0)
+		call->charged += bytes;
+	return r;
+}
+
+/* Only when something was charged: on the inline path (every NOOP) a
+ * locked instruction on a line all pollers share would be pure cost. */
+void port_uncharge(struct port_table *t, uint64_t bytes)
+{
+	if (bytes)
+		atomic_fetch_sub_explicit(&t->mem_used, bytes, memory_order_relaxed);
+}
+
+void port_pending_free(struct port_table *t, struct pending *pd)
+{
+	if (!pd)
+		return;
+	port_uncharge(t, pd->call.charged);
+	free(pd->call.resp_buf);
+	free(pd->req_buf);
+	free(pd);
+}
+
+/* Hand the port back to the client: everything we wrote, then the word. */
+void port_ack(struct port_table *t, uint32_t p, uint32_t seq, uint32_t sw_flags, int32_t status)
+{
+	atomic_store_explicit(&t->seen[p], (uint16_t)(seq & GPUSYS_SEQ_MASK), memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	t->server_word[p] = gpusys_server_word(seq, sw_flags, status);
+}
+
+void port_count_completion(struct port_table *t, unsigned slot)
+{
+	/* This thread is the only writer of its counter and progress word
+	 * (PORT_LATER_SLOT's writers hold later_slot_lock). */
+	uint64_t n = atomic_load_explicit(&t->completed[slot], memory_order_relaxed) + 1;
+	atomic_store_explicit(&t->completed[slot], n, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	t->hdr->progress[slot].completed = n;
+}
+
+uint32_t port_packets_for(uint64_t stream_bytes)
+{
+	return (uint32_t)((stream_bytes + GPUSYS_PACKET_BYTES - 1) / GPUSYS_PACKET_BYTES);
+}
+
+/* Stream layout: each lane's bytes beyond its inline slot, in lane order. */
+uint64_t port_stream_layout(uint64_t mask, const uint32_t *len, uint32_t *off, uint32_t *part)
+{
+	uint64_t total = 0;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		part[l] = (mask >> l & 1) ? gpusys_stream_part(len[l]) : 0;
+		off[l] = (uint32_t)total;
+		total += part[l];
+	}
+	return total;
+}
+
+/* Write response packet 0 (unless NOREPLY) and hand the port back. Returns
+ * the number of response stream packets still to send. */
+uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, struct port_call *call, uint32_t *off,
+			uint32_t *part)
+{
+	struct gpusys_port *port = &t->ports[p];
+	uint32_t chunks = 0, trivial = 1;
+
+	if (call->flags & GPUSYS_REQ_NOREPLY) {
+		port_ack(t, p, seq, 0, 0);
+		return 0;
+	}
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		if (!(call->lane_mask >> l & 1)) {
+			call->resp_len[l] = 0;
+			call->lane_status[l] = 0;
+			continue;
+		}
+		uint32_t n = call->status ? 0 : call->resp_len[l];
+		if (n > call->cap[l]) {
+			n = 0;
+			call->lane_status[l] = -EMSGSIZE;
+		}
+		call->resp_len[l] = n;
+		trivial &= n == 0 && call->lane_status[l] == 0;
+	}
+	if (!trivial) {
+		/* Inactive lanes too: the client reads only its lanes, but
+		 * stale words from an earlier message help nobody. */
+		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+			uint32_t n = call->resp_len[l];
+			port->len[l] = n;
+			port->aux[l] = (uint32_t)call->lane_status[l];
+			if (n)
+				memcpy(port->data + l * GPUSYS_INLINE_BYTES, call->resp_data[l],
+				       n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
+		}
+		if (off)
+			chunks = port_packets_for(port_stream_layout(call->lane_mask, call->resp_len, off, part));
+	}
+	port_ack(t, p, seq, trivial ? GPUSYS_SW_TRIVIAL : 0, call->status);
+	return chunks;
+}
+
+/* Whether a call failed, for the counters: the request or any lane. */
+static bool call_failed(const struct port_call *call)
+{
+	if (call->status)
+		return true;
+	for (uint64_t m = call->lane_mask; m; m &= m - 1)
+		if (call->lane_status[__builtin_ctzll(m)])
+			return true;
+	return false;
+}
+
+uint64_t port_resp_bytes(const struct port_call *call)
+{
+	uint64_t n = 0;
+	for (uint64_t m = call->lane_mask; m; m &= m - 1)
+		n += call->resp_len[__builtin_ctzll(m)];
+	return n;
+}
+
+void port_count_call(struct port_table *t, const struct port_call *call, unsigned slot)
+{
+	stats_record(&t->stats, slot, call->op_id, call->t_start, call_failed(call), call->bytes_in,
+		     port_resp_bytes(call));
+}
+
+void port_answer(struct port_table *t, struct pending *pd, unsigned slot)
+{
+	uint32_t p = pd->call.port;
+	struct port_state *st = &t->state[p];
+	uint32_t chunks = port_respond(t, p, pd->cs, &pd->call, pd->off, pd->part);
+
+	if (pd->op)
+		port_count_call(t, &pd->call, slot);
+	if (chunks) {
+		st->phase = PHASE_SEND;
+		st->later = false;
+		st->chunk = 0;
+		st->chunks = chunks;
+		st->pending = pd;
+		return;
+	}
+	st->phase = PHASE_IDLE;
+	st->later = false;
+	st->pending = NULL;
+	port_pending_free(t, pd);
+	port_count_completion(t, slot);
+}
+
+void port_state_set_later(struct port_table *t, uint32_t p, bool later)
+{
+	__atomic_store_n(&t->state[p].later, later, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The services gpusysd offers: the only place that lists them. Adding a
+ * service is one module under services/ and one line here. The order is
+ * the order of their hooks: client state is torn down in this order, so
+ * print (before file) flushes a client's output before its files close.
+ */
+#include "core/service.h"
+#include "services.h"
+#include "services/basic/service_basic.h"
+#include "services/file/service_file.h"
+#include "services/print/service_print.h"
+
+const struct service *const gpusysd_services[] = {
+	&service_basic,
+	&service_print,
+	&service_file,
+	NULL,
+};

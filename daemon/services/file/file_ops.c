@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: MIT */
+/* The file service's calls (file_ops.h), one per operation. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "services/file/file_io.h"
+#include "services/file/file_ops.h"
+#include "services/file/file_paths.h"
+
+#define OPEN_ALLOWED                                                                                           \
+	(O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | O_NONBLOCK | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | \
+	 O_SYNC | O_DSYNC | O_NOATIME | O_NOCTTY | O_LARGEFILE)
+
+static void fill_stat(struct gpusys_stat *g, const struct stat *st)
+{
+	memset(g, 0, sizeof(*g));
+	g->dev = st->st_dev;
+	g->ino = st->st_ino;
+	g->nlink = st->st_nlink;
+	g->mode = st->st_mode;
+	g->uid = st->st_uid;
+	g->gid = st->st_gid;
+	g->rdev = st->st_rdev;
+	g->size = st->st_size;
+	g->blksize = st->st_blksize;
+	g->blocks = st->st_blocks;
+	g->atime_sec = st->st_atim.tv_sec;
+	g->atime_nsec = st->st_atim.tv_nsec;
+	g->mtime_sec = st->st_mtim.tv_sec;
+	g->mtime_nsec = st->st_mtim.tv_nsec;
+	g->ctime_sec = st->st_ctim.tv_sec;
+	g->ctime_nsec = st->st_ctim.tv_nsec;
+}
+
+/* The descriptor a write-side handle names: the client's stdout/stderr for
+ * handles 1 and 2, else a table entry (with a reference). */
+struct fd_ref {
+	int fd;
+	int oflags;
+	struct file_entry *e;
+};
+
+static int ref_get(struct file_client *fc, int32_t h, bool std_ok, struct fd_ref *r)
+{
+	r->e = NULL;
+	if (h == GPUSYS_FILE_STDOUT || h == GPUSYS_FILE_STDERR) {
+		r->fd = h == GPUSYS_FILE_STDOUT ? fc->c->stdout_fd : fc->c->stderr_fd;
+		if (!std_ok || r->fd < 0)
+			return -EBADF;
+		/* The client's own open file description: its O_APPEND and
+		 * O_NONBLOCK are what a write(1, ...) of its own would see. */
+		int fl = fcntl(r->fd, F_GETFL);
+		r->oflags = fl < 0 ? 0 : fl;
+		return 0;
+	}
+	r->e = file_table_get(fc->ft, h, FILE_KIND_FILE);
+	if (!r->e)
+		return -EBADF;
+	r->fd = r->e->fd;
+	r->oflags = r->e->oflags;
+	return 0;
+}
+
+static void ref_put(struct file_client *fc, struct fd_ref *r)
+{
+	if (r->e)
+		file_table_put(fc->ft, r->e);
+}
+
+
+int file_op_open(const struct file_lane *l)
+{
+	const struct client *peer = l->fc->c;
+	char path[GPUSYS_FILE_PATH_MAX + 1];
+	bool dir_op = l->opcode == GPUSYS_OP_FILE_OPENDIR;
+	int flags = dir_op ? O_RDONLY | O_DIRECTORY : l->q.flags;
+	int dirfd = -1, r;
+
+	if ((flags & ~OPEN_ALLOWED) || (flags & O_ACCMODE) == O_ACCMODE)
+		return -EINVAL;
+	if ((r = file_take_path(peer, l->body, l->body_len, path, &dirfd)) < 0)
+		return r;
+	int fd;
+	for (;;) {
+		fd = file_open_as_client(dirfd, path, flags | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+					 file_create_mode(peer, l->q.mode));
+		/* A FIFO opened for writing with no reader: the client
+		 * asked to wait for one. */
+		if (fd != -ENXIO || !file_wants_block(flags) || (flags & O_ACCMODE) != O_WRONLY)
+			break;
+		if (peer->sock >= 0 && poll(&(struct pollfd){ .fd = peer->sock, .events = POLLRDHUP }, 1, 10) > 0)
+			return -EPIPE;
+	}
+	if (fd < 0)
+		return fd;
+	DIR *dir = NULL;
+	if (dir_op && !(dir = fdopendir(fd))) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	r = file_table_insert(l->fc->ft, fd, dir ? FILE_KIND_DIR : FILE_KIND_FILE, flags, dir);
+	if (r < 0) {
+		if (dir)
+			closedir(dir);
+		else
+			close(fd);
+		return r;
+	}
+	*l->val = r;
+	return 0;
+}
+
+int file_op_opendir(const struct file_lane *l)
+{
+	return file_op_open(l);
+}
+
+int file_op_close(const struct file_lane *l)
+{
+	if (l->q.handle == GPUSYS_FILE_STDOUT || l->q.handle == GPUSYS_FILE_STDERR)
+		return 0; /* the client's own; nothing of ours to close */
+	return file_table_close(l->fc->ft, l->q.handle, FILE_KIND_FILE);
+}
+
+int file_op_closedir(const struct file_lane *l)
+{
+	return file_table_close(l->fc->ft, l->q.handle, FILE_KIND_DIR);
+}
+
+int file_op_read(const struct file_lane *l)
+{
+	bool pos = l->opcode == GPUSYS_OP_FILE_PREAD;
+	struct fd_ref ref;
+	int r;
+
+	if (pos && l->q.offset < 0)
+		return -EINVAL;
+	if ((r = ref_get(l->fc, l->q.handle, false, &ref)) < 0)
+		return r;
+	uint64_t n = l->q.count < l->room ? l->q.count : l->room;
+	ssize_t got = file_io_call(l->fc->c, ref.fd, ref.oflags, l->out, n, pos ? l->q.offset : -1, false);
+	ref_put(l->fc, &ref);
+	if (got < 0)
+		return (int)got;
+	*l->out_len = (uint32_t)got;
+	return 0;
+}
+
+int file_op_write(const struct file_lane *l)
+{
+	bool pos = l->opcode == GPUSYS_OP_FILE_PWRITE;
+	struct fd_ref ref;
+	int r;
+
+	if (pos && l->q.offset < 0)
+		return -EINVAL;
+	if ((r = ref_get(l->fc, l->q.handle, true, &ref)) < 0)
+		return r;
+	ssize_t put = file_io_call(l->fc->c, ref.fd, ref.oflags, (void *)l->body, l->body_len,
+				   pos ? l->q.offset : -1, true);
+	ref_put(l->fc, &ref);
+	if (put < 0)
+		return (int)put;
+	*l->val = put;
+	return 0;
+}
+
+int file_op_lseek(const struct file_lane *l)
+{
+	struct fd_ref ref;
+	int r;
+
+	if ((r = ref_get(l->fc, l->q.handle, false, &ref)) < 0)
+		return r;
+	off_t o = lseek(ref.fd, l->q.offset, l->q.flags);
+	r = o < 0 ? -errno : 0;
+	ref_put(l->fc, &ref);
+	*l->val = o;
+	return r;
+}
+
+static int stat_out(const struct file_lane *l, const struct stat *st)
+{
+	struct gpusys_stat g;
+	if (l->room < sizeof(g))
+		return -EMSGSIZE;
+	fill_stat(&g, st);
+	memcpy(l->out, &g, sizeof(g));
+	*l->out_len = sizeof(g);
+	return 0;
+}
+
+int file_op_fstat(const struct file_lane *l)
+{
+	struct fd_ref ref;
+	struct stat st;
+	int r;
+
+	if ((r = ref_get(l->fc, l->q.handle, true, &ref)) < 0)
+		return r;
+	r = fstat(ref.fd, &st) < 0 ? -errno : 0;
+	ref_put(l->fc, &ref);
+	return r < 0 ? r : stat_out(l, &st);
+}
+
+int file_op_stat(const struct file_lane *l)
+{
+	char path[GPUSYS_FILE_PATH_MAX + 1];
+	struct stat st;
+	int dirfd = -1, r;
+
+	if (l->q.flags & ~AT_SYMLINK_NOFOLLOW)
+		return -EINVAL;
+	if ((r = file_take_path(l->fc->c, l->body, l->body_len, path, &dirfd)) < 0)
+		return r;
+	if (fstatat(dirfd, path, &st, l->q.flags) < 0)
+		return -errno;
+	return stat_out(l, &st);
+}
+
+int file_op_fsync(const struct file_lane *l)
+{
+	struct fd_ref ref;
+	int r;
+
+	if ((r = ref_get(l->fc, l->q.handle, false, &ref)) < 0)
+		return r;
+	r = fsync(ref.fd) < 0 ? -errno : 0;
+	ref_put(l->fc, &ref);
+	return r;
+}
+
+int file_op_ftruncate(const struct file_lane *l)
+{
+	struct fd_ref ref;
+	int r;
+
+	if ((r = ref_get(l->fc, l->q.handle, false, &ref)) < 0)
+		return r;
+	r = ftruncate(ref.fd, l->q.offset) < 0 ? -errno : 0;
+	ref_put(l->fc, &ref);
+	return r;
+}
+
+static int path_call(const struct file_lane *l, char *path, int *dirfd)
+{
+	return file_take_path(l->fc->c, l->body, l->body_len, path, dirfd);
+}
+
+int file_op_unlink(const struct file_lane *l)
+{
+	char path[GPUSYS_FILE_PATH_MAX + 1];
+	int dirfd = -1, r = path_call(l, path, &dirfd);
+	return r < 0 ? r : unlinkat(dirfd, path, 0) < 0 ? -errno : 0;
+}
+
+int file_op_rmdir(const struct file_lane *l)
+{
+	char path[GPUSYS_FILE_PATH_MAX + 1];
+	int dirfd = -1, r = path_call(l, path, &dirfd);
+	return r < 0 ? r : unlinkat(dirfd, path, AT_REMOVEDIR) < 0 ? -errno : 0;
+}
+
+int file_op_mkdir(const struct file_lane *l)
+{
+	char path[GPUSYS_FILE_PATH_MAX + 1];
+	int dirfd = -1, r = path_call(l, path, &dirfd);
+	return r < 0 ? r : mkdirat(dirfd, path, file_create_mode(l->fc->c, l->q.mode)) < 0 ? -errno : 0;
+}
+
+int file_op_rename(const struct file_lane *l)
+{
+	char path[GPUSYS_FILE_PATH_MAX + 1], path2[GPUSYS_FILE_PATH_MAX + 1];
+	uint32_t n1 = l->q.path_len;
+	int dirfd = -1, r;
+
+	if (n1 >= l->body_len || l->body[n1] != 0)
+		return -EINVAL;
+	if ((r = file_take_path(l->fc->c, l->body, n1, path, &dirfd)) < 0)
+		return r;
+	if ((r = file_take_path(l->fc->c, l->body + n1 + 1, l->body_len - n1 - 1, path2, &dirfd)) < 0)
+		return r;
+	return renameat(dirfd, path, dirfd, path2) < 0 ? -errno : 0;
+}
+
+int file_op_readdir(const struct file_lane *l)
+{
+	struct file_entry *e = file_table_get(l->fc->ft, l->q.handle, FILE_KIND_DIR);
+	int r;
+
+	if (!e)
+		return -EBADF;
+	if (l->room < sizeof(struct gpusys_dirent)) {
+		file_table_put(l->fc->ft, e);
+		return -EMSGSIZE;
+	}
+	pthread_mutex_lock(&e->dir_lock);
+	errno = 0;
+	struct dirent *de = readdir(e->dir);
+	r = de ? 0 : -errno;
+	if (de) {
+		struct gpusys_dirent g;
+		memset(&g, 0, sizeof(g));
+		g.ino = de->d_ino;
+		g.type = de->d_type;
+		size_t len = strnlen(de->d_name, GPUSYS_FILE_NAME_MAX);
+		g.namelen = (uint32_t)len;
+		memcpy(g.name, de->d_name, len);
+		memcpy(l->out, &g, sizeof(g));
+		*l->out_len = sizeof(g);
+	}
+	pthread_mutex_unlock(&e->dir_lock);
+	file_table_put(l->fc->ft, e);
+	return r;
+}
+
+int file_op_bulk(const struct file_lane *l)
+{
+	const struct client *peer = l->fc->c;
+	bool w = l->opcode == GPUSYS_OP_FILE_BULK_PWRITE;
+	const struct gpusys_file_req *q = &l->q;
+	struct fd_ref ref;
+	int r;
+
+	/* The range must lie in the bulk area as we sized it, whatever the
+	 * shared header says now. */
+	if (!peer->bulk || q->count > peer->bulk_bytes || q->bulk_off > peer->bulk_bytes - q->count)
+		return -EINVAL;
+	if (q->offset < -1 || (q->offset >= 0 && q->count > (uint64_t)INT64_MAX - (uint64_t)q->offset))
+		return -EINVAL;
+	if ((r = ref_get(l->fc, q->handle, w, &ref)) < 0)
+		return r;
+	int64_t n;
+	if (ref.e) {
+		n = file_bulk_transfer(peer, ref.e, w, peer->bulk + q->bulk_off, q->offset, q->count);
+	} else {
+		struct file_entry tmp = { .fd = ref.fd, .oflags = ref.oflags };
+		n = file_bulk_transfer(peer, &tmp, w, peer->bulk + q->bulk_off, q->offset, q->count);
+	}
+	ref_put(l->fc, &ref);
+	if (n < 0)
+		return (int)n;
+	*l->val = n;
+	return 0;
+}

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "util/parallel_io.h"
+
+/*
+ * One thread copies page cache to memory at about 10 GB/s; the link to the
+ * GPU does 50. A large bulk transfer is cut into chunks that the worker
+ * serving it and a few I/O threads take in turn. The I/O threads only ever
+ * pread/pwrite descriptors already open (as the client), wait for nothing
+ * but work, and never take a lock a worker holds while waiting for them, so
+ * workers and I/O threads cannot deadlock.
+ */
+#define IO_CHUNK (UINT64_C(1) << 20)
+
+struct io_job {
+	int fd;
+	bool write_op;
+	uint8_t *buf;
+	int64_t off;
+	uint64_t len;
+	uint32_t nchunks;
+	atomic_uint next;
+	atomic_uint done;
+	atomic_uint users; /* I/O threads inside job_work: the job outlives them */
+	int64_t *res; /* per chunk: bytes, or -errno */
+	struct io_job *qnext;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+};
+
+struct io_threads {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	struct io_job *head;
+	unsigned users;    /* parallel_io_start() calls not yet stopped */
+	bool stopping;
+	unsigned threads;
+	pthread_t tid[PARALLEL_IO_MAX_THREADS];
+};
+
+static struct io_threads io = { .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+static int64_t chunk_copy(const struct io_job *j, uint32_t c)
+{
+	uint64_t lo = (uint64_t)c * IO_CHUNK, n = j->len - lo < IO_CHUNK ? j->len - lo : IO_CHUNK;
+	uint64_t done = 0;
+	while (done < n) {
+		ssize_t r = j->write_op ? pwrite(j->fd, j->buf + lo + done, n - done, j->off + (int64_t)(lo + done))
+					: pread(j->fd, j->buf + lo + done, n - done, j->off + (int64_t)(lo + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return done ? (int64_t)done : -errno;
+		if (r == 0)
+			break; /* end of file */
+		done += (uint64_t)r;
+	}
+	return (int64_t)done;
+}
+
+/* Take chunks of j until none is left. */
+static void job_work(struct io_job *j)
+{
+	for (;;) {
+		uint32_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+		if (c >= j->nchunks)
+			return;
+		j->res[c] = chunk_copy(j, c);
+		if (atomic_fetch_add_explicit(&j->done, 1, memory_order_acq_rel) + 1 == j->nchunks) {
+			pthread_mutex_lock(&j->lock);
+			pthread_cond_signal(&j->cv);
+			pthread_mutex_unlock(&j->lock);
+		}
+	}
+}
+
+static void *io_thread(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&io.lock);
+	while (!io.stopping) {
+		struct io_job *j = io.head;
+		if (!j) {
+			pthread_cond_wait(&io.cv, &io.lock);
+			continue;
+		}
+		if (atomic_load_explicit(&j->next, memory_order_relaxed) >= j->nchunks) {
+			io.head = j->qnext; /* all taken: off the queue */
+			continue;
+		}
+		/* Counted while the queue still holds it: its owner waits for
+		 * us before the job goes out of scope. */
+		atomic_fetch_add_explicit(&j->users, 1, memory_order_relaxed);
+		pthread_mutex_unlock(&io.lock);
+		job_work(j);
+		pthread_mutex_lock(&j->lock);
+		atomic_fetch_sub_explicit(&j->users, 1, memory_order_release);
+		pthread_cond_signal(&j->cv);
+		pthread_mutex_unlock(&j->lock);
+		pthread_mutex_lock(&io.lock);
+	}
+	pthread_mutex_unlock(&io.lock);
+	return NULL;
+}
+
+int parallel_io_start(unsigned nthreads)
+{
+	int r = 0;
+	pthread_mutex_lock(&io.lock);
+	if (io.users++ == 0) {
+		io.stopping = false;
+		if (nthreads > PARALLEL_IO_MAX_THREADS)
+			nthreads = PARALLEL_IO_MAX_THREADS;
+		for (io.threads = 0; io.threads < nthreads; io.threads++) {
+			r = -pthread_create(&io.tid[io.threads], NULL, io_thread, NULL);
+			if (r < 0)
+				break;
+		}
+	}
+	pthread_mutex_unlock(&io.lock);
+	if (r < 0) {
+		parallel_io_stop();
+		return r;
+	}
+	return 0;
+}
+
+void parallel_io_stop(void)
+{
+	pthread_mutex_lock(&io.lock);
+	if (io.users == 0 || --io.users > 0) {
+		pthread_mutex_unlock(&io.lock);
+		return;
+	}
+	/* Jobs are waited for by their owners, so none is queued once every
+	 * user has stopped: the threads only have to be woken and joined. */
+	io.stopping = true;
+	pthread_cond_broadcast(&io.cv);
+	unsigned n = io.threads;
+	io.threads = 0;
+	pthread_mutex_unlock(&io.lock);
+	for (unsigned i = 0; i < n; i++)
+		pthread_join(io.tid[i], NULL);
+}
+
+int64_t parallel_io(int fd, bool write_op, uint8_t *buf, int64_t off, uint64_t len)
+{
+	uint32_t nchunks = (uint32_t)((len + IO_CHUNK - 1) / IO_CHUNK);
+	int64_t res_small[64];
+	int64_t *res = nchunks <= 64 ? res_small : malloc(nchunks * sizeof(*res));
+	if (!res)
+		return -ENOMEM;
+	struct io_job j = {
+		.fd = fd, .write_op = write_op, .buf = buf, .off = off, .len = len, .nchunks = nchunks, .res = res,
+	};
+	atomic_init(&j.next, 0);
+	atomic_init(&j.done, 0);
+	atomic_init(&j.users, 0);
+	pthread_mutex_init(&j.lock, NULL);
+	pthread_cond_init(&j.cv, NULL);
+
+	pthread_mutex_lock(&io.lock);
+	bool helped = io.threads > 0;
+	pthread_mutex_unlock(&io.lock);
+	if (helped) {
+		pthread_mutex_lock(&io.lock);
+		j.qnext = io.head;
+		io.head = &j;
+		pthread_cond_broadcast(&io.cv);
+		pthread_mutex_unlock(&io.lock);
+	}
+	job_work(&j);
+	if (helped) {
+		/* Off the queue (no I/O thread picks it up after this), then
+		 * wait for the chunks I/O threads still hold and for the
+		 * threads themselves to let go of it. */
+		pthread_mutex_lock(&io.lock);
+		for (struct io_job **pp = &io.head; *pp; pp = &(*pp)->qnext) {
+			if (*pp == &j) {
+				*pp = j.qnext;
+				break;
+			}
+		}
+		pthread_mutex_unlock(&io.lock);
+		pthread_mutex_lock(&j.lock);
+		while (atomic_load_explicit(&j.done, memory_order_acquire) < nchunks ||
+		       atomic_load_explicit(&j.users, memory_order_acquire) > 0)
+			pthread_cond_wait(&j.cv, &j.lock);
+		pthread_mutex_unlock(&j.lock);
+	}
+
+	int64_t total = 0;
+	for (uint32_t c = 0; c < nchunks; c++) {
+		uint64_t want = len - (uint64_t)c * IO_CHUNK < IO_CHUNK ? len - (uint64_t)c * IO_CHUNK : IO_CHUNK;
+		if (res[c] < 0) {
+			if (total == 0)
+				total = res[c];
+			break;
+		}
+		total += res[c];
+		if ((uint64_t)res[c] < want)
+			break;
+	}
+	pthread_mutex_destroy(&j.lock);
+	pthread_cond_destroy(&j.cv);
+	if (res != res_small)
+		free(res);
+	return total;
+}
+

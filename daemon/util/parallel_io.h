@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Large transfers between a descriptor and memory, cut into 1 MiB chunks
+ * that the calling thread and a few shared I/O threads take in turn: one
+ * thread copies page cache at about 10 GB/s, the link to a GPU does 50.
+ * Used by the services that move bulk data (files today); each starts the
+ * threads in its start hook and stops them in its stop hook (counted: the
+ * last stop joins them).
+ */
+#ifndef GPUSYSD_UTIL_PARALLEL_IO_H
+#define GPUSYSD_UTIL_PARALLEL_IO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define PARALLEL_IO_MAX_THREADS 16u
+/* Below this a transfer is not worth splitting. */
+#define PARALLEL_IO_MIN (UINT64_C(2) << 20)
+
+/* 0 or -errno. nthreads 0: the caller's thread alone does the work. */
+int parallel_io_start(unsigned nthreads);
+void parallel_io_stop(void);
+
+/* pread (write_op false) or pwrite len bytes between buf and fd at off, in
+ * parallel. The bytes transferred before the first short or failed chunk,
+ * or -errno if the first chunk failed. The I/O threads only ever pread and
+ * pwrite descriptors already open, so they need no credentials of their
+ * own and wait for nothing but work. */
+int64_t parallel_io(int fd, bool write_op, uint8_t *buf, int64_t off, uint64_t len);
+
+#endif
