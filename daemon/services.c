@@ -10,10 +10,12 @@
 #include "services/basic/service_basic.h"
 #include "services/file/service_file.h"
 #include "services/print/service_print.h"
+#include "services/socket/service_socket.h"
 
 const struct service *const gpusysd_services[] = {
 	&service_basic,
 	&service_print,
 	&service_file,
+	&service_socket,
 	NULL,
 };

@@ -118,10 +118,18 @@ unsigned fake_pending(void)
 	return n;
 }
 
+/* The main loop's thread: the service starts on it, as in gpusysd. */
 static void *loop(void *arg)
 {
-	(void)arg;
-	event_base_loop(fk.base, EVLOOP_NO_EXIT_ON_EMPTY);
+	int *started = arg;
+	struct service_env env = { .cfg = NULL, .base = fk.base };
+	int r = service_socket.start(&env);
+	pthread_mutex_lock(&fk.lock);
+	*started = r < 0 ? r : 1;
+	pthread_cond_broadcast(&fk.cv);
+	pthread_mutex_unlock(&fk.lock);
+	if (r == 0)
+		event_base_loop(fk.base, EVLOOP_NO_EXIT_ON_EMPTY);
 	return NULL;
 }
 
@@ -131,10 +139,15 @@ int fake_start(void)
 	fk.base = event_base_new();
 	if (!fk.base)
 		return -ENOMEM;
-	struct service_env env = { .cfg = NULL, .base = fk.base };
-	int r = service_socket.start(&env);
-	if (r < 0)
-		return r;
+	static int started;
+	if (pthread_create(&fk.loop, NULL, loop, &started) != 0)
+		return -EAGAIN;
+	pthread_mutex_lock(&fk.lock);
+	while (!started)
+		pthread_cond_wait(&fk.cv, &fk.lock);
+	pthread_mutex_unlock(&fk.lock);
+	if (started < 0)
+		return started;
 	fk.client.pid = getpid();
 	fk.client.creds.uid = getuid();
 	fk.client.creds.gid = getgid();
@@ -145,10 +158,7 @@ int fake_start(void)
 	fk.client.stderr_fd = -1;
 	fk.client.sock = -1;
 	fk.client.cuda_device = -1;
-	r = service_socket.client_init(&fk.client, &fk.state);
-	if (r < 0)
-		return r;
-	return pthread_create(&fk.loop, NULL, loop, NULL) == 0 ? 0 : -EAGAIN;
+	return service_socket.client_init(&fk.client, &fk.state);
 }
 
 static const struct service_op *op_of(uint16_t opcode)

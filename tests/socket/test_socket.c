@@ -756,16 +756,29 @@ static void *flow(void *arg)
 struct waiter_arg {
 	int64_t h;
 	int64_t r;
+	uint32_t warp; /* which emulated warp (port) it is */
 };
 
 static void *waiting_accept(void *arg)
 {
 	struct waiter_arg *w = arg;
 #ifdef SOCK_TEST_DAEMON
-	gpusys_emu_set_warp(3);
+	gpusys_emu_set_warp(w->warp);
 #endif
 	w->r = gpusys_emu_accept4(D, w->h, NULL, NULL, 0);
 	return NULL;
+}
+
+/* Calls of another thread in 300 ms. */
+static long flow_for_300ms(int64_t h)
+{
+	struct flow_arg f = { .h = h };
+	pthread_t tf;
+	pthread_create(&tf, NULL, flow, &f);
+	usleep(300000);
+	atomic_store(&f.stop, true);
+	pthread_join(tf, NULL);
+	return atomic_load(&f.calls);
 }
 
 static void test_pending_while_flowing(void **s)
@@ -774,23 +787,31 @@ static void test_pending_while_flowing(void **s)
 	struct sockaddr_storage ss;
 	socklen_t len;
 	int64_t lh = emu_listener(AF_INET, SOCK_STREAM, &ss, &len);
-	struct waiter_arg w = { .h = lh };
-	pthread_t tw, tf;
-	pthread_create(&tw, NULL, waiting_accept, &w);
-	usleep(50000);
-	struct flow_arg f = { .h = lh };
-	pthread_create(&tf, NULL, flow, &f);
-	usleep(300000);
-	atomic_store(&f.stop, true);
-	pthread_join(tf, NULL);
-	long calls = atomic_load(&f.calls);
-	fprintf(stderr, "calls served while an accept waited: %ld in 300 ms\n", calls);
-	assert_true(calls > 300); /* far more than one per ms: nothing was held up */
-	int fd = cpu_connect(&ss, len);
-	pthread_join(tw, NULL);
-	assert_true(w.r > 2);
-	close(fd);
-	assert_int_equal(gpusys_emu_sock_close(D, w.r), 0);
+	long alone = flow_for_300ms(lh);
+	/* More waiting accepts than the daemon has workers (4): if a wait
+	 * held a thread, the flow would stop. */
+	enum { WAITERS = 8 };
+	struct waiter_arg w[WAITERS];
+	pthread_t tw[WAITERS];
+	for (unsigned i = 0; i < WAITERS; i++) {
+		w[i].h = lh;
+		w[i].warp = 16 + i;
+		pthread_create(&tw[i], NULL, waiting_accept, &w[i]);
+	}
+	usleep(100000);
+	long with = flow_for_300ms(lh);
+	fprintf(stderr, "calls in 300 ms: %ld alone, %ld while %d accepts waited\n", alone, with, WAITERS);
+	/* nothing was held up: at least half the rate (2 shared cores) */
+	assert_true(with * 2 >= alone);
+	int fd[WAITERS];
+	for (unsigned i = 0; i < WAITERS; i++)
+		fd[i] = cpu_connect(&ss, len);
+	for (unsigned i = 0; i < WAITERS; i++) {
+		pthread_join(tw[i], NULL);
+		assert_true(w[i].r > 2);
+		close(fd[i]);
+		assert_int_equal(gpusys_emu_sock_close(D, w[i].r), 0);
+	}
 	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
 }
 
@@ -1037,7 +1058,7 @@ static void test_killed_client(void **s)
 		int64_t c = gpusys_emu_socket(D, AF_INET, SOCK_STREAM, 0);
 		if (gpusys_emu_connect(D, c, &css, clen) != 0)
 			_exit(2);
-		struct waiter_arg w = { .h = lh };
+		struct waiter_arg w = { .h = lh, .warp = 3 };
 		pthread_t t;
 		pthread_create(&t, NULL, waiting_accept, &w); /* pending accept */
 		if (write(ready[1], "x", 1) != 1)

@@ -12,15 +12,18 @@
  * call_later(). The daemon's main loop then watches the lane's descriptor
  * (or its DNS request) with a libevent event bounded by SO_RCVTIMEO /
  * SO_SNDTIMEO or the poll timeout, retries when it fires, and the last lane
- * to finish completes the call (call_complete()). The main loop is the only
- * thread that touches a waiting lane after its handler returned, so the
- * core's cancel hook (also on the main loop) needs no lock against the
- * events; the one hand-off from the worker is a pre-made event activated
- * after call_later() (arm_ticket), which the cancel hook can disown.
+ * to finish completes the call (call_complete()).
  *
- * Per call, the service's memory is one block hung on call->resp_buf (the
- * core frees it with the call): the lanes' state followed by their
- * response room.
+ * Per call, the service keeps a struct sock_call (the lanes' state), apart
+ * from the call: the response room is call->resp_buf (freed by the core
+ * with the call), which starts with a pointer to it. The hand-off from the
+ * worker is a pre-made event (ev_arm) activated after call_later(); the
+ * main loop then arms the lanes' events. Everything on a sock_call happens
+ * under its lock; libevent events are only ever freed on the main loop. The
+ * core's cancel hook normally runs on the main loop and frees everything at
+ * once; when it runs on the handler's thread (a client detaching while the
+ * handler was returning), it lets go of the descriptors, disowns the call
+ * and has the main loop free the rest (ev_arm again).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -64,6 +67,7 @@ static const struct config_key socket_settings[] = {
 
 static struct {
 	struct event_base *base;
+	pthread_t main_thread; /* the loop's: start() runs on it */
 	struct evdns_base *dns;
 	struct sock_policy pol;
 } g;
@@ -118,20 +122,22 @@ struct sock_lane {
 	struct sock_lane *wnext; /* in s->waiters */
 };
 
-struct arm_ticket {
-	struct sock_call *sc;
-	struct event *ev;
-	bool cancelled;
-};
-
 struct sock_call {
-	struct port_call *call;
+	pthread_mutex_t lock;      /* recursive: a DNS answer may come inside arming */
+	struct port_call *call;    /* NULL once cancelled */
 	struct sock_client *cl;
-	struct arm_ticket *ticket; /* until the main loop has armed the lanes */
+	struct event *ev_arm;      /* main loop: arm the lanes, or clean up after a cancel */
 	unsigned waiting;          /* lanes not done */
 	bool holding;              /* arming: do not complete yet */
+	bool cancelled;
+	bool finishing;            /* call_complete is under way */
 	struct sock_lane lane[GPUSYS_WARP_LANES];
-	uint8_t data[];            /* response room of every lane */
+};
+
+/* call->resp_buf: this header, then the lanes' response room. */
+struct resp_head {
+	struct sock_call *sc;
+	uint64_t pad;
 };
 
 struct sock_client {
@@ -601,18 +607,25 @@ static int lane_try(struct sock_lane *l)
 
 /* -------------------------------------------------- finishing a lane */
 
+/* Off its socket's list of waiters (any thread). */
+static void lane_unlist(struct sock_lane *l)
+{
+	if (!l->s)
+		return;
+	pthread_mutex_lock(&l->s->lock);
+	for (struct sock_lane **pp = &l->s->waiters; *pp; pp = &(*pp)->wnext) {
+		if (*pp == l) {
+			*pp = l->wnext;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&l->s->lock);
+}
+
+/* Free the lane's events (main loop, or a thread before any exist). */
 static void lane_unwatch(struct sock_lane *l)
 {
-	if (l->s) {
-		pthread_mutex_lock(&l->s->lock);
-		for (struct sock_lane **pp = &l->s->waiters; *pp; pp = &(*pp)->wnext) {
-			if (*pp == l) {
-				*pp = l->wnext;
-				break;
-			}
-		}
-		pthread_mutex_unlock(&l->s->lock);
-	}
+	lane_unlist(l);
 	if (l->ev) {
 		if (l->s)
 			pthread_mutex_lock(&l->s->lock);
@@ -632,10 +645,9 @@ static void lane_unwatch(struct sock_lane *l)
 	}
 }
 
-/* Let go of everything the lane holds (descriptors' references, events). */
-static void lane_drop(struct sock_lane *l)
+/* Let go of the lane's descriptors (any thread; after lane_unlist). */
+static void lane_unref(struct sock_lane *l)
 {
-	lane_unwatch(l);
 	struct file_table *ft = l->sc->cl->ft;
 	if (l->e)
 		file_table_put(ft, l->e);
@@ -648,6 +660,13 @@ static void lane_drop(struct sock_lane *l)
 	free(l->pfd);
 	l->pe = NULL;
 	l->pfd = NULL;
+}
+
+/* Let go of everything the lane holds (events, descriptors). */
+static void lane_drop(struct sock_lane *l)
+{
+	lane_unwatch(l);
+	lane_unref(l);
 }
 
 /* Write lane l's answer into the call. */
@@ -666,20 +685,51 @@ static void lane_answer(struct sock_lane *l, int r)
 	call->resp_data[i] = l->out;
 }
 
-static void sc_complete(struct sock_call *sc)
+static void sc_free(struct sock_call *sc)
 {
-	call_complete(sc->call);
+	for (unsigned i = 0; i < GPUSYS_WARP_LANES; i++)
+		if (sc->lane[i].sc)
+			lane_drop(&sc->lane[i]);
+	if (sc->ev_arm)
+		event_free(sc->ev_arm);
+	pthread_mutex_destroy(&sc->lock);
+	free(sc);
 }
 
-/* A waiting lane is done (on the main loop). */
+/* Entering from the main loop: false when the call was cancelled (the
+ * caller returns at once; the cleanup is on its way). */
+static bool sc_enter(struct sock_call *sc)
+{
+	pthread_mutex_lock(&sc->lock);
+	if (sc->cancelled) {
+		pthread_mutex_unlock(&sc->lock);
+		return false;
+	}
+	return true;
+}
+
+/* Leaving: when every lane is done, complete the call (without our lock:
+ * the core may be cancelling on another thread). */
+static void sc_leave(struct sock_call *sc)
+{
+	bool fin = sc->waiting == 0 && !sc->holding && !sc->finishing && !sc->cancelled;
+	struct port_call *call = sc->call;
+	if (fin)
+		sc->finishing = true;
+	pthread_mutex_unlock(&sc->lock);
+	if (fin && call_complete(call))
+		sc_free(sc); /* ours: no cancel can come now */
+	/* else the core took the call back: its cancel frees sc */
+}
+
+/* A waiting lane is done (on the main loop, sc locked). */
 static void lane_finish(struct sock_lane *l, int r)
 {
 	struct sock_call *sc = l->sc;
 	lane_drop(l);
 	lane_answer(l, r);
 	l->wait = WAIT_NONE;
-	if (--sc->waiting == 0 && !sc->holding)
-		sc_complete(sc);
+	sc->waiting--;
 }
 
 /* ---------------------------------------------------------- waiting */
@@ -757,10 +807,8 @@ static void lane_retry(struct sock_lane *l)
 	lane_finish(l, r);
 }
 
-static void lane_event(evutil_socket_t fd, short what, void *arg)
+static void lane_step(struct sock_lane *l, short what)
 {
-	struct sock_lane *l = arg;
-	(void)fd;
 	if (l->s) {
 		pthread_mutex_lock(&l->s->lock);
 		bool closed = l->s->closed;
@@ -780,20 +828,44 @@ static void lane_event(evutil_socket_t fd, short what, void *arg)
 	lane_retry(l);
 }
 
+static void lane_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct sock_lane *l = arg;
+	struct sock_call *sc = l->sc;
+	(void)fd;
+	if (!sc_enter(sc))
+		return;
+	if (l->wait != WAIT_NONE)
+		lane_step(l, what);
+	sc_leave(sc);
+}
+
 static void poll_event(evutil_socket_t fd, short what, void *arg)
 {
+	struct sock_lane *l = arg;
+	struct sock_call *sc = l->sc;
 	(void)fd;
 	(void)what;
-	lane_retry(arg);
+	if (!sc_enter(sc))
+		return;
+	if (l->wait != WAIT_NONE)
+		lane_retry(l);
+	sc_leave(sc);
 }
 
 static void poll_timer(evutil_socket_t fd, short what, void *arg)
 {
+	struct sock_lane *l = arg;
+	struct sock_call *sc = l->sc;
 	(void)fd;
 	(void)what;
-	struct sock_lane *l = arg;
-	int r = step_poll(l);
-	lane_finish(l, r == LANE_WAIT ? lane_timeout_result(l) : r);
+	if (!sc_enter(sc))
+		return;
+	if (l->wait != WAIT_NONE) {
+		int r = step_poll(l);
+		lane_finish(l, r == LANE_WAIT ? lane_timeout_result(l) : r);
+	}
+	sc_leave(sc);
 }
 
 static void poll_arm(struct sock_lane *l)
@@ -828,6 +900,8 @@ static void poll_arm(struct sock_lane *l)
 
 /* --------------------------------------------------------------- DNS */
 
+static void dns_fill(struct sock_lane *l, int result, struct evutil_addrinfo *res);
+
 static void dns_answer(int result, struct evutil_addrinfo *res, void *arg)
 {
 	struct dns_ticket *t = arg;
@@ -838,8 +912,20 @@ static void dns_answer(int result, struct evutil_addrinfo *res, void *arg)
 		free(t);
 		return;
 	}
-	l->dns = NULL;
 	free(t);
+	struct sock_call *sc = l->sc;
+	if (!sc_enter(sc)) {
+		if (res)
+			evutil_freeaddrinfo(res);
+		return;
+	}
+	l->dns = NULL;
+	dns_fill(l, result, res);
+	sc_leave(sc);
+}
+
+static void dns_fill(struct sock_lane *l, int result, struct evutil_addrinfo *res)
+{
 	if (result != 0) {
 		lane_finish(l, eai_from_evutil(result));
 		return;
@@ -886,15 +972,26 @@ static void dns_start(struct sock_lane *l)
 	evdns_getaddrinfo(g.dns, *host ? host : NULL, *serv ? serv : NULL, &hints, dns_answer, t);
 }
 
+static void rdns_fill(struct sock_lane *l, int result, char type, int count, int ttl, void *addresses);
+
 static void rdns_answer(int result, char type, int count, int ttl, void *addresses, void *arg)
 {
 	struct dns_ticket *t = arg;
 	struct sock_lane *l = t->lane;
-	(void)ttl;
 	free(t);
 	if (!l)
 		return;
+	struct sock_call *sc = l->sc;
+	if (!sc_enter(sc))
+		return;
 	l->dns = NULL;
+	rdns_fill(l, result, type, count, ttl, addresses);
+	sc_leave(sc);
+}
+
+static void rdns_fill(struct sock_lane *l, int result, char type, int count, int ttl, void *addresses)
+{
+	(void)ttl;
 	char *host = (char *)l->out;
 	size_t room = l->room;
 	if (result == DNS_ERR_NONE && type == DNS_PTR && count > 0 && addresses) {
@@ -980,39 +1077,49 @@ static void lane_arm(struct sock_lane *l)
 
 static void arm(evutil_socket_t fd, short what, void *arg)
 {
-	struct arm_ticket *t = arg;
+	struct sock_call *sc = arg;
 	(void)fd;
 	(void)what;
-	struct sock_call *sc = t->sc;
-	bool cancelled = t->cancelled;
-	event_free(t->ev);
-	free(t);
-	if (cancelled)
-		return; /* the cancel hook let go of the lanes; sc is gone */
-	sc->ticket = NULL;
+	pthread_mutex_lock(&sc->lock);
+	if (sc->cancelled) {
+		/* Cancelled on another thread: the rest is ours to free. */
+		pthread_mutex_unlock(&sc->lock);
+		sc_free(sc);
+		return;
+	}
 	sc->holding = true;
 	for (unsigned i = 0; i < GPUSYS_WARP_LANES; i++)
 		if (sc->lane[i].wait != WAIT_NONE)
 			lane_arm(&sc->lane[i]);
 	sc->holding = false;
-	if (sc->waiting == 0)
-		sc_complete(sc);
+	sc_leave(sc);
 }
 
 static void sock_cancel(struct port_call *call, enum call_cancel_reason why)
 {
-	struct sock_call *sc = call->resp_buf;
+	struct resp_head head;
 	(void)why;
-	if (sc->ticket)
-		sc->ticket->cancelled = true;
+	memcpy(&head, call->resp_buf, sizeof(head));
+	struct sock_call *sc = head.sc;
+	pthread_mutex_lock(&sc->lock);
+	sc->cancelled = true;
+	sc->call = NULL;
+	if (pthread_equal(pthread_self(), g.main_thread)) {
+		pthread_mutex_unlock(&sc->lock);
+		sc_free(sc); /* events and all: nothing else runs on this loop now */
+		return;
+	}
+	/* The handler's thread (the client went while it returned): let go of
+	 * the descriptors now, the events on the main loop. */
 	for (unsigned i = 0; i < GPUSYS_WARP_LANES; i++) {
 		struct sock_lane *l = &sc->lane[i];
-		if (l->wait != WAIT_NONE) {
-			lane_drop(l);
-			l->wait = WAIT_NONE;
-		}
+		if (!l->sc)
+			continue;
+		lane_unlist(l);
+		lane_unref(l);
 	}
-	sc->waiting = 0;
+	event_active(sc->ev_arm, EV_TIMEOUT, 1);
+	pthread_mutex_unlock(&sc->lock);
 }
 
 static const struct call_later_ops sock_later_ops = { .cancel = sock_cancel };
@@ -1317,19 +1424,30 @@ static void socket_handle(struct port_call *call)
 		room[i] = room_for(op, &q, call->cap[i], &value_op[i]);
 		total += room[i];
 	}
-	int r = port_call_charge(call, sizeof(struct sock_call) + total);
+	int r = port_call_charge(call, sizeof(struct sock_call) + sizeof(struct resp_head) + total);
 	if (r < 0) {
 		call->status = r;
 		return;
 	}
-	struct sock_call *sc = calloc(1, sizeof(*sc) + total);
-	if (!sc) {
+	struct sock_call *sc = calloc(1, sizeof(*sc));
+	uint8_t *resp = malloc(sizeof(struct resp_head) + total);
+	if (!sc || !resp) {
+		free(sc);
+		free(resp);
 		call->status = -ENOMEM;
 		return;
 	}
-	call->resp_buf = sc;
+	struct resp_head head = { .sc = sc };
+	memcpy(resp, &head, sizeof(head));
+	call->resp_buf = resp;
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&sc->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
 	sc->call = call;
 	sc->cl = cl;
+	uint8_t *data = resp + sizeof(struct resp_head);
 
 	bool as_client = op_as_client(op);
 	struct creds_saved saved;
@@ -1345,7 +1463,7 @@ static void socket_handle(struct port_call *call)
 		struct sock_lane *l = &sc->lane[i];
 		l->sc = sc;
 		l->idx = (uint8_t)i;
-		l->out = sc->data + at;
+		l->out = data + at;
 		l->room = room[i];
 		l->value_op = value_op[i];
 		at += room[i];
@@ -1384,31 +1502,21 @@ static void socket_handle(struct port_call *call)
 	}
 	if (as_client && cr == 0)
 		creds_leave(&saved);
-	if (!waiting)
+	if (!waiting) {
+		sc_free(sc);
 		return;
+	}
 
 	/* Some lanes wait: the call completes later, from the main loop. */
-	struct arm_ticket *t = calloc(1, sizeof(*t));
-	if (t)
-		t->ev = event_new(g.base, -1, 0, arm, t);
 	uint64_t timeout = 0;
 	if (!forever && latest) {
 		uint64_t now = now_ns();
 		timeout = (latest > now ? latest - now : 0) + 1000000000u; /* the lanes' own timers go first */
 	}
-	r = t && t->ev ? 0 : -ENOMEM;
-	if (r == 0) {
-		t->sc = sc;
-		sc->ticket = t;
-		sc->waiting = waiting;
-		r = call_later(call, timeout, &sock_later_ops);
-	}
+	sc->waiting = waiting;
+	sc->ev_arm = event_new(g.base, -1, 0, arm, sc);
+	r = sc->ev_arm ? call_later(call, timeout, &sock_later_ops) : -ENOMEM;
 	if (r < 0) {
-		if (t && t->ev)
-			event_free(t->ev);
-		free(t);
-		sc->ticket = NULL;
-		sc->waiting = 0;
 		for (unsigned i = 0; i < GPUSYS_WARP_LANES; i++) {
 			struct sock_lane *l = &sc->lane[i];
 			if (l->wait != WAIT_NONE) {
@@ -1417,10 +1525,11 @@ static void socket_handle(struct port_call *call)
 				lane_answer(l, r);
 			}
 		}
+		sc_free(sc);
 		return;
 	}
-	/* From here sc belongs to the main loop (and the core): only t. */
-	event_active(t->ev, EV_TIMEOUT, 1);
+	/* From here sc belongs to the main loop (and the core's cancel). */
+	event_active(sc->ev_arm, EV_TIMEOUT, 1);
 }
 
 /* ------------------------------------------------------------ service */
@@ -1428,6 +1537,7 @@ static void socket_handle(struct port_call *call)
 static int socket_start(const struct service_env *env)
 {
 	g.base = env->base;
+	g.main_thread = pthread_self();
 	g.pol.families = 0;
 	if (config_value(env->cfg, "socket_allow_inet"))
 		g.pol.families |= SOCK_FAMILY_BIT(AF_INET);
