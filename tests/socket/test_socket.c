@@ -848,6 +848,13 @@ static void *many_clients(void *arg)
 static void test_thousand_connections(void **s)
 {
 	(void)s;
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 2 * CONNS + 300) {
+		fprintf(stderr, "SKIP: %llu descriptors allowed: too few for %d connections, both ends\n",
+			(unsigned long long)rl.rlim_cur, CONNS);
+		skip();
+		return;
+	}
 	struct sockaddr_storage ss;
 	socklen_t len;
 	int64_t lh = emu_listener(AF_INET, SOCK_STREAM, &ss, &len);

@@ -1596,28 +1596,34 @@ static void socket_client_fini(const struct client *c, void *state)
 	free(cl);
 }
 
-#define OP(code, name, flags) { code, SERVICE_ON_POOL, flags, "socket." name, socket_handle }
+/* Where each op runs: what acts as the client (creds: socket, bind,
+ * connect, sendto to a path), reads files (/etc/services) or moves bulk
+ * data goes to a worker; the rest only tries a non-blocking system call
+ * once and is served on the poller that found it, without a hand-off. */
+#define OP(code, name, run, flags) { code, run, flags, "socket." name, socket_handle }
+#define POOL SERVICE_ON_POOL
+#define POLLER SERVICE_ON_POLLER
 static const struct service_op socket_ops[] = {
-	OP(GPUSYS_OP_SOCK_SOCKET, "socket", 0),
-	OP(GPUSYS_OP_SOCK_BIND, "bind", 0),
-	OP(GPUSYS_OP_SOCK_LISTEN, "listen", 0),
-	OP(GPUSYS_OP_SOCK_ACCEPT, "accept", SERVICE_OP_LATER),
-	OP(GPUSYS_OP_SOCK_CONNECT, "connect", SERVICE_OP_LATER),
-	OP(GPUSYS_OP_SOCK_SEND, "send", SERVICE_OP_LATER),
-	OP(GPUSYS_OP_SOCK_RECV, "recv", SERVICE_OP_LATER),
-	OP(GPUSYS_OP_SOCK_SENDTO, "sendto", SERVICE_OP_LATER),
-	OP(GPUSYS_OP_SOCK_RECVFROM, "recvfrom", SERVICE_OP_LATER),
-	OP(GPUSYS_OP_SOCK_SHUTDOWN, "shutdown", 0),
-	OP(GPUSYS_OP_SOCK_CLOSE, "close", 0),
-	OP(GPUSYS_OP_SOCK_SETSOCKOPT, "setsockopt", 0),
-	OP(GPUSYS_OP_SOCK_GETSOCKOPT, "getsockopt", 0),
-	OP(GPUSYS_OP_SOCK_GETSOCKNAME, "getsockname", 0),
-	OP(GPUSYS_OP_SOCK_GETPEERNAME, "getpeername", 0),
-	OP(GPUSYS_OP_SOCK_POLL, "poll", SERVICE_OP_LATER),
-	OP(GPUSYS_OP_SOCK_GETADDRINFO, "getaddrinfo", SERVICE_OP_LATER),
-	OP(GPUSYS_OP_SOCK_GETNAMEINFO, "getnameinfo", SERVICE_OP_LATER),
-	OP(GPUSYS_OP_SOCK_BULK_SEND, "bulk_send", SERVICE_OP_LATER),
-	OP(GPUSYS_OP_SOCK_BULK_RECV, "bulk_recv", SERVICE_OP_LATER),
+	OP(GPUSYS_OP_SOCK_SOCKET, "socket", POOL, 0),
+	OP(GPUSYS_OP_SOCK_BIND, "bind", POOL, 0),
+	OP(GPUSYS_OP_SOCK_LISTEN, "listen", POLLER, 0),
+	OP(GPUSYS_OP_SOCK_ACCEPT, "accept", POLLER, SERVICE_OP_LATER),
+	OP(GPUSYS_OP_SOCK_CONNECT, "connect", POOL, SERVICE_OP_LATER),
+	OP(GPUSYS_OP_SOCK_SEND, "send", POLLER, SERVICE_OP_LATER),
+	OP(GPUSYS_OP_SOCK_RECV, "recv", POLLER, SERVICE_OP_LATER),
+	OP(GPUSYS_OP_SOCK_SENDTO, "sendto", POOL, SERVICE_OP_LATER),
+	OP(GPUSYS_OP_SOCK_RECVFROM, "recvfrom", POLLER, SERVICE_OP_LATER),
+	OP(GPUSYS_OP_SOCK_SHUTDOWN, "shutdown", POLLER, 0),
+	OP(GPUSYS_OP_SOCK_CLOSE, "close", POLLER, 0),
+	OP(GPUSYS_OP_SOCK_SETSOCKOPT, "setsockopt", POLLER, 0),
+	OP(GPUSYS_OP_SOCK_GETSOCKOPT, "getsockopt", POLLER, 0),
+	OP(GPUSYS_OP_SOCK_GETSOCKNAME, "getsockname", POLLER, 0),
+	OP(GPUSYS_OP_SOCK_GETPEERNAME, "getpeername", POLLER, 0),
+	OP(GPUSYS_OP_SOCK_POLL, "poll", POLLER, SERVICE_OP_LATER),
+	OP(GPUSYS_OP_SOCK_GETADDRINFO, "getaddrinfo", POOL, SERVICE_OP_LATER),
+	OP(GPUSYS_OP_SOCK_GETNAMEINFO, "getnameinfo", POOL, SERVICE_OP_LATER),
+	OP(GPUSYS_OP_SOCK_BULK_SEND, "bulk_send", POOL, SERVICE_OP_LATER),
+	OP(GPUSYS_OP_SOCK_BULK_RECV, "bulk_recv", POOL, SERVICE_OP_LATER),
 };
 
 const struct service service_socket = {
