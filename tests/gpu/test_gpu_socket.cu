@@ -243,7 +243,7 @@ static void *many_clients(void *arg)
 
 /* ---------------------------------------------------------- bulk */
 
-static __global__ void k_bulk(gpusys_dev_t dev, struct server *s, uint8_t *out, uint8_t *in, long long *res)
+static __global__ void __launch_bounds__(1024) k_bulk(gpusys_dev_t dev, struct server *s, uint8_t *out, uint8_t *in, long long *res)
 {
 	__shared__ long long c;
 	if (threadIdx.x == 0) {
@@ -279,6 +279,9 @@ static void *bulk_peer(void *arg)
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
 		return NULL;
+	struct timeval tv = { 30, 0 }; /* a kernel that never came must not hang the test */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	uint8_t *b = (uint8_t *)malloc(BULK);
 	ssize_t got = recv(fd, b, BULK, MSG_WAITALL);
 	if (got > 0)
@@ -376,6 +379,7 @@ int main(void)
 	}
 	double t0 = gt_now();
 	k_serve<<<SERVER_WARPS, 32>>>(dev, s, CONNS);
+	GT_CUDA(cudaGetLastError());
 	pthread_t th;
 	pthread_create(&th, NULL, many_clients, &cl);
 	rc = gpusys_synchronize(g, NULL, 120000);
@@ -397,6 +401,7 @@ int main(void)
 	pthread_create(&th, NULL, bulk_peer, &cl.port);
 	t0 = gt_now();
 	k_bulk<<<1, 1024>>>(dev, s, out, in, res);
+	GT_CUDA(cudaGetLastError()); /* a block of 1024 needs the launch bounds */
 	rc = gpusys_synchronize(g, NULL, 120000);
 	dt = gt_now() - t0;
 	pthread_join(th, NULL);
