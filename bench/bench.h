@@ -3,6 +3,8 @@
 #ifndef GPUSYS_BENCH_H
 #define GPUSYS_BENCH_H
 
+#include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -19,6 +21,25 @@ static inline uint64_t bench_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static inline double bench_now_s(void)
+{
+	return (double)bench_now_ns() / 1e9;
+}
+
+/* In the CUDA benchmarks: a CUDA runtime call that must succeed, else say
+ * which and where, and exit. */
+#ifdef __CUDACC__
+#define BENCH_CK(x)                                                                                        \
+	do {                                                                                               \
+		cudaError_t e_ = (x);                                                                      \
+		if (e_ != cudaSuccess) {                                                                   \
+			fprintf(stderr, "gpusys-bench: %s:%d: %s: %s\n", __FILE__, __LINE__, #x,           \
+				cudaGetErrorString(e_));                                                   \
+			exit(1);                                                                           \
+		}                                                                                          \
+	} while (0)
+#endif
+
 struct bench_stats {
 	uint64_t count;
 	uint64_t min_ns, p50_ns, p99_ns, max_ns;
@@ -31,16 +52,63 @@ struct bench_stats bench_stats_of(uint64_t *samples, size_t n);
  * this process and a forked one that never touches gpusys. */
 int bench_floor_cpu(unsigned iters, struct bench_stats *ret);
 
-/* Start build/daemon/gpusysd (path) on a fresh runtime dir; the dir is
- * written to dir (PATH_MAX). Returns the pid or -errno. */
-int bench_spawn_daemon(const char *path, const char *extra_args, char *dir);
-void bench_stop_daemon(int pid, const char *dir);
+/* A private gpusysd for one benchmark run (bench/spawn.c). The caller
+ * sets the inputs (zero: none); bench_daemon_start fills in the rest. */
+struct bench_daemon {
+	const char *config; /* the lines of its config file; NULL: no --config */
+	const char *args;   /* more arguments, split at spaces */
+	const char *log;    /* a file for its stdout and stderr; NULL: ours */
+	int pid;            /* 0: none started */
+	char dir[PATH_MAX]; /* its runtime directory */
+	char conf[PATH_MAX]; /* its config file, "" for none */
+};
+
+/* Start gpusysd (path; NULL: nothing to start) on a fresh runtime
+ * directory and point *runtime_dir at that. Before this process touches
+ * CUDA: the daemon must not inherit a context. Returns 0, or -errno having
+ * said why on stderr. */
+int bench_daemon_start(struct bench_daemon *d, const char *path, const char **runtime_dir);
+/* Stop it (SIGTERM) and remove what it leaves; nothing when none was
+ * started. Returns its exit status, -1 when it did not exit (or none ran). */
+int bench_daemon_stop(struct bench_daemon *d);
+
+/* The --emulate benchmarks: attach with o and open the host-lane emulator
+ * on the channel. Returns 0, or -errno having said why on stderr (nothing
+ * left attached). bench_emu_detach undoes it (NULLs are skipped). */
+struct gpusys_attach_opts;
+struct gpusys_client;
+struct gpusys_emu;
+int bench_emu_attach(const struct gpusys_attach_opts *o, struct gpusys_client **ret_client,
+		     struct gpusys_emu **ret_emu);
+void bench_emu_detach(struct gpusys_client *client, struct gpusys_emu *emu);
+
+/* The --emulate benchmarks' warps, a thread each. Each thread's argument
+ * starts with a struct bench_warp; the thread calls bench_warp_begin first
+ * (its emulated warp id, then the common start) and leaves its result, 0
+ * or -errno, in rc. */
+struct bench_warp {
+	uint32_t warp;
+	int rc;
+	pthread_barrier_t *start;
+};
+void bench_warp_begin(struct bench_warp *w);
+/* Run fn(args + i * arg_size) for warps i < n, released together; *ret_t0
+ * and *ret_t1 (bench_now_ns): their release and the last one's end.
+ * Returns 0, or the first failed warp's rc having said which on stderr. */
+int bench_run_warps(unsigned n, void *(*fn)(void *), void *args, size_t arg_size, uint64_t *ret_t0,
+		    uint64_t *ret_t1);
+
+/* The file benchmarks' table (markdown): the header, then a row per
+ * transfer, its label formatted like printf. */
+void bench_gbs_header(void);
+void bench_gbs_row(double gbs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 int bench_rtt_emulated(int argc, char **argv);
 int bench_print_emulated(int argc, char **argv);
-/* print benchmarks: attach (attach(arg)) with fd 1 pointing at a fresh file
- * at path, so that the print service writes there; returns that file's fd
- * or -errno. And the number of lines in a file. */
+/* print benchmarks: attach (attach(arg), which says why it failed) with
+ * fd 1 pointing at a fresh file at path, so that the print service writes
+ * there; returns that file's fd, or -errno having said why on stderr. And
+ * the number of lines in a file. */
 int bench_print_attach_to_file(const char *path, int (*attach)(void *), void *arg);
 uint64_t bench_print_count_lines(int fd);
 int bench_file_emulated(int argc, char **argv);

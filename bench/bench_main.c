@@ -16,46 +16,39 @@ static void usage(void)
 			"run 'gpusys-bench rtt --help' for the options\n");
 }
 
+#ifdef GPUSYS_BENCH_HAVE_GPU
+#define ON_GPU(f) f
+#else
+#define ON_GPU(f) NULL
+#endif
+
+/* Each benchmark: emulated warps with --emulate, else from GPU kernels. */
+static const struct {
+	const char *name;
+	int (*emulated)(int argc, char **argv);
+	int (*gpu)(int argc, char **argv); /* NULL: built without CUDA */
+} benchmarks[] = {
+	{ "rtt", bench_rtt_emulated, ON_GPU(bench_rtt_gpu) },
+	{ "file", bench_file_emulated, ON_GPU(bench_file_gpu) },
+	{ "print", bench_print_emulated, ON_GPU(bench_print_gpu) },
+};
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		usage();
 		return 2;
 	}
-	if (strcmp(argv[1], "rtt") == 0) {
-		int emulate = 0;
-		for (int i = 2; i < argc; i++)
-			emulate |= strcmp(argv[i], "--emulate") == 0;
-		if (emulate)
-			return bench_rtt_emulated(argc - 1, argv + 1);
-#ifdef GPUSYS_BENCH_HAVE_GPU
-		return bench_rtt_gpu(argc - 1, argv + 1);
-#else
-		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc); use rtt --emulate\n");
-		return 2;
-#endif
-	}
-	if (strcmp(argv[1], "file") == 0) {
+	for (size_t b = 0; b < sizeof(benchmarks) / sizeof(benchmarks[0]); b++) {
+		if (strcmp(argv[1], benchmarks[b].name) != 0)
+			continue;
 		for (int i = 2; i < argc; i++)
 			if (strcmp(argv[i], "--emulate") == 0)
-				return bench_file_emulated(argc - 1, argv + 1);
-#ifdef GPUSYS_BENCH_HAVE_GPU
-		return bench_file_gpu(argc - 1, argv + 1);
-#else
-		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc); use file --emulate\n");
+				return benchmarks[b].emulated(argc - 1, argv + 1);
+		if (benchmarks[b].gpu)
+			return benchmarks[b].gpu(argc - 1, argv + 1);
+		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc); use %s --emulate\n", argv[1]);
 		return 2;
-#endif
-	}
-	if (strcmp(argv[1], "print") == 0) {
-		for (int i = 2; i < argc; i++)
-			if (strcmp(argv[i], "--emulate") == 0)
-				return bench_print_emulated(argc - 1, argv + 1);
-#ifdef GPUSYS_BENCH_HAVE_GPU
-		return bench_print_gpu(argc - 1, argv + 1);
-#else
-		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc); use print --emulate\n");
-		return 2;
-#endif
 	}
 	usage();
 	return 2;

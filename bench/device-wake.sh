@@ -11,7 +11,7 @@ B=/tmp/bw
 { meson setup $B -Dgpu=disabled && ninja -C $B; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 CO=$B/common/libgpusys_common.a.p/cuda_driver.c.o
 NV="nvcc -O2 -arch=sm_90 -I. -Iinclude -I$B"
-$NV bench/idle_gpu.cu -o $B/idle_gpu -L$B/libclient -lgpusys -Xlinker -rpath=$B/libclient &
+$NV bench/idle_gpu.cu bench/spawn.c bench/stats.c -o $B/idle_gpu -L$B/libclient -lgpusys -Xlinker -rpath=$B/libclient &
 $NV bench/wake_paths.cu -o $B/wake_paths -lcuda &
 $NV -DGPUSYSD_PATH="\"$B/daemon/gpusysd\"" tests/gpu/test_basic.cu $CO -o $B/test_basic -L$B/libclient -lgpusys -ldl -Xlinker -rpath=$B/libclient &
 wait

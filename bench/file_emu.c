@@ -78,7 +78,7 @@ int bench_file_emulated(int argc, char **argv)
 	struct stat st;
 	if (!dir)
 		dir = stat("/dev/shm", &st) == 0 ? "/dev/shm" : "/tmp";
-	char path[PATH_MAX], rdir[PATH_MAX], conf[PATH_MAX], args[PATH_MAX + 16];
+	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/gpusys-bench-file.%d", dir, (int)getpid());
 	uint8_t *buf = malloc(size), *back = malloc(size);
 	if (!buf || !back)
@@ -92,22 +92,10 @@ int bench_file_emulated(int argc, char **argv)
 	if (host_io(path, buf, size, 1) < 0)
 		return 1;
 
-	int dpid = 0, ret = 1;
-	if (daemon) {
-		snprintf(conf, sizeof(conf), "/tmp/gpusys-bench-file.%d.conf", (int)getpid());
-		FILE *f = fopen(conf, "w");
-		if (!f)
-			return 1;
-		fprintf(f, "channel_bulk_bytes = 256M\n");
-		fclose(f);
-		snprintf(args, sizeof(args), "--config %s", conf);
-		dpid = bench_spawn_daemon(daemon, args, rdir);
-		if (dpid < 0) {
-			fprintf(stderr, "gpusys-bench: cannot start %s: %s\n", daemon, strerror(-dpid));
-			return 1;
-		}
-		runtime_dir = rdir;
-	}
+	int ret = 1;
+	struct bench_daemon bd = { .config = "channel_bulk_bytes = 256M\n" };
+	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0)
+		return 1;
 	char cwd[PATH_MAX];
 	if (!getcwd(cwd, sizeof(cwd)) || chdir(dir) < 0)
 		return 1;
@@ -115,15 +103,13 @@ int bench_file_emulated(int argc, char **argv)
 					 .pass_cwd = true, .bulk_bytes = GPUSYS_BULK_SLOT_BYTES };
 	struct gpusys_client *client = NULL;
 	struct gpusys_emu *emu = NULL;
-	int rc = gpusys_client_attach(&ao, &client);
-	if (rc == 0)
-		rc = gpusys_emu_open(gpusys_client_channel(client), &emu);
-	if (chdir(cwd) < 0)
-		rc = rc ? rc : -errno;
-	if (rc) {
-		fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_strerror(rc));
-		goto out;
+	int rc = bench_emu_attach(&ao, &client, &emu);
+	if (chdir(cwd) < 0 && !rc) {
+		rc = -errno;
+		fprintf(stderr, "gpusys-bench: chdir: %s\n", strerror(-rc));
 	}
+	if (rc)
+		goto out;
 	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
 	const char *p[GPUSYS_WARP_LANES] = { path };
 	int fl[GPUSYS_WARP_LANES] = { O_RDWR };
@@ -160,21 +146,15 @@ int bench_file_emulated(int argc, char **argv)
 	}
 	printf("file %s, %.0f MiB, emulated block (one thread), bulk %u slot(s) of %u MiB, best of %d\n\n", dir,
 	       size / 1048576.0, dev->bulk_slots, dev->bulk_slot_bytes >> 20, reps);
-	printf("| transfer | GB/s |\n|---|---|\n");
-	printf("| gpusys_emu_pread_block (file -> bulk -> buffer) | %.2f |\n", rd);
-	printf("| gpusys_emu_pwrite_block (buffer -> bulk -> file) | %.2f |\n", wr);
-	printf("| pread(2) in this process | %.2f |\n", hrd);
-	printf("| pwrite(2) in this process | %.2f |\n", hwr);
+	bench_gbs_header();
+	bench_gbs_row(rd, "gpusys_emu_pread_block (file -> bulk -> buffer)");
+	bench_gbs_row(wr, "gpusys_emu_pwrite_block (buffer -> bulk -> file)");
+	bench_gbs_row(hrd, "pread(2) in this process");
+	bench_gbs_row(hwr, "pwrite(2) in this process");
 	ret = 0;
 out:
-	if (emu)
-		gpusys_emu_close(emu);
-	if (client)
-		gpusys_client_detach(client);
-	if (dpid > 0) {
-		bench_stop_daemon(dpid, rdir);
-		unlink(conf);
-	}
+	bench_emu_detach(client, emu);
+	bench_daemon_stop(&bd);
 	unlink(path);
 	free(buf);
 	free(back);

@@ -173,23 +173,11 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 	close(fd);
 
 	/* gpusysd before CUDA: it must not inherit a context. */
-	char rdir[PATH_MAX], conf[PATH_MAX], args[PATH_MAX + 16];
-	int dpid = 0;
-	if (daemon) {
-		snprintf(conf, sizeof(conf), "%s/gpusys-bench-file.%d.conf", "/tmp", (int)getpid());
-		FILE *f = fopen(conf, "w");
-		if (!f)
-			return 1;
-		fprintf(f, "channel_bulk_bytes = 4G\nworkers = 16\n");
-		fclose(f);
-		snprintf(args, sizeof(args), "--config %s", conf);
-		dpid = bench_spawn_daemon(daemon, args, rdir);
-		if (dpid < 0) {
-			fprintf(stderr, "gpusys-bench: cannot start %s: %s\n", daemon, strerror(-dpid));
-			return 1;
-		}
-		runtime_dir = rdir;
-	}
+	struct bench_daemon bd;
+	memset(&bd, 0, sizeof(bd));
+	bd.config = "channel_bulk_bytes = 4G\nworkers = 16\n";
+	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0)
+		return 1;
 
 	int ndev = 0, ret = 1;
 	gpusys_t *g = NULL;
@@ -279,27 +267,23 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 		} else {
 			printf("file %s, %.0f MiB, bulk %u slots of %u MiB, best of %d\n\n", dir, size / 1048576.0,
 			       dev.bulk_slots, dev.bulk_slot_bytes >> 20, reps);
-			printf("| transfer | GB/s |\n|---|---|\n");
-			printf("| gpusys_pread_block, file -> device, 1 block x %d threads | %.2f |\n", threads, r1);
-			printf("| gpusys_pread_block, file -> device, %d blocks x %d threads | %.2f |\n", blocks, threads, rn);
-			printf("| gpusys_pwrite_block, device -> file, 1 block x %d threads | %.2f |\n", threads, w1);
-			printf("| gpusys_pwrite_block, device -> file, %d blocks x %d threads | %.2f |\n", blocks, threads,
-			       wn);
-			printf("| pread(2) into pinned + cudaMemcpy H2D (file -> device, host-driven) | %.2f |\n", staged);
-			printf("| cudaMemcpy H2D pinned (memory only) | %.2f |\n", h2d_pin);
-			printf("| cudaMemcpy H2D pageable (memory only) | %.2f |\n", h2d_page);
-			printf("| cudaMemcpy D2H pinned (memory only) | %.2f |\n", d2h_pin);
-			printf("| cudaMemcpy D2H pageable (memory only) | %.2f |\n", d2h_page);
+			bench_gbs_header();
+			bench_gbs_row(r1, "gpusys_pread_block, file -> device, 1 block x %d threads", threads);
+			bench_gbs_row(rn, "gpusys_pread_block, file -> device, %d blocks x %d threads", blocks, threads);
+			bench_gbs_row(w1, "gpusys_pwrite_block, device -> file, 1 block x %d threads", threads);
+			bench_gbs_row(wn, "gpusys_pwrite_block, device -> file, %d blocks x %d threads", blocks, threads);
+			bench_gbs_row(staged, "pread(2) into pinned + cudaMemcpy H2D (file -> device, host-driven)");
+			bench_gbs_row(h2d_pin, "cudaMemcpy H2D pinned (memory only)");
+			bench_gbs_row(h2d_page, "cudaMemcpy H2D pageable (memory only)");
+			bench_gbs_row(d2h_pin, "cudaMemcpy D2H pinned (memory only)");
+			bench_gbs_row(d2h_page, "cudaMemcpy D2H pageable (memory only)");
 		}
 		ret = r1 < 0 || rn < 0 || w1 < 0 || wn < 0;
 	}
 out:
 	if (g)
 		gpusys_detach(g);
-	if (dpid > 0) {
-		bench_stop_daemon(dpid, rdir);
-		unlink(conf);
-	}
+	bench_daemon_stop(&bd);
 	unlink(in_path);
 	unlink(out_path);
 	free(host);

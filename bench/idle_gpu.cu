@@ -14,86 +14,33 @@
  * Run it with GPUSYSD_GPU_WATCH=0 in the environment to measure the daemon
  * on timed naps instead.
  *
- *   nvcc -O2 -arch=sm_90 -I. -Iinclude bench/idle_gpu.cu -o idle_gpu \
- *        -LBUILD/libclient -lgpusys -Xlinker -rpath=BUILD/libclient
+ *   nvcc -O2 -arch=sm_90 -I. -Iinclude bench/idle_gpu.cu bench/spawn.c bench/stats.c \
+ *        -o idle_gpu -LBUILD/libclient -lgpusys -Xlinker -rpath=BUILD/libclient
  *   ./idle_gpu BUILD/daemon/gpusysd
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cuda_runtime.h>
 
+#include "bench.h"
+#include "common/proc_tasks.h"
 #include "gpusys/gpusys.h"
 #include "gpusys/wire.h"
 #include "gpusys/device.cuh"
 
 #define ROUNDS 5
 
-#define CK(x)                                                                                   \
-	do {                                                                                    \
-		cudaError_t e_ = (x);                                                           \
-		if (e_ != cudaSuccess) {                                                        \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-			exit(1);                                                                \
-		}                                                                               \
-	} while (0)
-
-static double now_s(void)
+/* The daemon's threads and their CPU time (schedstat, ns). */
+static struct proc_tasks tasks_of(pid_t pid)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static uint64_t cpu_ns(pid_t pid)
-{
-	char path[64];
-	uint64_t sum = 0;
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		char p[320];
-		unsigned long long run = 0;
-		snprintf(p, sizeof(p), "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
-		FILE *f = fopen(p, "r");
-		if (f) {
-			if (fscanf(f, "%llu", &run) == 1)
-				sum += run;
-			fclose(f);
-		}
-	}
-	closedir(d);
-	return sum;
-}
-
-static int threads_of(pid_t pid)
-{
-	char path[64];
-	int n = 0;
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return 0;
-	struct dirent *e;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
+	struct proc_tasks t;
+	proc_tasks_of(pid, &t);
+	return t;
 }
 
 static __device__ uint64_t gtimer(void)
@@ -139,22 +86,16 @@ static float compute_ms(float *out, int iters, int blocks)
 {
 	cudaEvent_t a, b;
 	float ms = 0;
-	CK(cudaEventCreate(&a));
-	CK(cudaEventCreate(&b));
-	CK(cudaEventRecord(a));
+	BENCH_CK(cudaEventCreate(&a));
+	BENCH_CK(cudaEventCreate(&b));
+	BENCH_CK(cudaEventRecord(a));
 	k_compute<<<blocks, 256>>>(out, iters);
-	CK(cudaEventRecord(b));
-	CK(cudaEventSynchronize(b));
-	CK(cudaEventElapsedTime(&ms, a, b));
+	BENCH_CK(cudaEventRecord(b));
+	BENCH_CK(cudaEventSynchronize(b));
+	BENCH_CK(cudaEventElapsedTime(&ms, a, b));
 	cudaEventDestroy(a);
 	cudaEventDestroy(b);
 	return ms;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)
@@ -167,61 +108,48 @@ int main(int argc, char **argv)
 	printf("mode: %s\n", watch && !strcmp(watch, "0") ? "timed naps (GPUSYSD_GPU_WATCH=0)" : "GPU doorbell watch");
 
 	int sms = 0;
-	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+	BENCH_CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
 	float *out;
-	CK(cudaMalloc(&out, (size_t)sms * 4 * 256 * sizeof(float)));
+	BENCH_CK(cudaMalloc(&out, (size_t)sms * 4 * 256 * sizeof(float)));
 	/* 3a. Compute before the daemon has anything on the GPU. */
 	compute_ms(out, 1 << 16, sms * 4); /* warm-up */
 	int iters = 1 << 27; /* about 0.6 s on an H100 */
 	float base_ms = compute_ms(out, iters, sms * 4);
 
-	char dir[] = "/tmp/gpusys-idle.XXXXXX";
-	if (!mkdtemp(dir))
+	/* The daemon on its built-in settings (an empty config file). */
+	struct bench_daemon bd;
+	const char *dir = NULL;
+	memset(&bd, 0, sizeof(bd));
+	bd.config = "";
+	bd.log = getenv("IDLE_DAEMON_LOG"); /* the daemon's output, or ours */
+	if (bench_daemon_start(&bd, argv[1], &dir) < 0)
 		return 1;
-	setenv(GPUSYS_RUNTIME_DIR_ENV, dir, 1);
-	pid_t d = fork();
-	if (d == 0) {
-		const char *log = getenv("IDLE_DAEMON_LOG"); /* the daemon's output, or ours */
-		int fd = log ? open(log, O_WRONLY | O_CREAT | O_APPEND, 0644) : -1;
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execl(argv[1], argv[1], "--foreground", "--runtime-dir", dir, "--config", "/dev/null", (char *)NULL);
-		_exit(127);
-	}
-	char sock[256];
-	snprintf(sock, sizeof(sock), "%s/%s", dir, GPUSYS_SOCKET_NAME);
-	for (int i = 0; i < 500; i++) {
-		struct stat st;
-		if (stat(sock, &st) == 0)
-			break;
-		usleep(10000);
-	}
+	pid_t d = bd.pid;
 
 	struct gpusys_options o;
 	memset(&o, 0, sizeof(o));
+	o.runtime_dir = dir;
 	o.cuda_device = 0;
 	o.num_ports = 1024;
 	gpusys_t *g;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
 		fprintf(stderr, "attach: %s\n", gpusys_strerror(rc));
-		kill(d, SIGTERM);
+		bench_daemon_stop(&bd);
 		return 1;
 	}
 	printf("attached: %s channel, %u ports; daemon threads %d\n",
 	       gpusys_memory_kind_of(g) == GPUSYS_MEMORY_CUDA_VMM ? "CUDA VMM" : "memfd", gpusys_num_ports(g),
-	       threads_of(d));
+	       tasks_of(d).threads);
 	gpusys_dev_t dev = gpusys_device(g);
 	int *err;
 	uint64_t *lat;
-	CK(cudaMalloc(&err, sizeof(int)));
-	CK(cudaMemset(err, 0, sizeof(int)));
+	BENCH_CK(cudaMalloc(&err, sizeof(int)));
+	BENCH_CK(cudaMemset(err, 0, sizeof(int)));
 	uint64_t hlat[ROUNDS + 1];
-	CK(cudaMalloc(&lat, (ROUNDS + 1) * sizeof(uint64_t)));
+	BENCH_CK(cudaMalloc(&lat, (ROUNDS + 1) * sizeof(uint64_t)));
 	k_warm<<<1, 32>>>(dev, 1000, err);
-	CK(cudaDeviceSynchronize());
+	BENCH_CK(cudaDeviceSynchronize());
 	/* As a program does after its kernels: it also tells the daemon none
 	 * is in flight any more (gpusys.h), so it may sleep deeply. */
 	rc = gpusys_synchronize(g, NULL, 10000);
@@ -232,38 +160,38 @@ int main(int argc, char **argv)
 
 	/* 1. Attached, no kernel. */
 	usleep(500000);
-	uint64_t c0 = cpu_ns(d);
-	double t0 = now_s();
+	uint64_t c0 = tasks_of(d).cpu_ns;
+	double t0 = bench_now_s();
 	sleep(5);
-	uint64_t c1 = cpu_ns(d);
-	double t1 = now_s();
+	uint64_t c1 = tasks_of(d).cpu_ns;
+	double t1 = bench_now_s();
 	double idle_pct = 100.0 * (c1 - c0) / 1e9 / (t1 - t0);
 	printf("1. attached, no kernel: daemon CPU %.3f%% of a core over %.1f s (threads %d)\n", idle_pct, t1 - t0,
-	       threads_of(d));
+	       tasks_of(d).threads);
 
 	/* 2. A kernel that idles 1 s between calls. */
-	c0 = cpu_ns(d);
-	t0 = now_s();
+	c0 = tasks_of(d).cpu_ns;
+	t0 = bench_now_s();
 	/* A handle asked for at launch, as gpusys.h says: the daemon naps
 	 * while the kernel may call. */
 	k_idle_then_call<<<1, 1>>>(gpusys_device(g), 1000000000ull, lat, err);
-	CK(cudaDeviceSynchronize());
+	BENCH_CK(cudaDeviceSynchronize());
 	rc = gpusys_synchronize(g, NULL, 10000);
 	if (rc) {
 		fprintf(stderr, "synchronize: %s\n", gpusys_strerror(rc));
 		return 1;
 	}
-	c1 = cpu_ns(d);
-	t1 = now_s();
+	c1 = tasks_of(d).cpu_ns;
+	t1 = bench_now_s();
 	int h_err = 0;
-	CK(cudaMemcpy(&h_err, err, sizeof(int), cudaMemcpyDeviceToHost));
-	CK(cudaMemcpy(hlat, lat, sizeof(hlat), cudaMemcpyDeviceToHost));
+	BENCH_CK(cudaMemcpy(&h_err, err, sizeof(int), cudaMemcpyDeviceToHost));
+	BENCH_CK(cudaMemcpy(hlat, lat, sizeof(hlat), cudaMemcpyDeviceToHost));
 	uint64_t s[ROUNDS];
 	memcpy(s, hlat, sizeof(s));
-	qsort(s, ROUNDS, sizeof(s[0]), cmp_u64);
+	struct bench_stats first = bench_stats_of(s, ROUNDS);
 	printf("2. kernel idle 1 s then NOOP, %d rounds: first-call latency p50 %.1f us, min %.1f, max %.1f "
 	       "(each: ",
-	       ROUNDS, s[ROUNDS / 2] / 1e3, s[0] / 1e3, s[ROUNDS - 1] / 1e3);
+	       ROUNDS, first.p50_ns / 1e3, first.min_ns / 1e3, first.max_ns / 1e3);
 	for (int i = 0; i < ROUNDS; i++)
 		printf("%.1f ", hlat[i] / 1e3);
 	printf("us); a NOOP right after: %.1f us; daemon CPU %.3f%% over %.1f s; errors %d\n", hlat[ROUNDS] / 1e3,
@@ -286,45 +214,37 @@ int main(int argc, char **argv)
 	for (int with_kernel = 0; with_kernel < 2; with_kernel++) {
 		uint64_t w[5];
 		if (with_kernel) {
-			CK(cudaMemset(err, 0, sizeof(int)));
+			BENCH_CK(cudaMemset(err, 0, sizeof(int)));
 			k_idle_then_call<<<1, 1>>>(dev, 400000000ull, lat, err); /* 5 x 0.4 s, then calls */
 			usleep(100000);
 		}
 		for (int i = 0; i < 5; i++) {
-			double tw = now_s();
-			while (!__atomic_load_n(&hh->dozing, __ATOMIC_ACQUIRE) && now_s() - tw < 2)
+			double tw = bench_now_s();
+			while (!__atomic_load_n(&hh->dozing, __ATOMIC_ACQUIRE) && bench_now_s() - tw < 2)
 				usleep(1000);
 			usleep(30000);
 			uint64_t cur = __atomic_load_n(&hh->doorbell, __ATOMIC_RELAXED);
-			double a = now_s();
+			double a = bench_now_s();
 			__atomic_store_n(&hh->doorbell, cur + 1, __ATOMIC_RELAXED);
 			__atomic_thread_fence(__ATOMIC_SEQ_CST);
-			while (__atomic_load_n(&hh->dozing, __ATOMIC_ACQUIRE) && now_s() - a < 2)
+			while (__atomic_load_n(&hh->dozing, __ATOMIC_ACQUIRE) && bench_now_s() - a < 2)
 				;
-			w[i] = (uint64_t)((now_s() - a) * 1e9);
+			w[i] = (uint64_t)((bench_now_s() - a) * 1e9);
 		}
 		if (with_kernel)
-			CK(cudaDeviceSynchronize());
-		qsort(w, 5, sizeof(w[0]), cmp_u64);
+			BENCH_CK(cudaDeviceSynchronize());
+		struct bench_stats ws = bench_stats_of(w, 5);
 		printf("4. CPU store to the doorbell -> daemon awake (GPU watch only)%s: p50 %.1f us, min %.1f, max "
 		       "%.1f\n",
-		       with_kernel ? ", a kernel of ours running" : ", GPU idle", w[2] / 1e3, w[0] / 1e3, w[4] / 1e3);
+		       with_kernel ? ", a kernel of ours running" : ", GPU idle", ws.p50_ns / 1e3, ws.min_ns / 1e3,
+		       ws.max_ns / 1e3);
 	}
 
 	/* Stop: detach first (teardown of a pending watch), then the daemon. */
-	double td = now_s();
+	double td = bench_now_s();
 	gpusys_detach(g);
 	usleep(100000);
-	kill(d, SIGTERM);
-	int st = 0;
-	waitpid(d, &st, 0);
-	printf("detach + stop: %.0f ms, daemon exit status %d\n", (now_s() - td) * 1e3,
-	       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-	char p[300];
-	snprintf(p, sizeof(p), "%s/%s", dir, GPUSYS_SOCKET_NAME);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/%s", dir, GPUSYS_CONTROL_NAME);
-	unlink(p);
-	rmdir(dir);
+	int status = bench_daemon_stop(&bd);
+	printf("detach + stop: %.0f ms, daemon exit status %d\n", (bench_now_s() - td) * 1e3, status);
 	return h_err ? 1 : 0;
 }

@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,12 +31,14 @@ int bench_print_attach_to_file(const char *path, int (*attach)(void *), void *ar
 {
 	fflush(stdout);
 	int file = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (file < 0)
-		return -errno;
-	int saved = dup(1);
+	int saved = file < 0 ? -1 : dup(1);
 	if (saved < 0 || dup2(file, 1) < 0) {
 		int e = -errno;
-		close(file);
+		fprintf(stderr, "gpusys-bench: %s: %s\n", path, strerror(-e));
+		if (file >= 0)
+			close(file);
+		if (saved >= 0)
+			close(saved);
 		return e;
 	}
 	int rc = attach(arg);
@@ -68,25 +69,21 @@ uint64_t bench_print_count_lines(int fd)
 }
 
 struct emu_attach {
-	const char *runtime_dir;
-	uint32_t ports;
+	struct gpusys_attach_opts opts;
 	struct gpusys_client *client;
+	struct gpusys_emu *emu;
 };
 
 static int do_attach(void *p)
 {
 	struct emu_attach *a = p;
-	struct gpusys_attach_opts o = { .runtime_dir = a->runtime_dir, .num_ports = a->ports, .cuda_device = -1,
-					.pass_stdio = true };
-	return gpusys_client_attach(&o, &a->client);
+	return bench_emu_attach(&a->opts, &a->client, &a->emu);
 }
 
 struct warp_arg {
+	struct bench_warp w;
 	const gpusys_dev_t *dev;
-	uint32_t warp;
 	unsigned lines;
-	int rc;
-	pthread_barrier_t *start;
 };
 
 static void *warp_main(void *p)
@@ -96,11 +93,10 @@ static void *warp_main(void *p)
 	struct gpusys_print_line lines[GPUSYS_WARP_LANES];
 	int32_t ret[GPUSYS_WARP_LANES];
 
-	gpusys_emu_set_warp(a->warp);
-	pthread_barrier_wait(a->start);
+	bench_warp_begin(&a->w);
 	for (unsigned n = 0; n < a->lines; n++) {
 		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-			args[l][0] = (struct gpusys_print_arg){ .tag = GPUSYS_PRINT_U32, .v = { .u = a->warp } };
+			args[l][0] = (struct gpusys_print_arg){ .tag = GPUSYS_PRINT_U32, .v = { .u = a->w.warp } };
 			args[l][1] = (struct gpusys_print_arg){ .tag = GPUSYS_PRINT_U32, .v = { .u = l } };
 			args[l][2] = (struct gpusys_print_arg){ .tag = GPUSYS_PRINT_U32, .v = { .u = n } };
 			args[l][3] = (struct gpusys_print_arg){ .tag = GPUSYS_PRINT_F64, .v = { .d = n * 0.001 + l } };
@@ -109,7 +105,7 @@ static void *warp_main(void *p)
 		gpusys_emu_print(a->dev, 0xffffffffu, lines, ret);
 		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
 			if (ret[l] <= 0) {
-				a->rc = ret[l] ? ret[l] : -EIO;
+				a->w.rc = ret[l] ? ret[l] : -EIO;
 				return NULL;
 			}
 		}
@@ -175,52 +171,26 @@ int bench_print_emulated(int argc, char **argv)
 	double peer_s = (double)(bench_now_ns() - p0) / 1e9;
 	unlink(peer_path);
 
-	char dir[PATH_MAX];
-	int pid = 0;
-	if (daemon) {
-		pid = bench_spawn_daemon(daemon, NULL, dir);
-		if (pid < 0) {
-			fprintf(stderr, "gpusys-bench: cannot start %s: %s\n", daemon, strerror(-pid));
-			return 1;
-		}
-		runtime_dir = dir;
-	}
-	struct emu_attach at = { runtime_dir, warps, NULL };
+	struct bench_daemon bd = { 0 };
+	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0)
+		return 1;
+	struct emu_attach at = { .opts = { .runtime_dir = runtime_dir, .num_ports = warps, .cuda_device = -1,
+					   .pass_stdio = true } };
 	int file = bench_print_attach_to_file(out, do_attach, &at);
 	if (file < 0) {
-		fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_strerror(file));
-		if (pid > 0)
-			bench_stop_daemon(pid, dir);
+		bench_daemon_stop(&bd);
 		return 1;
 	}
-	struct gpusys_emu *emu;
-	int rc = gpusys_emu_open(gpusys_client_channel(at.client), &emu);
-	if (rc) {
-		fprintf(stderr, "gpusys-bench: emulator: %s\n", gpusys_strerror(rc));
-		return 1;
-	}
+	struct gpusys_emu *emu = at.emu;
 
-	pthread_t *th = calloc(warps, sizeof(*th));
 	struct warp_arg *args = calloc(warps, sizeof(*args));
-	pthread_barrier_t start;
-	pthread_barrier_init(&start, NULL, warps + 1);
-	for (unsigned w = 0; w < warps; w++) {
-		args[w] = (struct warp_arg){ gpusys_emu_dev(emu), w, lines, 0, &start };
-		pthread_create(&th[w], NULL, warp_main, &args[w]);
-	}
-	pthread_barrier_wait(&start);
-	uint64_t t0 = bench_now_ns();
 	for (unsigned w = 0; w < warps; w++)
-		pthread_join(th[w], NULL);
-	uint64_t t1 = bench_now_ns();
+		args[w] = (struct warp_arg){ .dev = gpusys_emu_dev(emu), .lines = lines };
+	uint64_t t0, t1;
+	if (bench_run_warps(warps, warp_main, args, sizeof(*args), &t0, &t1))
+		return 1;
 	int frc = gpusys_emu_print_flush(gpusys_emu_dev(emu));
 	uint64_t t2 = bench_now_ns();
-	for (unsigned w = 0; w < warps; w++) {
-		if (args[w].rc) {
-			fprintf(stderr, "gpusys-bench: warp %u: %s\n", w, gpusys_strerror(args[w].rc));
-			return 1;
-		}
-	}
 	if (frc) {
 		fprintf(stderr, "gpusys-bench: flush: %s\n", gpusys_strerror(frc));
 		return 1;
@@ -252,13 +222,10 @@ int bench_print_emulated(int argc, char **argv)
 		fprintf(stderr, "gpusys-bench: %llu lines in the file, %llu printed\n", (unsigned long long)in_file,
 			(unsigned long long)total);
 	free(args);
-	free(th);
 	close(file);
 	if (out == out_buf)
 		unlink(out);
-	gpusys_emu_close(emu);
-	gpusys_client_detach(at.client);
-	if (pid > 0)
-		bench_stop_daemon(pid, dir);
+	bench_emu_detach(at.client, emu);
+	bench_daemon_stop(&bd);
 	return bad;
 }

@@ -33,16 +33,6 @@ extern "C" {
 #include "gpusys/gpusys.h"
 #include "gpusys/print.cuh"
 
-#define CK(x)                                                                                              \
-	do {                                                                                               \
-		cudaError_t e_ = (x);                                                                      \
-		if (e_ != cudaSuccess) {                                                                   \
-			fprintf(stderr, "gpusys-bench: %s:%d: %s: %s\n", __FILE__, __LINE__, #x,           \
-				cudaGetErrorString(e_));                                                   \
-			exit(1);                                                                           \
-		}                                                                                          \
-	} while (0)
-
 static __global__ void k_gpusys(gpusys_dev_t dev, int lines, int *errors)
 {
 	for (int n = 0; n < lines; n++) {
@@ -76,7 +66,10 @@ static int do_attach(void *p)
 	memset(&o, 0, sizeof(o));
 	o.runtime_dir = a->runtime_dir;
 	o.cuda_device = 0;
-	return gpusys_attach(&o, &a->g); /* passes our stdout (the file now) to gpusysd */
+	int rc = gpusys_attach(&o, &a->g); /* passes our stdout (the file now) to gpusysd */
+	if (rc)
+		fprintf(stderr, "gpusys-bench: gpusys_attach: %s\n", gpusys_strerror(rc));
+	return rc;
 }
 
 static void usage(void)
@@ -120,50 +113,41 @@ extern "C" int bench_print_gpu(int argc, char **argv)
 	snprintf(cuda_path, sizeof(cuda_path), "%s.cuda", out);
 
 	/* The daemon before CUDA: it must not inherit a context. */
-	char dir[PATH_MAX];
-	int dpid = 0;
-	if (daemon) {
-		dpid = bench_spawn_daemon(daemon, NULL, dir);
-		if (dpid < 0) {
-			fprintf(stderr, "gpusys-bench: cannot start %s: %s\n", daemon, strerror(-dpid));
-			return 1;
-		}
-		runtime_dir = dir;
-	}
+	struct bench_daemon bd;
+	memset(&bd, 0, sizeof(bd));
+	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0)
+		return 1;
 	int ndev = 0;
 	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
 		fprintf(stderr, "gpusys-bench: no usable GPU; use print --emulate\n");
-		if (dpid > 0)
-			bench_stop_daemon(dpid, dir);
+		bench_daemon_stop(&bd);
 		return 77;
 	}
 	cudaDeviceProp prop;
-	CK(cudaGetDeviceProperties(&prop, 0));
+	BENCH_CK(cudaGetDeviceProperties(&prop, 0));
 	int blocks = prop.multiProcessorCount * per_sm;
 	long long total = (long long)blocks * threads * lines;
 	/* CUDA printf's buffer: generous per line, so that none is dropped (96
 	 * bytes a line still lost 14% of them on an H100). */
 	size_t fifo = (size_t)total * 512 + (64u << 20);
-	CK(cudaDeviceSetLimit(cudaLimitPrintfFifoSize, fifo));
+	BENCH_CK(cudaDeviceSetLimit(cudaLimitPrintfFifoSize, fifo));
 
 	struct gpu_attach at = { runtime_dir, NULL };
 	int file = bench_print_attach_to_file(out, do_attach, &at);
 	if (file < 0) {
-		fprintf(stderr, "gpusys-bench: gpusys_attach: %s\n", gpusys_strerror(file));
-		if (dpid > 0)
-			bench_stop_daemon(dpid, dir);
+		bench_daemon_stop(&bd);
 		return 1;
 	}
 	gpusys_dev_t dev = gpusys_device(at.g);
 	int *derr, *dflush, herr = 0, hflush = -1;
-	CK(cudaMalloc(&derr, sizeof(int)));
-	CK(cudaMalloc(&dflush, sizeof(int)));
-	CK(cudaMemset(derr, 0, sizeof(int)));
+	BENCH_CK(cudaMalloc(&derr, sizeof(int)));
+	BENCH_CK(cudaMalloc(&dflush, sizeof(int)));
+	BENCH_CK(cudaMemset(derr, 0, sizeof(int)));
 
 	/* Warm-up (module load, the daemon's first-use state), then truncate. */
 	k_gpusys<<<1, 32>>>(dev, 1, derr);
 	k_flush<<<1, 1>>>(dev, dflush);
-	CK(cudaDeviceSynchronize());
+	BENCH_CK(cudaDeviceSynchronize());
 	/* The daemon's descriptor shares this file offset: rewind it too. */
 	if (ftruncate(file, 0) < 0 || lseek(file, 0, SEEK_SET) < 0)
 		perror("truncate");
@@ -171,14 +155,14 @@ extern "C" int bench_print_gpu(int argc, char **argv)
 	/* 1. gpusysd. */
 	uint64_t t0 = bench_now_ns();
 	k_gpusys<<<blocks, threads>>>(dev, lines, derr);
-	CK(cudaGetLastError());
+	BENCH_CK(cudaGetLastError());
 	int rc = gpusys_synchronize(at.g, NULL, 600000);
 	uint64_t t1 = bench_now_ns();
 	k_flush<<<1, 1>>>(dev, dflush);
-	CK(cudaDeviceSynchronize());
+	BENCH_CK(cudaDeviceSynchronize());
 	uint64_t t2 = bench_now_ns();
-	CK(cudaMemcpy(&herr, derr, sizeof(int), cudaMemcpyDeviceToHost));
-	CK(cudaMemcpy(&hflush, dflush, sizeof(int), cudaMemcpyDeviceToHost));
+	BENCH_CK(cudaMemcpy(&herr, derr, sizeof(int), cudaMemcpyDeviceToHost));
+	BENCH_CK(cudaMemcpy(&hflush, dflush, sizeof(int), cudaMemcpyDeviceToHost));
 	if (rc || herr || hflush)
 		fprintf(stderr, "gpusys-bench: gpusysd run: synchronize %s, %d failed lines, flush %d\n",
 			gpusys_strerror(rc), herr, hflush);
@@ -196,14 +180,14 @@ extern "C" int bench_print_gpu(int argc, char **argv)
 		return 1;
 	}
 	k_cuda<<<1, 32>>>(1); /* warm-up */
-	CK(cudaDeviceSynchronize());
+	BENCH_CK(cudaDeviceSynchronize());
 	fflush(stdout);
 	if (ftruncate(cfile, 0) < 0 || lseek(1, 0, SEEK_SET) < 0)
 		perror("truncate");
 	uint64_t c0 = bench_now_ns();
 	k_cuda<<<blocks, threads>>>(lines);
-	CK(cudaGetLastError());
-	CK(cudaDeviceSynchronize());
+	BENCH_CK(cudaGetLastError());
+	BENCH_CK(cudaDeviceSynchronize());
 	fflush(stdout);
 	uint64_t c1 = bench_now_ns();
 	dup2(saved, 1);
@@ -245,10 +229,9 @@ extern "C" int bench_print_gpu(int argc, char **argv)
 	if (out == out_buf)
 		unlink(out);
 	unlink(cuda_path);
-	CK(cudaFree(derr));
-	CK(cudaFree(dflush));
+	BENCH_CK(cudaFree(derr));
+	BENCH_CK(cudaFree(dflush));
 	gpusys_detach(at.g);
-	if (dpid > 0)
-		bench_stop_daemon(dpid, dir);
+	bench_daemon_stop(&bd);
 	return bad;
 }

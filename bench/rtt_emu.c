@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +16,11 @@
 #include "gpusys/emulator.h"
 
 struct warp_arg {
+	struct bench_warp w;
 	const gpusys_dev_t *dev;
-	uint32_t warp;
 	uint64_t mask;
 	unsigned iters;
 	uint64_t *lat;
-	int rc;
-	pthread_barrier_t *start;
 };
 
 static void *warp_main(void *p)
@@ -31,14 +28,13 @@ static void *warp_main(void *p)
 	struct warp_arg *a = p;
 	unsigned warm = a->iters / 10 + 1;
 
-	gpusys_emu_set_warp(a->warp);
-	pthread_barrier_wait(a->start);
+	bench_warp_begin(&a->w);
 	for (unsigned i = 0; i < a->iters + warm; i++) {
 		uint64_t t0 = bench_now_ns();
 		int rc = gpusys_emu_noop(a->dev, a->mask);
 		uint64_t t1 = bench_now_ns();
 		if (rc) {
-			a->rc = rc;
+			a->w.rc = rc;
 			return NULL;
 		}
 		if (i >= warm)
@@ -91,54 +87,27 @@ int bench_rtt_emulated(int argc, char **argv)
 		return 1;
 	}
 
-	char dir[PATH_MAX];
-	int pid = 0;
-	if (daemon) {
-		pid = bench_spawn_daemon(daemon, NULL, dir);
-		if (pid < 0) {
-			fprintf(stderr, "gpusys-bench: cannot start %s: %s\n", daemon, strerror(-pid));
-			return 1;
-		}
-		runtime_dir = dir;
-	}
-
+	struct bench_daemon bd = { 0 };
+	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0)
+		return 1;
 	struct gpusys_attach_opts ao = { .runtime_dir = runtime_dir, .num_ports = warps, .cuda_device = -1 };
 	struct gpusys_client *client;
-	rc = gpusys_client_attach(&ao, &client);
-	if (rc) {
-		fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_strerror(rc));
-		if (pid > 0)
-			bench_stop_daemon(pid, dir);
-		return 1;
-	}
 	struct gpusys_emu *emu;
-	rc = gpusys_emu_open(gpusys_client_channel(client), &emu);
-	if (rc) {
-		fprintf(stderr, "gpusys-bench: emulator: %s\n", gpusys_strerror(rc));
+	if (bench_emu_attach(&ao, &client, &emu)) {
+		bench_daemon_stop(&bd);
 		return 1;
 	}
 
-	pthread_t *th = calloc(warps, sizeof(*th));
 	struct warp_arg *args = calloc(warps, sizeof(*args));
 	uint64_t *lat = calloc((size_t)warps * iters, sizeof(*lat));
-	pthread_barrier_t start;
-	pthread_barrier_init(&start, NULL, warps + 1);
 	uint64_t mask = lanes == 32 ? 0xffffffffu : (1ull << lanes) - 1;
-	for (unsigned w = 0; w < warps; w++) {
-		args[w] = (struct warp_arg){ gpusys_emu_dev(emu), w, mask, iters, lat + (size_t)w * iters, 0, &start };
-		pthread_create(&th[w], NULL, warp_main, &args[w]);
-	}
-	pthread_barrier_wait(&start);
-	uint64_t t0 = bench_now_ns();
 	for (unsigned w = 0; w < warps; w++)
-		pthread_join(th[w], NULL);
-	double secs = (double)(bench_now_ns() - t0) / 1e9;
-	for (unsigned w = 0; w < warps; w++) {
-		if (args[w].rc) {
-			fprintf(stderr, "gpusys-bench: warp %u: %s\n", w, gpusys_strerror(args[w].rc));
-			return 1;
-		}
-	}
+		args[w] = (struct warp_arg){ .dev = gpusys_emu_dev(emu), .mask = mask, .iters = iters,
+					     .lat = lat + (size_t)w * iters };
+	uint64_t t0, t1;
+	if (bench_run_warps(warps, warp_main, args, sizeof(*args), &t0, &t1))
+		return 1;
+	double secs = (double)(t1 - t0) / 1e9;
 	struct bench_stats s = bench_stats_of(lat, (size_t)warps * iters);
 	/* warm-up calls are in the elapsed time too */
 	double calls = (double)warps * (iters + iters / 10 + 1);
@@ -164,10 +133,7 @@ int bench_rtt_emulated(int argc, char **argv)
 	}
 	free(lat);
 	free(args);
-	free(th);
-	gpusys_emu_close(emu);
-	gpusys_client_detach(client);
-	if (pid > 0)
-		bench_stop_daemon(pid, dir);
+	bench_emu_detach(client, emu);
+	bench_daemon_stop(&bd);
 	return 0;
 }

@@ -39,16 +39,6 @@ extern "C" {
 }
 #include "gpusys/device.cuh"
 
-#define CK(x)                                                                                                  \
-	do {                                                                                                   \
-		cudaError_t e_ = (x);                                                                          \
-		if (e_ != cudaSuccess) {                                                                       \
-			fprintf(stderr, "gpusys-bench: %s:%d: %s: %s\n", __FILE__, __LINE__, #x,               \
-				cudaGetErrorString(e_));                                                       \
-			exit(1);                                                                               \
-		}                                                                                              \
-	} while (0)
-
 static __device__ __forceinline__ unsigned long long gtimer(void)
 {
 	unsigned long long t;
@@ -58,6 +48,83 @@ static __device__ __forceinline__ unsigned long long gtimer(void)
 
 /* ------------------------------------------------------------- the floor */
 
+/* A CPU server in a forked process that never touches CUDA (forked before
+ * this process does): threads, each polling its slice of the slots of a
+ * shared mapping, until this process closes the stop pipe. */
+struct cpu_server {
+	void *host; /* this process's mapping */
+	size_t bytes;
+	pid_t pid;
+	int stop_fd;
+};
+
+struct cpu_slice {
+	void *host;
+	unsigned first, count;
+	volatile int *stop;
+};
+
+static int server_map(struct cpu_server *m, const char *name, size_t bytes)
+{
+	m->bytes = bytes;
+	int fd = memfd_create(name, MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)m->bytes) < 0)
+		return -errno;
+	m->host = mmap(NULL, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	return m->host == MAP_FAILED ? -errno : 0;
+}
+
+#define CPU_SERVER_MAX_THREADS 8
+
+/* threads (<= CPU_SERVER_MAX_THREADS) threads run serve, each over
+ * slots / threads slots. close_in_child: a descriptor the child must not
+ * keep (another server's stop pipe: that one must see EOF), or -1. */
+static int server_fork(struct cpu_server *m, void *(*serve)(void *), unsigned slots, unsigned threads,
+		       int close_in_child)
+{
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0) /* gpusysd, forked later, must not keep it */
+		return -errno;
+	m->pid = fork();
+	if (m->pid < 0)
+		return -errno;
+	if (m->pid == 0) {
+		static volatile int stop;
+		pthread_t th[CPU_SERVER_MAX_THREADS];
+		struct cpu_slice args[CPU_SERVER_MAX_THREADS];
+		close(pipefd[1]);
+		if (close_in_child >= 0)
+			close(close_in_child);
+		for (unsigned i = 0; i < threads; i++) {
+			args[i].host = m->host;
+			args[i].first = i * (slots / threads);
+			args[i].count = slots / threads;
+			args[i].stop = &stop;
+			pthread_create(&th[i], NULL, serve, &args[i]);
+		}
+		char c;
+		while (read(pipefd[0], &c, 1) < 0 && errno == EINTR) {
+		}
+		stop = 1;
+		for (unsigned i = 0; i < threads; i++)
+			pthread_join(th[i], NULL);
+		_exit(0);
+	}
+	close(pipefd[0]);
+	m->stop_fd = pipefd[1];
+	return 0;
+}
+
+static void server_stop(struct cpu_server *m)
+{
+	if (m->pid > 0) {
+		close(m->stop_fd);
+		waitpid(m->pid, NULL, 0);
+		m->pid = 0;
+	}
+}
+
 struct floor_slot {
 	volatile uint64_t req __attribute__((aligned(128)));
 	volatile uint64_t resp __attribute__((aligned(128)));
@@ -66,26 +133,14 @@ struct floor_slot {
 #define FLOOR_SLOTS 1024
 #define FLOOR_THREADS 4
 
-struct floor_server {
-	struct floor_slot *host; /* this process's mapping */
-	size_t bytes;
-	pid_t pid;
-	int stop_fd;
-};
-
-struct floor_arg {
-	struct floor_slot *slots;
-	unsigned first, count;
-	volatile int *stop;
-};
-
 static void *floor_poll(void *p)
 {
-	struct floor_arg *a = (struct floor_arg *)p;
+	struct cpu_slice *a = (struct cpu_slice *)p;
+	struct floor_slot *slots = (struct floor_slot *)a->host;
 	uint64_t *seen = (uint64_t *)calloc(a->count, sizeof(uint64_t));
 	while (!*a->stop) {
 		for (unsigned k = 0; k < a->count; k++) {
-			struct floor_slot *s = &a->slots[a->first + k];
+			struct floor_slot *s = &slots[a->first + k];
 			uint64_t r = s->req;
 			if (r != seen[k]) {
 				seen[k] = r;
@@ -98,55 +153,11 @@ static void *floor_poll(void *p)
 	return NULL;
 }
 
-/* Fork the floor's CPU side before this process touches CUDA. */
-static int floor_start(struct floor_server *f)
+/* The floor's CPU side: raw mailboxes, before this process touches CUDA. */
+static int floor_start(struct cpu_server *f)
 {
-	f->bytes = sizeof(struct floor_slot) * FLOOR_SLOTS;
-	int fd = memfd_create("gpusys-bench-floor", MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)f->bytes) < 0)
-		return -errno;
-	f->host = (struct floor_slot *)mmap(NULL, f->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (f->host == MAP_FAILED)
-		return -errno;
-	int pipefd[2];
-	if (pipe2(pipefd, O_CLOEXEC) < 0) /* gpusysd, forked next, must not keep it */
-		return -errno;
-	f->pid = fork();
-	if (f->pid < 0)
-		return -errno;
-	if (f->pid == 0) {
-		static volatile int stop;
-		pthread_t th[FLOOR_THREADS];
-		struct floor_arg args[FLOOR_THREADS];
-		close(pipefd[1]);
-		for (unsigned i = 0; i < FLOOR_THREADS; i++) {
-			args[i].slots = f->host;
-			args[i].first = i * (FLOOR_SLOTS / FLOOR_THREADS);
-			args[i].count = FLOOR_SLOTS / FLOOR_THREADS;
-			args[i].stop = &stop;
-			pthread_create(&th[i], NULL, floor_poll, &args[i]);
-		}
-		char c;
-		while (read(pipefd[0], &c, 1) < 0 && errno == EINTR) {
-		}
-		stop = 1;
-		for (unsigned i = 0; i < FLOOR_THREADS; i++)
-			pthread_join(th[i], NULL);
-		_exit(0);
-	}
-	close(pipefd[0]);
-	f->stop_fd = pipefd[1];
-	return 0;
-}
-
-static void floor_stop(struct floor_server *f)
-{
-	if (f->pid > 0) {
-		close(f->stop_fd);
-		waitpid(f->pid, NULL, 0);
-		f->pid = 0;
-	}
+	int rc = server_map(f, "gpusys-bench-floor", sizeof(struct floor_slot) * FLOOR_SLOTS);
+	return rc ? rc : server_fork(f, floor_poll, FLOOR_SLOTS, FLOOR_THREADS, -1);
 }
 
 /* The protocol floor: the real client code (gpusys_noop) against the
@@ -157,22 +168,9 @@ static void floor_stop(struct floor_server *f)
 #define MINI_PORTS 1056u
 #define MINI_THREADS 4u
 
-struct mini_server {
-	void *host;
-	size_t bytes;
-	pid_t pid;
-	int stop_fd;
-};
-
-struct mini_arg {
-	void *host;
-	uint32_t first, count;
-	volatile int *stop;
-};
-
 static void *mini_serve(void *p)
 {
-	struct mini_arg *a = (struct mini_arg *)p;
+	struct cpu_slice *a = (struct cpu_slice *)p;
 	struct gpusys_channel_header *h = (struct gpusys_channel_header *)a->host;
 	volatile uint64_t *cw = (volatile uint64_t *)((uint8_t *)a->host + h->client_word_offset);
 	volatile uint64_t *sw = (volatile uint64_t *)((uint8_t *)a->host + h->server_word_offset);
@@ -192,57 +190,14 @@ static void *mini_serve(void *p)
 	return NULL;
 }
 
-static int mini_start(struct mini_server *m, int close_in_child)
+static int mini_start(struct cpu_server *m, int close_in_child)
 {
 	struct gpusys_channel_layout l = gpusys_channel_layout(MINI_PORTS, 0, 0);
-	m->bytes = l.total_bytes;
-	int fd = memfd_create("gpusys-bench-mini", MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)m->bytes) < 0)
-		return -errno;
-	m->host = mmap(NULL, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (m->host == MAP_FAILED)
-		return -errno;
+	int rc = server_map(m, "gpusys-bench-mini", l.total_bytes);
+	if (rc)
+		return rc;
 	gpusys_channel_format(m->host, MINI_PORTS, &l, 1);
-	int pipefd[2];
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
-		return -errno;
-	m->pid = fork();
-	if (m->pid < 0)
-		return -errno;
-	if (m->pid == 0) {
-		static volatile int stop;
-		pthread_t th[MINI_THREADS];
-		struct mini_arg args[MINI_THREADS];
-		close(pipefd[1]);
-		close(close_in_child); /* the floor server's stop pipe: it must see EOF */
-		for (uint32_t i = 0; i < MINI_THREADS; i++) {
-			args[i].host = m->host;
-			args[i].first = i * (MINI_PORTS / MINI_THREADS);
-			args[i].count = MINI_PORTS / MINI_THREADS;
-			args[i].stop = &stop;
-			pthread_create(&th[i], NULL, mini_serve, &args[i]);
-		}
-		char c;
-		while (read(pipefd[0], &c, 1) < 0 && errno == EINTR) {
-		}
-		stop = 1;
-		for (uint32_t i = 0; i < MINI_THREADS; i++)
-			pthread_join(th[i], NULL);
-		_exit(0);
-	}
-	close(pipefd[0]);
-	m->stop_fd = pipefd[1];
-	return 0;
-}
-
-static void mini_stop(struct mini_server *m)
-{
-	if (m->pid > 0) {
-		close(m->stop_fd);
-		waitpid(m->pid, NULL, 0);
-		m->pid = 0;
-	}
+	return server_fork(m, mini_serve, MINI_PORTS, MINI_THREADS, close_in_child);
 }
 
 /* Warp w pings slot (w * FLOOR_SLOTS / nwarps)... one lane per warp, as the
@@ -365,14 +320,14 @@ static float time_spin(int sms)
 {
 	cudaEvent_t e0, e1;
 	float ms = 0;
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	CK(cudaEventRecord(e0));
+	BENCH_CK(cudaEventCreate(&e0));
+	BENCH_CK(cudaEventCreate(&e1));
+	BENCH_CK(cudaEventRecord(e0));
 	for (int i = 0; i < 20; i++)
 		k_spin<<<sms * 8, 256>>>(5000000LL, NULL); /* ~3 ms each */
-	CK(cudaEventRecord(e1));
-	CK(cudaEventSynchronize(e1));
-	CK(cudaEventElapsedTime(&ms, e0, e1));
+	BENCH_CK(cudaEventRecord(e1));
+	BENCH_CK(cudaEventSynchronize(e1));
+	BENCH_CK(cudaEventElapsedTime(&ms, e0, e1));
 	cudaEventDestroy(e0);
 	cudaEventDestroy(e1);
 	return ms;
@@ -415,7 +370,7 @@ static struct row *add_row(const char *what, const char *kind, long warps)
 static struct bench_stats stats_dev(unsigned long long *dlat, int n)
 {
 	uint64_t *h = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)n);
-	CK(cudaMemcpy(h, dlat, sizeof(uint64_t) * (size_t)n, cudaMemcpyDeviceToHost));
+	BENCH_CK(cudaMemcpy(h, dlat, sizeof(uint64_t) * (size_t)n, cudaMemcpyDeviceToHost));
 	struct bench_stats s = bench_stats_of(h, (size_t)n);
 	free(h);
 	return s;
@@ -461,18 +416,25 @@ static gpusys_t *attach_kind(const char *dir, uint32_t kinds)
 
 static uint32_t used_ports;
 
-static void one_warp(gpusys_t *g, int lanes, int iters, unsigned long long *dlat, int *derr, const char *what)
+/* Wait for g's kernels; a failed wait or a call that failed (*derr) ends
+ * the benchmark, saying what failed. */
+static void synchronize_or_exit(gpusys_t *g, int timeout_ms, const int *derr, const char *what)
 {
-	CK(cudaMemset(derr, 0, sizeof(int)));
-	k_lat<<<1, 32>>>(gpusys_device(g), lanes, iters, iters / 10 + 10, dlat, derr);
-	CK(cudaGetLastError());
-	int rc = gpusys_synchronize(g, NULL, 60000);
+	int rc = gpusys_synchronize(g, NULL, timeout_ms);
 	int err = 0;
-	CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
+	BENCH_CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
 	if (rc || err) {
 		fprintf(stderr, "gpusys-bench: %s: %s\n", what, gpusys_strerror(rc ? rc : err));
 		exit(1);
 	}
+}
+
+static void one_warp(gpusys_t *g, int lanes, int iters, unsigned long long *dlat, int *derr, const char *what)
+{
+	BENCH_CK(cudaMemset(derr, 0, sizeof(int)));
+	k_lat<<<1, 32>>>(gpusys_device(g), lanes, iters, iters / 10 + 10, dlat, derr);
+	BENCH_CK(cudaGetLastError());
+	synchronize_or_exit(g, 60000, derr, what);
 	struct row *r = add_row(what, kind_name(gpusys_memory_kind_of(g)), 1);
 	r->s = stats_dev(dlat, iters);
 	used_ports = gpusys_num_ports(g);
@@ -489,24 +451,19 @@ static void throughput(gpusys_t *g, long warps, int sms, long total, unsigned lo
 	if (iters > 100000)
 		iters = 100000;
 	cudaEvent_t e0, e1;
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	CK(cudaMemset(derr, 0, sizeof(int)));
+	BENCH_CK(cudaEventCreate(&e0));
+	BENCH_CK(cudaEventCreate(&e1));
+	BENCH_CK(cudaMemset(derr, 0, sizeof(int)));
 	k_tput<<<grid, block>>>(gpusys_device(g), 5, dlat, derr); /* warm-up */
-	CK(cudaEventRecord(e0));
+	BENCH_CK(cudaEventRecord(e0));
 	k_tput<<<grid, block>>>(gpusys_device(g), iters, dlat, derr);
-	CK(cudaEventRecord(e1));
-	CK(cudaGetLastError());
-	int rc = gpusys_synchronize(g, NULL, 120000);
-	int err = 0;
-	CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
-	if (rc || err) {
-		fprintf(stderr, "gpusys-bench: throughput %ld warps: %s\n", w, gpusys_strerror(rc ? rc : err));
-		exit(1);
-	}
-	float ms = 0;
-	CK(cudaEventElapsedTime(&ms, e0, e1));
+	BENCH_CK(cudaEventRecord(e1));
+	BENCH_CK(cudaGetLastError());
 	char what[64];
+	snprintf(what, sizeof(what), "throughput %ld warps", w);
+	synchronize_or_exit(g, 120000, derr, what);
+	float ms = 0;
+	BENCH_CK(cudaEventElapsedTime(&ms, e0, e1));
 	snprintf(what, sizeof(what), "gpusys NOOP, %ld warp%s x 32 lanes", w, w == 1 ? "" : "s");
 	struct row *r = add_row(what, kind_name(gpusys_memory_kind_of(g)), w);
 	r->s = stats_dev(dlat, iters);
@@ -576,45 +533,40 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 
 	/* Processes first: neither the floor's server nor gpusysd may inherit
 	 * a CUDA context. */
-	struct floor_server fl;
+	struct cpu_server fl;
 	memset(&fl, 0, sizeof(fl));
 	int rc = floor_start(&fl);
 	if (rc) {
 		fprintf(stderr, "gpusys-bench: floor: %s\n", strerror(-rc));
 		return 1;
 	}
-	struct mini_server mini;
+	struct cpu_server mini;
 	memset(&mini, 0, sizeof(mini));
 	rc = mini_start(&mini, fl.stop_fd);
 	if (rc) {
 		fprintf(stderr, "gpusys-bench: minimal server: %s\n", strerror(-rc));
-		floor_stop(&fl);
+		server_stop(&fl);
 		return 1;
 	}
-	char dir[PATH_MAX];
-	int dpid = 0;
-	if (daemon) {
-		dpid = bench_spawn_daemon(daemon, daemon_args, dir);
-		if (dpid < 0) {
-			fprintf(stderr, "gpusys-bench: cannot start %s: %s\n", daemon, strerror(-dpid));
-			floor_stop(&fl);
-			mini_stop(&mini);
-			return 1;
-		}
-		runtime_dir = dir;
+	struct bench_daemon bd;
+	memset(&bd, 0, sizeof(bd));
+	bd.args = daemon_args;
+	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0) {
+		server_stop(&fl);
+		server_stop(&mini);
+		return 1;
 	}
 
 	int n = 0;
 	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
 		fprintf(stderr, "gpusys-bench: no usable GPU; use rtt --emulate\n");
-		floor_stop(&fl);
-		mini_stop(&mini);
-		if (dpid > 0)
-			bench_stop_daemon(dpid, dir);
+		server_stop(&fl);
+		server_stop(&mini);
+		bench_daemon_stop(&bd);
 		return 77;
 	}
 	cudaDeviceProp prop;
-	CK(cudaGetDeviceProperties(&prop, 0));
+	BENCH_CK(cudaGetDeviceProperties(&prop, 0));
 	int sms = prop.multiProcessorCount;
 	long all_warps = (long)sms * (prop.maxThreadsPerMultiProcessor / 32);
 	if (!max_warps || max_warps > all_warps)
@@ -623,30 +575,30 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 	unsigned long long *dlat;
 	int *derr;
 	size_t nlat = (size_t)(iters > 100000 ? iters : 100000) + 1000;
-	CK(cudaMalloc(&dlat, sizeof(unsigned long long) * nlat));
-	CK(cudaMalloc(&derr, sizeof(int)));
+	BENCH_CK(cudaMalloc(&dlat, sizeof(unsigned long long) * nlat));
+	BENCH_CK(cudaMalloc(&derr, sizeof(int)));
 
 	/* 1. The floor, one warp, then one warp per SM. */
 	struct floor_slot *dslots;
-	CK(cudaHostRegister(fl.host, fl.bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
-	CK(cudaHostGetDevicePointer((void **)&dslots, fl.host, 0));
+	BENCH_CK(cudaHostRegister(fl.host, fl.bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+	BENCH_CK(cudaHostGetDevicePointer((void **)&dslots, fl.host, 0));
 	k_floor<<<1, 32>>>(dslots, 1, 1000, 100, dlat);
-	CK(cudaDeviceSynchronize());
+	BENCH_CK(cudaDeviceSynchronize());
 	k_floor<<<1, 32>>>(dslots, 1, iters, 100, dlat);
-	CK(cudaDeviceSynchronize());
+	BENCH_CK(cudaDeviceSynchronize());
 	struct row *r = add_row("floor: raw mailbox, 1 warp", "memfd", 1);
 	r->s = stats_dev(dlat, iters);
 	{
 		cudaEvent_t e0, e1;
-		CK(cudaEventCreate(&e0));
-		CK(cudaEventCreate(&e1));
+		BENCH_CK(cudaEventCreate(&e0));
+		BENCH_CK(cudaEventCreate(&e1));
 		int fiters = 5000;
-		CK(cudaEventRecord(e0));
+		BENCH_CK(cudaEventRecord(e0));
 		k_floor<<<sms, 32>>>(dslots, sms, fiters, 0, dlat);
-		CK(cudaEventRecord(e1));
-		CK(cudaDeviceSynchronize());
+		BENCH_CK(cudaEventRecord(e1));
+		BENCH_CK(cudaDeviceSynchronize());
 		float ms;
-		CK(cudaEventElapsedTime(&ms, e0, e1));
+		BENCH_CK(cudaEventElapsedTime(&ms, e0, e1));
 		char what[64];
 		snprintf(what, sizeof(what), "floor: raw mailbox, %d warps, %d CPU threads", sms, FLOOR_THREADS);
 		r = add_row(what, "memfd", sms);
@@ -660,38 +612,38 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 		static const unsigned variants[] = { 1, 2, 3, 4, 7 };
 		unsigned *dlock;
 		unsigned long long *dcount;
-		CK(cudaMalloc(&dlock, 64));
-		CK(cudaMemset(dlock, 0, 64));
+		BENCH_CK(cudaMalloc(&dlock, 64));
+		BENCH_CK(cudaMemset(dlock, 0, 64));
 		dcount = (unsigned long long *)(dlock + 8);
 		for (unsigned v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
 			k_floor_parts<<<1, 32>>>(dslots, variants[v], iters, 100, dlat, dlock, dcount);
-			CK(cudaDeviceSynchronize());
+			BENCH_CK(cudaDeviceSynchronize());
 			r = add_row(names[variants[v]], "memfd", 1);
 			r->s = stats_dev(dlat, iters);
 		}
-		CK(cudaFree(dlock));
+		BENCH_CK(cudaFree(dlock));
 	}
-	CK(cudaHostUnregister(fl.host));
-	floor_stop(&fl);
+	BENCH_CK(cudaHostUnregister(fl.host));
+	server_stop(&fl);
 
 	/* 1b. The real client against the minimal server. */
 	{
 		void *dbase;
-		CK(cudaHostRegister(mini.host, mini.bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
-		CK(cudaHostGetDevicePointer(&dbase, mini.host, 0));
+		BENCH_CK(cudaHostRegister(mini.host, mini.bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+		BENCH_CK(cudaHostGetDevicePointer(&dbase, mini.host, 0));
 		size_t priv = MINI_PORTS * sizeof(struct gpusys_port_lock) + 64;
 		void *dpriv;
-		CK(cudaMalloc(&dpriv, priv));
-		CK(cudaMemset(dpriv, 0, priv));
+		BENCH_CK(cudaMalloc(&dpriv, priv));
+		BENCH_CK(cudaMemset(dpriv, 0, priv));
 		gpusys_dev_t dev;
 		gpusys_dev_fill(&dev, dbase, (const struct gpusys_channel_header *)mini.host,
 				(struct gpusys_port_lock *)dpriv,
 				(unsigned long long *)((char *)dpriv + MINI_PORTS * sizeof(struct gpusys_port_lock)));
-		CK(cudaMemset(derr, 0, sizeof(int)));
+		BENCH_CK(cudaMemset(derr, 0, sizeof(int)));
 		k_lat<<<1, 32>>>(dev, 32, iters, iters / 10 + 10, dlat, derr);
-		CK(cudaDeviceSynchronize());
+		BENCH_CK(cudaDeviceSynchronize());
 		int err = 0;
-		CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
+		BENCH_CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
 		r = add_row("floor: gpusys client, minimal CPU server", "memfd", 1);
 		r->s = stats_dev(dlat, iters);
 		if (err)
@@ -703,14 +655,14 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 			launch_shape(mshapes[k], sms, &grid, &block);
 			int it = 2000;
 			cudaEvent_t e0, e1;
-			CK(cudaEventCreate(&e0));
-			CK(cudaEventCreate(&e1));
-			CK(cudaEventRecord(e0));
+			BENCH_CK(cudaEventCreate(&e0));
+			BENCH_CK(cudaEventCreate(&e1));
+			BENCH_CK(cudaEventRecord(e0));
 			k_tput<<<grid, block>>>(dev, it, dlat, derr);
-			CK(cudaEventRecord(e1));
-			CK(cudaDeviceSynchronize());
+			BENCH_CK(cudaEventRecord(e1));
+			BENCH_CK(cudaDeviceSynchronize());
 			float ms;
-			CK(cudaEventElapsedTime(&ms, e0, e1));
+			BENCH_CK(cudaEventElapsedTime(&ms, e0, e1));
 			char what[64];
 			snprintf(what, sizeof(what), "floor: client + minimal server, %ld warps", mshapes[k]);
 			r = add_row(what, "memfd", mshapes[k]);
@@ -718,10 +670,10 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 			r->req_s = (double)mshapes[k] * it / (ms / 1e3);
 			r->lane_s = r->req_s * 32;
 		}
-		CK(cudaFree(dpriv));
-		CK(cudaHostUnregister(mini.host));
+		BENCH_CK(cudaFree(dpriv));
+		BENCH_CK(cudaHostUnregister(mini.host));
 	}
-	mini_stop(&mini);
+	server_stop(&mini);
 
 	/* 2. One warp, each memory kind. */
 	uint32_t kinds[2] = { GPUSYS_MEMORY_CUDA_VMM, GPUSYS_MEMORY_MEMFD };
@@ -751,20 +703,20 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 	/* 4. The kernel split: kernel, cudaLaunchHostFunc, next kernel. */
 	{
 		cudaStream_t st;
-		CK(cudaStreamCreate(&st));
+		BENCH_CK(cudaStreamCreate(&st));
 		static volatile long hits;
 		int n_split = 20000;
 		for (int i = 0; i < 200; i++) {
 			k_empty<<<1, 32, 0, st>>>(NULL);
-			CK(cudaLaunchHostFunc(st, host_fn, (void *)&hits));
+			BENCH_CK(cudaLaunchHostFunc(st, host_fn, (void *)&hits));
 		}
-		CK(cudaStreamSynchronize(st));
+		BENCH_CK(cudaStreamSynchronize(st));
 		uint64_t t0 = bench_now_ns();
 		for (int i = 0; i < n_split; i++) {
 			k_empty<<<1, 32, 0, st>>>(NULL);
-			CK(cudaLaunchHostFunc(st, host_fn, (void *)&hits));
+			BENCH_CK(cudaLaunchHostFunc(st, host_fn, (void *)&hits));
 		}
-		CK(cudaStreamSynchronize(st));
+		BENCH_CK(cudaStreamSynchronize(st));
 		uint64_t dt = bench_now_ns() - t0;
 		r = add_row("kernel split: cudaLaunchHostFunc", "-", 1);
 		r->s.p50_ns = r->s.min_ns = r->s.p99_ns = dt / (uint64_t)n_split; /* mean per call */
@@ -778,7 +730,7 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 	 *    and the first call after 1 s of idle. */
 	double idle_cpu = -1, first_us = -1;
 	float spin_alone = 0, spin_dozing = 0;
-	if (idle && dpid > 0) {
+	if (idle && bd.pid > 0) {
 		time_spin(sms); /* warm-up */
 		spin_alone = time_spin(sms);
 		gpusys_t *g = attach_kind(runtime_dir, 0);
@@ -788,19 +740,19 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 			sleep(2);
 			spin_dozing = time_spin(sms);
 			sleep(1);
-			double c0 = proc_cpu_s(dpid);
+			double c0 = proc_cpu_s(bd.pid);
 			uint64_t t0 = bench_now_ns();
 			sleep(5);
-			double c1 = proc_cpu_s(dpid);
+			double c1 = proc_cpu_s(bd.pid);
 			idle_cpu = (c1 - c0) / ((bench_now_ns() - t0) / 1e9) * 100.0;
 			/* first call after 1 s idle: one call per kernel, timed in the kernel */
 			uint64_t firsts[5];
 			for (int i = 0; i < 5; i++) {
 				sleep(1);
 				k_lat<<<1, 32>>>(gpusys_device(g), 32, 1, 0, dlat, derr);
-				CK(cudaDeviceSynchronize());
+				BENCH_CK(cudaDeviceSynchronize());
 				unsigned long long v;
-				CK(cudaMemcpy(&v, dlat, sizeof(v), cudaMemcpyDeviceToHost));
+				BENCH_CK(cudaMemcpy(&v, dlat, sizeof(v), cudaMemcpyDeviceToHost));
 				firsts[i] = v;
 			}
 			struct bench_stats fs = bench_stats_of(firsts, 5);
@@ -861,7 +813,6 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 	}
 	cudaFree(dlat);
 	cudaFree(derr);
-	if (dpid > 0)
-		bench_stop_daemon(dpid, dir);
+	bench_daemon_stop(&bd);
 	return 0;
 }

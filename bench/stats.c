@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "bench.h"
@@ -21,4 +23,19 @@ struct bench_stats bench_stats_of(uint64_t *samples, size_t n)
 	s.p99_ns = samples[(size_t)((double)n * 0.99)];
 	s.max_ns = samples[n - 1];
 	return s;
+}
+
+void bench_gbs_header(void)
+{
+	printf("| transfer | GB/s |\n|---|---|\n");
+}
+
+void bench_gbs_row(double gbs, const char *fmt, ...)
+{
+	va_list ap;
+	printf("| ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf(" | %.2f |\n", gbs);
 }

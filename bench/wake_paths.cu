@@ -14,10 +14,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cuda.h>
+
+#include "bench.h" /* bench_now_s */
 
 #define CK(x)                                                                          \
 	do {                                                                           \
@@ -30,18 +31,11 @@
 		}                                                                      \
 	} while (0)
 
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
 static std::atomic<double> cb_time;
 static void CUDA_CB on_word(void *arg)
 {
 	(void)arg;
-	cb_time.store(now_s());
+	cb_time.store(bench_now_s());
 }
 
 static CUevent ev;
@@ -57,7 +51,7 @@ static void *ev_thread(void *arg)
 		ev_go.store(0);
 		if (cuEventSynchronize(ev) != CUDA_SUCCESS)
 			return NULL;
-		cb_time.store(now_s());
+		cb_time.store(bench_now_s());
 	}
 }
 
@@ -112,10 +106,10 @@ int main(void)
 					ev_go.store(1);
 				}
 				usleep(50000);
-				double a = now_s();
+				double a = bench_now_s();
 				*word = 1;
 				__atomic_thread_fence(__ATOMIC_SEQ_CST);
-				while (cb_time.load() == 0.0 && now_s() - a < 2)
+				while (cb_time.load() == 0.0 && bench_now_s() - a < 2)
 					;
 				lat[i] = (cb_time.load() - a) * 1e6;
 				CK(cuStreamSynchronize(s));

@@ -31,6 +31,8 @@
 #include "core/pool.h"
 #include "core/wake.h"
 
+_Static_assert(CONTROL_MAX_CONNS == CONFIG_CONTROL_MAX_CONNS, "control_conns_per_uid's bound is the total");
+
 /* Pollers 1.. park after this long without work. */
 #define PARK_US 2000
 /* A dozing poller 0 still scans every port this often (see poller.c). */
@@ -100,6 +102,17 @@ static void on_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HE
 
 	if (registry_full(&d->reg)) {
 		snprintf(why, sizeof(why), "gpusysd already serves its maximum of %u clients", d->cfg.max_clients);
+		log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
+		close_fds(fds, HELLO_NFDS);
+		refuse(fd, -EUSERS, why);
+		return;
+	}
+	/* One user cannot take every slot from the others. */
+	unsigned mine = 0;
+	registry_for_each(&d->reg, o) mine += o->peer.uid == peer->uid;
+	if (mine >= d->cfg.max_clients_per_uid) {
+		snprintf(why, sizeof(why), "uid %u already has %u clients attached, the most gpusysd allows one user",
+			 (unsigned)peer->uid, mine);
 		log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
 		close_fds(fds, HELLO_NFDS);
 		refuse(fd, -EUSERS, why);
@@ -280,7 +293,11 @@ static int start(struct daemon *d, const char *runtime_dir)
 	}
 	r = listener_new(d->base, d->rt.client_fd, d->cfg.handshake_timeout_ms, on_hello, d, &d->listener);
 	if (r >= 0)
-		r = control_new(d->base, d->rt.control_fd, daemon_status_json, d, &d->control);
+		r = control_new(d->base, d->rt.control_fd,
+				&(struct control_limits){ .conns_per_uid = d->cfg.control_conns_per_uid,
+							  .idle_timeout_ms = d->cfg.control_idle_timeout_ms,
+							  .admin_gid = d->cfg.admin_gid },
+				daemon_control, d, &d->control);
 	if (r < 0) {
 		log_err("cannot set up the listeners: %s", strerror(-r));
 		return r;
@@ -397,8 +414,14 @@ int daemon_run(const struct gpusysd_config *cfg, const char *runtime_dir)
 			status = 0;
 	}
 	stop(d);
-	if (served)
-		log_info("stopped");
+	if (served) {
+		uint64_t dropped = log_dropped_total();
+		if (dropped)
+			log_msg(LOG_INFO, "stopped (%llu log lines suppressed by the rate limit)",
+				(unsigned long long)dropped);
+		else
+			log_msg(LOG_INFO, "stopped");
+	}
 	free(d);
 	return status;
 }

@@ -15,6 +15,7 @@
 struct event;
 struct event_base;
 struct control;
+struct control_peer;
 struct listener;
 struct pool;
 struct pollers;
@@ -38,8 +39,13 @@ struct daemon {
 /* Serve until SIGTERM/SIGINT. Returns the process exit status. */
 int daemon_run(const struct gpusysd_config *cfg, const char *runtime_dir);
 
-/* The control "status" reply. */
-json_t *daemon_status_json(void *daemon);
+/* The control "status" reply for who: an admin sees every client, anyone
+ * else only the clients of their own uid. */
+json_t *daemon_status_json(void *daemon, const struct control_peer *who);
+
+/* Every control command (control.h's control_cmd_fn): status, ports,
+ * latency. */
+int daemon_control(void *daemon, const struct control_peer *who, const char *cmd, json_t *req, json_t **reply);
 
 /* Requests served over the daemon's life, attached clients included. */
 uint64_t daemon_requests_served(struct daemon *d);

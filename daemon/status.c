@@ -3,7 +3,13 @@
 #include <unistd.h>
 
 #include "config.h" /* generated: GPUSYS_VERSION */
+#include <errno.h>
+#include <string.h>
+
+#include "control/control.h"
+#include "control/inspect.h"
 #include "daemon.h"
+#include "util/log.h"
 
 static int64_t seconds_since(const struct timespec *t0)
 {
@@ -36,15 +42,24 @@ static json_t *client_json(const struct session *s)
 			 "attached_s", (json_int_t)seconds_since(&s->attached));
 }
 
-json_t *daemon_status_json(void *arg)
+json_t *daemon_status_json(void *arg, const struct control_peer *who)
 {
 	struct daemon *d = arg;
 	json_t *clients = json_array();
+	unsigned shown = 0;
 
 	if (!clients)
 		return NULL;
-	registry_for_each(&d->reg, s) json_array_append_new(clients, client_json(s));
-	return json_pack("{s:s, s:I, s:I, s:s, s:I, s:I, s:o, s:I, s:I}",
+	/* Privacy: a client's pid, command and activity are its user's
+	 * business (and an admin's). */
+	registry_for_each(&d->reg, s)
+	{
+		if (!who->admin && s->peer.uid != who->uid)
+			continue;
+		json_array_append_new(clients, client_json(s));
+		shown++;
+	}
+	return json_pack("{s:s, s:I, s:I, s:s, s:I, s:I, s:o, s:I, s:I, s:s, s:I}",
 			 "version", GPUSYS_VERSION,
 			 "pid", (json_int_t)getpid(),
 			 "uptime_s", (json_int_t)seconds_since(&d->started),
@@ -53,5 +68,25 @@ json_t *daemon_status_json(void *arg)
 			 "workers", (json_int_t)d->cfg.workers,
 			 "clients", clients,
 			 "requests_served", (json_int_t)daemon_requests_served(d),
-			 "clients_attached", (json_int_t)d->reg.count);
+			 "clients_attached", (json_int_t)shown,
+			 "clients_shown", who->admin ? "all" : "own",
+			 "log_lines_suppressed", (json_int_t)log_dropped_total());
+}
+
+int daemon_control(void *arg, const struct control_peer *who, const char *cmd, json_t *req, json_t **reply)
+{
+	struct daemon *d = arg;
+	if (!strcmp(cmd, "status"))
+		*reply = daemon_status_json(d, who);
+	else if (!strcmp(cmd, "ports")) {
+		/* The oldest 100 unless asked for more (at most 10 000); of the
+		 * asker's own clients unless an admin asks. */
+		json_int_t limit = json_integer_value(json_object_get(req, "limit"));
+		*reply = inspect_ports(&d->reg, limit > 0 ? (unsigned)(limit < 10000 ? limit : 10000) : 100, who);
+	}
+	else if (!strcmp(cmd, "latency"))
+		*reply = inspect_latency();
+	else
+		return -ENOENT;
+	return 0;
 }

@@ -208,7 +208,10 @@ GPUSYS_FN uint32_t gpusys_port_hint(void)
 
 #else
 /* ------------------------------------------------------------------ host */
+#include <errno.h>
 #include <sched.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #define GPUSYS_FN static inline
@@ -363,9 +366,26 @@ static inline void gpusys_wake_daemon(const volatile uint32_t *dozing, int32_t w
 {
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (wake_fd >= 0 && __atomic_load_n(dozing, __ATOMIC_RELAXED)) {
+		/* A daemon that died dozing left no reader: the write raises
+		 * SIGPIPE, which would kill the client instead of the call
+		 * failing with -ESHUTDOWN. Block it for the write and take
+		 * back one this write raised (unless one was pending
+		 * already). Only on this path: the daemon dozes when idle. */
+		int saved = errno;
+		sigset_t pipe_set, old, pending;
+		sigemptyset(&pipe_set);
+		sigaddset(&pipe_set, SIGPIPE);
+		pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+		sigpending(&pending);
+		int was_pending = sigismember(&pending, SIGPIPE);
 		char one = 1;
-		if (write(wake_fd, &one, 1) < 0) {
+		if (write(wake_fd, &one, 1) < 0 && errno == EPIPE && !was_pending) {
+			const struct timespec zero = { 0, 0 };
+			while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
+			}
 		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		errno = saved;
 	}
 }
 #endif

@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/fdpass.h"
 #include "gpusys/client.h"
 #include "gpusys/wire.h"
 #include "dev_handle.h"
@@ -118,28 +119,11 @@ static int send_hello(int sock, const struct gpusys_attach_opts *o)
 		h.fd_mask |= GPUSYS_HELLO_FD_CWD;
 	}
 
-	union {
-		struct cmsghdr align;
-		char bytes[CMSG_SPACE(3 * sizeof(int))];
-	} cbuf;
-	struct iovec iov = { .iov_base = &h, .iov_len = sizeof(h) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (nfds) {
-		memset(&cbuf, 0, sizeof(cbuf));
-		mh.msg_control = cbuf.bytes;
-		mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
-		memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
-	}
-	ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-	int e = errno;
+	ssize_t n = fdpass_send(sock, &h, sizeof(h), fds, (unsigned)nfds, MSG_NOSIGNAL);
 	if (cwd >= 0)
 		close(cwd);
 	if (n < 0)
-		return fail(-e, "cannot send the hello: %s", strerror(e));
+		return fail((int)n, "cannot send the hello: %s", strerror((int)-n));
 	return 0;
 }
 
@@ -151,19 +135,9 @@ static int recv_welcome(int sock, struct gpusys_welcome *w, int *ret_fd, int *re
 		struct gpusys_welcome w;
 		char bytes[sizeof(struct gpusys_welcome) + 1];
 	} buf;
-	union {
-		struct cmsghdr align;
-		char bytes[CMSG_SPACE(MAX_RECV_FDS * sizeof(int))];
-	} cbuf;
-	struct iovec iov = { .iov_base = &buf, .iov_len = sizeof(buf) };
-	struct msghdr mh = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = cbuf.bytes,
-		.msg_controllen = sizeof(cbuf.bytes),
-	};
 	struct pollfd pfd = { .fd = sock, .events = POLLIN };
-	int fds[MAX_RECV_FDS], nfds = 0, r;
+	int fds[MAX_RECV_FDS], msg_flags = 0, r;
+	unsigned nfds = 0;
 
 	do
 		r = poll(&pfd, 1, WELCOME_TIMEOUT_MS);
@@ -171,20 +145,13 @@ static int recv_welcome(int sock, struct gpusys_welcome *w, int *ret_fd, int *re
 	if (r == 0)
 		return fail(-ETIMEDOUT, "no welcome from gpusysd within %d ms", WELCOME_TIMEOUT_MS);
 	memset(&buf, 0, sizeof(buf));
-	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	ssize_t n = fdpass_recv(sock, &buf, sizeof(buf), fds, MAX_RECV_FDS, &nfds, &msg_flags, 0);
 	if (n < 0)
-		return fail(-errno, "cannot receive the welcome: %s", strerror(errno));
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k && nfds < MAX_RECV_FDS; i++)
-			memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-	}
+		return fail((int)n, "cannot receive the welcome: %s", strerror((int)-n));
 
 	if (n == 0)
 		r = fail(-ECONNRESET, "gpusysd closed the connection during the handshake");
-	else if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC) || (size_t)n != sizeof(buf.w))
+	else if (msg_flags & (MSG_TRUNC | MSG_CTRUNC) || (size_t)n != sizeof(buf.w))
 		r = fail(-EPROTO, "malformed welcome (%zd bytes)", n);
 	else if (buf.w.magic != GPUSYS_WELCOME_MAGIC || buf.w.wire_version != GPUSYS_WIRE_VERSION)
 		r = fail(-EPROTO, "welcome of protocol version %u (we speak %u)", buf.w.wire_version,
@@ -193,7 +160,7 @@ static int recv_welcome(int sock, struct gpusys_welcome *w, int *ret_fd, int *re
 		buf.w.message[sizeof(buf.w.message) - 1] = 0;
 		r = fail(buf.w.status, "gpusysd refused: %s", buf.w.message);
 	} else if (buf.w.status > 0 || nfds != 2)
-		r = fail(-EPROTO, "malformed welcome (status %d, %d descriptors)", buf.w.status, nfds);
+		r = fail(-EPROTO, "malformed welcome (status %d, %u descriptors)", buf.w.status, nfds);
 	else {
 		struct stat st;
 		if (fstat(fds[1], &st) < 0 || !S_ISFIFO(st.st_mode))
@@ -202,7 +169,7 @@ static int recv_welcome(int sock, struct gpusys_welcome *w, int *ret_fd, int *re
 			r = 0;
 	}
 	if (r < 0) {
-		for (int i = 0; i < nfds; i++)
+		for (unsigned i = 0; i < nfds; i++)
 			close(fds[i]);
 		return r;
 	}
@@ -302,7 +269,7 @@ int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_cl
 	if (r < 0)
 		goto fail;
 	/* Emulated warps over this mapping find it (gpusys_emu_open). */
-	gpusys_wake_fd_set(base, c->wake_fd);
+	gpusys_channel_register(base, c->wake_fd, c->sock);
 	*ret = c;
 	return 0;
 fail:
@@ -315,7 +282,7 @@ void gpusys_client_detach(struct gpusys_client *c)
 	if (!c)
 		return;
 	if (c->base) {
-		gpusys_wake_fd_set(c->base, -1);
+		gpusys_channel_unregister(c->base); /* joins its watchdog */
 		munmap(c->base, c->bytes);
 	}
 	if (c->mem_fd >= 0)

@@ -142,6 +142,20 @@ static int map_vmm(gpusys_t *g)
 	return 0;
 }
 
+/* Undo map_vmm as far as it got; in g's context. */
+static void unmap_vmm(gpusys_t *g)
+{
+	const struct gpusys_cuda *cu = g->cu;
+
+	if (g->vmm_state >= 3)
+		cu->cuMemUnmap(g->dbase, g->bytes);
+	if (g->vmm_state >= 2)
+		cu->cuMemAddressFree(g->dbase, g->bytes);
+	if (g->vmm_state >= 1)
+		cu->cuMemRelease(g->vmm_handle);
+	g->vmm_state = 0;
+}
+
 static int map_memfd(gpusys_t *g)
 {
 	const struct gpusys_cuda *cu = g->cu;
@@ -181,12 +195,7 @@ static void release(gpusys_t *g)
 			cu->cuMemFree(g->priv);
 		if (g->registered)
 			cu->cuMemHostUnregister(g->host);
-		if (g->vmm_state >= 3)
-			cu->cuMemUnmap(g->dbase, g->bytes);
-		if (g->vmm_state >= 2)
-			cu->cuMemAddressFree(g->dbase, g->bytes);
-		if (g->vmm_state >= 1)
-			cu->cuMemRelease(g->vmm_handle);
+		unmap_vmm(g);
 		ctx_pop(g);
 		cu->cuDevicePrimaryCtxRelease(g->cudev);
 	}
@@ -275,13 +284,7 @@ again:
 		rc = -EPROTO;
 	if (rc < 0 && g->kind == GPUSYS_MEMORY_CUDA_VMM && (ao.memory_kinds & (1u << GPUSYS_MEMORY_MEMFD))) {
 		/* The fallback: a memfd channel, registered with the driver. */
-		if (g->vmm_state >= 3)
-			cu->cuMemUnmap(g->dbase, g->bytes);
-		if (g->vmm_state >= 2)
-			cu->cuMemAddressFree(g->dbase, g->bytes);
-		if (g->vmm_state >= 1)
-			cu->cuMemRelease(g->vmm_handle);
-		g->vmm_state = 0;
+		unmap_vmm(g);
 		g->host = NULL;
 		g->dbase = 0;
 		ctx_pop(g);

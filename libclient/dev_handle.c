@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "dev_handle.h"
 
@@ -50,49 +53,138 @@ void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks)
 		dev->bulk_locks = 0;
 }
 
-/* Few channels per process: a short list. */
-static pthread_mutex_t wake_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-	const void *base;
-	int fd;
-} *wake_map;
-static size_t wake_n, wake_cap;
+/* ------------------------------------------------- attached channels */
 
-void gpusys_wake_fd_set(const void *base, int fd)
+/*
+ * The channels this process has attached, by mapping address: their wake
+ * descriptor (emulated warps ring a dozing daemon with it) and their
+ * connection to the daemon, which a watchdog thread watches for emulated
+ * clients.
+ *
+ * Watchdog: a warp spinning on a port cannot learn that the daemon died (a
+ * dead daemon writes nothing). The first gpusys_emu_open over a channel
+ * starts one thread that sleeps in poll() on the connection (no CPU while
+ * idle) and, when the daemon hangs up, writes client_host_state = ABORT in
+ * the channel: spinning warps then return -ESHUTDOWN within
+ * GPUSYS_SPIN_CHECK_EVERY polls, as the CUDA path's watchdog makes kernels
+ * do (libclient/cuda.c). The thread belongs to the attachment: detach stops
+ * and joins it before the channel is unmapped.
+ */
+struct watched {
+	void *base;
+	int wake_fd;
+	int sock_fd;
+	int stop[2]; /* pipe: detach writes, the watchdog wakes and ends */
+	pthread_t thread;
+	int running;
+	pid_t owner; /* the process that started the thread (a forked child has none) */
+	struct watched *next;
+};
+
+/* Few channels per process: a short list. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct watched *list;
+
+static struct watched **find(const void *base)
 {
-	pthread_mutex_lock(&wake_lock);
-	size_t i = 0;
-	while (i < wake_n && wake_map[i].base != base)
-		i++;
-	if (fd < 0) {
-		if (i < wake_n)
-			wake_map[i] = wake_map[--wake_n];
-	} else if (i < wake_n) {
-		wake_map[i].fd = fd;
-	} else {
-		if (wake_n == wake_cap) {
-			size_t cap = wake_cap ? 2 * wake_cap : 4;
-			void *m = realloc(wake_map, cap * sizeof(*wake_map));
-			if (!m)
-				goto out; /* no wake-ups: the daemon's safety rescan still serves */
-			wake_map = m;
-			wake_cap = cap;
+	struct watched **w = &list;
+	while (*w && (*w)->base != base)
+		w = &(*w)->next;
+	return w;
+}
+
+int gpusys_channel_register(void *base, int wake_fd, int sock_fd)
+{
+	struct watched *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->base = base;
+	w->wake_fd = wake_fd;
+	w->sock_fd = sock_fd;
+	w->stop[0] = w->stop[1] = -1;
+	pthread_mutex_lock(&lock);
+	w->next = list;
+	list = w;
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+void gpusys_channel_unregister(const void *base)
+{
+	pthread_mutex_lock(&lock);
+	struct watched **pw = find(base), *w = *pw;
+	if (w)
+		*pw = w->next;
+	pthread_mutex_unlock(&lock);
+	if (!w)
+		return;
+	/* In a child forked after the start, the thread is the parent's:
+	 * nothing to stop or join here. */
+	if (w->running && w->owner == getpid()) {
+		char c = 0;
+		if (write(w->stop[1], &c, 1) < 0) {
 		}
-		wake_map[wake_n].base = base;
-		wake_map[wake_n].fd = fd;
-		wake_n++;
+		pthread_join(w->thread, NULL);
 	}
-out:
-	pthread_mutex_unlock(&wake_lock);
+	if (w->stop[0] >= 0)
+		close(w->stop[0]);
+	if (w->stop[1] >= 0)
+		close(w->stop[1]);
+	free(w);
 }
 
 int gpusys_wake_fd_of(const void *base)
 {
-	int fd = -1;
-	pthread_mutex_lock(&wake_lock);
-	for (size_t i = 0; i < wake_n; i++)
-		if (wake_map[i].base == base)
-			fd = wake_map[i].fd;
-	pthread_mutex_unlock(&wake_lock);
+	pthread_mutex_lock(&lock);
+	struct watched *w = *find(base);
+	int fd = w ? w->wake_fd : -1;
+	pthread_mutex_unlock(&lock);
 	return fd;
+}
+
+static void *watchdog_main(void *arg)
+{
+	struct watched *w = arg;
+	struct pollfd p[2] = {
+		{ .fd = w->sock_fd, .events = POLLRDHUP },
+		{ .fd = w->stop[0], .events = POLLIN },
+	};
+	for (;;) {
+		int n = poll(p, 2, -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || p[1].revents)
+			return NULL; /* detach */
+		if (p[0].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
+			struct gpusys_channel_header *h = w->base;
+			__atomic_store_n(&h->client_host_state, GPUSYS_CLIENT_HOST_ABORT, __ATOMIC_RELEASE);
+			return NULL;
+		}
+	}
+}
+
+int gpusys_channel_watch(const void *base)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&lock);
+	struct watched *w = *find(base);
+	if (!w || w->running || w->sock_fd < 0)
+		goto out; /* not attached here (a test's own mapping) or watched */
+	if (pipe2(w->stop, O_CLOEXEC) < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = -pthread_create(&w->thread, NULL, watchdog_main, w);
+	if (r < 0) {
+		close(w->stop[0]);
+		close(w->stop[1]);
+		w->stop[0] = w->stop[1] = -1;
+		goto out;
+	}
+	w->running = 1;
+	w->owner = getpid();
+out:
+	pthread_mutex_unlock(&lock);
+	return r;
 }

@@ -20,10 +20,22 @@ void gpusys_dev_fill(gpusys_dev_t *dev, void *base, const struct gpusys_channel_
  * gpusys_dev_private_bytes(). Without them bulk calls use packets. */
 void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks);
 
-/* The wake descriptor that goes with the channel mapped at base: the
- * attach records it (fd -1 forgets it), the emulator finds it, so emulated
- * warps wake a dozing daemon (include/gpusys/wire.h). -1: none known. */
-void gpusys_wake_fd_set(const void *base, int fd);
+/* The channels of this process's attachments (dev_handle.c): the attach
+ * registers each mapping with its wake descriptor and its connection to the
+ * daemon, and unregisters it (stopping its watchdog) before unmapping it.
+ * 0 or -ENOMEM (then emulated warps over it neither ring nor are watched). */
+int gpusys_channel_register(void *base, int wake_fd, int sock_fd);
+void gpusys_channel_unregister(const void *base);
+
+/* The wake descriptor that goes with the channel mapped at base, so
+ * emulated warps wake a dozing daemon (include/gpusys/wire.h). -1: none
+ * known. */
 int gpusys_wake_fd_of(const void *base);
+
+/* Start the watchdog of the channel mapped at base, once: when the daemon
+ * hangs up, it sets client_host_state = ABORT, and warps waiting on the
+ * daemon return -ESHUTDOWN. 0 (also for a channel not registered) or
+ * -errno. */
+int gpusys_channel_watch(const void *base);
 
 #endif

@@ -46,6 +46,12 @@ int gpusys_emu_open(void *channel_base, struct gpusys_emu **ret)
 	gpusys_dev_fill(&emu->dev, channel_base, hdr, emu->locks, &emu->submitted);
 	/* Emulated warps are host threads: they can wake a dozing daemon. */
 	emu->dev.wake_fd = gpusys_wake_fd_of(channel_base);
+	/* ...and must learn that it died (-ESHUTDOWN, not a hang). */
+	int r2 = gpusys_channel_watch(channel_base);
+	if (r2 < 0) {
+		free(emu);
+		return r2;
+	}
 	gpusys_dev_set_bulk_locks(&emu->dev, (uint32_t *)(emu->locks + hdr->num_ports));
 	*ret = emu;
 	return 0;

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* gpusysctl: ask a running gpusysd about itself over its control socket. */
 #include <errno.h>
+#include <stdbool.h>
 #include <getopt.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,10 @@ static void usage(FILE *f)
 		"\n"
 		"Commands:\n"
 		"  status [--json]   the daemon and its attached clients (--json: as the daemon sent it)\n"
+		"  ports [--json]    ports busy now: client, opcode, phase, how long\n"
+		"  latency [--json] [--histogram]\n"
+		"                    per opcode: requests, errors, latency percentiles (from a poller\n"
+		"                    finding the request to its answer), with a text histogram\n"
 		"\n"
 		"  --runtime-dir DIR  where gpusysd runs (default $" GPUSYS_RUNTIME_DIR_ENV " or " GPUSYS_DEFAULT_RUNTIME_DIR
 		")\n");
@@ -140,9 +146,11 @@ static int print_status(json_t *st)
 	format_duration(num(st, "uptime_s"), up, sizeof(up));
 	printf("gpusysd %s, pid %lld, up %s, serving %s\n", str(st, "version"), num(st, "pid"), up,
 	       str(st, "runtime_dir"));
-	printf("%lld pollers, %lld workers, %lld client%s attached, %lld requests served\n", num(st, "pollers"),
+	/* The daemon shows another user's clients to admins only. */
+	bool own = !strcmp(str(st, "clients_shown"), "own");
+	printf("%lld pollers, %lld workers, %lld client%s attached%s, %lld requests served\n", num(st, "pollers"),
 	       num(st, "workers"), num(st, "clients_attached"), num(st, "clients_attached") == 1 ? "" : "s",
-	       num(st, "requests_served"));
+	       own ? " (yours; others' are not shown)" : "", num(st, "requests_served"));
 	if (!json_array_size(clients))
 		return 0;
 	printf("\n%6s %8s %6s %-16s %4s %-8s %6s %6s %12s %8s %9s\n", "ID", "PID", "UID", "COMM", "GPU", "MEMORY",
@@ -161,22 +169,101 @@ static int print_status(json_t *st)
 	return 0;
 }
 
-static int cmd_status(const char *dir, int argc, char **argv)
+static double real(json_t *o, const char *key)
 {
-	int json = 0;
+	return json_number_value(json_object_get(o, key));
+}
+
+static int print_ports(json_t *r)
+{
+	json_t *ports = json_object_get(r, "ports"), *p;
+	size_t i;
+
+	printf("%lld port%s busy%s\n", num(r, "busy"), num(r, "busy") == 1 ? "" : "s",
+	       json_is_true(json_object_get(r, "truncated")) ? " (the oldest shown)" : "");
+	if (!json_array_size(ports))
+		return 0;
+	printf("\n%6s %8s %-16s %6s %-7s %-14s %-10s %5s %12s\n", "CLIENT", "PID", "COMM", "PORT", "OPCODE", "NAME",
+	       "PHASE", "LATER", "AGE");
+	json_array_foreach(ports, i, p)
+	{
+		printf("%6lld %8lld %-16s %6lld %-7s %-14s %-10s %5s %10lldus\n", num(p, "client"), num(p, "pid"),
+		       str(p, "comm"), num(p, "port"), str(p, "opcode"), str(p, "name"), str(p, "phase"),
+		       json_is_true(json_object_get(p, "later")) ? "yes" : "no", num(p, "age_us"));
+	}
+	return 0;
+}
+
+/* One op's histogram as bars, one line per non-empty bucket. */
+static void print_histogram(json_t *hist)
+{
+	long long most = 0;
+	size_t i;
+	json_t *b;
+
+	json_array_foreach(hist, i, b)
+	{
+		long long n = (long long)json_integer_value(json_array_get(b, 2));
+		if (n > most)
+			most = n;
+	}
+	json_array_foreach(hist, i, b)
+	{
+		double lo = (double)json_integer_value(json_array_get(b, 0)) / 1000.0;
+		double hi = (double)json_integer_value(json_array_get(b, 1)) / 1000.0;
+		long long n = (long long)json_integer_value(json_array_get(b, 2));
+		int bar = most ? (int)((n * 40 + most - 1) / most) : 0;
+		printf("    %11.3f - %-11.3f us %10lld |%.*s\n", lo, hi, n, bar,
+		       "########################################");
+	}
+}
+
+static int print_latency(json_t *r, bool hist)
+{
+	json_t *ops = json_object_get(r, "ops"), *o;
+	size_t i;
+
+	if (!json_is_true(json_object_get(r, "timed")))
+		printf("(timing is off: stats = 0 in the configuration)\n");
+	if (!json_array_size(ops)) {
+		printf("no requests served yet\n");
+		return 0;
+	}
+	printf("%-7s %-16s %12s %8s %10s %10s %10s %10s %10s %10s\n", "OPCODE", "NAME", "COUNT", "ERRORS", "P50", "P90",
+	       "P99", "P99.9", "MAX", "(us)");
+	json_array_foreach(ops, i, o)
+	{
+		printf("%-7s %-16s %12lld %8lld %10.1f %10.1f %10.1f %10.1f %10.1f\n", str(o, "opcode"), str(o, "name"),
+		       num(o, "count"), num(o, "errors"), real(o, "p50_us"), real(o, "p90_us"), real(o, "p99_us"),
+		       real(o, "p999_us"), real(o, "max_us"));
+		if (hist)
+			print_histogram(json_object_get(o, "histogram"));
+	}
+	return 0;
+}
+
+/* Ask gpusysd one command, print its reply as JSON (--json) or through
+ * show. Exit status: 0, 1 (no daemon, or it said no), 2 (bad usage). */
+static int run_cmd(const char *dir, const char *cmd, int argc, char **argv, int (*show)(json_t *, bool))
+{
+	bool json = false, hist = false;
 
 	for (int i = 0; i < argc; i++) {
 		if (!strcmp(argv[i], "--json"))
-			json = 1;
+			json = true;
+		else if (!strcmp(argv[i], "--histogram") && !strcmp(cmd, "latency"))
+			hist = true;
 		else {
-			fprintf(stderr, "gpusysctl: status: unknown argument '%s'\n", argv[i]);
+			fprintf(stderr, "gpusysctl: %s: unknown argument '%s'\n", cmd, argv[i]);
 			return 2;
 		}
 	}
 	int fd = connect_control(dir);
 	if (fd < 0)
 		return 1;
-	char *line = request(fd, "{\"cmd\":\"status\"}\n");
+	char req[64];
+	snprintf(req, sizeof(req), "{\"cmd\":\"%s\"}\n", cmd);
+	char *line = request(fd, req);
 	close(fd);
 	if (!line)
 		return 1;
@@ -192,12 +279,24 @@ static int cmd_status(const char *dir, int argc, char **argv)
 		printf("%s\n", line);
 		rc = 0;
 	} else
-		rc = print_status(st);
+		rc = show(st, hist);
 	json_decref(st);
 	free(line);
 	if (fflush(stdout) != 0 || ferror(stdout))
 		rc = 1;
 	return rc;
+}
+
+static int show_status(json_t *r, bool hist)
+{
+	(void)hist;
+	return print_status(r);
+}
+
+static int show_ports(json_t *r, bool hist)
+{
+	(void)hist;
+	return print_ports(r);
 }
 
 int main(int argc, char **argv)
@@ -228,7 +327,11 @@ int main(int argc, char **argv)
 	}
 	const char *cmd = argv[optind];
 	if (!strcmp(cmd, "status"))
-		return cmd_status(dir, argc - optind - 1, argv + optind + 1);
+		return run_cmd(dir, cmd, argc - optind - 1, argv + optind + 1, show_status);
+	if (!strcmp(cmd, "ports"))
+		return run_cmd(dir, cmd, argc - optind - 1, argv + optind + 1, show_ports);
+	if (!strcmp(cmd, "latency"))
+		return run_cmd(dir, cmd, argc - optind - 1, argv + optind + 1, print_latency);
 	fprintf(stderr, "gpusysctl: unknown command '%s'\n", cmd);
 	usage(stderr);
 	return 2;

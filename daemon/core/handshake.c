@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fdpass.h"
 #include "core/handshake.h"
 
 /* More than a hello may carry, so a peer that sends extra descriptors is
@@ -61,48 +62,32 @@ int hello_receive(int fd, struct gpusys_hello *ret_hello, int ret_fds[HELLO_NFDS
 		struct gpusys_hello h;
 		char bytes[sizeof(struct gpusys_hello) + 1];
 	} buf;
-	union {
-		struct cmsghdr align;
-		char bytes[CMSG_SPACE(MAX_RECV_FDS * sizeof(int))];
-	} cbuf;
-	struct iovec iov = { .iov_base = &buf, .iov_len = sizeof(buf) };
-	struct msghdr mh = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = cbuf.bytes,
-		.msg_controllen = sizeof(cbuf.bytes),
-	};
-	int fds[MAX_RECV_FDS];
+	int fds[MAX_RECV_FDS], msg_flags = 0;
 	unsigned nfds = 0;
 	int r;
 
 	memset(&buf, 0, sizeof(buf));
-	ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	/* Every descriptor that did arrive is in fds[] before anything is
+	 * judged, so no error path leaks one. MSG_TRUNC: n is the message's
+	 * real length even when it did not fit (SOCK_SEQPACKET, Linux 3.4+),
+	 * so a refusal can say it. */
+	ssize_t n = fdpass_recv(fd, &buf, sizeof(buf), fds, MAX_RECV_FDS, &nfds, &msg_flags, MSG_DONTWAIT | MSG_TRUNC);
 	if (n < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR)
 			return -EAGAIN;
 		return -ECONNRESET;
 	}
-
-	/* Collect every descriptor that did arrive before judging anything,
-	 * so no error path leaks one. */
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		const unsigned char *data = CMSG_DATA(c);
-		for (size_t i = 0; i < k && nfds < MAX_RECV_FDS; i++)
-			memcpy(&fds[nfds++], data + i * sizeof(int), sizeof(int));
-	}
 	if (n == 0 && nfds == 0)
 		return -ECONNRESET; /* orderly close (or an empty record) */
-	if (mh.msg_flags & MSG_CTRUNC) {
+	if (msg_flags & MSG_CTRUNC) {
 		snprintf(msg, msglen, "too many descriptors with the hello");
 		r = -EINVAL;
 		goto fail;
 	}
-	if (mh.msg_flags & MSG_TRUNC || (size_t)n > sizeof(buf.h)) {
-		r = hello_check(&buf.h, sizeof(buf), nfds, msg, msglen);
+	if (msg_flags & MSG_TRUNC || (size_t)n > sizeof(buf.h)) {
+		/* Only the first sizeof(buf) bytes are here; the length
+		 * checked (and reported) is the real one. */
+		r = hello_check(&buf.h, (size_t)n > sizeof(buf) ? (size_t)n : sizeof(buf), nfds, msg, msglen);
 		if (r == 0) {
 			snprintf(msg, msglen, "hello is longer than %zu bytes", sizeof(buf.h));
 			r = -EPROTO;
@@ -133,28 +118,11 @@ fail:
 
 int welcome_send_fds(int fd, const struct gpusys_welcome *w, const int *fds, unsigned nfds)
 {
-	union {
-		struct cmsghdr align;
-		char bytes[CMSG_SPACE(WELCOME_MAX_FDS * sizeof(int))];
-	} cbuf;
-	struct iovec iov = { .iov_base = (void *)w, .iov_len = sizeof(*w) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
 	if (nfds > WELCOME_MAX_FDS)
 		return -EINVAL;
-	if (nfds) {
-		memset(&cbuf, 0, sizeof(cbuf));
-		mh.msg_control = cbuf.bytes;
-		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-	}
-	ssize_t n = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	ssize_t n = fdpass_send(fd, w, sizeof(*w), fds, nfds, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n < 0)
-		return -errno;
+		return (int)n;
 	return (size_t)n == sizeof(*w) ? 0 : -EIO;
 }
 

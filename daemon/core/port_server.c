@@ -256,7 +256,8 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 	};
 	uint32_t len[GPUSYS_WARP_LANES], cap[GPUSYS_WARP_LANES];
 	int32_t status = 0;
-	uint64_t t_start = stats_enabled() ? stats_now() : 0;
+	/* Fast-path requests are timed one in STATS_SAMPLE (core/stats.h). */
+	uint64_t t_start = stats_sample() ? stats_now() : 0;
 
 	/* Copy out once; from here on only the copies are looked at. */
 	if (GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_EMPTY) {
@@ -304,7 +305,10 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 		}
 	}
 
-	/* General path: assemble the request in private memory. */
+	/* General path: assemble the request in private memory. Every
+	 * such request is timed. */
+	if (!t_start && stats_enabled())
+		t_start = stats_now();
 	struct pending *pd = calloc(1, sizeof(*pd));
 	if (!pd) {
 		/* Not even room to track the stream: answer now. */

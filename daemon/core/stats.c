@@ -14,7 +14,9 @@
 #endif
 
 struct stats_hist {
-	uint64_t count, max_ns, sum_ns;
+	uint64_t count;                      /* every request */
+	uint64_t timed, max_ns, sum_ns;      /* the ones timed (all, or a sample of the fast path) */
+	uint64_t errors, bytes_in, bytes_out; /* daemon-wide, detached clients' too */
 	uint64_t bucket[STATS_BUCKETS];
 };
 
@@ -36,6 +38,12 @@ void stats_set_enabled(bool on)
 bool stats_enabled(void)
 {
 	return atomic_load_explicit(&g.enabled, memory_order_relaxed);
+}
+
+bool stats_sample(void)
+{
+	static __thread unsigned tick;
+	return stats_enabled() && (++tick & (STATS_SAMPLE - 1u)) == 0;
 }
 
 static uint64_t mono_ns(void)
@@ -118,12 +126,14 @@ static void *shard_get(void *_Atomic *slot, size_t bytes)
 	return p;
 }
 
+static inline void bump(uint64_t *v, uint64_t by);
+
 static void hist_add(struct stats_hist *h, uint64_t ns)
 {
 	/* Single writer: plain relaxed read-modify-write, no lock prefix. */
 	uint64_t *b = &h->bucket[stats_bucket_of(ns)];
 	__atomic_store_n(b, __atomic_load_n(b, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&h->count, __atomic_load_n(&h->count, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->timed, __atomic_load_n(&h->timed, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&h->sum_ns, __atomic_load_n(&h->sum_ns, __ATOMIC_RELAXED) + ns, __ATOMIC_RELAXED);
 	if (ns > __atomic_load_n(&h->max_ns, __ATOMIC_RELAXED))
 		__atomic_store_n(&h->max_ns, ns, __ATOMIC_RELAXED);
@@ -137,7 +147,13 @@ static inline void bump(uint64_t *v, uint64_t by)
 void stats_record(struct stats_client *c, unsigned slot, uint32_t op_id, uint64_t t_start, bool error,
 		  uint64_t bytes_in, uint64_t bytes_out)
 {
-	uint32_t nops = service_op_count();
+	/* The service table is fixed before the first request. */
+	static _Atomic uint32_t nops_cached;
+	uint32_t nops = atomic_load_explicit(&nops_cached, memory_order_relaxed);
+	if (!nops) {
+		nops = service_op_count();
+		atomic_store_explicit(&nops_cached, nops, memory_order_relaxed);
+	}
 	if (slot >= GPUSYS_PROGRESS_SLOTS || op_id >= nops || !stats_enabled())
 		return;
 	struct stats_op *ops = shard_get((void *_Atomic *)&c->shard[slot], nops * sizeof(struct stats_op));
@@ -151,19 +167,23 @@ void stats_record(struct stats_client *c, unsigned slot, uint32_t op_id, uint64_
 		if (bytes_out)
 			bump(&o->bytes_out, bytes_out);
 	}
-	if (!t_start)
-		return;
-	uint64_t ns = stats_elapsed_ns(t_start, stats_now());
 	struct stats_hist *h = shard_get((void *_Atomic *)&g.hist[slot], nops * sizeof(struct stats_hist));
 	if (!h)
 		return;
-	if (slot == PORT_LATER_SLOT) {
+	h += op_id;
+	if (slot == PORT_LATER_SLOT)
 		pthread_mutex_lock(&g.later_mu);
-		hist_add(&h[op_id], ns);
+	bump(&h->count, 1);
+	if (t_start)
+		hist_add(h, stats_elapsed_ns(t_start, stats_now()));
+	if (error)
+		bump(&h->errors, 1);
+	if (bytes_in)
+		bump(&h->bytes_in, bytes_in);
+	if (bytes_out)
+		bump(&h->bytes_out, bytes_out);
+	if (slot == PORT_LATER_SLOT)
 		pthread_mutex_unlock(&g.later_mu);
-	} else {
-		hist_add(&h[op_id], ns);
-	}
 }
 
 void stats_client_free(struct stats_client *c)
@@ -201,6 +221,10 @@ void stats_op_latency(uint32_t op_id, struct stats_latency *ret)
 			continue;
 		h += op_id;
 		ret->count += __atomic_load_n(&h->count, __ATOMIC_RELAXED);
+		ret->timed += __atomic_load_n(&h->timed, __ATOMIC_RELAXED);
+		ret->errors += __atomic_load_n(&h->errors, __ATOMIC_RELAXED);
+		ret->bytes_in += __atomic_load_n(&h->bytes_in, __ATOMIC_RELAXED);
+		ret->bytes_out += __atomic_load_n(&h->bytes_out, __ATOMIC_RELAXED);
 		ret->sum_ns += __atomic_load_n(&h->sum_ns, __ATOMIC_RELAXED);
 		uint64_t m = __atomic_load_n(&h->max_ns, __ATOMIC_RELAXED);
 		if (m > ret->max_ns)

@@ -1,10 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "gpusys/abi.h"
 #include "util/config_file.h"
@@ -13,6 +19,7 @@
 
 #define VAL_COUNT CONFIG_COUNT
 #define VAL_BYTES CONFIG_BYTES
+#define VAL_GROUP CONFIG_GROUP
 typedef enum config_kind value_kind_t;
 
 /* One entry per key: where it lives and what it accepts. */
@@ -40,7 +47,13 @@ static const struct key_spec core_keys[] = {
 	U(max_pending_calls, VAL_COUNT, 1, 1u << 20),
 	U(call_timeout_ms, VAL_COUNT, 1, 86400000),
 	U(stats, VAL_COUNT, 0, 1),
+	U(max_clients_per_uid, VAL_COUNT, 1, 65536),
+	U(control_conns_per_uid, VAL_COUNT, 1, CONFIG_CONTROL_MAX_CONNS),
+	U(control_idle_timeout_ms, VAL_COUNT, 100, 3600000),
+	{ "admin_group", VAL_GROUP, offsetof(struct gpusysd_config, admin_gid), 1, 0, UINT32_MAX - 1 },
 };
+
+#define NCORE (sizeof(core_keys) / sizeof(core_keys[0]))
 
 void config_defaults(struct gpusysd_config *cfg)
 {
@@ -59,6 +72,10 @@ void config_defaults(struct gpusysd_config *cfg)
 		.max_pending_calls = GPUSYS_MAX_PORTS,
 		.call_timeout_ms = 3600 * 1000,
 		.stats = 1,
+		.max_clients_per_uid = 64,
+		.control_conns_per_uid = 4,
+		.control_idle_timeout_ms = 10000,
+		.admin_gid = -1,
 	};
 }
 
@@ -112,14 +129,43 @@ static void bad_value(char *err, size_t errlen, const char *key, const char *val
 		 kind == VAL_BYTES ? "a size in bytes, K/M/G suffix allowed," : "an integer", min, max);
 }
 
-int config_set(struct gpusysd_config *cfg, const char *key, const char *value, char *err, size_t errlen)
+/* A group by number or by name (the name is looked up once, at start). */
+static int parse_group(const char *s, uint64_t *ret)
 {
-	for (size_t i = 0; i < sizeof(core_keys) / sizeof(core_keys[0]); i++) {
+	if (isdigit((unsigned char)s[0]))
+		return parse_number(s, VAL_COUNT, ret);
+	struct group g, *res = NULL;
+	char buf[4096];
+	if (getgrnam_r(s, &g, buf, sizeof(buf), &res) != 0)
+		return -EINVAL;
+	if (!res)
+		return -ENOENT;
+	*ret = res->gr_gid;
+	return 0;
+}
+
+/* config_set, and which key it set (for the duplicate check): core keys
+ * 0..NCORE-1, then the added ones. */
+static int set_key(struct gpusysd_config *cfg, const char *key, const char *value, size_t *ret_index, char *err,
+		   size_t errlen)
+{
+	for (size_t i = 0; i < NCORE; i++) {
 		const struct key_spec *k = &core_keys[i];
 		uint64_t v;
 
 		if (strcmp(k->key, key))
 			continue;
+		if (k->kind == VAL_GROUP) {
+			int r = parse_group(value, &v);
+			if (r < 0 || v > k->max) {
+				snprintf(err, errlen, "bad value '%s' for %s (%s)", value, key,
+					 r == -ENOENT ? "no such group" : "expected a group name or number");
+				return -EINVAL;
+			}
+			*(int64_t *)((char *)cfg + k->offset) = (int64_t)v;
+			*ret_index = i;
+			return 0;
+		}
 		if (parse_number(value, k->kind, &v) < 0 || v < k->min || v > k->max) {
 			bad_value(err, errlen, key, value, k->kind, k->min, k->max);
 			return -EINVAL;
@@ -128,6 +174,7 @@ int config_set(struct gpusysd_config *cfg, const char *key, const char *value, c
 			*(uint64_t *)((char *)cfg + k->offset) = v;
 		else
 			*(unsigned *)((char *)cfg + k->offset) = (unsigned)v;
+		*ret_index = i;
 		return 0;
 	}
 	for (unsigned i = 0; i < cfg->nextra; i++) {
@@ -141,16 +188,23 @@ int config_set(struct gpusysd_config *cfg, const char *key, const char *value, c
 			return -EINVAL;
 		}
 		cfg->extra_value[i] = v;
+		*ret_index = NCORE + i;
 		return 0;
 	}
 	snprintf(err, errlen, "unknown key '%s'", key);
 	return -ENOENT;
 }
 
+int config_set(struct gpusysd_config *cfg, const char *key, const char *value, char *err, size_t errlen)
+{
+	size_t i;
+	return set_key(cfg, key, value, &i, err, errlen);
+}
+
 int config_add_keys(struct gpusysd_config *cfg, const struct config_key *keys)
 {
 	for (const struct config_key *k = keys; k && k->key; k++) {
-		for (size_t i = 0; i < sizeof(core_keys) / sizeof(core_keys[0]); i++)
+		for (size_t i = 0; i < NCORE; i++)
 			if (!strcmp(core_keys[i].key, k->key))
 				return -EEXIST;
 		for (unsigned i = 0; i < cfg->nextra; i++)
@@ -192,7 +246,7 @@ static int apply_env_key(struct gpusysd_config *cfg, const char *key, char *err,
 
 int config_apply_env(struct gpusysd_config *cfg, char *err, size_t errlen)
 {
-	for (size_t i = 0; i < sizeof(core_keys) / sizeof(core_keys[0]); i++)
+	for (size_t i = 0; i < NCORE; i++)
 		if (apply_env_key(cfg, core_keys[i].key, err, errlen) < 0)
 			return -EINVAL;
 	for (unsigned i = 0; i < cfg->nextra; i++)
@@ -211,23 +265,62 @@ static char *trim(char *s)
 	return s;
 }
 
+/* One line of f into buf (NUL-terminated, newline dropped), its length in
+ * *ret_len: embedded NUL bytes count, so the caller can see them. 1: a
+ * line; 0: end of file; -E2BIG: longer than cap - 1 (the rest of the file
+ * is not read); -EIO: read error. */
+static int read_line(FILE *f, char *buf, size_t cap, size_t *ret_len)
+{
+	size_t n = 0;
+	int ch;
+
+	while ((ch = getc(f)) != EOF && ch != '\n') {
+		if (n == cap - 1)
+			return -E2BIG;
+		buf[n++] = (char)ch;
+	}
+	if (ferror(f))
+		return -EIO;
+	buf[n] = 0;
+	*ret_len = n;
+	return ch == EOF && n == 0 ? 0 : 1;
+}
+
 int config_parse(struct gpusysd_config *cfg, const char *name, FILE *f, char *err, size_t errlen)
 {
+	static const char bom[] = "\xef\xbb\xbf";
 	char buf[MAX_LINE];
 	char why[256];
 	unsigned line = 0;
+	unsigned first_line[NCORE + CONFIG_EXTRA_MAX] = { 0 }; /* where each key was set; 0: not yet */
+	size_t n;
+	int r;
 
-	while (fgets(buf, sizeof(buf), f)) {
+	while ((r = read_line(f, buf, sizeof(buf), &n)) > 0) {
 		line++;
-		size_t n = strlen(buf);
-		if (n == sizeof(buf) - 1 && buf[n - 1] != '\n' && !feof(f)) {
-			snprintf(err, errlen, "%s:%u: line too long", name, line);
+		char *s = buf;
+		/* A UTF-8 byte order mark (some editors write one) is no key. */
+		if (line == 1 && !strncmp(s, bom, 3)) {
+			s += 3;
+			n -= 3;
+		}
+		if (memchr(s, 0, n)) {
+			snprintf(err, errlen, "%s:%u: NUL byte at column %zu (not a text file?)", name, line,
+				 (size_t)((char *)memchr(s, 0, n) - buf) + 1);
 			return -EINVAL;
 		}
-		char *hash = strchr(buf, '#');
+		for (size_t i = 0; i < n; i++) {
+			unsigned char ch = (unsigned char)s[i];
+			if (ch < 0x20 && ch != '\t' && ch != '\r') {
+				snprintf(err, errlen, "%s:%u: control character 0x%02x at column %zu", name,
+					 line, ch, (size_t)(s + i - buf) + 1);
+				return -EINVAL;
+			}
+		}
+		char *hash = strchr(s, '#');
 		if (hash)
 			*hash = 0;
-		char *s = trim(buf);
+		s = trim(s);
 		if (!*s)
 			continue;
 		char *eq = strchr(s, '=');
@@ -241,24 +334,62 @@ int config_parse(struct gpusysd_config *cfg, const char *name, FILE *f, char *er
 			snprintf(err, errlen, "%s:%u: expected 'key = value'", name, line);
 			return -EINVAL;
 		}
-		if (config_set(cfg, key, value, why, sizeof(why)) < 0) {
+		size_t k;
+		if (set_key(cfg, key, value, &k, why, sizeof(why)) < 0) {
 			snprintf(err, errlen, "%s:%u: %s", name, line, why);
 			return -EINVAL;
 		}
+		/* Two values for one key: which one was meant is a guess. */
+		if (first_line[k]) {
+			snprintf(err, errlen, "%s:%u: duplicate key '%s' (first set on line %u)", name, line, key,
+				 first_line[k]);
+			return -EINVAL;
+		}
+		first_line[k] = line;
 	}
-	if (ferror(f)) {
+	if (r == -E2BIG) {
+		snprintf(err, errlen, "%s:%u: line too long", name, line + 1);
+		return -EINVAL;
+	}
+	if (r < 0) {
 		snprintf(err, errlen, "%s: read error", name);
 		return -EIO;
 	}
 	return 0;
 }
 
+static const char *file_kind(mode_t m)
+{
+	return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" :
+	       S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
 int config_load(struct gpusysd_config *cfg, const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "re");
+	/* O_NONBLOCK: opening a FIFO without a writer would wait forever;
+	 * the type check below refuses it (and /dev/zero, which never ends)
+	 * before anything is read. /dev/null, the usual "no settings", is
+	 * empty and allowed. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		int e = errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(e));
+		if (fd >= 0)
+			close(fd);
+		return -e;
+	}
+	bool dev_null = S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
+	if (!S_ISREG(st.st_mode) && !dev_null) {
+		snprintf(err, errlen, "%s: not a regular file (%s)", path, file_kind(st.st_mode));
+		close(fd);
+		return -EINVAL;
+	}
+	FILE *f = fdopen(fd, "r");
 	if (!f) {
 		int e = errno;
 		snprintf(err, errlen, "%s: %s", path, strerror(e));
+		close(fd);
 		return -e;
 	}
 	int r = config_parse(cfg, path, f, err, errlen);

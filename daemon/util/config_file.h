@@ -10,6 +10,7 @@
 enum config_kind {
 	CONFIG_COUNT, /* plain integer */
 	CONFIG_BYTES, /* integer with optional K/M/G (binary) suffix */
+	CONFIG_GROUP, /* a group name or number (core key admin_group only) */
 };
 
 /* A setting some module (a service) reads: accepted in the file and as
@@ -35,6 +36,10 @@ struct gpusysd_config {
 	unsigned max_pending_calls;    /* per client: calls that complete later, at once */
 	unsigned call_timeout_ms;      /* deadline of a pending call whose service names none */
 	unsigned stats;                /* 1: count and time every request (gpusysctl latency) */
+	unsigned max_clients_per_uid;  /* attached clients of one user at most */
+	unsigned control_conns_per_uid; /* open control connections of one user at most */
+	unsigned control_idle_timeout_ms; /* a control connection idle this long is closed */
+	int64_t admin_gid;             /* members see every client in status; -1: none */
 
 	/* Settings registered by services (config_add_keys), with their values. */
 	unsigned nextra;
@@ -42,15 +47,21 @@ struct gpusysd_config {
 	uint64_t extra_value[CONFIG_EXTRA_MAX];
 };
 
+/* Control connections at most, all users together. */
+#define CONFIG_CONTROL_MAX_CONNS 64
+
 void config_defaults(struct gpusysd_config *cfg);
 
 /* Parse "key = value" lines from f; name is used in messages. On error
- * returns -EINVAL with "NAME:LINE: why" in err. Keys not in the file keep
- * the values cfg had. */
+ * returns -EINVAL with "NAME:LINE: why" in err: unknown keys, bad values,
+ * a key given twice, NUL bytes and other control characters. A UTF-8 byte
+ * order mark at the start is skipped. Keys not in the file keep the values
+ * cfg had. */
 int config_parse(struct gpusysd_config *cfg, const char *name, FILE *f, char *err, size_t errlen);
 
 /* Open and parse path. A missing file is -ENOENT (with a message) so the
- * caller decides whether that matters. */
+ * caller decides whether that matters. Anything but a regular file (or
+ * /dev/null) is -EINVAL at once: a FIFO or /dev/zero is never read. */
 int config_load(struct gpusysd_config *cfg, const char *path, char *err, size_t errlen);
 
 /* Set one key from a string, as a config line would ("pollers", "4").

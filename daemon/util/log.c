@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "util/log.h"
 
@@ -27,6 +29,20 @@ void log_set_level(int priority)
 	max_level = priority;
 }
 
+static void emit(int priority, const char *line, uint64_t dropped)
+{
+	char tail[64] = "";
+
+	if (dropped)
+		snprintf(tail, sizeof(tail), " (%llu more like this suppressed)", (unsigned long long)dropped);
+	/* One fprintf per line: stdio locks the stream per call, so lines from
+	 * different threads do not interleave. */
+	if (to_journal)
+		fprintf(stderr, "<%d>%s%s\n", priority, line, tail);
+	else
+		fprintf(stderr, "gpusysd: %s%s\n", line, tail);
+}
+
 void log_msg(int priority, const char *fmt, ...)
 {
 	char line[1024];
@@ -37,10 +53,67 @@ void log_msg(int priority, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	/* One fprintf per line: stdio locks the stream per call, so lines from
-	 * different threads do not interleave. */
-	if (to_journal)
-		fprintf(stderr, "<%d>%s\n", priority, line);
-	else
-		fprintf(stderr, "gpusysd: %s\n", line);
+	emit(priority, line, 0);
+}
+
+/* Sites are few and logging is rare when nothing is wrong: one lock. */
+static pthread_mutex_t site_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t dropped_total;
+
+static uint64_t now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000 + 1; /* never 0 */
+}
+
+/* Take a token from the site's bucket: true if the line may be written,
+ * with the count dropped before it in *ret_dropped. */
+static bool site_take(struct log_site *s, uint64_t *ret_dropped)
+{
+	const uint32_t full = LOG_BURST * 1000u;
+	uint64_t now = now_ms();
+	bool ok;
+
+	pthread_mutex_lock(&site_lock);
+	if (!s->last_ms) {
+		s->tokens_x1k = full;
+	} else {
+		uint64_t add = (now - s->last_ms) * LOG_PER_S; /* ms x lines/s = thousandths */
+		s->tokens_x1k = add >= full - s->tokens_x1k ? full : s->tokens_x1k + (uint32_t)add;
+	}
+	s->last_ms = now;
+	ok = s->tokens_x1k >= 1000;
+	if (ok) {
+		s->tokens_x1k -= 1000;
+		*ret_dropped = s->dropped;
+		s->dropped = 0;
+	} else {
+		s->dropped++;
+		dropped_total++;
+	}
+	pthread_mutex_unlock(&site_lock);
+	return ok;
+}
+
+void log_site_msg(struct log_site *site, int priority, const char *fmt, ...)
+{
+	char line[1024];
+	uint64_t dropped;
+	va_list ap;
+
+	if (priority > max_level || !site_take(site, &dropped))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	emit(priority, line, dropped);
+}
+
+uint64_t log_dropped_total(void)
+{
+	pthread_mutex_lock(&site_lock);
+	uint64_t n = dropped_total;
+	pthread_mutex_unlock(&site_lock);
+	return n;
 }

@@ -29,6 +29,14 @@
  *
  * The control socket RUNTIME_DIR/control.sock is AF_UNIX SOCK_STREAM with
  * one JSON object per line each way: {"cmd":"status"} -> status object.
+ * Every request line gets one reply line, also after the client shut down
+ * its sending side (a last line may then lack its newline). The status
+ * (and "ports") lists the requesting user's clients only ("clients_shown":
+ * "own"), or
+ * every client for root, the daemon's user and members of admin_group
+ * ("all"). A user may hold control_conns_per_uid connections; an idle one
+ * is closed after control_idle_timeout_ms; a refused connection gets one
+ * {"error": "..."} line, then the close.
  */
 #ifndef GPUSYS_WIRE_H
 #define GPUSYS_WIRE_H

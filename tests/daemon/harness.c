@@ -20,6 +20,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "common/fdpass.h"
+#include "gpusys/emulator.h"
 #include "harness.h"
 
 long now_ms(void)
@@ -311,36 +313,27 @@ void hello_init(struct gpusys_hello *h)
 
 int raw_recv_welcome(int fd, struct gpusys_welcome *w, int *ret_fd)
 {
-	union {
-		struct cmsghdr align;
-		char bytes[CMSG_SPACE(4 * sizeof(int))];
-	} cbuf;
 	char buf[sizeof(*w) + 16];
-	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.bytes,
-			     .msg_controllen = sizeof(cbuf.bytes) };
+	int fds[4];
+	unsigned nfds = 0;
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 
 	*ret_fd = -1;
 	if (poll(&p, 1, 2000) <= 0)
 		return -ETIMEDOUT;
-	ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-	if (n <= 0)
+	ssize_t n = fdpass_recv(fd, buf, sizeof(buf), fds, 4, &nfds, NULL, 0);
+	if (n <= 0) {
+		for (unsigned i = 0; i < nfds; i++)
+			close(fds[i]);
 		return -ECONNRESET;
+	}
 	/* The first descriptor (the channel memory) is returned; the others
 	 * (the wake pipe) are closed. */
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int got;
-			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (*ret_fd < 0)
-				*ret_fd = got;
-			else
-				close(got);
-		}
+	for (unsigned i = 0; i < nfds; i++) {
+		if (*ret_fd < 0)
+			*ret_fd = fds[i];
+		else
+			close(fds[i]);
 	}
 	if ((size_t)n != sizeof(*w))
 		return -EPROTO;
@@ -407,4 +400,16 @@ void wait_fds(pid_t pid, int want)
 			fprintf(stderr, "ls failed\n");
 		fail_msg("daemon holds %d descriptors, expected %d", n, want);
 	}
+}
+
+int emu_sleep(const struct gpusys_dev *dev, uint64_t delay_ns, uint64_t timeout_ns, uint16_t flags)
+{
+	struct gpusys_sleep_req q = { .delay_ns = delay_ns, .timeout_ns = timeout_ns };
+	const void *in[GPUSYS_WARP_LANES] = { &q };
+	uint32_t in_len[GPUSYS_WARP_LANES] = { sizeof(q) };
+	void *out[GPUSYS_WARP_LANES] = { NULL };
+	uint32_t cap[GPUSYS_WARP_LANES] = { 0 }, out_len[GPUSYS_WARP_LANES] = { 0 };
+	int32_t st[GPUSYS_WARP_LANES] = { 0 };
+	int r = gpusys_emu_rpc(dev, GPUSYS_OP_SLEEP, flags, 1, in, in_len, out, cap, out_len, st);
+	return r ? r : st[0];
 }

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <jansson.h>
@@ -79,6 +80,12 @@ int settled_fds(pid_t pid);
 void wait_fds(pid_t pid, int want);
 
 long now_ms(void);
+
+/* One lane's SLEEP (GPUSYS_OP_SLEEP) through an emulated device handle;
+ * flags 0 (wait for the answer) or GPUSYS_REQ_NOREPLY. The call's status,
+ * or the lane's. */
+struct gpusys_dev;
+int emu_sleep(const struct gpusys_dev *dev, uint64_t delay_ns, uint64_t timeout_ns, uint16_t flags);
 
 /* Environment variable or skip the test (exit 77 style via cmocka skip). */
 const char *test_env(const char *name);

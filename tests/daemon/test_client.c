@@ -19,6 +19,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "common/fdpass.h"
 #include "gpusys/client.h"
 #include "gpusys/wire.h"
 
@@ -49,27 +50,6 @@ struct fake {
 	int hello_fds;
 };
 
-static void send_with_fds(int fd, const void *buf, size_t len, const int *fds, int n)
-{
-	union {
-		struct cmsghdr align;
-		char bytes[CMSG_SPACE(3 * sizeof(int))];
-	} cbuf;
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (n) {
-		memset(&cbuf, 0, sizeof(cbuf));
-		mh.msg_control = cbuf.bytes;
-		mh.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
-		memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
-	}
-	sendmsg(fd, &mh, MSG_NOSIGNAL);
-}
-
 /* One connection: read the hello, answer according to the fault. */
 static void *fake_main(void *arg)
 {
@@ -77,24 +57,14 @@ static void *fake_main(void *arg)
 	int c = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
 	if (c < 0)
 		return NULL;
-	union {
-		struct cmsghdr align;
-		char bytes[CMSG_SPACE(4 * sizeof(int))];
-	} cbuf;
-	struct iovec iov = { .iov_base = &f->hello, .iov_len = sizeof(f->hello) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.bytes,
-			     .msg_controllen = sizeof(cbuf.bytes) };
-	if (recvmsg(c, &mh, MSG_CMSG_CLOEXEC) != sizeof(f->hello))
+	int hfds[4];
+	unsigned nh = 0;
+	ssize_t n = fdpass_recv(c, &f->hello, sizeof(f->hello), hfds, 4, &nh, NULL, 0);
+	for (unsigned i = 0; i < nh; i++)
+		close(hfds[i]);
+	if (n != sizeof(f->hello))
 		goto out;
-	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
-		int n = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		for (int i = 0; i < n; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
-			close(fd);
-			f->hello_fds++;
-		}
-	}
+	f->hello_fds += (int)nh;
 	if (f->fault == CLOSE)
 		goto out;
 
@@ -134,7 +104,7 @@ static void *fake_main(void *arg)
 	case STOPPED: h->server_state = GPUSYS_SERVER_STOPPED; break;
 	default: break;
 	}
-	send_with_fds(c, &w, wlen, fds, nfds);
+	fdpass_send(c, &w, wlen, fds, (unsigned)nfds, MSG_NOSIGNAL);
 	munmap(base, l.total_bytes);
 	close(mfd);
 	close(wake[0]);

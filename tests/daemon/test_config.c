@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +16,15 @@
 #include "core/service.h"
 #include "services.h"
 #include "util/config_file.h"
+
+static int parse_n(struct gpusysd_config *cfg, const char *text, size_t n, char *err, size_t len)
+{
+	FILE *f = fmemopen((void *)text, n, "r");
+	assert_non_null(f);
+	int r = config_parse(cfg, "test.conf", f, err, len);
+	fclose(f);
+	return r;
+}
 
 static int parse(struct gpusysd_config *cfg, const char *text, char *err, size_t len)
 {
@@ -37,6 +49,10 @@ static void test_defaults(void **state)
 	assert_int_equal(c.idle_sleep_us, 50);
 	assert_int_equal(c.client_mem_budget, 64u << 20);
 	assert_int_equal(c.channel_bulk_bytes, 256u << 20);
+	assert_int_equal(c.max_clients_per_uid, 64);
+	assert_int_equal(c.control_conns_per_uid, 4);
+	assert_int_equal(c.control_idle_timeout_ms, 10000);
+	assert_int_equal(c.admin_gid, -1);
 	assert_int_equal(config_check(&c, err, sizeof(err)), 0);
 	/* An empty or comment-only file changes nothing. */
 	struct gpusysd_config d = c;
@@ -60,7 +76,11 @@ static void test_every_key(void **state)
 			       "idle_spin_us = 0\n"
 			       "idle_sleep_us = 75\r\n"
 			       "client_mem_budget = 3GiB\n"
-			       "handshake_timeout_ms = 250",
+			       "handshake_timeout_ms = 250\n"
+			       "max_clients_per_uid = 5\n"
+			       "control_conns_per_uid = 2\n"
+			       "control_idle_timeout_ms = 700\n"
+			       "admin_group = 4321\n",
 			       err, sizeof(err)),
 			 0);
 	assert_int_equal(c.pollers, 3);
@@ -72,6 +92,35 @@ static void test_every_key(void **state)
 	assert_int_equal(c.idle_sleep_us, 75);
 	assert_int_equal(c.client_mem_budget, 3ull << 30);
 	assert_int_equal(c.handshake_timeout_ms, 250);
+	assert_int_equal(c.max_clients_per_uid, 5);
+	assert_int_equal(c.control_conns_per_uid, 2);
+	assert_int_equal(c.control_idle_timeout_ms, 700);
+	assert_int_equal(c.admin_gid, 4321);
+}
+
+/* admin_group: a number, or a name looked up in the group database. */
+static void test_admin_group(void **state)
+{
+	struct gpusysd_config c;
+	char err[256];
+
+	(void)state;
+	config_defaults(&c);
+	assert_int_equal(c.admin_gid, -1);
+	assert_int_equal(config_set(&c, "admin_group", "root", err, sizeof(err)), 0);
+	assert_int_equal(c.admin_gid, 0);
+	assert_int_equal(config_set(&c, "admin_group", "0", err, sizeof(err)), 0);
+	assert_int_equal(c.admin_gid, 0);
+	assert_int_equal(config_set(&c, "admin_group", "no-such-group-here", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "bad value 'no-such-group-here' for admin_group (no such group)");
+	assert_int_equal(config_set(&c, "admin_group", "-1", err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_set(&c, "admin_group", "4294967295", err, sizeof(err)), -EINVAL);
+	assert_int_equal(c.admin_gid, 0);
+	/* Control connection bounds. */
+	assert_int_equal(config_set(&c, "control_conns_per_uid", "0", err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_set(&c, "control_conns_per_uid", "65", err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_set(&c, "control_idle_timeout_ms", "99", err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_set(&c, "max_clients_per_uid", "0", err, sizeof(err)), -EINVAL);
 }
 
 static void test_sizes(void **state)
@@ -149,6 +198,78 @@ static void test_errors_have_line(void **state)
 	assert_string_equal(err, "test.conf:1: line too long");
 }
 
+/* Hostile or broken files: each refused with where and why. */
+static void test_odd_bytes(void **state)
+{
+	struct gpusysd_config c;
+	char err[256];
+
+	(void)state;
+	config_defaults(&c);
+	/* A key given twice: which one was meant is a guess. */
+	assert_int_equal(parse(&c, "workers = 2\n# x\n workers = 3\n", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "test.conf:3: duplicate key 'workers' (first set on line 1)");
+	/* A NUL byte is named as such, with its column. */
+	static const char nul[] = "pollers = 1\nworkers = \0\n";
+	assert_int_equal(parse_n(&c, nul, sizeof(nul) - 1, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "test.conf:2: NUL byte at column 11 (not a text file?)");
+	assert_int_equal(parse(&c, "workers = 4\x01\n", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "test.conf:1: control character 0x01 at column 12");
+	/* A UTF-8 byte order mark at the start is skipped... */
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "\xef\xbb\xbfworkers = 5\n", err, sizeof(err)), 0);
+	assert_int_equal(c.workers, 5);
+	assert_int_equal(parse(&c, "\xef\xbb\xbf# only a comment\n", err, sizeof(err)), 0);
+	/* ...but not in the middle of the file. */
+	assert_int_equal(parse(&c, "\n\xef\xbb\xbfworkers = 5\n", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "test.conf:2: unknown key"));
+}
+
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* --config naming something that is not a file fails at once. */
+static void test_not_a_file(void **state)
+{
+	struct gpusysd_config c;
+	char err[512], dir[] = "/tmp/gpusys-conf-XXXXXX", fifo[64];
+	struct timespec t0;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	const struct {
+		const char *path, *why;
+	} bad[] = {
+		{ "/dev/zero", "/dev/zero: not a regular file (a character device)" },
+		{ fifo, "not a regular file (a FIFO)" },
+		{ dir, "not a regular file (a directory)" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		config_defaults(&c);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		assert_int_equal(config_load(&c, bad[i].path, err, sizeof(err)), -EINVAL);
+		if (ms_since(&t0) > 500)
+			fail_msg("%s took %ld ms to refuse", bad[i].path, ms_since(&t0));
+		if (!strstr(err, bad[i].why))
+			fail_msg("expected \"%s\" in \"%s\"", bad[i].why, err);
+	}
+	/* /dev/null, the usual "no settings", is empty and fine. */
+	struct gpusysd_config def;
+	config_defaults(&def);
+	c = def;
+	assert_int_equal(config_load(&c, "/dev/null", err, sizeof(err)), 0);
+	assert_memory_equal(&c, &def, sizeof(c));
+	assert_int_equal(config_load(&c, "/nonexistent/gpusysd.conf", err, sizeof(err)), -ENOENT);
+	unlink(fifo);
+	rmdir(dir);
+}
+
 static void test_auto_pollers(void **state)
 {
 	(void)state;
@@ -187,7 +308,7 @@ static void test_example_file(void **state)
 	}
 	fclose(f);
 	/* The core's keys and the services' (services_add_settings). */
-	assert_int_equal(keys, 14);
+	assert_int_equal(keys, 17);
 	config_defaults(&def);
 	services_use(gpusysd_services);
 	assert_int_equal(services_add_settings(&def), 0);
@@ -239,6 +360,9 @@ int main(void)
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_errors_have_line),
+		cmocka_unit_test(test_admin_group),
+		cmocka_unit_test(test_odd_bytes),
+		cmocka_unit_test(test_not_a_file),
 		cmocka_unit_test(test_auto_pollers),
 		cmocka_unit_test(test_example_file),
 		cmocka_unit_test(test_service_keys_and_env),

@@ -15,6 +15,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "common/fdpass.h"
 #include "gpusys/client.h"
 #include "harness.h"
 
@@ -69,23 +70,7 @@ static int teardown(void **state)
 static int exchange(struct fixture *f, const void *buf, size_t len, const int *fds, int nfds, char *msg)
 {
 	int s = raw_connect(f->d.runtime);
-	union {
-		struct cmsghdr align;
-		char bytes[CMSG_SPACE(16 * sizeof(int))];
-	} cbuf;
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (nfds) {
-		memset(&cbuf, 0, sizeof(cbuf));
-		mh.msg_control = cbuf.bytes;
-		mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
-		memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
-	}
-	assert_int_equal(sendmsg(s, &mh, MSG_NOSIGNAL), (ssize_t)len);
+	assert_int_equal(fdpass_send(s, buf, len, fds, (unsigned)nfds, MSG_NOSIGNAL), (ssize_t)len);
 	struct gpusys_welcome w;
 	int memfd;
 	int r = raw_recv_welcome(s, &w, &memfd);
@@ -169,6 +154,14 @@ static void test_wrong_size(void **state)
 	assert_non_null(strstr(msg, "expected"));
 	memcpy(big, &h, sizeof(h));
 	assert_int_equal(exchange(f, big, sizeof(big), NULL, 0, msg), -EPROTO);
+	/* An over-long hello is reported with its real length, not the size
+	 * of the daemon's buffer. */
+	static char huge[4000];
+	memcpy(huge, &h, sizeof(h));
+	assert_int_equal(exchange(f, huge, sizeof(huge), NULL, 0, msg), -EPROTO);
+	char expect[128];
+	snprintf(expect, sizeof(expect), "hello is 4000 bytes, expected %zu", sizeof(h));
+	assert_string_equal(msg, expect);
 	assert_unharmed(f);
 }
 

@@ -10,7 +10,6 @@
  * wake-up is still served by the safety rescan, and a client that attaches
  * while the daemon sleeps is noticed. $GPUSYS_IDLE_CONFIG adds config lines
  * (e.g. "idle_sleep_us = 100") to measure other settings. */
-#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +24,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "common/proc_tasks.h"
 #include "gpusys/client.h"
 #include "gpusys/emulator.h"
 #include "harness.h"
@@ -33,27 +33,9 @@
  * 10 ms ticks of /proc/PID/stat). */
 static uint64_t cpu_ns(pid_t pid)
 {
-	char path[64];
-	uint64_t sum = 0;
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
-	assert_non_null(d);
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		char p[320];
-		unsigned long long run = 0;
-		snprintf(p, sizeof(p), "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
-		FILE *f = fopen(p, "r");
-		if (f) {
-			if (fscanf(f, "%llu", &run) == 1)
-				sum += run;
-			fclose(f);
-		}
-	}
-	closedir(d);
-	return sum;
+	struct proc_tasks t;
+	assert_int_equal(proc_tasks_of(pid, &t), 0);
+	return t.cpu_ns;
 }
 
 static uint64_t mono_ns(void)

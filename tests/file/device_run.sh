@@ -46,7 +46,7 @@ unset GPUSYS_RUNTIME_DIR
 log "gpusys-bench file"
 timeout 200 build-gpu/bench/gpusys-bench file --daemon build-gpu/daemon/gpusysd >"$OUT/bench_file.txt" 2>&1
 echo "rc=$?" | tee -a "$OUT/summary.txt"; grep -v "^gpusysd:" "$OUT/bench_file.txt" >>"$OUT/summary.txt"
-GPUSYS_FILE_IO_THREADS=8 timeout 120 build-gpu/bench/gpusys-bench file --blocks 32 --daemon build-gpu/daemon/gpusysd >"$OUT/bench_file32.txt" 2>&1
+GPUSYSD_FILE_IO_THREADS=8 timeout 120 build-gpu/bench/gpusys-bench file --blocks 32 --daemon build-gpu/daemon/gpusysd >"$OUT/bench_file32.txt" 2>&1
 echo "rc=$? (32 blocks, 8 I/O threads)" | tee -a "$OUT/summary.txt"; grep -v "^gpusysd:" "$OUT/bench_file32.txt" >>"$OUT/summary.txt"
 timeout 100 build-gpu/bench/gpusys-bench file --emulate --daemon build-gpu/daemon/gpusysd >"$OUT/bench_file_emu.txt" 2>&1
 echo "rc=$?" | tee -a "$OUT/summary.txt"; grep -v "^gpusysd:" "$OUT/bench_file_emu.txt" >>"$OUT/summary.txt"

@@ -63,28 +63,10 @@ static int run_child(int (*fn)(void *), void *arg)
 
 static char *slurp(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
+	char *b = cases_read_file(path, len);
+	if (!b)
 		gt_fail("open %s: %s", path, strerror(errno));
-	size_t cap = 1 << 16, n = 0;
-	char *b = (char *)malloc(cap);
-	for (;;) {
-		if (n == cap)
-			b = (char *)realloc(b, cap *= 2);
-		size_t r = fread(b + n, 1, cap - n, f);
-		if (r == 0)
-			break;
-		n += r;
-	}
-	fclose(f);
-	*len = n;
 	return b;
-}
-
-static size_t file_size(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
 }
 
 /* Wait until path stops growing (the daemon flushes at client teardown). */
@@ -93,7 +75,7 @@ static void wait_settled(const char *path, size_t want)
 	double t0 = gt_now();
 	size_t last = (size_t)-1, now;
 	while (gt_now() - t0 < 20) {
-		now = file_size(path);
+		now = cases_file_size(path);
 		if (now >= want && want)
 			return;
 		if (!want && now == last)
@@ -108,13 +90,10 @@ static void expect_file(const char *path, const char *want, size_t want_len, con
 	wait_settled(path, want_len);
 	size_t len;
 	char *got = slurp(path, &len);
-	if (len != want_len || memcmp(got, want, len) != 0) {
-		size_t k = 0;
-		while (k < len && k < want_len && got[k] == want[k])
-			k++;
+	size_t k = cases_mismatch(got, len, want, want_len);
+	if (k != SIZE_MAX)
 		gt_fail("%s: %s has %zu bytes, want %zu; first difference at byte %zu: got \"%.40s\" want \"%.40s\"",
 			what, path, len, want_len, k, got + (k < len ? k : len), want + (k < want_len ? k : want_len));
-	}
 	free(got);
 }
 
@@ -399,10 +378,10 @@ static int running_child(void *)
 	k_wait_seen<<<1, 1>>>(gpusys_device(g), dseen, drc);
 	CK(cudaGetLastError());
 	double t0 = gt_now();
-	while (file_size(out_path) < 30 && gt_now() - t0 < 10)
+	while (cases_file_size(out_path) < 30 && gt_now() - t0 < 10)
 		usleep(1000);
 	double ms = (gt_now() - t0) * 1e3;
-	int seen_in_time = file_size(out_path) == 30;
+	int seen_in_time = cases_file_size(out_path) == 30;
 	*(volatile int *)seen = 1;
 	CK(cudaDeviceSynchronize());
 	CK(cudaMemcpy(&rc, drc, sizeof(int), cudaMemcpyDeviceToHost));

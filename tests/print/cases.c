@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "cases.h"
@@ -491,3 +492,39 @@ const struct refused_case refused_cases[] = {
 	{ "%Id", { I(0) }, 1 },
 };
 const size_t refused_cases_n = sizeof(refused_cases) / sizeof(refused_cases[0]);
+
+char *cases_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	size_t cap = 1 << 16, n = 0;
+	char *b = malloc(cap);
+	for (;;) {
+		if (n == cap)
+			b = realloc(b, cap *= 2);
+		size_t r = fread(b + n, 1, cap - n, f);
+		if (r == 0)
+			break;
+		n += r;
+	}
+	fclose(f);
+	*len = n;
+	return b;
+}
+
+size_t cases_file_size(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+size_t cases_mismatch(const char *got, size_t len, const char *want, size_t want_len)
+{
+	if (len == want_len && memcmp(got, want, len) == 0)
+		return SIZE_MAX;
+	size_t k = 0;
+	while (k < len && k < want_len && got[k] == want[k])
+		k++;
+	return k;
+}

@@ -47,6 +47,15 @@ struct refused_case {
 extern const struct refused_case refused_cases[];
 extern const size_t refused_cases_n;
 
+/* What the integration tests read back: the whole file at path, malloc'd
+ * (*len bytes), or NULL (errno) when it cannot be opened; and its size, 0
+ * when it cannot be stat'ed. */
+char *cases_read_file(const char *path, size_t *len);
+size_t cases_file_size(const char *path);
+/* Where got (len bytes) and want (want_len) first differ, SIZE_MAX when
+ * they are the same. */
+size_t cases_mismatch(const char *got, size_t len, const char *want, size_t want_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -136,27 +136,9 @@ static int temp_file(char *path, const char *name)
 
 static char *slurp(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	assert_non_null(f);
-	size_t cap = 1 << 16, n = 0;
-	char *b = malloc(cap);
-	for (;;) {
-		if (n == cap)
-			b = realloc(b, cap *= 2);
-		size_t r = fread(b + n, 1, cap - n, f);
-		if (r == 0)
-			break;
-		n += r;
-	}
-	fclose(f);
-	*len = n;
+	char *b = cases_read_file(path, len);
+	assert_non_null(b);
 	return b;
-}
-
-static size_t file_size(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
 }
 
 /* ---------------------------------------------------------- conformance */
@@ -206,10 +188,8 @@ static void expect_file(const char *path, const char *want, size_t want_len)
 {
 	size_t len;
 	char *got = slurp(path, &len);
-	if (len != want_len || memcmp(got, want, len) != 0) {
-		size_t k = 0;
-		while (k < len && k < want_len && got[k] == want[k])
-			k++;
+	size_t k = cases_mismatch(got, len, want, want_len);
+	if (k != SIZE_MAX) {
 		fprintf(stderr, "%s: %zu bytes, want %zu; first difference at byte %zu\n", path, len, want_len, k);
 		fprintf(stderr, "  got:  \"%.60s\"\n  want: \"%.60s\"\n", got + k, want + k);
 		fail();
@@ -560,7 +540,7 @@ static void test_sigkill_after_print(void **state)
 
 	size_t want = (size_t)KILL_LINES * strlen("line 000000 of a client about to die\n");
 	long t0 = now_ms();
-	while (file_size(out_path) < want && now_ms() - t0 < 10000)
+	while (cases_file_size(out_path) < want && now_ms() - t0 < 10000)
 		usleep(10000);
 	size_t len;
 	char *got = slurp(out_path, &len);
@@ -610,7 +590,7 @@ static void test_sigkill_while_printing(void **state)
 
 	/* Wait for the daemon to notice and flush: the size stops moving. */
 	size_t last = (size_t)-1, now;
-	for (int i = 0; i < 100 && (now = file_size(out_path)) != last; i++) {
+	for (int i = 0; i < 100 && (now = cases_file_size(out_path)) != last; i++) {
 		last = now;
 		usleep(50000);
 	}

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdlib.h>
+
+#include "control/inspect.h"
+#include "core/port_server.h"
+#include "core/service.h"
+#include "core/stats.h"
+
+static const char *const phase_names[] = { "idle", "receiving", "in service", "sending" };
+
+struct busy_port {
+	const struct session *s;
+	uint32_t port;
+	struct port_activity a;
+};
+
+static int older_first(const void *x, const void *y)
+{
+	const struct busy_port *a = x, *b = y;
+	return a->a.since_ns < b->a.since_ns ? -1 : a->a.since_ns > b->a.since_ns;
+}
+
+static json_t *opcode_json(uint16_t opcode)
+{
+	char hex[8];
+	snprintf(hex, sizeof(hex), "0x%04x", opcode);
+	return json_string(hex);
+}
+
+static const char *op_name(uint16_t opcode)
+{
+	struct service_lookup l;
+	return service_lookup(opcode, &l) ? l.op->name : "unknown";
+}
+
+json_t *inspect_ports(struct registry *reg, unsigned limit, const struct control_peer *who)
+{
+	size_t n = 0, cap = 64;
+	struct busy_port *b = malloc(cap * sizeof(*b));
+	uint64_t now = stats_now();
+
+	if (!b)
+		return NULL;
+	/* A racy read of each port's phase: a report, not a lock. */
+	registry_for_each(reg, s)
+	{
+		if (!s->ports_ready || (!who->admin && s->peer.uid != who->uid))
+			continue;
+		for (uint32_t p = 0; p < s->ports.num_ports; p++) {
+			struct port_activity a;
+			if (!port_server_activity(&s->ports, p, &a))
+				continue;
+			if (n == cap) {
+				struct busy_port *nb = realloc(b, 2 * cap * sizeof(*b));
+				if (!nb)
+					break;
+				b = nb;
+				cap *= 2;
+			}
+			b[n++] = (struct busy_port){ .s = s, .port = p, .a = a };
+		}
+	}
+	qsort(b, n, sizeof(*b), older_first);
+	json_t *list = json_array();
+	for (size_t i = 0; list && i < n && i < limit; i++) {
+		const struct busy_port *x = &b[i];
+		uint64_t age = x->a.since_ns ? stats_elapsed_ns(x->a.since_ns, now) : 0;
+		json_array_append_new(list, json_pack("{s:I, s:I, s:s, s:I, s:o, s:s, s:s, s:b, s:I}",
+						      "client", (json_int_t)x->s->id,
+						      "pid", (json_int_t)x->s->peer.pid,
+						      "comm", x->s->peer.comm,
+						      "port", (json_int_t)x->port,
+						      "opcode", opcode_json(x->a.opcode),
+						      "name", op_name(x->a.opcode),
+						      "phase", phase_names[x->a.phase & 3],
+						      "later", x->a.later,
+						      "age_us", (json_int_t)(age / 1000)));
+	}
+	free(b);
+	if (!list)
+		return NULL;
+	return json_pack("{s:o, s:I, s:b}", "ports", list, "busy", (json_int_t)n, "truncated", n > limit);
+}
+
+static json_t *us(uint64_t ns)
+{
+	return json_real((double)ns / 1000.0);
+}
+
+json_t *inspect_latency(void)
+{
+	json_t *ops = json_array();
+	struct stats_latency *l = malloc(sizeof(*l));
+
+	if (!ops || !l) {
+		json_decref(ops);
+		free(l);
+		return NULL;
+	}
+	for (uint32_t id = 0; id < service_op_count(); id++) {
+		stats_op_latency(id, l);
+		if (!l->count)
+			continue;
+		const struct service_op *op = service_op_by_id(id);
+		json_t *hist = json_array();
+		for (unsigned b = 0; hist && b < STATS_BUCKETS; b++) {
+			uint64_t lo, hi;
+			if (!l->bucket[b])
+				continue;
+			stats_bucket_range(b, &lo, &hi);
+			json_array_append_new(hist, json_pack("[I, I, I]", (json_int_t)lo, (json_int_t)hi,
+							      (json_int_t)l->bucket[b]));
+		}
+		json_array_append_new(ops, json_pack("{s:o, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+						     "opcode", opcode_json(op->opcode),
+						     "name", op->name,
+						     "count", (json_int_t)l->count,
+						     "timed", (json_int_t)l->timed,
+						     "errors", (json_int_t)l->errors,
+						     "bytes_in", (json_int_t)l->bytes_in,
+						     "bytes_out", (json_int_t)l->bytes_out,
+						     "mean_us", us(l->timed ? l->sum_ns / l->timed : 0),
+						     "p50_us", us(stats_percentile_ns(l, 0.50)),
+						     "p90_us", us(stats_percentile_ns(l, 0.90)),
+						     "p99_us", us(stats_percentile_ns(l, 0.99)),
+						     "p999_us", us(stats_percentile_ns(l, 0.999)),
+						     "max_us", us(l->max_ns),
+						     "histogram", hist ? hist : json_array()));
+	}
+	free(l);
+	return json_pack("{s:o, s:b}", "ops", ops, "timed", stats_enabled());
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What gpusysctl ports and gpusysctl latency show: the ports busy now, and
+ * per opcode the requests, errors, bytes and latency counted by the core
+ * (core/stats.h), as control-protocol replies.
+ */
+#ifndef GPUSYSD_CONTROL_INSPECT_H
+#define GPUSYSD_CONTROL_INSPECT_H
+
+#include <jansson.h>
+
+#include "control/control.h"
+#include "core/registry.h"
+
+/* {"ports": [{client, pid, comm, port, opcode, name, phase, later, age_us}...],
+ *  "busy": N, "truncated": bool}: at most limit entries, oldest first; of
+ * who's own clients only, unless who is an admin (control.h). */
+json_t *inspect_ports(struct registry *reg, unsigned limit, const struct control_peer *who);
+
+/* {"ops": [{opcode, name, count, errors, bytes_in, bytes_out, mean_us,
+ * p50_us, p90_us, p99_us, p999_us, max_us, histogram: [[lo_ns, hi_ns,
+ * count]...]}...]} for every opcode served at least once. */
+json_t *inspect_latency(void);
+
+#endif
