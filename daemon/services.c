@@ -11,11 +11,13 @@
 #include "services/file/service_file.h"
 #include "services/print/service_print.h"
 #include "services/alloc/service_alloc.h"
+#include "services/socket/service_socket.h"
 
 const struct service *const gpusysd_services[] = {
 	&service_basic,
 	&service_print,
 	&service_file,
 	&service_alloc,
+	&service_socket,
 	NULL,
 };

@@ -128,7 +128,7 @@ int file_op_close(const struct file_lane *l)
 {
 	if (l->q.handle == GPUSYS_FILE_STDOUT || l->q.handle == GPUSYS_FILE_STDERR)
 		return 0; /* the client's own; nothing of ours to close */
-	return file_table_close(l->fc->ft, l->q.handle, FILE_KIND_FILE);
+	return file_table_close_any(l->fc->ft, l->q.handle); /* a file or a socket: one handle space */
 }
 
 int file_op_closedir(const struct file_lane *l)

@@ -20,14 +20,19 @@ struct file_table *file_table_new(void)
 }
 
 /* The descriptor of an entry nobody uses any more; called with ft->lock
- * held (close() of a regular file or directory does not block for long). */
+ * held (close() of a regular file, directory or non-blocking socket does
+ * not block for long). */
 static void entry_release(struct file_table *ft, struct file_entry *e)
 {
-	if (e->dir)
+	if (e->ops)
+		e->ops->release(e->fd, e->obj);
+	else if (e->dir)
 		closedir(e->dir);
 	else if (e->fd >= 0)
 		close(e->fd);
 	e->dir = NULL;
+	e->obj = NULL;
+	e->ops = NULL;
 	e->fd = -1;
 	e->kind = FILE_KIND_FREE;
 	e->closing = false;
@@ -53,12 +58,59 @@ unsigned file_table_free(struct file_table *ft)
 	return closed;
 }
 
+static struct {
+	pthread_mutex_t lock;
+	struct file_table *head;
+} shared = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+struct file_table *file_table_acquire(const void *owner)
+{
+	pthread_mutex_lock(&shared.lock);
+	struct file_table *ft = shared.head;
+	while (ft && ft->owner != owner)
+		ft = ft->next;
+	if (!ft && (ft = file_table_new())) {
+		ft->owner = owner;
+		ft->next = shared.head;
+		shared.head = ft;
+	}
+	if (ft)
+		ft->users++;
+	pthread_mutex_unlock(&shared.lock);
+	return ft;
+}
+
+unsigned file_table_release(struct file_table *ft)
+{
+	if (!ft)
+		return 0;
+	pthread_mutex_lock(&shared.lock);
+	bool last = --ft->users == 0;
+	if (last) {
+		struct file_table **pp = &shared.head;
+		while (*pp != ft)
+			pp = &(*pp)->next;
+		*pp = ft->next;
+	}
+	pthread_mutex_unlock(&shared.lock);
+	return last ? file_table_free(ft) : 0;
+}
+
 static int32_t make_handle(uint32_t idx, uint32_t gen)
 {
 	return (int32_t)(gen << FILE_INDEX_BITS | idx);
 }
 
 int file_table_insert(struct file_table *ft, int fd, enum file_kind kind, int oflags, DIR *dir)
+{
+	int h = file_table_insert_obj(ft, fd, kind, oflags, NULL, NULL);
+	if (h > 0)
+		ft->e[(uint32_t)h & ((1u << FILE_INDEX_BITS) - 1)].dir = dir; /* only we know the handle yet */
+	return h;
+}
+
+int file_table_insert_obj(struct file_table *ft, int fd, enum file_kind kind, int oflags, void *obj,
+			  const struct file_entry_ops *ops)
 {
 	pthread_mutex_lock(&ft->lock);
 	if (ft->count >= GPUSYS_FILE_MAX_HANDLES) {
@@ -75,7 +127,9 @@ int file_table_insert(struct file_table *ft, int fd, enum file_kind kind, int of
 	e->closing = false;
 	e->refs = 1;
 	e->oflags = oflags;
-	e->dir = dir;
+	e->dir = NULL;
+	e->obj = obj;
+	e->ops = ops;
 	ft->count++;
 	int32_t h = make_handle(i, e->gen);
 	pthread_mutex_unlock(&ft->lock);
@@ -114,11 +168,8 @@ void file_table_put(struct file_table *ft, struct file_entry *e)
 	pthread_mutex_unlock(&ft->lock);
 }
 
-int file_table_close(struct file_table *ft, int32_t handle, enum file_kind kind)
+static int close_entry(struct file_table *ft, struct file_entry *e)
 {
-	struct file_entry *e = file_table_get(ft, handle, kind);
-	if (!e)
-		return -EBADF;
 	pthread_mutex_lock(&ft->lock);
 	if (e->closing) { /* another close won the race */
 		put_locked(ft, e);
@@ -127,8 +178,25 @@ int file_table_close(struct file_table *ft, int32_t handle, enum file_kind kind)
 	}
 	e->closing = true;
 	e->gen = e->gen == FILE_GEN_MAX ? 1 : e->gen + 1;
-	put_locked(ft, e); /* our lookup */
-	put_locked(ft, e); /* the open reference */
+	put_locked(ft, e); /* the open reference; our lookup keeps e */
 	pthread_mutex_unlock(&ft->lock);
+	/* Later lookups fail now; wake whatever still waits on it. */
+	if (e->ops && e->ops->closed)
+		e->ops->closed(e);
+	file_table_put(ft, e);
 	return 0;
+}
+
+int file_table_close(struct file_table *ft, int32_t handle, enum file_kind kind)
+{
+	struct file_entry *e = file_table_get(ft, handle, kind);
+	return e ? close_entry(ft, e) : -EBADF;
+}
+
+int file_table_close_any(struct file_table *ft, int32_t handle)
+{
+	struct file_entry *e = file_table_get(ft, handle, FILE_KIND_FILE);
+	if (!e)
+		e = file_table_get(ft, handle, FILE_KIND_SOCKET);
+	return e ? close_entry(ft, e) : -EBADF;
 }

@@ -26,6 +26,18 @@ enum file_kind {
 	FILE_KIND_FREE = 0,
 	FILE_KIND_FILE = 1,
 	FILE_KIND_DIR = 2,
+	FILE_KIND_SOCKET = 3, /* the socket service's (daemon/services/socket/) */
+};
+
+struct file_entry;
+
+/* What a kind other than files and directories needs from the table: a
+ * word when the client closes the handle (wake whatever waits on it; the
+ * entry may still be referenced) and the last release (close the
+ * descriptor, free obj). Called without the table lock. */
+struct file_entry_ops {
+	void (*closed)(struct file_entry *e);
+	void (*release)(int fd, void *obj);
 };
 
 struct file_entry {
@@ -36,11 +48,16 @@ struct file_entry {
 	uint32_t refs;      /* lookups in progress, +1 while open */
 	int oflags;         /* what the client asked for (O_APPEND, O_NONBLOCK...) */
 	DIR *dir;           /* FILE_KIND_DIR: owns fd */
+	void *obj;          /* FILE_KIND_SOCKET: the service's object */
+	const struct file_entry_ops *ops; /* NULL for files and directories */
 	pthread_mutex_t dir_lock; /* readdir on one DIR at a time */
 };
 
 struct file_table {
 	pthread_mutex_t lock;
+	const void *owner;  /* file_table_acquire's key */
+	uint32_t users;     /* file_table_acquire references */
+	struct file_table *next;
 	uint32_t count;
 	uint32_t hint;
 	struct file_entry e[GPUSYS_FILE_MAX_HANDLES];
@@ -52,10 +69,24 @@ struct file_table *file_table_new(void);
  * it. Returns how many descriptors it closed. */
 unsigned file_table_free(struct file_table *ft);
 
+/* One table per client, shared by the services whose handles live in one
+ * space (files and sockets): the first call for owner makes it, each call
+ * takes a reference. NULL when out of memory. */
+struct file_table *file_table_acquire(const void *owner);
+
+/* Drop a reference of file_table_acquire; the last one frees the table
+ * (file_table_free). Returns how many descriptors that closed. */
+unsigned file_table_release(struct file_table *ft);
+
 /* Enter fd (and dir, which owns it, for a directory). The handle (> 0), or
  * -EMFILE when the client has GPUSYS_FILE_MAX_HANDLES open: then fd/dir
  * are still the caller's. */
 int file_table_insert(struct file_table *ft, int fd, enum file_kind kind, int oflags, DIR *dir);
+
+/* Enter an entry of another kind (FILE_KIND_SOCKET) with its object and
+ * hooks. The handle or -EMFILE (then fd and obj are still the caller's). */
+int file_table_insert_obj(struct file_table *ft, int fd, enum file_kind kind, int oflags, void *obj,
+			  const struct file_entry_ops *ops);
 
 /* The entry of handle if it is open and of this kind, with a reference;
  * NULL for anything else (-EBADF for the caller). */
@@ -67,5 +98,9 @@ void file_table_put(struct file_table *ft, struct file_entry *e);
 /* Close handle: later lookups fail at once; the descriptor goes when its
  * last user is done. 0 or -EBADF. */
 int file_table_close(struct file_table *ft, int32_t handle, enum file_kind kind);
+
+/* close(2) of a handle that may be a file or a socket (not a directory:
+ * closedir). 0 or -EBADF. */
+int file_table_close_any(struct file_table *ft, int32_t handle);
 
 #endif

@@ -52,7 +52,8 @@ static int file_client_init(const struct client *c, void **ret_state)
 	struct file_client *fc = calloc(1, sizeof(*fc));
 	if (!fc)
 		return -ENOMEM;
-	fc->ft = file_table_new();
+	/* One handle space with the socket service: the same table. */
+	fc->ft = file_table_acquire(c);
 	if (!fc->ft) {
 		free(fc);
 		return -ENOMEM;
@@ -68,7 +69,7 @@ static void file_client_fini(const struct client *c, void *state)
 	(void)c;
 	if (!fc)
 		return;
-	file_table_free(fc->ft);
+	file_table_release(fc->ft); /* the last of file and socket closes them all */
 	free(fc);
 }
 

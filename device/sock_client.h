@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The client side of the socket service (include/gpusys/socket.h), written
+ * once for nvcc and the host compiler like file_client.h: per-lane
+ * arguments are arrays indexed with GPUSYS_LI(lane).
+ *
+ * A lane's request is its 48-byte struct gpusys_sock_req, then its address
+ * (addr_len bytes), then its body (data, option value, poll list, names),
+ * contiguous in a scratch buffer the caller provides.
+ *
+ * Results per lane: the call's value (a handle, bytes sent, 0) for value
+ * ops; for data ops (RECV, RECVFROM, ACCEPT, GETSOCKNAME, GETPEERNAME,
+ * GETSOCKOPT, POLL, GETADDRINFO, GETNAMEINFO) the bytes of the answer; or
+ * the negative errno (EAI_* for the two name calls). -ESHUTDOWN when the
+ * daemon has gone.
+ */
+#ifndef GPUSYS_SOCK_CLIENT_H
+#define GPUSYS_SOCK_CLIENT_H
+
+#include <errno.h>
+#include <stdint.h>
+
+#include "gpusys/socket.h"
+#include "file_client.h"
+
+#define GPUSYS_SOCK_REQ_BYTES ((uint32_t)sizeof(struct gpusys_sock_req))
+
+GPUSYS_FN void gpusys_sock_req_init(struct gpusys_sock_req *q)
+{
+	q->handle = 0;
+	q->flags = 0;
+	q->a = 0;
+	q->b = 0;
+	q->c = 0;
+	q->addr_len = 0;
+	q->timeout_ms = 0;
+	q->count = 0;
+	q->bulk_off = 0;
+}
+
+GPUSYS_FN int gpusys_sock_op_returns_data(uint16_t op)
+{
+	return op == GPUSYS_OP_SOCK_RECV || op == GPUSYS_OP_SOCK_RECVFROM || op == GPUSYS_OP_SOCK_ACCEPT ||
+	       op == GPUSYS_OP_SOCK_GETSOCKNAME || op == GPUSYS_OP_SOCK_GETPEERNAME ||
+	       op == GPUSYS_OP_SOCK_GETSOCKOPT || op == GPUSYS_OP_SOCK_POLL || op == GPUSYS_OP_SOCK_GETADDRINFO ||
+	       op == GPUSYS_OP_SOCK_GETNAMEINFO;
+}
+
+/* Pack a lane's request; returns its length. */
+GPUSYS_FN uint32_t gpusys_sock_pack(uint8_t *scratch, const struct gpusys_sock_req *q, const void *addr,
+				    uint32_t addr_len, const void *body, uint32_t body_len)
+{
+	gpusys_file_bytecopy(scratch, (const uint8_t *)q, GPUSYS_SOCK_REQ_BYTES);
+	uint32_t n = GPUSYS_SOCK_REQ_BYTES;
+	gpusys_file_bytecopy(scratch + n, (const uint8_t *)addr, addr_len);
+	n += addr_len;
+	gpusys_file_bytecopy(scratch + n, (const uint8_t *)body, body_len);
+	return n + body_len;
+}
+
+/* One socket call from the lanes of mask (see the top of this file). */
+GPUSYS_FN void gpusys_sock_rpc(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, const uint8_t *const *req,
+			       const uint32_t *req_len, void *const *out, const uint32_t *out_cap, int64_t *ret)
+{
+	int data = gpusys_sock_op_returns_data(op);
+	int64_t val[GPUSYS_LANE_ARRAY];
+	void *dst[GPUSYS_LANE_ARRAY];
+	uint32_t cap[GPUSYS_LANE_ARRAY], got[GPUSYS_LANE_ARRAY];
+	int32_t st[GPUSYS_LANE_ARRAY];
+
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		uint32_t i = GPUSYS_LI(l);
+		val[i] = 0;
+		dst[i] = data ? out[i] : (void *)&val[i];
+		cap[i] = data ? out_cap[i] : (uint32_t)sizeof(int64_t);
+		got[i] = 0;
+		st[i] = 0;
+	}
+	int rc = gpusys_rpc(dev, op, 0, mask, (const void *const *)req, req_len, dst, cap, got, st);
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		uint32_t i = GPUSYS_LI(l);
+		if (rc)
+			ret[i] = rc;
+		else if (st[i] < 0)
+			ret[i] = st[i];
+		else
+			ret[i] = data ? (int64_t)got[i] : val[i];
+	}
+}
+
+/* One request from the calling lane alone (bulk calls, thread 0 of a
+ * block): a value op on handle with count bytes at bulk_off. */
+GPUSYS_FN int64_t gpusys_sock_bulk_rpc(const gpusys_dev_t *dev, uint16_t op, int32_t handle, int32_t flags,
+				       uint64_t count, uint64_t bulk_off)
+{
+#if defined(__CUDACC__)
+	const uint32_t lane = gpusys_lane_id();
+#else
+	const uint32_t lane = 0;
+#endif
+	const uint64_t mask = (uint64_t)1 << lane;
+	struct gpusys_sock_req q;
+	const uint8_t *req[GPUSYS_LANE_ARRAY];
+	uint32_t req_len[GPUSYS_LANE_ARRAY];
+	void *out[GPUSYS_LANE_ARRAY];
+	uint32_t cap[GPUSYS_LANE_ARRAY];
+	int64_t ret[GPUSYS_LANE_ARRAY];
+
+	gpusys_sock_req_init(&q);
+	q.handle = handle;
+	q.flags = flags;
+	q.count = count;
+	q.bulk_off = bulk_off;
+	req[GPUSYS_LI(lane)] = (const uint8_t *)&q;
+	req_len[GPUSYS_LI(lane)] = GPUSYS_SOCK_REQ_BYTES;
+	out[GPUSYS_LI(lane)] = 0;
+	cap[GPUSYS_LI(lane)] = 0;
+	gpusys_sock_rpc(dev, op, mask, req, req_len, out, cap, ret);
+	return ret[GPUSYS_LI(lane)];
+}
+
+#endif /* GPUSYS_SOCK_CLIENT_H */

@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gpu_httpd DIR PORT [WARPS]: a kernel serves the static files under DIR
+ * over HTTP/1.1 on PORT (all IPv4 addresses). GET and HEAD, keep-alive
+ * (HTTP/1.1 by default, HTTP/1.0 with "Connection: keep-alive"),
+ * Content-Length, 404 for what is not a regular file, 400 for a malformed
+ * request, 403 for a path that would leave DIR (a ".." segment), 501 for
+ * other methods. "/" and paths ending in "/" serve index.html.
+ *
+ * Each warp's first lane serves one connection at a time (accept, then
+ * requests until the peer closes or asks to), so WARPS (default 128) is how
+ * many connections are served at once. Needs a running gpusysd; the
+ * process's working directory does not matter (DIR is made absolute).
+ * Symbolic links inside DIR are followed.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cuda_runtime.h>
+
+#include "gpusys/gpusys.h"
+#include "gpusys/socket.cuh"
+
+#define REQ_MAX 8192u            /* request head */
+#define FILE_CHUNK (256u << 10)  /* file bytes per pread */
+#define PATH_ROOM 1024u
+
+struct warp_mem {
+	char req[REQ_MAX + 1];
+	char path[PATH_ROOM];
+	char head[512];
+	uint8_t file[FILE_CHUNK];
+};
+
+struct server {
+	long long listener;
+	int error;
+	unsigned long long requests;
+	char root[PATH_ROOM];
+	unsigned root_len;
+};
+
+static __device__ unsigned d_strlen(const char *s)
+{
+	unsigned n = 0;
+	while (s[n])
+		n++;
+	return n;
+}
+
+static __device__ bool d_prefix_ci(const char *s, const char *p)
+{
+	for (; *p; s++, p++) {
+		char a = *s, b = *p;
+		if (a >= 'A' && a <= 'Z')
+			a = (char)(a - 'A' + 'a');
+		if (b >= 'A' && b <= 'Z')
+			b = (char)(b - 'A' + 'a');
+		if (a != b)
+			return false;
+	}
+	return true;
+}
+
+static __device__ char *d_utoa(char *o, unsigned long long v)
+{
+	char t[24];
+	int n = 0;
+	do {
+		t[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		*o++ = t[--n];
+	return o;
+}
+
+static __device__ char *d_cat(char *o, const char *s)
+{
+	while (*s)
+		*o++ = *s++;
+	return o;
+}
+
+static __device__ const char *content_type(const char *path, unsigned n)
+{
+	const char *dot = 0;
+	for (unsigned i = 0; i < n; i++)
+		if (path[i] == '.')
+			dot = path + i;
+		else if (path[i] == '/')
+			dot = 0;
+	if (!dot)
+		return "application/octet-stream";
+	if (d_prefix_ci(dot, ".html") || d_prefix_ci(dot, ".htm"))
+		return "text/html";
+	if (d_prefix_ci(dot, ".txt"))
+		return "text/plain";
+	if (d_prefix_ci(dot, ".css"))
+		return "text/css";
+	if (d_prefix_ci(dot, ".js"))
+		return "text/javascript";
+	if (d_prefix_ci(dot, ".png"))
+		return "image/png";
+	if (d_prefix_ci(dot, ".jpg") || d_prefix_ci(dot, ".jpeg"))
+		return "image/jpeg";
+	return "application/octet-stream";
+}
+
+static __device__ bool send_all(const gpusys_dev_t &dev, long long c, const void *b, unsigned long long n)
+{
+	return gpusys_send(dev, c, b, n) == (long long)n;
+}
+
+/* A response with a small body (errors). */
+static __device__ bool respond_simple(const gpusys_dev_t &dev, long long c, struct warp_mem *m, const char *status,
+				      bool head_only, bool keep)
+{
+	char *o = m->head;
+	o = d_cat(o, "HTTP/1.1 ");
+	o = d_cat(o, status);
+	o = d_cat(o, "\r\nContent-Type: text/plain\r\nContent-Length: ");
+	unsigned bl = d_strlen(status) + 1;
+	o = d_utoa(o, bl);
+	o = d_cat(o, keep ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
+	if (!head_only) {
+		o = d_cat(o, status);
+		*o++ = '\n';
+	}
+	return send_all(dev, c, m->head, (unsigned long long)(o - m->head));
+}
+
+/* Serve one parsed request. false: drop the connection. */
+static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct server *srv, struct warp_mem *m,
+			     const char *target, unsigned tlen, bool head_only, bool keep)
+{
+	/* The path: no "..", no NUL, within our room; a query is ignored. */
+	unsigned n = 0;
+	while (n < tlen && target[n] != '?' && target[n] != '#')
+		n++;
+	if (n == 0 || target[0] != '/')
+		return respond_simple(dev, c, m, "400 Bad Request", head_only, false) && false;
+	for (unsigned i = 0; i < n; i++) {
+		bool seg_start = target[i] == '/';
+		if (seg_start && i + 2 < n && target[i + 1] == '.' && target[i + 2] == '.' &&
+		    (i + 3 == n || target[i + 3] == '/'))
+			return respond_simple(dev, c, m, "403 Forbidden", head_only, keep) && keep;
+		if (target[i] == '%' || target[i] == '\\')
+			/* no decoding: an encoded ".." or separator never means anything here */
+			return respond_simple(dev, c, m, "403 Forbidden", head_only, keep) && keep;
+	}
+	bool dir = target[n - 1] == '/';
+	if (srv->root_len + n + 11 >= PATH_ROOM)
+		return respond_simple(dev, c, m, "404 Not Found", head_only, keep) && keep;
+	char *o = m->path;
+	for (unsigned i = 0; i < srv->root_len; i++)
+		*o++ = srv->root[i];
+	for (unsigned i = 0; i < n; i++)
+		*o++ = target[i];
+	if (dir)
+		o = d_cat(o, "index.html");
+	*o = 0;
+	unsigned plen = (unsigned)(o - m->path);
+
+	long long f = gpusys_open(dev, m->path, O_RDONLY);
+	struct gpusys_stat st;
+	if (f < 0 || gpusys_fstat(dev, f, &st) < 0 || (st.mode & S_IFMT) != S_IFREG) {
+		if (f >= 0)
+			gpusys_close(dev, f);
+		return respond_simple(dev, c, m, "404 Not Found", head_only, keep) && keep;
+	}
+	o = m->head;
+	o = d_cat(o, "HTTP/1.1 200 OK\r\nContent-Type: ");
+	o = d_cat(o, content_type(m->path, plen));
+	o = d_cat(o, "\r\nContent-Length: ");
+	o = d_utoa(o, (unsigned long long)st.size);
+	o = d_cat(o, keep ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
+	bool ok = send_all(dev, c, m->head, (unsigned long long)(o - m->head));
+	long long off = 0;
+	while (ok && !head_only && off < st.size) {
+		long long want = st.size - off < FILE_CHUNK ? st.size - off : FILE_CHUNK;
+		long long got = gpusys_pread(dev, f, m->file, (unsigned long long)want, off);
+		if (got <= 0) {
+			ok = false; /* the file shrank: the length we promised is wrong, close */
+			break;
+		}
+		ok = send_all(dev, c, m->file, (unsigned long long)got);
+		off += got;
+	}
+	gpusys_close(dev, f);
+	return ok && keep;
+}
+
+/* Requests of one connection until it closes or asks to. */
+static __device__ void connection(const gpusys_dev_t &dev, long long c, struct server *srv, struct warp_mem *m)
+{
+	unsigned have = 0;
+	for (;;) {
+		/* Read until the head is complete. */
+		unsigned end = 0;
+		for (;;) {
+			for (unsigned i = 3; i < have && !end; i++)
+				if (m->req[i - 3] == '\r' && m->req[i - 2] == '\n' && m->req[i - 1] == '\r' && m->req[i] == '\n')
+					end = i + 1;
+			if (end)
+				break;
+			if (have >= REQ_MAX) {
+				respond_simple(dev, c, m, "400 Bad Request", false, false);
+				return;
+			}
+			long long r = gpusys_recv(dev, c, m->req + have, REQ_MAX - have);
+			if (r <= 0)
+				return;
+			have += (unsigned)r;
+		}
+		/* Request line: METHOD SP target SP HTTP/1.x CRLF */
+		const char *q = m->req;
+		unsigned sp1 = 0, sp2 = 0, eol = 0;
+		while (eol < end && q[eol] != '\r')
+			eol++;
+		for (unsigned i = 0; i < eol; i++)
+			if (q[i] == ' ') {
+				if (!sp1)
+					sp1 = i;
+				else if (!sp2)
+					sp2 = i;
+			}
+		bool http11 = sp2 && eol - sp2 - 1 == 8 && d_prefix_ci(q + sp2 + 1, "HTTP/1.1");
+		bool http10 = sp2 && eol - sp2 - 1 == 8 && d_prefix_ci(q + sp2 + 1, "HTTP/1.0");
+		if (!sp1 || !sp2 || sp2 == sp1 + 1 || (!http11 && !http10)) {
+			respond_simple(dev, c, m, "400 Bad Request", false, false);
+			return;
+		}
+		bool keep = http11;
+		for (unsigned i = eol + 2; i + 11 < end; i++) {
+			if (q[i - 1] != '\n')
+				continue;
+			if (d_prefix_ci(q + i, "connection:")) {
+				unsigned j = i + 11;
+				while (q[j] == ' ')
+					j++;
+				if (d_prefix_ci(q + j, "close"))
+					keep = false;
+				else if (d_prefix_ci(q + j, "keep-alive"))
+					keep = true;
+			}
+		}
+		bool get = sp1 == 3 && d_prefix_ci(q, "GET");
+		bool head = sp1 == 4 && d_prefix_ci(q, "HEAD");
+		bool ok;
+		if (!get && !head)
+			ok = respond_simple(dev, c, m, "501 Not Implemented", false, keep) && keep;
+		else
+			ok = serve(dev, c, srv, m, q + sp1 + 1, sp2 - sp1 - 1, head, keep);
+		atomicAdd(&srv->requests, 1ull);
+		if (!ok)
+			return;
+		/* A pipelined next request may already be here. */
+		for (unsigned i = end; i < have; i++)
+			m->req[i - end] = m->req[i];
+		have -= end;
+	}
+}
+
+static __global__ void k_listen(gpusys_dev_t dev, int port, struct server *srv)
+{
+	long long h = gpusys_socket(dev, AF_INET, SOCK_STREAM, 0);
+	int one = 1;
+	struct sockaddr_in a;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = gpusys_htons((uint16_t)port);
+	int r = h < 0 ? (int)h : gpusys_setsockopt(dev, h, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (r == 0)
+		r = gpusys_bind(dev, h, &a, sizeof(a));
+	if (r == 0)
+		r = gpusys_listen(dev, h, 4096);
+	srv->listener = h;
+	srv->error = r;
+}
+
+static __global__ void k_httpd(gpusys_dev_t dev, struct server *srv, struct warp_mem *mem)
+{
+	if (threadIdx.x != 0)
+		return;
+	struct warp_mem *m = &mem[blockIdx.x];
+	for (;;) {
+		long long c = gpusys_accept(dev, srv->listener);
+		if (c < 0) {
+			if (c == -ESHUTDOWN || c == -EBADF)
+				return;
+			continue; /* ECONNABORTED and friends: the next one */
+		}
+		int one = 1;
+		gpusys_setsockopt(dev, c, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof(one));
+		connection(dev, c, srv, m);
+		gpusys_close(dev, c);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: gpu_httpd DIR PORT [WARPS]\n");
+		return 2;
+	}
+	char root[PATH_MAX];
+	if (!realpath(argv[1], root) || strlen(root) >= PATH_ROOM - 64) {
+		fprintf(stderr, "gpu_httpd: %s: %s\n", argv[1], strerror(errno ? errno : ENAMETOOLONG));
+		return 1;
+	}
+	int port = atoi(argv[2]);
+	unsigned warps = argc > 3 ? (unsigned)atoi(argv[3]) : 128;
+	struct gpusys_options o;
+	memset(&o, 0, sizeof(o));
+	o.cuda_device = 0;
+	o.num_ports = warps < 64 ? 64 : warps;
+	gpusys_t *g;
+	int rc = gpusys_attach(&o, &g);
+	if (rc) {
+		fprintf(stderr, "gpu_httpd: cannot attach to gpusysd: %s\n", gpusys_strerror(rc));
+		return 1;
+	}
+	struct server *srv;
+	struct warp_mem *mem;
+	if (cudaMallocManaged(&srv, sizeof(*srv)) || cudaMalloc(&mem, (size_t)warps * sizeof(*mem))) {
+		fprintf(stderr, "gpu_httpd: out of memory\n");
+		return 1;
+	}
+	memset(srv, 0, sizeof(*srv));
+	strcpy(srv->root, root);
+	srv->root_len = (unsigned)strlen(root);
+	k_listen<<<1, 1>>>(gpusys_device(g), port, srv);
+	if ((rc = gpusys_synchronize(g, NULL, -1)) || srv->error) {
+		fprintf(stderr, "gpu_httpd: port %d: %s\n", port, rc ? gpusys_strerror(rc) : strerror(-srv->error));
+		return 1;
+	}
+	fprintf(stderr, "gpu_httpd: serving %s on port %d with %u warps\n", root, port, warps);
+	k_httpd<<<warps, 32>>>(gpusys_device(g), srv, mem);
+	rc = gpusys_synchronize(g, NULL, -1);
+	fprintf(stderr, "gpu_httpd: ended: %s\n", rc ? gpusys_strerror(rc) : "ok");
+	gpusys_detach(g);
+	return rc ? 1 : 0;
+}

@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sockets from CUDA kernels (the socket service, include/gpusys/socket.h).
+ * Pass the handle from gpusys_device() to the kernel by value; include
+ * <netinet/in.h>, <sys/un.h> for the address structures (Linux layouts:
+ * both ends run on one host) and use gpusys_htons()/gpusys_htonl() on the
+ * device.
+ *
+ * Per-thread calls are warp-aggregated like the file calls: the lanes that
+ * reach a call together share one request and one round trip, each with
+ * its own socket and arguments. They return what the POSIX call returns or
+ * a negative errno (-ECONNREFUSED, -EAGAIN...; -ESHUTDOWN when the daemon
+ * has gone). A call that must wait (accept with nobody pending, recv with
+ * nothing there, send into a full buffer, connect in progress, poll, name
+ * lookups) waits in the daemon's event loop, not in a daemon thread; the
+ * calling warp spins on its port meanwhile, so other warps' calls flow.
+ * Lanes of one warp that wait for different things complete together, when
+ * the last one is done: give long waits (accept, recv on idle peers) their
+ * own warps, or use gpusys_poll.
+ *
+ * Handles share one space with files: gpusys_close() (file.cuh) closes a
+ * socket too.
+ *
+ * Sizes: gpusys_recv puts up to 1 MiB straight into buf; gpusys_send sends
+ * GPUSYS_SOCK_GPU_PIECE bytes per round trip (a stream: all of it, in
+ * pieces; on a datagram socket each piece is its own datagram, so keep
+ * datagrams within one piece); gpusys_recvfrom
+ * receives at most GPUSYS_SOCK_GPU_PIECE bytes (the address comes with the
+ * data through a local buffer; larger datagrams are truncated as recvfrom(2)
+ * truncates them; use gpusys_recv on a connected socket for more).
+ *
+ * Block calls (gpusys_send_block, gpusys_recv_block) move large data
+ * through the channel's bulk area: every thread of the block calls them
+ * with the same arguments; see file.cuh for the bulk area and its needs.
+ * A kernel that calls both with blocks of 1024 threads needs more than 64
+ * registers per thread: declare it __launch_bounds__(1024), else the launch
+ * fails with "too many resources requested".
+ *
+ * Local memory: send/sendto/recvfrom use a 4 KiB local buffer per thread,
+ * getaddrinfo/getnameinfo about 1.1 KiB.
+ */
+#ifndef GPUSYS_SOCKET_CUH
+#define GPUSYS_SOCKET_CUH
+
+#include <netdb.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "gpusys/dev.h"
+#include "gpusys/file.cuh"
+#include "gpusys/socket.h"
+#include "device/sock_client.h"
+
+#define GPUSYS_SOCK_GPU_PIECE (4096u - GPUSYS_SOCK_REQ_BYTES - GPUSYS_SOCK_ADDR_MAX)
+
+static __device__ __forceinline__ uint16_t gpusys_htons(uint16_t v)
+{
+	return (uint16_t)((v >> 8) | (v << 8));
+}
+
+static __device__ __forceinline__ uint32_t gpusys_htonl(uint32_t v)
+{
+	return __byte_perm(v, 0, 0x0123);
+}
+
+#define gpusys_ntohs gpusys_htons
+#define gpusys_ntohl gpusys_htonl
+
+/* One call of the calling lane, with the other active lanes. */
+static __device__ __forceinline__ long long gpusys_sock_call1(const gpusys_dev_t &dev, uint16_t op, const uint8_t *req,
+							      uint32_t req_len, void *out, uint32_t out_cap)
+{
+	const uint8_t *r[1] = { req };
+	uint32_t rl[1] = { req_len }, cap[1] = { out_cap };
+	void *o[1] = { out };
+	int64_t ret[1] = { 0 };
+	gpusys_sock_rpc(&dev, op, (uint64_t)__activemask(), r, rl, o, cap, ret);
+	return (long long)ret[0];
+}
+
+static __device__ long long gpusys_sock_simple(const gpusys_dev_t &dev, uint16_t op, struct gpusys_sock_req &q,
+					       void *out = 0, uint32_t out_cap = 0)
+{
+	return gpusys_sock_call1(dev, op, (const uint8_t *)&q, GPUSYS_SOCK_REQ_BYTES, out, out_cap);
+}
+
+/* A call whose body is an address (bind, connect). */
+static __device__ long long gpusys_sock_addr_call(const gpusys_dev_t &dev, uint16_t op, long long h, const void *addr,
+						  unsigned len)
+{
+	uint8_t scratch[GPUSYS_SOCK_REQ_BYTES + GPUSYS_SOCK_ADDR_MAX];
+	if (len > GPUSYS_SOCK_ADDR_MAX)
+		len = GPUSYS_SOCK_ADDR_MAX + 1; /* the daemon says -EINVAL */
+	struct gpusys_sock_req q;
+	gpusys_sock_req_init(&q);
+	q.handle = (int32_t)h;
+	uint32_t n = len > GPUSYS_SOCK_ADDR_MAX ? 0 : len;
+	q.addr_len = len > GPUSYS_SOCK_ADDR_MAX ? 0 : len;
+	uint32_t rl = gpusys_sock_pack(scratch, &q, addr, n, 0, 0);
+	return gpusys_sock_call1(dev, op, scratch, rl, 0, 0);
+}
+
+/* ------------------------------------------------------- per thread */
+
+static __device__ long long gpusys_socket(gpusys_dev_t dev, int domain, int type, int protocol = 0)
+{
+	struct gpusys_sock_req q;
+	gpusys_sock_req_init(&q);
+	q.a = domain;
+	q.b = type;
+	q.c = protocol;
+	return gpusys_sock_simple(dev, GPUSYS_OP_SOCK_SOCKET, q);
+}
+
+static __device__ int gpusys_bind(gpusys_dev_t dev, long long h, const void *addr, unsigned len)
+{
+	return (int)gpusys_sock_addr_call(dev, GPUSYS_OP_SOCK_BIND, h, addr, len);
+}
+
+static __device__ int gpusys_connect(gpusys_dev_t dev, long long h, const void *addr, unsigned len)
+{
+	return (int)gpusys_sock_addr_call(dev, GPUSYS_OP_SOCK_CONNECT, h, addr, len);
+}
+
+static __device__ int gpusys_listen(gpusys_dev_t dev, long long h, int backlog)
+{
+	struct gpusys_sock_req q;
+	gpusys_sock_req_init(&q);
+	q.handle = (int32_t)h;
+	q.a = backlog;
+	return (int)gpusys_sock_simple(dev, GPUSYS_OP_SOCK_LISTEN, q);
+}
+
+static __device__ void gpusys_sock_addr_out(const struct gpusys_sock_addr &r, void *addr, unsigned *len)
+{
+	if (!addr || !len)
+		return;
+	unsigned n = r.len < *len ? r.len : *len;
+	for (unsigned i = 0; i < n; i++)
+		((uint8_t *)addr)[i] = r.addr[i];
+	*len = r.len;
+}
+
+/* The new handle, or -errno. addr/len may be NULL. flags: SOCK_NONBLOCK,
+ * SOCK_CLOEXEC. */
+static __device__ long long gpusys_accept4(gpusys_dev_t dev, long long h, void *addr, unsigned *len, int flags)
+{
+	struct gpusys_sock_accepted acc;
+	struct gpusys_sock_req q;
+	gpusys_sock_req_init(&q);
+	q.handle = (int32_t)h;
+	q.flags = flags;
+	long long r = gpusys_sock_simple(dev, GPUSYS_OP_SOCK_ACCEPT, q, &acc, sizeof(acc));
+	if (r < 0)
+		return r;
+	if (r < (long long)sizeof(acc))
+		return -EPROTO;
+	gpusys_sock_addr_out(acc.peer, addr, len);
+	return acc.handle;
+}
+
+static __device__ long long gpusys_accept(gpusys_dev_t dev, long long h, void *addr = 0, unsigned *len = 0)
+{
+	return gpusys_accept4(dev, h, addr, len, 0);
+}
+
+/* send/sendto: pieces of GPUSYS_SOCK_GPU_PIECE until done. */
+static __device__ long long gpusys_sendto(gpusys_dev_t dev, long long h, const void *buf, unsigned long long n,
+					  int flags, const void *addr, unsigned alen)
+{
+	uint8_t scratch[GPUSYS_SOCK_REQ_BYTES + GPUSYS_SOCK_ADDR_MAX + GPUSYS_SOCK_GPU_PIECE];
+	if (addr && alen > GPUSYS_SOCK_ADDR_MAX)
+		return -EINVAL;
+	uint16_t op = addr ? GPUSYS_OP_SOCK_SENDTO : GPUSYS_OP_SOCK_SEND;
+	unsigned long long done = 0;
+	do {
+		uint32_t piece = n - done < GPUSYS_SOCK_GPU_PIECE ? (uint32_t)(n - done) : GPUSYS_SOCK_GPU_PIECE;
+		struct gpusys_sock_req q;
+		gpusys_sock_req_init(&q);
+		q.handle = (int32_t)h;
+		q.flags = flags;
+		q.addr_len = addr ? alen : 0;
+		uint32_t rl = gpusys_sock_pack(scratch, &q, addr, q.addr_len, (const uint8_t *)buf + done, piece);
+		long long r = gpusys_sock_call1(dev, op, scratch, rl, 0, 0);
+		if (r < 0)
+			return done ? (long long)done : r;
+		done += (unsigned long long)r;
+		if ((uint32_t)r < piece)
+			break;
+	} while (done < n);
+	return (long long)done;
+}
+
+static __device__ long long gpusys_send(gpusys_dev_t dev, long long h, const void *buf, unsigned long long n,
+					int flags = 0)
+{
+	return gpusys_sendto(dev, h, buf, n, flags, 0, 0);
+}
+
+/* Bytes received (0: the peer closed), straight into buf, at most 1 MiB. */
+static __device__ long long gpusys_recv(gpusys_dev_t dev, long long h, void *buf, unsigned long long n, int flags = 0)
+{
+	struct gpusys_sock_req q;
+	gpusys_sock_req_init(&q);
+	uint32_t c = n < GPUSYS_MAX_LANE_PAYLOAD ? (uint32_t)n : GPUSYS_MAX_LANE_PAYLOAD;
+	q.handle = (int32_t)h;
+	q.flags = flags;
+	q.count = c;
+	return gpusys_sock_simple(dev, GPUSYS_OP_SOCK_RECV, q, buf, c);
+}
+
+static __device__ long long gpusys_recvfrom(gpusys_dev_t dev, long long h, void *buf, unsigned long long n, int flags,
+					    void *addr, unsigned *alen)
+{
+	uint8_t scratch[sizeof(struct gpusys_sock_addr) + GPUSYS_SOCK_GPU_PIECE];
+	struct gpusys_sock_req q;
+	gpusys_sock_req_init(&q);
+	uint32_t c = n < GPUSYS_SOCK_GPU_PIECE ? (uint32_t)n : GPUSYS_SOCK_GPU_PIECE;
+	q.handle = (int32_t)h;
+	q.flags = flags;
+	q.count = c;
+	long long r = gpusys_sock_simple(dev, GPUSYS_OP_SOCK_RECVFROM, q, scratch, (uint32_t)sizeof(struct gpusys_sock_addr) + c);
+	if (r < 0)
+		return r;
+	if (r < (long long)sizeof(struct gpusys_sock_addr))
+		return -EPROTO;
+	struct gpusys_sock_addr rec;
+	gpusys_file_bytecopy((uint8_t *)&rec, scratch, sizeof(rec));
+	gpusys_sock_addr_out(rec, addr, alen);
+	r -= (long long)sizeof(rec);
+	gpusys_file_bytecopy((uint8_t *)buf, scratch + sizeof(rec), (uint32_t)r);
+	return r;
+}
+
+static __device__ int gpusys_shutdown(gpusys_dev_t dev, long long h, int how)
+{
+	struct gpusys_sock_req q;
+	gpusys_sock_req_init(&q);
+	q.handle = (int32_t)h;
+	q.a = how;
+	return (int)gpusys_sock_simple(dev, GPUSYS_OP_SOCK_SHUTDOWN, q);
+}
+
+static __device__ int gpusys_setsockopt(gpusys_dev_t dev, long long h, int level, int name, const void *val,
+					unsigned len)
+{
+	uint8_t scratch[GPUSYS_SOCK_REQ_BYTES + GPUSYS_SOCK_OPT_MAX];
+	if (len > GPUSYS_SOCK_OPT_MAX)
+		return -EINVAL;
+	struct gpusys_sock_req q;
+	gpusys_sock_req_init(&q);
+	q.handle = (int32_t)h;
+	q.a = level;
+	q.b = name;
+	uint32_t rl = gpusys_sock_pack(scratch, &q, 0, 0, val, len);
+	return (int)gpusys_sock_call1(dev, GPUSYS_OP_SOCK_SETSOCKOPT, scratch, rl, 0, 0);
+}
+
+/* *len: room in, bytes out. 0 or -errno. */
+static __device__ int gpusys_getsockopt(gpusys_dev_t dev, long long h, int level, int name, void *val, unsigned *len)
+{
+	struct gpusys_sock_req q;
+	gpusys_sock_req_init(&q);
+	q.handle = (int32_t)h;
+	q.a = level;
+	q.b = name;
+	q.count = *len;
+	long long r = gpusys_sock_simple(dev, GPUSYS_OP_SOCK_GETSOCKOPT, q, val, *len);
+	if (r < 0)
+		return (int)r;
+	*len = (unsigned)r;
+	return 0;
+}
+
+static __device__ int gpusys_sock_name(gpusys_dev_t dev, uint16_t op, long long h, void *addr, unsigned *len)
+{
+	struct gpusys_sock_addr rec;
+	struct gpusys_sock_req q;
+	gpusys_sock_req_init(&q);
+	q.handle = (int32_t)h;
+	long long r = gpusys_sock_simple(dev, op, q, &rec, sizeof(rec));
+	if (r < 0)
+		return (int)r;
+	if (r < (long long)sizeof(rec))
+		return -EPROTO;
+	gpusys_sock_addr_out(rec, addr, len);
+	return 0;
+}
+
+static __device__ int gpusys_getsockname(gpusys_dev_t dev, long long h, void *addr, unsigned *len)
+{
+	return gpusys_sock_name(dev, GPUSYS_OP_SOCK_GETSOCKNAME, h, addr, len);
+}
+
+static __device__ int gpusys_getpeername(gpusys_dev_t dev, long long h, void *addr, unsigned *len)
+{
+	return gpusys_sock_name(dev, GPUSYS_OP_SOCK_GETPEERNAME, h, addr, len);
+}
+
+/* How many of fds[0..n) are ready (revents filled), 0 at the timeout
+ * (ms; < 0 waits for ever), or -errno. n <= GPUSYS_SOCK_POLL_MAX. */
+static __device__ int gpusys_poll(gpusys_dev_t dev, struct gpusys_pollfd *fds, unsigned n, long long timeout_ms)
+{
+	uint8_t scratch[GPUSYS_SOCK_REQ_BYTES + GPUSYS_SOCK_POLL_MAX * sizeof(struct gpusys_pollfd)];
+	int16_t rev[GPUSYS_SOCK_POLL_MAX];
+	if (n > GPUSYS_SOCK_POLL_MAX)
+		return -EINVAL;
+	struct gpusys_sock_req q;
+	gpusys_sock_req_init(&q);
+	q.a = (int32_t)n;
+	q.timeout_ms = timeout_ms;
+	uint32_t rl = gpusys_sock_pack(scratch, &q, 0, 0, fds, n * (uint32_t)sizeof(*fds));
+	long long r = gpusys_sock_call1(dev, GPUSYS_OP_SOCK_POLL, scratch, rl, rev, n * (uint32_t)sizeof(int16_t));
+	if (r < 0)
+		return (int)r;
+	int ready = 0;
+	for (unsigned i = 0; i < n; i++) {
+		fds[i].revents = (unsigned long long)r >= (i + 1) * sizeof(int16_t) ? rev[i] : 0;
+		ready += fds[i].revents != 0;
+	}
+	return ready;
+}
+
+/* Up to max addresses of host/serv into res: how many, or an EAI_* value
+ * (negative). family: AF_UNSPEC/AF_INET/AF_INET6; flags: AI_*. */
+static __device__ int gpusys_getaddrinfo(gpusys_dev_t dev, const char *host, const char *serv, int family, int socktype,
+					 int flags, struct gpusys_addrinfo *res, unsigned max)
+{
+	uint8_t scratch[GPUSYS_SOCK_REQ_BYTES + 256 + GPUSYS_SOCK_SERV_MAX + 2];
+	uint32_t hl = host ? gpusys_file_strnlen(host, 255) : 0, sl = serv ? gpusys_file_strnlen(serv, GPUSYS_SOCK_SERV_MAX - 1) : 0;
+	if (hl > 255 || sl > GPUSYS_SOCK_SERV_MAX - 1)
+		return EAI_OVERFLOW;
+	struct gpusys_sock_req q;
+	gpusys_sock_req_init(&q);
+	q.a = family;
+	q.b = socktype;
+	q.flags = flags;
+	uint32_t n = GPUSYS_SOCK_REQ_BYTES;
+	gpusys_file_bytecopy(scratch, (const uint8_t *)&q, n);
+	gpusys_file_bytecopy(scratch + n, (const uint8_t *)host, hl);
+	n += hl;
+	scratch[n++] = 0;
+	gpusys_file_bytecopy(scratch + n, (const uint8_t *)serv, sl);
+	n += sl;
+	scratch[n++] = 0;
+	if (max > GPUSYS_SOCK_AI_MAX)
+		max = GPUSYS_SOCK_AI_MAX;
+	long long r = gpusys_sock_call1(dev, GPUSYS_OP_SOCK_GETADDRINFO, scratch, n, res,
+					max * (uint32_t)sizeof(struct gpusys_addrinfo));
+	return r < 0 ? (int)r : (int)(r / (long long)sizeof(struct gpusys_addrinfo));
+}
+
+/* ---------------------------------------------------------------- block */
+
+/* Every thread of the block: send all of len bytes of buf (device memory)
+ * through the bulk area. Thread 0 has the daemon send one half of a slot
+ * while the other warps fill the other half. Bytes sent or -errno. */
+static __device__ long long gpusys_send_block(gpusys_dev_t dev, long long handle, const void *vbuf,
+					      unsigned long long len)
+{
+	__shared__ long long sh_res;
+	__shared__ uint32_t sh_slot;
+	const uint8_t *buf = (const uint8_t *)vbuf;
+	const uint32_t tid = gpusys_block_tid(), nthr = gpusys_block_threads();
+	if (len == 0)
+		return 0;
+	if (!dev.bulk_slots || dev.bulk_slot_bytes < 8192u) {
+		__syncthreads();
+		if (tid == 0)
+			sh_res = gpusys_send(dev, handle, buf, len);
+		__syncthreads();
+		return sh_res;
+	}
+	__syncthreads();
+	if (tid == 0)
+		sh_slot = gpusys_bulk_slot_lock(&dev, blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+	__syncthreads();
+	const uint64_t H = dev.bulk_slot_bytes / 2;
+	const uint64_t slot_off = (uint64_t)sh_slot * dev.bulk_slot_bytes;
+	uint8_t *const half0 = dev.bulk + slot_off;
+	const bool overlap = nthr > 32;
+	const uint32_t cidx = overlap ? tid - 32 : tid, ccnt = overlap ? nthr - 32 : nthr;
+	unsigned long long done = 0;
+	long long result = 0;
+	gpusys_bulk_copy_out(half0, buf, len < H ? len : H, tid, nthr);
+	__syncthreads();
+	for (uint32_t i = 0;; i++) {
+		const uint32_t cur = i & 1u;
+		const uint64_t want = len - done < H ? len - done : H;
+		const bool has_next = done + want < len;
+		const uint64_t next = done + want;
+		const uint64_t next_want = has_next ? (len - next < H ? len - next : H) : 0;
+		if (tid == 0)
+			sh_res = gpusys_sock_bulk_rpc(&dev, GPUSYS_OP_SOCK_BULK_SEND, (int32_t)handle, 0, want,
+						      slot_off + cur * H);
+		else if (overlap && tid >= 32 && has_next)
+			gpusys_bulk_copy_out(half0 + (cur ^ 1u) * H, buf + next, next_want, cidx, ccnt);
+		__syncthreads();
+		long long put = sh_res;
+		__syncthreads(); /* everyone read sh_res before thread 0 writes it again */
+		if (put < 0) {
+			result = done ? (long long)done : put;
+			break;
+		}
+		if ((uint64_t)put > want)
+			put = (long long)want;
+		done += (uint64_t)put;
+		if ((uint64_t)put < want || !has_next) {
+			result = (long long)done;
+			break;
+		}
+		if (!overlap) {
+			gpusys_bulk_copy_out(half0 + (cur ^ 1u) * H, buf + next, next_want, cidx, ccnt);
+			__syncthreads();
+		}
+	}
+	__syncthreads();
+	if (tid == 0)
+		gpusys_bulk_slot_unlock(&dev, sh_slot);
+	return result;
+}
+
+/* Every thread of the block: receive len bytes (fewer only if the peer
+ * closes) into buf through the bulk area. Bytes received or -errno. */
+static __device__ long long gpusys_recv_block(gpusys_dev_t dev, long long handle, void *vbuf, unsigned long long len)
+{
+	__shared__ long long sh_res;
+	__shared__ uint32_t sh_slot;
+	uint8_t *buf = (uint8_t *)vbuf;
+	const uint32_t tid = gpusys_block_tid(), nthr = gpusys_block_threads();
+	if (len == 0)
+		return 0;
+	if (!dev.bulk_slots || dev.bulk_slot_bytes < 8192u) {
+		__syncthreads();
+		if (tid == 0) {
+			unsigned long long done = 0;
+			long long r = 0;
+			while (done < len) {
+				r = gpusys_recv(dev, handle, buf + done, len - done, MSG_WAITALL);
+				if (r <= 0)
+					break;
+				done += (unsigned long long)r;
+			}
+			sh_res = done || r >= 0 ? (long long)done : r;
+		}
+		__syncthreads();
+		return sh_res;
+	}
+	__syncthreads();
+	if (tid == 0)
+		sh_slot = gpusys_bulk_slot_lock(&dev, blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+	__syncthreads();
+	const uint64_t S = dev.bulk_slot_bytes;
+	const uint64_t slot_off = (uint64_t)sh_slot * S;
+	unsigned long long done = 0;
+	long long result = 0;
+	for (;;) {
+		const uint64_t want = len - done < S ? len - done : S;
+		if (tid == 0)
+			sh_res = gpusys_sock_bulk_rpc(&dev, GPUSYS_OP_SOCK_BULK_RECV, (int32_t)handle, MSG_WAITALL, want,
+						      slot_off);
+		__syncthreads();
+		long long got = sh_res;
+		if (got < 0) {
+			result = done ? (long long)done : got;
+			break;
+		}
+		if ((uint64_t)got > want)
+			got = (long long)want;
+		gpusys_bulk_copy_in(buf + done, dev.bulk + slot_off, (uint64_t)got, tid, nthr);
+		__syncthreads();
+		done += (uint64_t)got;
+		if ((uint64_t)got < want || done == len) {
+			result = (long long)done;
+			break;
+		}
+	}
+	__syncthreads();
+	if (tid == 0)
+		gpusys_bulk_slot_unlock(&dev, sh_slot);
+	return result;
+}
+
+#endif /* GPUSYS_SOCKET_CUH */
