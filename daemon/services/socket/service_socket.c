@@ -65,12 +65,14 @@ static const struct config_key socket_settings[] = {
 	{ NULL, 0, 0, 0, 0 },
 };
 
-static struct {
+struct socket_global {
 	struct event_base *base;
 	pthread_t main_thread; /* the loop's: start() runs on it */
 	struct evdns_base *dns;
 	struct sock_policy pol;
-} g;
+};
+
+static struct socket_global g;
 
 /* ------------------------------------------------------------ per call */
 
