@@ -14,14 +14,21 @@
  *
  * Files are acted on as the fuzzing user, inside a scratch directory:
  * paths are relative only ('/' and '.' in a path call's body become '_').
+ * The services are started as the daemon starts them, with this thread as
+ * the main loop's, so calls that complete later are cancelled (and freed)
+ * as the daemon cancels them when their client goes.
  */
 #include <dirent.h>
+#include <event2/event.h>
+#include <event2/thread.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/later.h"
 #include "core/port_server.h"
 #include "core/service.h"
 #include "fuzz.h"
@@ -37,13 +44,27 @@ static struct {
 	struct client client;
 	char dir[64];
 	unsigned runs;
+	struct event_base *loop; /* the main loop: this thread is the daemon's main thread */
+	struct gpusysd_config cfg;
 } F;
 
 static void setup(void)
 {
 	struct gpusys_channel_layout l = gpusys_channel_layout(1, BULK_BYTES, 0);
 
+	/* As the daemon starts: the service table, the settings, a main
+	 * loop (this thread's), the services' start hooks. */
 	services_use(gpusysd_services);
+	config_defaults(&F.cfg);
+	if (services_add_settings(&F.cfg) < 0 || evthread_use_pthreads() < 0 || !(F.loop = event_base_new()))
+		abort();
+	later_setup(F.loop, 0);
+	struct service_env env = { .cfg = &F.cfg, .base = F.loop };
+	char err[256];
+	if (services_start(&env, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s\n", err);
+		abort();
+	}
 	F.bytes = l.total_bytes;
 	F.base = mmap(NULL, F.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (F.base == MAP_FAILED)
@@ -204,6 +225,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		publish(&t, word, &seq);
 		step(&t);
 	}
+	/* What completes at once on the main loop does (a connect refused, a
+	 * zero-delay timer); what would wait is cancelled with the client. */
+	event_base_loop(F.loop, EVLOOP_NONBLOCK);
 	port_table_fini(&t);
+	event_base_loop(F.loop, EVLOOP_NONBLOCK);
 	return 0;
 }

@@ -1380,6 +1380,10 @@ static int lane_parse(struct sock_call *sc, unsigned i, struct sock_lane *l)
 	if (call->len[i] < sizeof(l->q))
 		return -EINVAL;
 	memcpy(&l->q, call->data[i], sizeof(l->q));
+	/* poll(2) takes an int of milliseconds: longer means the same as
+	 * that (and keeps every deadline computed from it in range). */
+	if (l->q.timeout_ms > INT32_MAX)
+		l->q.timeout_ms = INT32_MAX;
 	const uint8_t *body = call->data[i] + sizeof(l->q);
 	uint32_t n = call->len[i] - (uint32_t)sizeof(l->q);
 	if (l->q.addr_len) {
