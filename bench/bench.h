@@ -48,6 +48,7 @@ int bench_file_emulated(int argc, char **argv);
 int bench_rtt_gpu(int argc, char **argv);
 int bench_print_gpu(int argc, char **argv);
 int bench_file_gpu(int argc, char **argv);
+int bench_copy_gpu(int argc, char **argv);
 #endif
 
 #ifdef __cplusplus

@@ -13,6 +13,7 @@ static void usage(void)
 			"       gpusys-bench file [options]            1 GiB file <-> device memory, vs cudaMemcpy\n"
 			"       gpusys-bench print --emulate [options] printf lines/s, emulated warps\n"
 			"       gpusys-bench print [options]           gpusys_printf lines/s from all SMs vs CUDA printf\n"
+			"       gpusys-bench copy [options]            pageable host <-> device copies vs cudaMemcpy\n"
 			"run 'gpusys-bench rtt --help' for the options\n");
 }
 
@@ -54,6 +55,14 @@ int main(int argc, char **argv)
 		return bench_print_gpu(argc - 1, argv + 1);
 #else
 		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc); use print --emulate\n");
+		return 2;
+#endif
+	}
+	if (strcmp(argv[1], "copy") == 0) {
+#ifdef GPUSYS_BENCH_HAVE_GPU
+		return bench_copy_gpu(argc - 1, argv + 1);
+#else
+		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc): copy needs a GPU\n");
 		return 2;
 #endif
 	}
