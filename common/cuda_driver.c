@@ -77,6 +77,7 @@ static const struct {
 	ENTRY(cuEventQuery),
 	ENTRY(cuEventSynchronize),
 	ENTRY(cuStreamWaitEvent),
+	ENTRY(cuStreamWriteValue64),
 };
 #undef ENTRY
 #undef ENTRY_V

@@ -74,6 +74,7 @@ struct gpusys_cuda {
 	GPUSYS_CUDA_FN(cuEventQuery);
 	GPUSYS_CUDA_FN(cuEventSynchronize);
 	GPUSYS_CUDA_FN(cuStreamWaitEvent);
+	GPUSYS_CUDA_FN(cuStreamWriteValue64);
 };
 #undef GPUSYS_CUDA_FN
 

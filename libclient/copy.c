@@ -5,21 +5,39 @@
  * copy below the size where the engine wins, and the measurements at open
  * that choose producers, chunk and that size.
  *
- * The consumer: one non-blocking stream of the device's primary context;
- * each chunk is a cuMemcpyHtoDAsync / cuMemcpyDtoHAsync followed by an event
- * recorded for its slot, so a slot's staging buffer is reused (host to
- * device) or copied out (device to host) only after that event.
+ * Staged copies queue their DMAs on a stream AT SUBMIT, before any byte is
+ * staged: chunk t (the engine's chunk numbers, copy_engine.h) always uses
+ * slot b = t % nslots, so the call queues, for each chunk,
+ *     cuStreamWaitValue64(host_gen[b] >= t / nslots + 1)   the host says go
+ *     cuMemcpyHtoDAsync / DtoHAsync with staging buffer b
+ *     cuStreamWriteValue64(dev_gen[b] = t / nslots + 1)    the GPU says done
+ * and the engine's consumer thread only flips host_gen (its "start") and
+ * reads dev_gen (its "poll"), with no CUDA call. Asynchronous copies queue
+ * on the caller's stream, so they run after the work already there and
+ * before the work queued later; synchronous ones on the engine's own
+ * stream, after an event on the legacy default stream (cudaMemcpy's order).
  *
- * Stream order of the asynchronous forms: the call records an event on the
- * caller's stream (the engine's stream waits for it before the job's first
- * chunk) and queues on the caller's stream a wait for a word of pinned host
- * memory (cuStreamWaitValue64 >= the job's number), written by the engine
- * after the job's last DMA, failed or not, so that the stream never hangs.
- * Jobs run in submission order, so one increasing word serves them all.
+ * Why so: a first version issued each DMA from the consumer thread on its
+ * own stream and made the caller's stream wait for a "job done" word. It
+ * hung on the H100: a stream blocked on a word the host writes only after
+ * CUDA work the driver cannot see is the deadlock the CUDA documentation
+ * warns of (two streams can share a hardware queue, and some calls
+ * synchronise the context). Here a stream waits only for host threads that
+ * make no CUDA call, and for its own earlier commands; every submitter
+ * queues its schedule under one lock, so that a hardware queue shared by two
+ * streams holds them in the order the engine serves them. Every scheduled
+ * chunk passes the engine even after an error (COPY_EVERY_CHUNK), so a
+ * stream never waits forever; the handle reports the error.
+ *
+ * Pinned in place (synchronous only): a chunk's DMA can only be queued once
+ * its pages are pinned, so those jobs issue each DMA from the consumer
+ * thread on the engine's stream, with an event per slot, and hold the
+ * submit lock until done: no schedule can be queued behind them meanwhile.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,26 +57,37 @@
 struct gpusys_copy_handle {
 	gpusys_copy_t *c;
 	struct copy_job *job; /* the engine's job, or NULL (driver or empty) */
-	CUevent ev;           /* engine: recorded on the caller's stream before the
-				 copy; driver: after it */
-	uint64_t seq;
+	CUevent ev;           /* after the copy on its stream (in place: before it,
+				 on the legacy stream) */
+	bool in_place;        /* DMAs issued by the consumer thread */
+	atomic_int abandoned; /* the stream failed: stop waiting for the GPU */
+};
+
+/* Per slot, a word each way on its own cache line, in pinned host memory
+ * the device maps (a stream waits on host_gen and writes dev_gen). */
+struct slot_flags {
+	uint64_t host_gen;
+	char pad0[56];
+	uint64_t dev_gen;
+	char pad1[56];
 };
 
 struct gpusys_copy {
 	const struct gpusys_cuda *cu;
 	CUdevice cudev;
 	CUcontext ctx;
-	CUstream stream;
-	CUevent *slot_ev;
+	CUstream stream;          /* synchronous copies */
+	CUevent *slot_ev;         /* in place: a slot's DMA done */
 	void **bufs;
 	unsigned nbuf, nprod;
 	size_t chunk;
 	size_t page;
 	struct copy_engine *engine;
-	uint64_t *done_word; /* pinned, mapped: the last job finished */
-	CUdeviceptr done_dev;
-	pthread_mutex_t submit_lk;
-	uint64_t next_seq;
+	struct slot_flags *flags; /* nbuf of them */
+	CUdeviceptr flags_dev;
+	uint64_t *want;           /* consumer's: dev_gen that ends slot's transfer */
+	struct gpusys_copy_handle *cur; /* consumer's: the job running */
+	pthread_mutex_t submit_lk; /* tickets and schedules queued in one order */
 	size_t min_bytes[2];
 	enum gpusys_copy_path large_path[2];
 	atomic_int forced;
@@ -91,11 +120,18 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* ---- the consumer: the CUDA DMA engine ---- */
+/* ---- the consumer side ---- */
 
-static int op_start(void *ctx, unsigned slot, enum copy_dir dir, void *host, uint64_t dev, size_t n)
+static int op_start(void *ctx, unsigned slot, uint64_t ticket, enum copy_dir dir, void *host, uint64_t dev, size_t n)
 {
 	gpusys_copy_t *c = ctx;
+	if (!c->cur->in_place) {
+		/* The stream's DMA for this chunk is queued already: let it go. */
+		uint64_t gen = ticket / c->nbuf + 1;
+		c->want[slot] = gen;
+		__atomic_store_n(&c->flags[slot].host_gen, gen, __ATOMIC_RELEASE);
+		return 0;
+	}
 	CUresult r = dir == COPY_HTOD ? c->cu->cuMemcpyHtoDAsync((CUdeviceptr)dev, host, n, c->stream)
 				      : c->cu->cuMemcpyDtoHAsync(host, (CUdeviceptr)dev, n, c->stream);
 	if (r != CUDA_SUCCESS)
@@ -108,6 +144,21 @@ static int op_start(void *ctx, unsigned slot, enum copy_dir dir, void *host, uin
 static int op_poll(void *ctx, unsigned slot, bool block)
 {
 	gpusys_copy_t *c = ctx;
+	if (!c->cur->in_place) {
+		/* No CUDA call (see the top of the file). A blocking poll still
+		 * returns within ~50 us: an earlier chunk may not have been
+		 * started yet, and the stream runs them in order. */
+		for (unsigned spins = 0;; spins++) {
+			if (atomic_load(&c->cur->abandoned))
+				return -ECANCELED;
+			if (__atomic_load_n(&c->flags[slot].dev_gen, __ATOMIC_ACQUIRE) >= c->want[slot])
+				return 1;
+			if (!block || spins >= 50)
+				return 0;
+			struct timespec ts = { 0, 1000 };
+			nanosleep(&ts, NULL);
+		}
+	}
 	CUresult r = block ? c->cu->cuEventSynchronize(c->slot_ev[slot]) : c->cu->cuEventQuery(c->slot_ev[slot]);
 	if (r == CUDA_SUCCESS)
 		return 1;
@@ -152,16 +203,18 @@ static int op_job_begin(void *ctx, void *arg)
 {
 	gpusys_copy_t *c = ctx;
 	struct gpusys_copy_handle *h = arg;
-	CUresult r = h->ev ? c->cu->cuStreamWaitEvent(c->stream, h->ev, 0) : CUDA_SUCCESS;
+	c->cur = h;
+	if (!h->in_place)
+		return 0; /* its stream orders it */
+	CUresult r = c->cu->cuStreamWaitEvent(c->stream, h->ev, 0);
 	return r == CUDA_SUCCESS ? 0 : cu_err(c, r, "cuStreamWaitEvent");
 }
 
 static void op_job_end(void *ctx, void *arg, int err)
 {
 	gpusys_copy_t *c = ctx;
-	struct gpusys_copy_handle *h = arg;
-	(void)err; /* the handle reports it; the stream must go on either way */
-	__atomic_store_n(c->done_word, h->seq, __ATOMIC_RELEASE);
+	(void)arg, (void)err; /* the handle reports err */
+	c->cur = NULL;
 }
 
 static int op_thread_start(void *ctx, enum copy_thread_role role)
@@ -203,8 +256,144 @@ static enum gpusys_copy_path choose(gpusys_copy_t *c, enum copy_dir dir, const v
 	return c->large_path[dir];
 }
 
-/* One copy. stream: where it is ordered (NULL: legacy default). ret NULL:
- * synchronous. */
+/* The stream's waits for chunks already queued can no longer be met by
+ * the engine (the job was cancelled): meet them here, so the stream goes on
+ * (those chunks move stale bytes; the handle reports the error). */
+static void release_schedule(gpusys_copy_t *c, struct copy_job *job, size_t queued)
+{
+	uint64_t first;
+	size_t nchunks;
+	copy_job_geometry(job, &first, &nchunks);
+	for (size_t i = 0; i < queued && i < nchunks; i++) {
+		uint64_t t = first + i, gen = t / c->nbuf + 1;
+		uint64_t *w = &c->flags[t % c->nbuf].host_gen;
+		uint64_t old = __atomic_load_n(w, __ATOMIC_RELAXED);
+		while (old < gen && !__atomic_compare_exchange_n(w, &old, gen, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			;
+	}
+}
+
+/* Staged through the engine: submit, queue the job's schedule on stream,
+ * an event after it. Called with the context pushed. */
+static int engine_staged(gpusys_copy_t *c, struct gpusys_copy_handle *h, enum copy_dir dir, void *host,
+			 CUdeviceptr dev, size_t n, CUstream stream)
+{
+	const struct gpusys_cuda *cu = c->cu;
+	CUresult r = CUDA_SUCCESS;
+	int rc;
+	if ((r = cu->cuEventCreate(&h->ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+		h->ev = NULL;
+		return cu_err(c, r, "cuEventCreate");
+	}
+	struct copy_request req = {
+		.dir = dir,
+		.mode = COPY_STAGED,
+		.host = host,
+		.dev = (uint64_t)dev,
+		.n = n,
+		.job_arg = h,
+		.flags = COPY_EVERY_CHUNK,
+	};
+	pthread_mutex_lock(&c->submit_lk);
+	if ((rc = copy_engine_submit(c->engine, &req, &h->job)) < 0) {
+		pthread_mutex_unlock(&c->submit_lk);
+		h->job = NULL;
+		return rc;
+	}
+	uint64_t first;
+	size_t nchunks, i;
+	copy_job_geometry(h->job, &first, &nchunks);
+	for (i = 0; i < nchunks; i++) {
+		void *hp;
+		uint64_t d, t = first + i, gen = t / c->nbuf + 1;
+		size_t len;
+		unsigned b = (unsigned)(t % c->nbuf);
+		copy_job_chunk(h->job, i, &hp, &d, &len);
+		CUdeviceptr fl = c->flags_dev + (CUdeviceptr)b * sizeof(struct slot_flags);
+		r = cu->cuStreamWaitValue64(stream, fl + offsetof(struct slot_flags, host_gen), gen,
+					    CU_STREAM_WAIT_VALUE_GEQ);
+		if (r == CUDA_SUCCESS)
+			r = dir == COPY_HTOD ? cu->cuMemcpyHtoDAsync((CUdeviceptr)d, c->bufs[b], len, stream)
+					     : cu->cuMemcpyDtoHAsync(c->bufs[b], (CUdeviceptr)d, len, stream);
+		if (r == CUDA_SUCCESS)
+			r = cu->cuStreamWriteValue64(stream, fl + offsetof(struct slot_flags, dev_gen), gen, 0);
+		if (r != CUDA_SUCCESS)
+			break;
+	}
+	if (r == CUDA_SUCCESS)
+		r = cu->cuEventRecord(h->ev, stream);
+	pthread_mutex_unlock(&c->submit_lk);
+	if (r != CUDA_SUCCESS) {
+		/* Only with a broken context or stream. The job ends after every
+		 * earlier one (FIFO); then the waits already queued are met by
+		 * hand. NOTE: a device-to-host chunk so released may still write
+		 * into a staging buffer a later job uses; the context is most
+		 * likely lost anyway. */
+		rc = cu_err(c, r, "queueing a copy");
+		atomic_store(&h->abandoned, 1);
+		copy_job_cancel(h->job, rc);
+		copy_job_wait(h->job);
+		release_schedule(c, h->job, i + 1);
+		copy_job_release(h->job);
+		h->job = NULL;
+		return rc;
+	}
+	return 0;
+}
+
+/* Wait for an engine job, watching its stream: one that failed never
+ * reaches our chunks, so the job is then stopped. Frees the job. */
+static int wait_job(gpusys_copy_t *c, struct gpusys_copy_handle *h)
+{
+	while (!copy_job_timedwait(h->job, 2000000)) {
+		if (h->in_place)
+			continue; /* the consumer's own CUDA calls see errors */
+		ctx_push(c);
+		CUresult r = c->cu->cuEventQuery(h->ev);
+		ctx_pop(c);
+		if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
+			atomic_store(&h->abandoned, 1);
+			copy_job_cancel(h->job, cu_err(c, r, "the copy's stream"));
+		}
+	}
+	int rc = copy_job_release(h->job);
+	h->job = NULL;
+	return rc;
+}
+
+/* Pinned in place, synchronous: DMAs from the consumer thread; the submit
+ * lock is held to the end (see the top of the file). Context pushed. */
+static int engine_in_place(gpusys_copy_t *c, enum copy_dir dir, void *host, CUdeviceptr dev, size_t n)
+{
+	const struct gpusys_cuda *cu = c->cu;
+	struct gpusys_copy_handle h = { .c = c, .in_place = true };
+	CUresult r;
+	int rc;
+	if ((r = cu->cuEventCreate(&h.ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+		return cu_err(c, r, "cuEventCreate");
+	if ((r = cu->cuEventRecord(h.ev, NULL)) != CUDA_SUCCESS) { /* after the legacy stream's work */
+		cu->cuEventDestroy(h.ev);
+		return cu_err(c, r, "cuEventRecord");
+	}
+	struct copy_request req = {
+		.dir = dir,
+		.mode = COPY_IN_PLACE,
+		.host = host,
+		.dev = (uint64_t)dev,
+		.n = n,
+		.job_arg = &h,
+	};
+	pthread_mutex_lock(&c->submit_lk);
+	rc = copy_engine_submit(c->engine, &req, &h.job);
+	if (rc == 0)
+		rc = wait_job(c, &h);
+	pthread_mutex_unlock(&c->submit_lk);
+	cu->cuEventDestroy(h.ev);
+	return rc;
+}
+
+/* One copy. stream: where an asynchronous one is ordered (NULL: legacy
+ * default). ret NULL: synchronous. */
 static int copy(gpusys_copy_t *c, enum copy_dir dir, void *host, CUdeviceptr dev, size_t n, CUstream stream,
 		enum gpusys_copy_path path, gpusys_copy_handle_t **ret)
 {
@@ -214,104 +403,88 @@ static int copy(gpusys_copy_t *c, enum copy_dir dir, void *host, CUdeviceptr dev
 	if (!c || (n && (!host || !dev)))
 		return -EINVAL;
 	const struct gpusys_cuda *cu = c->cu;
-	struct gpusys_copy_handle local = { .c = c }, *h = &local;
-	if (ret) {
-		h = calloc(1, sizeof(*h));
-		if (!h)
-			return -ENOMEM;
-		h->c = c;
-	}
 	if (n == 0) {
+		if (ret && !(*ret = calloc(1, sizeof(**ret))))
+			return -ENOMEM;
 		if (ret)
-			*ret = h;
+			(*ret)->c = c;
 		return 0;
 	}
 	ctx_push(c);
 	if (path == GPUSYS_COPY_AUTO)
 		path = choose(c, dir, host, n);
-	if ((rc = op_check(c, dir, dev, n)) < 0)
-		goto fail;
+	if (ret && path == GPUSYS_COPY_IN_PLACE)
+		path = GPUSYS_COPY_STAGED; /* a DMA from pages not pinned yet cannot be queued */
+	if ((rc = op_check(c, dir, dev, n)) < 0) {
+		ctx_pop(c);
+		return rc;
+	}
 
-	if (path == GPUSYS_COPY_DRIVER) {
-		if (!ret) {
+	if (!ret) {
+		switch (path) {
+		case GPUSYS_COPY_DRIVER:
 			r = dir == COPY_HTOD ? cu->cuMemcpyHtoD(dev, host, n) : cu->cuMemcpyDtoH(host, dev, n);
 			rc = r == CUDA_SUCCESS ? 0 : cu_err(c, r, "cuMemcpy");
+			break;
+		case GPUSYS_COPY_IN_PLACE:
+			rc = engine_in_place(c, dir, host, dev, n);
+			break;
+		default: {
+			/* On our stream, after the legacy stream's work. */
+			struct gpusys_copy_handle h = { .c = c };
+			CUevent before;
+			if ((r = cu->cuEventCreate(&before, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+				rc = cu_err(c, r, "cuEventCreate");
+				break;
+			}
+			if ((r = cu->cuEventRecord(before, NULL)) != CUDA_SUCCESS ||
+			    (r = cu->cuStreamWaitEvent(c->stream, before, 0)) != CUDA_SUCCESS)
+				rc = cu_err(c, r, "ordering after the legacy stream");
+			else
+				rc = engine_staged(c, &h, dir, host, dev, n, c->stream);
+			cu->cuEventDestroy(before);
 			ctx_pop(c);
-			return rc;
+			if (rc == 0)
+				rc = wait_job(c, &h);
+			ctx_push(c);
+			if (h.ev)
+				cu->cuEventDestroy(h.ev);
 		}
-		r = dir == COPY_HTOD ? cu->cuMemcpyHtoDAsync(dev, host, n, stream)
-				     : cu->cuMemcpyDtoHAsync(host, dev, n, stream);
-		if (r != CUDA_SUCCESS) {
-			rc = cu_err(c, r, "cuMemcpyAsync");
-			goto fail;
-		}
-		if ((r = cu->cuEventCreate(&h->ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
-			h->ev = NULL;
-			rc = cu_err(c, r, "cuEventCreate");
-			goto fail_sync;
-		}
-		if ((r = cu->cuEventRecord(h->ev, stream)) != CUDA_SUCCESS) {
-			rc = cu_err(c, r, "cuEventRecord");
-			goto fail_sync;
 		}
 		ctx_pop(c);
-		*ret = h;
-		return 0;
+		return rc;
 	}
 
-	/* The engine: after what the stream already holds. */
-	if ((r = cu->cuEventCreate(&h->ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
-		h->ev = NULL;
-		rc = cu_err(c, r, "cuEventCreate");
-		goto fail;
+	struct gpusys_copy_handle *h = calloc(1, sizeof(*h));
+	if (!h) {
+		ctx_pop(c);
+		return -ENOMEM;
 	}
-	if ((r = cu->cuEventRecord(h->ev, stream)) != CUDA_SUCCESS) {
-		rc = cu_err(c, r, "cuEventRecord");
-		goto fail;
+	h->c = c;
+	if (path == GPUSYS_COPY_DRIVER) {
+		r = dir == COPY_HTOD ? cu->cuMemcpyHtoDAsync(dev, host, n, stream)
+				     : cu->cuMemcpyDtoHAsync(host, dev, n, stream);
+		if (r != CUDA_SUCCESS)
+			rc = cu_err(c, r, "cuMemcpyAsync");
+		else if ((r = cu->cuEventCreate(&h->ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+			rc = cu_err(c, r, "cuEventCreate"), h->ev = NULL;
+		else if ((r = cu->cuEventRecord(h->ev, stream)) != CUDA_SUCCESS)
+			rc = cu_err(c, r, "cuEventRecord");
+		if (rc < 0)
+			cu->cuStreamSynchronize(stream); /* the copy may be queued: let it end */
+	} else {
+		rc = engine_staged(c, h, dir, host, dev, n, stream);
 	}
-	struct copy_request req = {
-		.dir = dir,
-		.mode = path == GPUSYS_COPY_IN_PLACE ? COPY_IN_PLACE : COPY_STAGED,
-		.host = host,
-		.dev = (uint64_t)dev,
-		.n = n,
-		.job_arg = h,
-	};
-	pthread_mutex_lock(&c->submit_lk);
-	h->seq = c->next_seq + 1;
-	rc = copy_engine_submit(c->engine, &req, &h->job);
-	if (rc == 0) {
-		c->next_seq++;
-		/* Later work on the stream waits for the job's end. */
-		if (ret && (r = cu->cuStreamWaitValue64(stream, c->done_dev, h->seq, CU_STREAM_WAIT_VALUE_GEQ)) !=
-				   CUDA_SUCCESS)
-			rc = cu_err(c, r, "cuStreamWaitValue64");
-	}
-	pthread_mutex_unlock(&c->submit_lk);
 	if (rc < 0) {
-		if (h->job)
-			copy_job_release(h->job);
-		h->job = NULL;
-		goto fail;
-	}
-	ctx_pop(c);
-	if (ret) {
-		*ret = h;
-		return 0;
-	}
-	rc = copy_job_release(h->job);
-	cu->cuEventDestroy(h->ev);
-	return rc;
-
-fail_sync:
-	cu->cuStreamSynchronize(stream);
-fail:
-	if (h->ev)
-		cu->cuEventDestroy(h->ev);
-	ctx_pop(c);
-	if (ret)
+		if (h->ev)
+			cu->cuEventDestroy(h->ev);
 		free(h);
-	return rc;
+		ctx_pop(c);
+		return rc;
+	}
+	ctx_pop(c);
+	*ret = h;
+	return 0;
 }
 
 int gpusys_memcpy_htod(gpusys_copy_t *c, void *dst, const void *src, size_t n)
@@ -360,18 +533,20 @@ int gpusys_copy_wait(gpusys_copy_handle_t *h)
 		return -EINVAL;
 	gpusys_copy_t *c = h->c;
 	int rc = 0;
-	if (h->job)
-		rc = copy_job_release(h->job);
-	ctx_push(c);
-	if (h->ev) {
-		if (!h->job) {
-			CUresult r = c->cu->cuEventSynchronize(h->ev);
-			if (r != CUDA_SUCCESS)
-				rc = cu_err(c, r, "cuEventSynchronize");
-		}
-		c->cu->cuEventDestroy(h->ev);
+	if (h->job) {
+		rc = wait_job(c, h);
+	} else if (h->ev) {
+		ctx_push(c);
+		CUresult r = c->cu->cuEventSynchronize(h->ev);
+		if (r != CUDA_SUCCESS)
+			rc = cu_err(c, r, "cuEventSynchronize");
+		ctx_pop(c);
 	}
-	ctx_pop(c);
+	if (h->ev) {
+		ctx_push(c);
+		c->cu->cuEventDestroy(h->ev);
+		ctx_pop(c);
+	}
 	free(h);
 	return rc;
 }
@@ -554,8 +729,8 @@ static void release_copy(gpusys_copy_t *c)
 		for (unsigned i = 0; c->slot_ev && i < c->nbuf; i++)
 			if (c->slot_ev[i])
 				cu->cuEventDestroy(c->slot_ev[i]);
-		if (c->done_word)
-			cu->cuMemFreeHost(c->done_word);
+		if (c->flags)
+			cu->cuMemFreeHost(c->flags);
 		if (c->stream)
 			cu->cuStreamDestroy(c->stream);
 		ctx_pop(c);
@@ -563,6 +738,7 @@ static void release_copy(gpusys_copy_t *c)
 	}
 	free(c->bufs);
 	free(c->slot_ev);
+	free(c->want);
 	pthread_mutex_destroy(&c->submit_lk);
 	free(c);
 }
@@ -625,18 +801,6 @@ int gpusys_copy_open(const struct gpusys_copy_options *opts, gpusys_copy_t **ret
 		rc = cu_err(c, r, "cuStreamCreate");
 		goto fail_pop;
 	}
-	if ((r = cu->cuMemHostAlloc((void **)&c->done_word, sizeof(uint64_t),
-				    CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE)) != CUDA_SUCCESS) {
-		c->done_word = NULL;
-		rc = cu_err(c, r, "cuMemHostAlloc");
-		goto fail_pop;
-	}
-	*c->done_word = 0;
-	if ((r = cu->cuMemHostGetDevicePointer(&c->done_dev, c->done_word, 0)) != CUDA_SUCCESS) {
-		rc = cu_err(c, r, "cuMemHostGetDevicePointer");
-		goto fail_pop;
-	}
-
 	/* Scratch for the measurements: pinned and pageable host, device. */
 	double t_cal = now_s();
 	void *pinned = NULL, *pageable = NULL;
@@ -674,8 +838,21 @@ int gpusys_copy_open(const struct gpusys_copy_options *opts, gpusys_copy_t **ret
 
 	c->bufs = calloc(c->nbuf, sizeof(void *));
 	c->slot_ev = calloc(c->nbuf, sizeof(CUevent));
-	if (!c->bufs || !c->slot_ev) {
+	c->want = calloc(c->nbuf, sizeof(uint64_t));
+	if (!c->bufs || !c->slot_ev || !c->want) {
 		rc = -ENOMEM;
+		goto fail_cal;
+	}
+	/* The slots' go and done words for stream-ordered copies. */
+	if ((r = cu->cuMemHostAlloc((void **)&c->flags, c->nbuf * sizeof(struct slot_flags),
+				    CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE)) != CUDA_SUCCESS) {
+		c->flags = NULL;
+		rc = cu_err(c, r, "cuMemHostAlloc(flags)");
+		goto fail_cal;
+	}
+	memset(c->flags, 0, c->nbuf * sizeof(struct slot_flags));
+	if ((r = cu->cuMemHostGetDevicePointer(&c->flags_dev, c->flags, 0)) != CUDA_SUCCESS) {
+		rc = cu_err(c, r, "cuMemHostGetDevicePointer");
 		goto fail_cal;
 	}
 	for (unsigned i = 0; i < c->nbuf; i++) {

@@ -26,6 +26,8 @@ enum stage {
 
 struct slot {
 	void *buf;    /* staging buffer */
+	uint64_t ticket; /* the chunk's number among all chunks of the engine */
+	bool busy;
 	char *host;   /* the caller's bytes of this chunk */
 	uint64_t dev;
 	size_t n;
@@ -55,12 +57,14 @@ static unsigned ring_pop(struct ring *r)
 
 struct copy_job {
 	struct copy_request req;
+	uint64_t first_ticket;
 	size_t chunk, nchunks;
 	uintptr_t base;  /* chunk i starts at base + i * chunk (clamped to host) */
 	size_t next;     /* next chunk to claim */
 	size_t released; /* chunks whose slot came back */
 	int err;
 	bool done;
+	bool run_all;   /* COPY_EVERY_CHUNK and not cancelled */
 	struct copy_engine *engine;
 	struct copy_job *queue_next;
 };
@@ -72,8 +76,8 @@ struct copy_engine {
 	pthread_cond_t cons_cv; /* consumer: work in cq, a slot back, a job queued */
 	pthread_cond_t done_cv; /* waiters: a job done; create: a thread started */
 	struct slot *slots;
-	unsigned *free_stack;
-	unsigned nfree;
+	uint64_t next_ticket; /* of the next job submitted */
+	unsigned held;
 	struct ring pq, cq;
 	struct copy_job *cur;                /* the job being run */
 	struct copy_job *jobs_head, *jobs_tail; /* waiting to run */
@@ -92,38 +96,55 @@ static bool first_stage_is_producer(const struct copy_job *j)
 	return j->req.mode == COPY_IN_PLACE || j->req.dir == COPY_HTOD;
 }
 
-static bool can_claim(const struct copy_engine *e, const struct copy_job *j)
+/* Whether j goes on: no error, or an error in a job whose every chunk must
+ * still pass (COPY_EVERY_CHUNK: the other side waits for each one). */
+static bool going(const struct copy_job *j)
 {
-	return j && !j->err && j->next < j->nchunks && e->nfree > 0;
+	return !j->err || j->run_all;
 }
 
-/* Under lock: a free slot for the next chunk of j. */
-static unsigned claim(struct copy_engine *e, struct copy_job *j)
+/* Chunk number t always uses slot t % nslots, so the consumer side can
+ * schedule a job's chunks before they exist (copy_job_chunk). */
+static bool can_claim(const struct copy_engine *e, const struct copy_job *j)
 {
-	unsigned s = e->free_stack[--e->nfree];
-	size_t i = j->next++;
+	return j && going(j) && j->next < j->nchunks &&
+	       !e->slots[(j->first_ticket + j->next) % e->cfg.nslots].busy;
+}
+
+static void chunk_range(const struct copy_job *j, size_t i, uintptr_t *ret_lo, uintptr_t *ret_hi)
+{
 	uintptr_t h = (uintptr_t)j->req.host;
 	uintptr_t lo = j->base + i * j->chunk, hi = lo + j->chunk;
-	if (lo < h)
-		lo = h;
-	if (hi > h + j->req.n)
-		hi = h + j->req.n;
+	*ret_lo = lo < h ? h : lo;
+	*ret_hi = hi > h + j->req.n ? h + j->req.n : hi;
+}
+
+/* Under lock: the next chunk of j into its slot. */
+static unsigned claim(struct copy_engine *e, struct copy_job *j)
+{
+	size_t i = j->next++;
+	uint64_t ticket = j->first_ticket + i;
+	unsigned s = (unsigned)(ticket % e->cfg.nslots);
+	uintptr_t h = (uintptr_t)j->req.host, lo, hi;
+	chunk_range(j, i, &lo, &hi);
 	struct slot *sl = &e->slots[s];
+	sl->busy = true;
+	sl->ticket = ticket;
 	sl->host = (char *)lo;
 	sl->dev = j->req.dev + (lo - h);
 	sl->n = hi - lo;
 	sl->in_place = false;
 	sl->stage = j->req.mode == COPY_IN_PLACE ? ST_PIN : j->req.dir == COPY_HTOD ? ST_COPY_IN : ST_DMA;
-	unsigned held = e->cfg.nslots - e->nfree;
-	if (held > e->stats.max_in_flight)
-		e->stats.max_in_flight = held;
+	if (++e->held > e->stats.max_in_flight)
+		e->stats.max_in_flight = e->held;
 	return s;
 }
 
 /* Under lock: the chunk is finished (or abandoned after an error). */
 static void release(struct copy_engine *e, unsigned s)
 {
-	e->free_stack[e->nfree++] = s;
+	e->slots[s].busy = false;
+	e->held--;
 	e->cur->released++;
 	e->stats.chunks++;
 	if (e->slots[s].in_place)
@@ -212,10 +233,10 @@ static void *producer_main(void *arg)
 		pthread_mutex_lock(&e->lk);
 		switch (st) {
 		case ST_COPY_IN:
-			if (j->err)
-				release(e, s);
-			else
+			if (going(j))
 				to_consumer(e, s);
+			else
+				release(e, s);
 			break;
 		case ST_PIN:
 			if (rc == 0) {
@@ -325,14 +346,14 @@ static void *consumer_main(void *arg)
 		while (e->cq.count) {
 			unsigned s = ring_pop(&e->cq);
 			struct slot *sl = &e->slots[s];
-			if (j->err) {
+			if (!going(j)) {
 				after_dma(e, s, 0);
 				progress = true;
 				continue;
 			}
 			void *host = sl->in_place ? (void *)sl->host : sl->buf;
 			pthread_mutex_unlock(&e->lk);
-			int rc = ops->start(e->cfg.ctx, s, j->req.dir, host, sl->dev, sl->n);
+			int rc = ops->start(e->cfg.ctx, s, sl->ticket, j->req.dir, host, sl->dev, sl->n);
 			pthread_mutex_lock(&e->lk);
 			if (rc < 0)
 				after_dma(e, s, rc);
@@ -353,7 +374,7 @@ static void *consumer_main(void *arg)
 			after_dma(e, s, rc);
 			progress = true;
 		}
-		if (j->released == j->next && (j->next == j->nchunks || j->err) && !fl.count) {
+		if (j->released == j->next && (j->next == j->nchunks || !going(j)) && !fl.count) {
 			pthread_mutex_unlock(&e->lk);
 			if (ops->job_end)
 				ops->job_end(e->cfg.ctx, j->req.job_arg, j->err);
@@ -369,14 +390,17 @@ static void *consumer_main(void *arg)
 		if (progress || e->cq.count)
 			continue;
 		if (fl.count >= 2) {
-			/* The link has queued work: block on the oldest. */
+			/* The link has queued work: block on the oldest (a bounded
+			 * wait for a consumer that says so by returning 0). */
 			unsigned s = fl.v[fl.head];
-			fl.head = (fl.head + 1) % fl.cap;
-			fl.count--;
 			pthread_mutex_unlock(&e->lk);
 			int rc = ops->poll(e->cfg.ctx, s, true);
 			pthread_mutex_lock(&e->lk);
-			after_dma(e, s, rc == 0 ? -EIO : rc);
+			if (rc != 0) {
+				fl.head = (fl.head + 1) % fl.cap;
+				fl.count--;
+				after_dma(e, s, rc);
+			}
 		} else if (fl.count == 1) {
 			wait_briefly(e);
 		} else {
@@ -415,7 +439,6 @@ static void free_engine(struct copy_engine *e)
 	pthread_cond_destroy(&e->cons_cv);
 	pthread_cond_destroy(&e->done_cv);
 	free(e->slots);
-	free(e->free_stack);
 	free(e->pq.v);
 	free(e->cq.v);
 	free(e->producers);
@@ -442,18 +465,15 @@ int copy_engine_create(const struct copy_engine_config *cfg, struct copy_engine 
 	pthread_cond_init(&e->done_cv, NULL);
 	unsigned n = cfg->nslots;
 	e->slots = calloc(n, sizeof(*e->slots));
-	e->free_stack = calloc(n, sizeof(unsigned));
 	e->pq = (struct ring){ .v = calloc(n, sizeof(unsigned)), .cap = n };
 	e->cq = (struct ring){ .v = calloc(n, sizeof(unsigned)), .cap = n };
 	e->producers = calloc(cfg->nproducers, sizeof(pthread_t));
-	if (!e->slots || !e->free_stack || !e->pq.v || !e->cq.v || !e->producers) {
+	if (!e->slots || !e->pq.v || !e->cq.v || !e->producers) {
 		free_engine(e);
 		return -ENOMEM;
 	}
-	for (unsigned i = 0; i < n; i++) {
+	for (unsigned i = 0; i < n; i++)
 		e->slots[i].buf = cfg->buffers[i];
-		e->free_stack[e->nfree++] = n - 1 - i;
-	}
 	int rc = -pthread_create(&e->consumer, NULL, consumer_main, e);
 	if (rc == 0)
 		e->consumer_running = true;
@@ -507,8 +527,12 @@ int copy_engine_submit(struct copy_engine *e, const struct copy_request *req, st
 	if (req->n && (!req->host || (uintptr_t)req->host + req->n < (uintptr_t)req->host ||
 		       req->dev + req->n < req->dev))
 		return -EINVAL;
+	if (req->flags & ~(unsigned)COPY_EVERY_CHUNK)
+		return -EINVAL;
 	if (req->mode == COPY_IN_PLACE && !e->cfg.ops->pin)
 		return -ENOTSUP;
+	if (req->mode == COPY_IN_PLACE && (req->flags & COPY_EVERY_CHUNK))
+		return -EINVAL; /* a chunk that falls back to staging would move elsewhere */
 	if (req->n && e->cfg.ops->check) {
 		int rc = e->cfg.ops->check(e->cfg.ctx, req->dir, req->dev, req->n);
 		if (rc < 0)
@@ -519,6 +543,7 @@ int copy_engine_submit(struct copy_engine *e, const struct copy_request *req, st
 		return -ENOMEM;
 	j->req = *req;
 	j->engine = e;
+	j->run_all = req->flags & COPY_EVERY_CHUNK;
 	j->chunk = copy_engine_chunk_for(e, req->n);
 	uintptr_t h = (uintptr_t)req->host;
 	j->base = h;
@@ -539,6 +564,8 @@ int copy_engine_submit(struct copy_engine *e, const struct copy_request *req, st
 		free(j);
 		return -ESHUTDOWN;
 	}
+	j->first_ticket = e->next_ticket;
+	e->next_ticket += j->nchunks;
 	if (e->jobs_tail)
 		e->jobs_tail->queue_next = j;
 	else
@@ -597,4 +624,49 @@ void copy_engine_get_stats(struct copy_engine *e, struct copy_engine_stats *ret)
 	pthread_mutex_lock(&e->lk);
 	*ret = e->stats;
 	pthread_mutex_unlock(&e->lk);
+}
+
+void copy_job_cancel(struct copy_job *j, int err)
+{
+	struct copy_engine *e = engine_of(j);
+	pthread_mutex_lock(&e->lk);
+	if (!j->done) {
+		fail_job(j, err);
+		j->run_all = false;
+		pthread_cond_broadcast(&e->cons_cv);
+		pthread_cond_broadcast(&e->prod_cv);
+	}
+	pthread_mutex_unlock(&e->lk);
+}
+
+int copy_job_timedwait(struct copy_job *j, uint64_t timeout_ns)
+{
+	struct copy_engine *e = engine_of(j);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t ns = (uint64_t)ts.tv_nsec + timeout_ns % 1000000000u;
+	ts.tv_sec += (time_t)(timeout_ns / 1000000000u + ns / 1000000000u);
+	ts.tv_nsec = (long)(ns % 1000000000u);
+	pthread_mutex_lock(&e->lk);
+	while (!j->done)
+		if (pthread_cond_timedwait(&e->done_cv, &e->lk, &ts) == ETIMEDOUT)
+			break;
+	int done = j->done;
+	pthread_mutex_unlock(&e->lk);
+	return done;
+}
+
+void copy_job_geometry(const struct copy_job *j, uint64_t *ret_first_ticket, size_t *ret_nchunks)
+{
+	*ret_first_ticket = j->first_ticket;
+	*ret_nchunks = j->nchunks;
+}
+
+void copy_job_chunk(const struct copy_job *j, size_t i, void **ret_host, uint64_t *ret_dev, size_t *ret_n)
+{
+	uintptr_t lo, hi;
+	chunk_range(j, i, &lo, &hi);
+	*ret_host = (void *)lo;
+	*ret_dev = j->req.dev + (lo - (uintptr_t)j->req.host);
+	*ret_n = hi - lo;
 }

@@ -15,6 +15,13 @@
  *     either way, in place:      producer pins the caller's pages -> DMA
  *                                -> producer unpins them
  *
+ * Chunks are numbered across the engine's life (tickets, in submission
+ * order) and chunk t always uses slot t % nslots, so a consumer can queue a
+ * job's transfers before any byte is staged (a CUDA stream that waits for a
+ * flag per chunk: libclient/copy.c); COPY_EVERY_CHUNK then makes every
+ * chunk pass through start/poll even after an error, so that such a
+ * schedule never waits forever.
+ *
  * Free slots are the empty-buffer queue; slots waiting for the consumer are
  * the full-buffer queue (FIFO); slots waiting for a producer a third queue.
  * N producer threads, one consumer thread. Jobs run one at a time, in the
@@ -54,10 +61,11 @@ struct copy_dma_ops {
 	/* Start moving n bytes for slot: COPY_HTOD host -> dev, COPY_DTOH dev ->
 	 * host. host is the slot's staging buffer or, in place, the caller's
 	 * pinned pages. May complete later. */
-	int (*start)(void *ctx, unsigned slot, enum copy_dir dir, void *host, uint64_t dev, size_t n);
-	/* 1 when slot's transfer is done, 0 when not yet (only with !block),
-	 * -errno when it failed. Called exactly once with a result != 0 per
-	 * successful start. */
+	int (*start)(void *ctx, unsigned slot, uint64_t ticket, enum copy_dir dir, void *host, uint64_t dev, size_t n);
+	/* 1 when slot's transfer is done, 0 when not yet, -errno when it
+	 * failed. With block, wait for it (a consumer may still return 0 after
+	 * a bounded wait: it is asked again). Called until it answers != 0,
+	 * once per successful start. */
 	int (*poll)(void *ctx, unsigned slot, bool block);
 	/* Optional: whether [dev, dev + n) may be moved at all (checked at
 	 * submit, before anything moves; e.g. -EFAULT: the device buffer is
@@ -92,6 +100,12 @@ struct copy_engine_config {
 				  (0: sysconf(_SC_PAGESIZE)) */
 };
 
+enum copy_request_flags {
+	/* Every chunk goes through start/poll, in ticket order, even after an
+	 * error (its data is then not moved: the job still fails). Staged only. */
+	COPY_EVERY_CHUNK = 1u << 0,
+};
+
 struct copy_request {
 	enum copy_dir dir;
 	enum copy_mode mode;
@@ -99,6 +113,7 @@ struct copy_request {
 	uint64_t dev; /* the other side, as the ops understand it */
 	size_t n;
 	void *job_arg; /* handed to job_begin/job_end */
+	unsigned flags; /* enum copy_request_flags */
 };
 
 struct copy_engine;
@@ -122,6 +137,15 @@ int copy_job_test(struct copy_job *j);
 int copy_job_wait(struct copy_job *j);
 /* Wait, then free the handle; returns the job's result. */
 int copy_job_release(struct copy_job *j);
+/* 1 when done within timeout_ns, else 0. */
+int copy_job_timedwait(struct copy_job *j, uint64_t timeout_ns);
+/* Fail the job with err: no more chunks start (COPY_EVERY_CHUNK too);
+ * those in flight still end through poll. */
+void copy_job_cancel(struct copy_job *j, int err);
+/* A job's chunks: tickets first .. first + nchunks - 1; chunk i's host and
+ * device ranges (the same from submit on). */
+void copy_job_geometry(const struct copy_job *j, uint64_t *ret_first_ticket, size_t *ret_nchunks);
+void copy_job_chunk(const struct copy_job *j, size_t i, void **ret_host, uint64_t *ret_dev, size_t *ret_n);
 
 /* Counters for tests and benchmarks. */
 struct copy_engine_stats {

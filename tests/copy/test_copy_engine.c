@@ -6,7 +6,9 @@
  * reused too early, or copied out too early, shows up as wrong bytes. Every
  * size around chunk boundaries, misaligned host and device sides, both
  * directions, staged and pinned in place, concurrent jobs, and errors that
- * must be reported (never a hang, never a partial success).
+ * must be reported (never a hang, never a partial success). And jobs whose
+ * transfers a fake GPU stream runs from a schedule queued at submit, as
+ * libclient/copy.c does for stream-ordered copies (COPY_EVERY_CHUNK).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -24,11 +26,19 @@
 #include "libclient/copy_engine.h"
 
 #define MAX_SLOTS 16
+#define MAX_SCHED 4096
 #define MAX_PINNED 64
 #define GUARD 64
 #define GUARD_BYTE 0xA5
 
 /* ---- the fake device ---- */
+
+/* The engine's staging buffers (one rig at a time). */
+static struct {
+	void *bufs[MAX_SLOTS];
+	size_t bytes;
+	unsigned n;
+} staging;
 
 struct fake {
 	uint8_t *mem; /* device arena: dev address = offset */
@@ -54,7 +64,27 @@ struct fake {
 	atomic_uint begun, ended;
 	atomic_int last_end_err;
 	unsigned seed;
+	unsigned nslots;
+	/* stream-ordered jobs: the schedule a fake GPU stream runs in order */
+	bool cur_ordered; /* consumer's: the running job is */
+	uint64_t want[MAX_SLOTS];
+	_Atomic uint64_t host_gen[MAX_SLOTS], dev_gen[MAX_SLOTS];
+	struct {
+		uint64_t ticket;
+		enum copy_dir dir;
+		uint64_t dev;
+		size_t n;
+	} sched[MAX_SCHED];
+	atomic_uint sched_tail, sched_head;
+	atomic_bool gpu_stuck, gpu_stop, abandoned;
+	pthread_t gpu;
 };
+
+struct fake_arg {
+	bool ordered;
+	bool fail_begin;
+};
+static struct fake_arg arg_ordered = { true, false }, arg_ordered_fail = { true, true };
 
 static int f_check(void *ctx, enum copy_dir dir, uint64_t dev, size_t n)
 {
@@ -72,9 +102,20 @@ static bool is_pinned(struct fake *f, const void *host, size_t n)
 	return false;
 }
 
-static int f_start(void *ctx, unsigned slot, enum copy_dir dir, void *host, uint64_t dev, size_t n)
+static int f_start(void *ctx, unsigned slot, uint64_t ticket, enum copy_dir dir, void *host, uint64_t dev, size_t n)
 {
 	struct fake *f = ctx;
+	if (slot != ticket % f->nslots)
+		atomic_fetch_add(&f->violations, 1); /* chunk t must use slot t % nslots */
+	if (f->cur_ordered) {
+		/* the stream's transfer is queued already: let it go */
+		if (host != staging.bufs[slot])
+			atomic_fetch_add(&f->violations, 1);
+		f->want[slot] = ticket / f->nslots + 1;
+		atomic_store(&f->host_gen[slot], f->want[slot]);
+		atomic_fetch_add(&f->starts, 1);
+		return 0;
+	}
 	unsigned k = atomic_fetch_add(&f->starts, 1) + 1;
 	if (f->fail_start_at && k == f->fail_start_at)
 		return -EIO;
@@ -98,6 +139,17 @@ static int f_start(void *ctx, unsigned slot, enum copy_dir dir, void *host, uint
 static int f_poll(void *ctx, unsigned slot, bool block)
 {
 	struct fake *f = ctx;
+	if (f->cur_ordered) {
+		for (int spins = 0;; spins++) {
+			if (atomic_load(&f->abandoned))
+				return -ECANCELED;
+			if (atomic_load(&f->dev_gen[slot]) >= f->want[slot])
+				return 1;
+			if (!block || spins >= 50)
+				return 0;
+			usleep(1);
+		}
+	}
 	pthread_mutex_lock(&f->lk);
 	if (slot >= MAX_SLOTS || !f->p[slot].active) {
 		pthread_mutex_unlock(&f->lk);
@@ -168,19 +220,23 @@ static void f_unpin(void *ctx, void *host, size_t n)
 }
 
 /* In place, a DMA must only touch pinned pages. */
-static int f_start_checked(void *ctx, unsigned slot, enum copy_dir dir, void *host, uint64_t dev, size_t n);
+static int f_start_checked(void *ctx, unsigned slot, uint64_t ticket, enum copy_dir dir, void *host, uint64_t dev,
+			   size_t n);
 
 static int f_job_begin(void *ctx, void *arg)
 {
 	struct fake *f = ctx;
 	atomic_fetch_add(&f->begun, 1);
-	return arg == (void *)1 ? -ECANCELED : 0; /* job_arg 1: begin fails */
+	const struct fake_arg *a = arg == (void *)1 ? NULL : arg;
+	f->cur_ordered = a && a->ordered;
+	return arg == (void *)1 || (a && a->fail_begin) ? -ECANCELED : 0; /* job_arg 1: begin fails */
 }
 
 static void f_job_end(void *ctx, void *arg, int err)
 {
 	struct fake *f = ctx;
 	(void)arg;
+	f->cur_ordered = false;
 	atomic_store(&f->last_end_err, err);
 	atomic_fetch_add(&f->ended, 1);
 }
@@ -195,15 +251,11 @@ static const struct copy_dma_ops fake_ops = {
 	.job_end = f_job_end,
 };
 
-static struct {
-	void *bufs[MAX_SLOTS];
-	void *staging_lo[MAX_SLOTS];
-	size_t bytes;
-	unsigned n;
-} staging;
-
-static int f_start_checked(void *ctx, unsigned slot, enum copy_dir dir, void *host, uint64_t dev, size_t n)
+static int f_start_checked(void *ctx, unsigned slot, uint64_t ticket, enum copy_dir dir, void *host, uint64_t dev,
+			   size_t n)
 {
+	if (((struct fake *)ctx)->cur_ordered)
+		return f_start(ctx, slot, ticket, dir, host, dev, n);
 	struct fake *f = ctx;
 	bool staged = false;
 	for (unsigned i = 0; i < staging.n; i++)
@@ -217,7 +269,35 @@ static int f_start_checked(void *ctx, unsigned slot, enum copy_dir dir, void *ho
 		if (!ok)
 			atomic_fetch_add(&f->violations, 1);
 	}
-	return f_start(ctx, slot, dir, host, dev, n);
+	return f_start(ctx, slot, ticket, dir, host, dev, n);
+}
+
+/* The fake GPU stream: each scheduled chunk in order waits for its slot's
+ * go, moves the bytes, says done (libclient/copy.c's
+ * cuStreamWaitValue64 / cuMemcpy*Async / cuStreamWriteValue64). */
+static void *gpu_main(void *arg)
+{
+	struct fake *f = arg;
+	while (!atomic_load(&f->gpu_stop)) {
+		unsigned h = atomic_load(&f->sched_head);
+		if (h == atomic_load(&f->sched_tail) || atomic_load(&f->gpu_stuck)) {
+			usleep(2);
+			continue;
+		}
+		uint64_t t = f->sched[h].ticket, gen = t / f->nslots + 1;
+		unsigned b = (unsigned)(t % f->nslots);
+		while (atomic_load(&f->host_gen[b]) < gen && !atomic_load(&f->gpu_stop))
+			usleep(1);
+		if (atomic_load(&f->gpu_stop))
+			break;
+		if (f->sched[h].dir == COPY_HTOD)
+			memcpy(f->mem + f->sched[h].dev, staging.bufs[b], f->sched[h].n);
+		else
+			memcpy(staging.bufs[b], f->mem + f->sched[h].dev, f->sched[h].n);
+		atomic_store(&f->dev_gen[b], gen);
+		atomic_store(&f->sched_head, h + 1);
+	}
+	return NULL;
 }
 
 /* ---- set-up ---- */
@@ -236,7 +316,9 @@ static void rig_up(struct rig *r, size_t dev_bytes, size_t buf_bytes, unsigned n
 	r->f.size = dev_bytes;
 	r->f.page = 4096;
 	r->f.seed = 12345;
+	r->f.nslots = nslots;
 	pthread_mutex_init(&r->f.lk, NULL);
+	assert_int_equal(pthread_create(&r->f.gpu, NULL, gpu_main, &r->f), 0);
 	assert_true(nslots <= MAX_SLOTS);
 	staging.n = nslots;
 	staging.bytes = buf_bytes;
@@ -260,6 +342,8 @@ static void rig_up(struct rig *r, size_t dev_bytes, size_t buf_bytes, unsigned n
 static void rig_down(struct rig *r)
 {
 	copy_engine_destroy(r->e);
+	atomic_store(&r->f.gpu_stop, true);
+	pthread_join(r->f.gpu, NULL);
 	assert_int_equal(atomic_load(&r->f.violations), 0);
 	assert_int_equal(r->f.npinned, 0);
 	for (unsigned i = 0; i < staging.n; i++)
@@ -570,9 +654,9 @@ static void test_job_begin_failure(void **state)
 	rig_down(&r);
 }
 
-static int no_start(void *ctx, unsigned slot, enum copy_dir dir, void *host, uint64_t dev, size_t n)
+static int no_start(void *ctx, unsigned slot, uint64_t ticket, enum copy_dir dir, void *host, uint64_t dev, size_t n)
 {
-	(void)ctx, (void)slot, (void)dir, (void)host, (void)dev, (void)n;
+	(void)ctx, (void)slot, (void)ticket, (void)dir, (void)host, (void)dev, (void)n;
 	return -EIO;
 }
 
@@ -612,6 +696,146 @@ static void test_bad_config(void **state)
 	copy_engine_destroy(e);
 }
 
+/* ---- stream-ordered jobs ---- */
+
+/* Submit as copy.c's async forms do: the job, then its whole schedule. */
+static struct copy_job *submit_ordered(struct rig *r, enum copy_dir dir, void *host, uint64_t dev, size_t n,
+				       struct fake_arg *arg)
+{
+	struct copy_request q = { dir, COPY_STAGED, host, dev, n, arg, COPY_EVERY_CHUNK };
+	struct copy_job *j = NULL;
+	assert_int_equal(copy_engine_submit(r->e, &q, &j), 0);
+	uint64_t first;
+	size_t nchunks;
+	copy_job_geometry(j, &first, &nchunks);
+	unsigned tail = atomic_load(&r->f.sched_tail);
+	assert_true(tail + nchunks <= MAX_SCHED);
+	for (size_t i = 0; i < nchunks; i++) {
+		void *h;
+		uint64_t d;
+		size_t len;
+		copy_job_chunk(j, i, &h, &d, &len);
+		assert_ptr_equal(h, (char *)host + (d - dev)); /* host and device move together */
+		r->f.sched[tail + i].ticket = first + i;
+		r->f.sched[tail + i].dir = dir;
+		r->f.sched[tail + i].dev = d;
+		r->f.sched[tail + i].n = len;
+	}
+	atomic_store(&r->f.sched_tail, tail + (unsigned)nchunks);
+	return j;
+}
+
+static void test_ordered_round_trips(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_up(&r, 1 << 20, 4096, 4, 3, 0, NULL);
+	uint8_t *src = malloc(200000), *dst = malloc(200000 + 64);
+	assert_non_null(src);
+	assert_non_null(dst);
+	for (size_t k = 0; k <= 12; k++)
+		for (int d = -2; d <= 2; d++) {
+			if ((long)(k * 4096) + d < 0)
+				continue;
+			size_t n = k * 4096 + (size_t)(long)d, off = k % 7;
+			fill(src, n + off, k * 5 + (size_t)(d + 2));
+			/* ordered and plain jobs share the slots: tickets interleave */
+			struct copy_request plain = { COPY_HTOD, COPY_STAGED, src + off, 500000, n, NULL, 0 };
+			assert_int_equal(copy_engine_copy(r.e, &plain), 0);
+			struct copy_job *j = submit_ordered(&r, COPY_HTOD, src + off, 3 + k, n, &arg_ordered);
+			assert_int_equal(copy_job_release(j), 0);
+			assert_memory_equal(r.f.mem + 3 + k, src + off, n);
+			assert_memory_equal(r.f.mem + 500000, src + off, n);
+			memset(dst, 0xA5, n + 64);
+			j = submit_ordered(&r, COPY_DTOH, dst, 3 + k, n, &arg_ordered);
+			assert_int_equal(copy_job_release(j), 0);
+			assert_memory_equal(dst, src + off, n);
+			for (size_t i = n; i < n + 64; i++)
+				assert_int_equal(dst[i], 0xA5);
+		}
+	assert_int_equal(atomic_load(&r.f.sched_head), atomic_load(&r.f.sched_tail));
+	free(src);
+	free(dst);
+	rig_down(&r);
+}
+
+/* Several queued before any is waited for, both ways, from two buffers. */
+static void test_ordered_many_queued(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_up(&r, 4 << 20, 16384, 6, 4, 4096, NULL);
+	enum { N = 8 };
+	size_t n = 300000;
+	uint8_t *src = malloc(N * n), *back = malloc(N * n);
+	assert_non_null(src);
+	assert_non_null(back);
+	fill(src, N * n, 42);
+	struct copy_job *j[2 * N];
+	for (int i = 0; i < N; i++)
+		j[i] = submit_ordered(&r, COPY_HTOD, src + (size_t)i * n, (uint64_t)i * n, n, &arg_ordered);
+	for (int i = 0; i < N; i++) /* reads after the writes: the same order on the one fake stream */
+		j[N + i] = submit_ordered(&r, COPY_DTOH, back + (size_t)i * n, (uint64_t)i * n, n, &arg_ordered);
+	for (int i = 2 * N - 1; i >= 0; i--)
+		assert_int_equal(copy_job_release(j[i]), 0);
+	assert_memory_equal(r.f.mem, src, N * n);
+	assert_memory_equal(back, src, N * n);
+	free(src);
+	free(back);
+	rig_down(&r);
+}
+
+/* A failed ordered job still lets every scheduled chunk through (the
+ * stream must not wait forever), reports the error, and the next works. */
+static void test_ordered_error_drains(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_up(&r, 1 << 20, 4096, 4, 2, 0, NULL);
+	uint8_t *src = malloc(100000);
+	assert_non_null(src);
+	fill(src, 100000, 8);
+	struct copy_job *j = submit_ordered(&r, COPY_HTOD, src, 0, 100000, &arg_ordered_fail);
+	assert_int_equal(copy_job_release(j), -ECANCELED);
+	for (int i = 0; i < 2000 && atomic_load(&r.f.sched_head) != atomic_load(&r.f.sched_tail); i++)
+		usleep(1000);
+	assert_int_equal(atomic_load(&r.f.sched_head), atomic_load(&r.f.sched_tail));
+	j = submit_ordered(&r, COPY_DTOH, src, 0, 100000, &arg_ordered_fail);
+	assert_int_equal(copy_job_release(j), -ECANCELED);
+	memset(r.f.mem, 0, 100000);
+	j = submit_ordered(&r, COPY_HTOD, src, 0, 100000, &arg_ordered);
+	assert_int_equal(copy_job_release(j), 0);
+	assert_memory_equal(r.f.mem, src, 100000);
+	/* in place cannot be scheduled ahead */
+	struct copy_request q = { COPY_HTOD, COPY_IN_PLACE, src, 0, 10, NULL, COPY_EVERY_CHUNK };
+	assert_int_equal(copy_engine_submit(r.e, &q, &j), -EINVAL);
+	q.mode = COPY_STAGED;
+	q.flags = 0x80;
+	assert_int_equal(copy_engine_submit(r.e, &q, &j), -EINVAL);
+	free(src);
+	rig_down(&r);
+}
+
+/* A stream that never runs (a failed context): cancelling the job ends it
+ * with the error instead of a hang. */
+static void test_ordered_cancel_stuck(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_up(&r, 1 << 20, 4096, 4, 2, 0, NULL);
+	uint8_t *src = malloc(100000);
+	assert_non_null(src);
+	atomic_store(&r.f.gpu_stuck, true);
+	struct copy_job *j = submit_ordered(&r, COPY_HTOD, src, 0, 100000, &arg_ordered);
+	assert_int_equal(copy_job_timedwait(j, 20 * 1000 * 1000), 0); /* stuck, as it should be */
+	atomic_store(&r.f.abandoned, true);
+	copy_job_cancel(j, -EIO);
+	assert_int_equal(copy_job_timedwait(j, 5000000000ull), 1);
+	assert_int_equal(copy_job_release(j), -EIO);
+	free(src);
+	rig_down(&r);
+}
+
 int main(void)
 {
 	alarm(240); /* a hang fails the run */
@@ -627,6 +851,10 @@ int main(void)
 		cmocka_unit_test(test_dma_failures),
 		cmocka_unit_test(test_job_begin_failure),
 		cmocka_unit_test(test_bad_config),
+		cmocka_unit_test(test_ordered_round_trips),
+		cmocka_unit_test(test_ordered_many_queued),
+		cmocka_unit_test(test_ordered_error_drains),
+		cmocka_unit_test(test_ordered_cancel_stuck),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,14 +94,27 @@ static void *worker_main(void *arg)
 		return NULL;
 	}
 	unsigned seed = 77u + (unsigned)w->id;
+	cudaStream_t s;
+	if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+		w->failures++;
+		return NULL;
+	}
 	for (int it = 0; it < 12; it++) {
 		size_t n = (size_t)rand_r(&seed) % (max - 8);
 		size_t off = (size_t)rand_r(&seed) % 8;
 		fill(a + off, n, seed);
-		if (gpusys_memcpy_htod(w->c, dev + off, a + off, n) != 0 || gpusys_memcpy_dtoh(w->c, b, dev + off, n) != 0 ||
-		    memcmp(a + off, b, n) != 0)
+		if (w->id & 1) { /* odd threads: both ways queued on their own stream, then one wait each */
+			gpusys_copy_handle_t *h1 = NULL, *h2 = NULL;
+			if (gpusys_memcpy_htod_async(w->c, dev + off, a + off, n, s, &h1) != 0 ||
+			    gpusys_memcpy_dtoh_async(w->c, b, dev + off, n, s, &h2) != 0 || gpusys_copy_wait(h2) != 0 ||
+			    gpusys_copy_wait(h1) != 0 || memcmp(a + off, b, n) != 0)
+				w->failures++;
+		} else if (gpusys_memcpy_htod(w->c, dev + off, a + off, n) != 0 ||
+			   gpusys_memcpy_dtoh(w->c, b, dev + off, n) != 0 || memcmp(a + off, b, n) != 0) {
 			w->failures++;
+		}
 	}
+	cudaStreamDestroy(s);
 	cudaFree(dev);
 	free(a);
 	free(b);
@@ -167,7 +180,8 @@ int main(void)
 	gpusys_copy_get_info(c, &info);
 	GT_CHECK(info.chunks_in_place > 0, "in place never pinned a chunk (%llu fallbacks)",
 		 (unsigned long long)info.pin_fallbacks);
-	fprintf(stderr, "%s: %u round trips verified (%llu chunks pinned in place, %llu fallbacks)\n", gt_name, cases,
+	fprintf(stderr, "%s: %u round trips verified, %.1f s (%llu chunks pinned in place, %llu fallbacks)\n", gt_name, cases,
+		gt_now() - t0,
 		(unsigned long long)info.chunks_in_place, (unsigned long long)info.pin_fallbacks);
 	gpusys_copy_set_path(c, GPUSYS_COPY_AUTO);
 
@@ -197,6 +211,7 @@ int main(void)
 	GT_CUDA(cudaMemcpy(check, small, 1u << 20, cudaMemcpyDeviceToHost));
 	for (size_t i = 0; i < (1u << 20); i++)
 		GT_CHECK(check[i] == 0x5A, "a refused copy wrote byte %zu", i);
+	fprintf(stderr, "%s: too-small destinations refused, %.1f s\n", gt_name, gt_now() - t0);
 	gpusys_copy_set_path(c, GPUSYS_COPY_AUTO);
 
 	/* stream order, for each path: a slow kernel writes, the async copy
@@ -209,7 +224,7 @@ int main(void)
 	GT_CUDA(cudaMalloc(&want, n));
 	GT_CUDA(cudaMalloc(&bad, sizeof(*bad)));
 	for (int path = GPUSYS_COPY_AUTO; path <= GPUSYS_COPY_IN_PLACE; path++) {
-		gpusys_copy_set_path(c, (enum gpusys_copy_path)path);
+		gpusys_copy_set_path(c, (enum gpusys_copy_path)path); /* async in place: staged */
 		memset(dst, 0, n);
 		k_fill_late<<<64, 256, 0, s>>>(dev, n, (uint8_t)(0x40 + path), 50 * 1000 * 1000);
 		gpusys_copy_handle_t *h = NULL;
@@ -242,8 +257,9 @@ int main(void)
 			 rc, nbad);
 	}
 	gpusys_copy_set_path(c, GPUSYS_COPY_AUTO);
+	fprintf(stderr, "%s: stream order both ways on each path, %.1f s\n", gt_name, gt_now() - t0);
 
-	/* callers on several threads */
+	/* callers on several threads, synchronous and queued on streams */
 	pthread_t th[4];
 	struct worker w[4];
 	for (int i = 0; i < 4; i++) {
@@ -255,6 +271,7 @@ int main(void)
 		GT_CHECK(w[i].failures == 0, "thread %d: %d copies wrong", i, w[i].failures);
 	}
 
+	fprintf(stderr, "%s: 4 threads, %.1f s\n", gt_name, gt_now() - t0);
 	gpusys_copy_close(c);
 	cudaStreamDestroy(s);
 	cudaFree(dev);
