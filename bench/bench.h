@@ -119,6 +119,7 @@ int bench_print_gpu(int argc, char **argv);
 int bench_file_gpu(int argc, char **argv);
 int bench_calls_gpu(int argc, char **argv); /* futures and user callbacks (calls_gpu.cu) */
 int bench_alloc_gpu(int argc, char **argv);
+int bench_copy_gpu(int argc, char **argv);
 #endif
 
 #ifdef __cplusplus

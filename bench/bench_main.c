@@ -15,6 +15,7 @@ static void usage(void)
 			"       gpusys-bench print [options]           gpusys_printf lines/s from all SMs vs CUDA printf\n"
 			"       gpusys-bench alloc [options]           malloc+free pairs/s from all SMs vs CUDA malloc; growth latency\n"
 			"       gpusys-bench calls [--emulate] [options]    futures and user callbacks\n"
+			"       gpusys-bench copy [options]            pageable host <-> device copies vs cudaMemcpy\n"
 			"run 'gpusys-bench rtt --help' for the options\n");
 }
 
@@ -58,6 +59,14 @@ int main(int argc, char **argv)
 		return bench_alloc_gpu(argc - 1, argv + 1);
 #else
 		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc): alloc needs a GPU\n");
+		return 2;
+#endif
+	}
+	if (strcmp(argv[1], "copy") == 0) {
+#ifdef GPUSYS_BENCH_HAVE_GPU
+		return bench_copy_gpu(argc - 1, argv + 1);
+#else
+		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc): copy needs a GPU\n");
 		return 2;
 #endif
 	}

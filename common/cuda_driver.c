@@ -66,6 +66,18 @@ static const struct {
 	ENTRY(cuStreamQuery),
 	ENTRY(cuStreamWaitValue64),
 	ENTRY(cuLaunchHostFunc),
+	ENTRY(cuMemcpyHtoDAsync),
+	ENTRY(cuMemHostAlloc),
+	ENTRY(cuMemFreeHost),
+	ENTRY(cuMemHostGetFlags),
+	ENTRY(cuMemGetAddressRange),
+	ENTRY(cuEventCreate),
+	ENTRY(cuEventDestroy),
+	ENTRY(cuEventRecord),
+	ENTRY(cuEventQuery),
+	ENTRY(cuEventSynchronize),
+	ENTRY(cuStreamWaitEvent),
+	ENTRY(cuStreamWriteValue64),
 };
 #undef ENTRY
 #undef ENTRY_V

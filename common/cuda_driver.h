@@ -62,6 +62,19 @@ struct gpusys_cuda {
 	/* gpusysd's GPU watch of a client's doorbell (daemon/wake_cuda.c) */
 	GPUSYS_CUDA_FN(cuStreamWaitValue64);
 	GPUSYS_CUDA_FN(cuLaunchHostFunc);
+	/* libgpusys's bulk copies (libclient/copy.c) */
+	GPUSYS_CUDA_FN(cuMemcpyHtoDAsync);
+	GPUSYS_CUDA_FN(cuMemHostAlloc);
+	GPUSYS_CUDA_FN(cuMemFreeHost);
+	GPUSYS_CUDA_FN(cuMemHostGetFlags);
+	GPUSYS_CUDA_FN(cuMemGetAddressRange);
+	GPUSYS_CUDA_FN(cuEventCreate);
+	GPUSYS_CUDA_FN(cuEventDestroy);
+	GPUSYS_CUDA_FN(cuEventRecord);
+	GPUSYS_CUDA_FN(cuEventQuery);
+	GPUSYS_CUDA_FN(cuEventSynchronize);
+	GPUSYS_CUDA_FN(cuStreamWaitEvent);
+	GPUSYS_CUDA_FN(cuStreamWriteValue64);
 };
 #undef GPUSYS_CUDA_FN
 
