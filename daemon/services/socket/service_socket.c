@@ -397,6 +397,18 @@ static bool lane_nonblock(const struct sock_lane *l)
 	return l->s->nonblock || (l->q.flags & MSG_DONTWAIT);
 }
 
+/* A transfer that stops on an error (or would block) after moving some
+ * bytes answers with the count, as send(2) and recv(2) do; the error is
+ * what the next call sees. */
+static int lane_partial_or(struct sock_lane *l, int err)
+{
+	if (l->done) {
+		l->val = (int64_t)l->done;
+		return 0;
+	}
+	return err;
+}
+
 #define SEND_FLAGS (MSG_DONTWAIT | MSG_MORE | MSG_OOB | MSG_EOR | MSG_NOSIGNAL | MSG_CONFIRM)
 #define RECV_FLAGS (MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_TRUNC | MSG_OOB)
 
@@ -422,20 +434,10 @@ static int step_send(struct sock_lane *l, const uint8_t *data, uint64_t len)
 		}
 		if (errno == EINTR)
 			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS) {
-			if (l->done) {
-				l->val = (int64_t)l->done;
-				return 0;
-			}
-			return -errno;
-		}
-		if (lane_nonblock(l)) {
-			if (l->done) {
-				l->val = (int64_t)l->done;
-				return 0;
-			}
-			return -EAGAIN;
-		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS)
+			return lane_partial_or(l, -errno);
+		if (lane_nonblock(l))
+			return lane_partial_or(l, -EAGAIN);
 		l->wait = WAIT_WRITE;
 		return LANE_WAIT;
 	}
@@ -465,20 +467,10 @@ static int step_recv(struct sock_lane *l, uint8_t *dst, uint64_t room, struct so
 		}
 		if (errno == EINTR)
 			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK) {
-			if (l->done) {
-				l->val = (int64_t)l->done;
-				return 0;
-			}
-			return -errno;
-		}
-		if (lane_nonblock(l)) {
-			if (l->done) {
-				l->val = (int64_t)l->done;
-				return 0;
-			}
-			return -EAGAIN;
-		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return lane_partial_or(l, -errno);
+		if (lane_nonblock(l))
+			return lane_partial_or(l, -EAGAIN);
 		l->wait = WAIT_READ;
 		return LANE_WAIT;
 	}
