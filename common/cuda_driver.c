@@ -34,6 +34,8 @@ static const struct {
 	ENTRY(cuDeviceGetCount),
 	ENTRY(cuDeviceGetName),
 	ENTRY(cuDeviceGetAttribute),
+	ENTRY(cuDeviceGetUuid),
+	ENTRY(cuDeviceGetPCIBusId),
 	ENTRY(cuDevicePrimaryCtxRetain),
 	ENTRY(cuDevicePrimaryCtxRelease),
 	ENTRY(cuCtxSetCurrent),

@@ -29,6 +29,9 @@ struct gpusys_cuda {
 	GPUSYS_CUDA_FN(cuDeviceGetCount);
 	GPUSYS_CUDA_FN(cuDeviceGetName);
 	GPUSYS_CUDA_FN(cuDeviceGetAttribute);
+	/* GPUs named by UUID, never by ordinal (wire.h, daemon/core/gpus.c) */
+	GPUSYS_CUDA_FN(cuDeviceGetUuid);
+	GPUSYS_CUDA_FN(cuDeviceGetPCIBusId);
 	GPUSYS_CUDA_FN(cuDevicePrimaryCtxRetain);
 	GPUSYS_CUDA_FN(cuDevicePrimaryCtxRelease);
 	GPUSYS_CUDA_FN(cuCtxSetCurrent);

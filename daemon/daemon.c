@@ -21,6 +21,7 @@
 #include "control/control.h"
 #include "daemon.h"
 #include "core/dispatch.h"
+#include "core/gpus.h"
 #include "core/later.h"
 #include "core/service.h"
 #include "core/stats.h"
@@ -98,7 +99,7 @@ static void on_session_event(evutil_socket_t fd, short what, void *arg)
 static void on_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HELLO_NFDS], const struct peer *peer)
 {
 	struct daemon *d = arg;
-	char why[128];
+	char why[256]; /* as much as a welcome carries */
 
 	if (registry_full(&d->reg)) {
 		snprintf(why, sizeof(why), "gpusysd already serves its maximum of %u clients", d->cfg.max_clients);
@@ -118,7 +119,36 @@ static void on_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HE
 		refuse(fd, -EUSERS, why);
 		return;
 	}
-	const struct channel_ops *ops = channel_pick(h->cuda_device, h->memory_kinds);
+	/* The client's GPU, by UUID: its ordinal is in its own numbering. A
+	 * CUDA client must name one; the daemon's ordinal for it is what the
+	 * channel and the doorbell watch use. */
+	struct gpu *gpu = NULL;
+	int32_t device = -1;
+	if (h->cuda_device >= 0 || !gpu_uuid_is_zero(h->gpu_uuid)) {
+		if (gpu_uuid_is_zero(h->gpu_uuid)) {
+			snprintf(why, sizeof(why), "a CUDA client must name its GPU by UUID");
+			log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
+			close_fds(fds, HELLO_NFDS);
+			refuse(fd, -EPROTO, why);
+			return;
+		}
+		gpu = gpus_find(h->gpu_uuid, why, sizeof(why));
+		if (gpu && gpu->failed) {
+			snprintf(why, sizeof(why), "GPU %s failed: %.160s", gpu->uuid_text, gpu->failure);
+			gpu = NULL;
+		}
+		if (!gpu) {
+			log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
+			close_fds(fds, HELLO_NFDS);
+			refuse(fd, -ENODEV, why);
+			return;
+		}
+		/* An emulated GPU (tests) has no ordinal here: its clients get
+		 * memfd channels and timed naps, whatever they run on. */
+		if (h->cuda_device >= 0)
+			device = gpu->ordinal;
+	}
+	const struct channel_ops *ops = channel_pick(device, h->memory_kinds);
 	if (!ops) {
 		snprintf(why, sizeof(why), "client can import no memory kind this daemon offers (kinds 0x%x)",
 			 h->memory_kinds);
@@ -143,7 +173,9 @@ static void on_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HE
 		.max_pending_calls = d->cfg.max_pending_calls,
 		.retired_requests = &d->retired_requests,
 		.wake = d->wake,
-		.cuda_device = h->cuda_device,
+		.cuda_device = device,
+		.client_ordinal = h->cuda_device,
+		.gpu = gpu,
 	};
 	struct session *s;
 	int r = session_create(&prm, &s);
@@ -190,9 +222,9 @@ static void on_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HE
 		detach(d, s, "welcome not delivered");
 		return;
 	}
-	log_info("client %u attached: pid %d uid %d comm '%s', %u ports, %llu KiB %s channel", s->id,
+	log_info("client %u attached: pid %d uid %d comm '%s', %u ports, %llu KiB %s channel%s%s%s", s->id,
 		 (int)peer->pid, (int)peer->uid, peer->comm, num_ports, (unsigned long long)(s->chan.bytes >> 10),
-		 ops->name);
+		 ops->name, gpu ? ", GPU " : "", gpu ? gpu->uuid_text : "", gpu && gpu->ordinal < 0 ? " (emulated)" : "");
 	notify_status(d->reg.count, daemon_requests_served(d));
 }
 
@@ -383,7 +415,8 @@ int daemon_run(const struct gpusysd_config *cfg, const char *runtime_dir)
 			n = CPU_COUNT(&set);
 		d->cfg.pollers = config_auto_pollers(n > 0 ? (unsigned)n : 1);
 	}
-	if (config_check(&d->cfg, err, sizeof(err)) < 0) {
+	if (config_check(&d->cfg, err, sizeof(err)) < 0 ||
+	    gpus_add_emulated(d->cfg.emulated_gpus, err, sizeof(err)) < 0) {
 		log_err("%s", err);
 		free(d);
 		return 1;

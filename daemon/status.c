@@ -8,6 +8,7 @@
 
 #include "control/control.h"
 #include "control/inspect.h"
+#include "core/gpus.h"
 #include "daemon.h"
 #include "services.h"
 #include "services/alloc/service_alloc.h"
@@ -42,6 +43,11 @@ static json_t *client_json(const struct session *s)
 			 "requests", (json_int_t)session_requests(s),
 			 "rejected", (json_int_t)session_rejected(s),
 			 "attached_s", (json_int_t)seconds_since(&s->attached));
+	if (o)
+	{
+		json_object_set_new(o, "gpu", s->client.gpu ? json_string(s->client.gpu->uuid_text) : json_null());
+		json_object_set_new(o, "client_cuda_device", json_integer(s->client.client_ordinal));
+	}
 	for (unsigned i = 0; o && s->ports_ready && i < SERVICES_MAX && gpusysd_services[i]; i++) {
 		json_t *heap = gpusysd_services[i] == &service_alloc ? service_alloc_client_json(s->ports.svc_state[i])
 								      : NULL;
@@ -49,6 +55,34 @@ static json_t *client_json(const struct session *s)
 			json_object_set_new(o, "alloc", heap);
 	}
 	return o;
+}
+
+/* The GPUs the daemon knows (those clients named, and emulated ones), with
+ * the clients and ports the asker may see on each. */
+static json_t *gpus_json(struct daemon *d, const struct control_peer *who)
+{
+	json_t *arr = json_array();
+	unsigned n = gpus_count();
+	for (unsigned i = 0; arr && i < n; i++) {
+		const struct gpu *g = gpus_at(i);
+		json_int_t clients = 0, ports = 0, busy = 0;
+		registry_for_each(&d->reg, s)
+		{
+			if (s->client.gpu != g || (!who->admin && s->peer.uid != who->uid))
+				continue;
+			clients++;
+			ports += s->ports.num_ports;
+			busy += session_ports_in_use(s);
+		}
+		json_array_append_new(arr, json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:b, s:b, s:s*, s:I, s:I, s:I}",
+						     "index", (json_int_t)g->index, "uuid", g->uuid_text, "name",
+						     g->name, "pci_bus_id", g->pci_bus_id, "cuda_ordinal",
+						     (json_int_t)g->ordinal, "numa_node", (json_int_t)g->numa_node,
+						     "emulated", g->ordinal < 0, "failed", g->failed, "failure",
+						     g->failed ? g->failure : NULL, "clients", clients, "ports", ports,
+						     "ports_in_use", busy));
+	}
+	return arr;
 }
 
 json_t *daemon_status_json(void *arg, const struct control_peer *who)
@@ -68,7 +102,7 @@ json_t *daemon_status_json(void *arg, const struct control_peer *who)
 		json_array_append_new(clients, client_json(s));
 		shown++;
 	}
-	return json_pack("{s:s, s:I, s:I, s:s, s:I, s:I, s:o, s:I, s:I, s:s, s:I, s:o*}",
+	json_t *st = json_pack("{s:s, s:I, s:I, s:s, s:I, s:I, s:o, s:I, s:I, s:s, s:I, s:o*}",
 			 "version", GPUSYS_VERSION,
 			 "pid", (json_int_t)getpid(),
 			 "uptime_s", (json_int_t)seconds_since(&d->started),
@@ -81,6 +115,9 @@ json_t *daemon_status_json(void *arg, const struct control_peer *who)
 			 "clients_shown", who->admin ? "all" : "own",
 			 "log_lines_suppressed", (json_int_t)log_dropped_total(),
 			 "alloc", service_alloc_status_json());
+	if (st)
+		json_object_set_new(st, "gpus", gpus_json(d, who));
+	return st;
 }
 
 int daemon_control(void *arg, const struct control_peer *who, const char *cmd, json_t *req, json_t **reply)

@@ -99,6 +99,8 @@ static int send_hello(int sock, const struct gpusys_attach_opts *o)
 	int fds[3], nfds = 0, cwd = -1;
 
 	read_comm(h.comm, sizeof(h.comm));
+	if (o->gpu_uuid)
+		memcpy(h.gpu_uuid, o->gpu_uuid, sizeof(h.gpu_uuid));
 	/* Only descriptors that are open: a daemon without stdout is not an
 	 * error, it just gets none. */
 	if (o->pass_stdio) {

@@ -274,6 +274,13 @@ int gpusys_attach(const struct gpusys_options *opts, gpusys_t **ret)
 		rc = cu_err(g, r, "cuDevicePrimaryCtxRetain");
 		goto fail;
 	}
+	/* The daemon knows the GPU by UUID: our ordinal may mean another GPU
+	 * in its numbering (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER). */
+	CUuuid uuid;
+	if ((r = cu->cuDeviceGetUuid(&uuid, g->cudev)) != CUDA_SUCCESS) {
+		rc = cu_err(g, r, "cuDeviceGetUuid");
+		goto fail;
+	}
 	if (cu->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, g->cudev) != CUDA_SUCCESS || v < 0)
 		v = 0;
 	g->numa_id = v;
@@ -305,6 +312,7 @@ int gpusys_attach(const struct gpusys_options *opts, gpusys_t **ret)
 										: GPUSYS_DEFAULT_BULK_BYTES,
 		.pass_stdio = true, /* print service: gpusys_printf goes where our stdout/stderr go */
 		.pass_cwd = true,   /* file service: relative paths are relative to our working directory */
+		.gpu_uuid = (const uint8_t *)uuid.bytes,
 	};
 again:
 	rc = gpusys_client_attach(&ao, &g->client);

@@ -151,17 +151,38 @@ static int print_status(json_t *st)
 	printf("%lld pollers, %lld workers, %lld client%s attached%s, %lld requests served\n", num(st, "pollers"),
 	       num(st, "workers"), num(st, "clients_attached"), num(st, "clients_attached") == 1 ? "" : "s",
 	       own ? " (yours; others' are not shown)" : "", num(st, "requests_served"));
+	/* GPUs by the daemon's index; clients name theirs by UUID. */
+	json_t *gpus = json_object_get(st, "gpus"), *g;
+	if (json_array_size(gpus)) {
+		printf("\n%4s %-40s %-24s %-13s %4s %7s %6s %6s %s\n", "GPU", "UUID", "NAME", "PCI", "NUMA", "CLIENTS",
+		       "PORTS", "IN-USE", "STATE");
+		json_array_foreach(gpus, i, g)
+		{
+			char numa[16] = "-";
+			if (num(g, "numa_node") >= 0)
+				snprintf(numa, sizeof(numa), "%lld", num(g, "numa_node"));
+			const char *state = json_is_true(json_object_get(g, "failed")) ? "failed: "
+					    : json_is_true(json_object_get(g, "emulated")) ? "emulated"
+											     : "ok";
+			printf("%4lld %-40s %-24.24s %-13s %4s %7lld %6lld %6lld %s%s\n", num(g, "index"), str(g, "uuid"),
+			       str(g, "name"), *str(g, "pci_bus_id") ? str(g, "pci_bus_id") : "-", numa,
+			       num(g, "clients"), num(g, "ports"), num(g, "ports_in_use"), state,
+			       json_is_true(json_object_get(g, "failed")) ? str(g, "failure") : "");
+		}
+	}
 	if (!json_array_size(clients))
 		return 0;
 	printf("\n%6s %8s %6s %-16s %4s %-8s %6s %6s %12s %8s %9s\n", "ID", "PID", "UID", "COMM", "GPU", "MEMORY",
 	       "PORTS", "IN-USE", "REQUESTS", "REJECTED", "ATTACHED");
 	json_array_foreach(clients, i, c)
 	{
+		size_t j;
 		char at[32];
 		format_duration(num(c, "attached_s"), at, sizeof(at));
 		char gpu[16] = "-";
-		if (num(c, "cuda_device") >= 0)
-			snprintf(gpu, sizeof(gpu), "%lld", num(c, "cuda_device"));
+		const char *uuid = json_string_value(json_object_get(c, "gpu"));
+		json_array_foreach(gpus, j, g) if (uuid && !strcmp(uuid, str(g, "uuid")))
+			snprintf(gpu, sizeof(gpu), "%lld", num(g, "index"));
 		printf("%6lld %8lld %6lld %-16s %4s %-8s %6lld %6lld %12lld %8lld %9s\n", num(c, "id"), num(c, "pid"),
 		       num(c, "uid"), str(c, "comm"), gpu, str(c, "memory"), num(c, "ports"), num(c, "ports_in_use"),
 		       num(c, "requests"), num(c, "rejected"), at);

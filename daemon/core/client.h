@@ -13,6 +13,8 @@
 
 #include "util/creds.h"
 
+struct gpu;
+
 struct client {
 	uint32_t id;
 	pid_t pid;
@@ -25,7 +27,10 @@ struct client {
 	int sock;               /* the attach connection: it hangs up when the client dies (-1: unknown) */
 	uint8_t *bulk;          /* the channel's bulk area as the daemon maps it (NULL: none) */
 	uint64_t bulk_bytes;    /* the daemon's own figure, never the shared header's */
-	int32_t cuda_device;    /* the client's GPU ordinal (its numbering), or -1: emulated warps */
+	int32_t cuda_device;    /* the client's GPU as THIS process numbers it (the
+				   UUID mapped, core/gpus.h), or -1: emulated warps */
+	int32_t client_ordinal; /* the same GPU in the client's numbering (its hello) */
+	struct gpu *gpu;        /* the GPU it named by UUID, or NULL */
 };
 
 /* [off, off + count) of the client's bulk area, as the daemon sized it

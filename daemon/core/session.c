@@ -50,6 +50,8 @@ static void client_fill(struct session *s, const struct session_params *prm)
 	c->bulk_bytes = s->chan.layout.bulk_bytes;
 	c->bulk = c->bulk_bytes ? (uint8_t *)s->chan.base + s->chan.layout.bulk_offset : NULL;
 	c->cuda_device = prm->cuda_device;
+	c->client_ordinal = prm->client_ordinal;
+	c->gpu = prm->gpu;
 }
 
 mode_t client_umask_of(pid_t pid)

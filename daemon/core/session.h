@@ -76,7 +76,9 @@ struct session_params {
 	int fds[3];         /* stdout, stderr, cwd, or -1; owned by the session on success */
 	unsigned max_pending_calls;
 	struct wake *wake;  /* the daemon's; NULL: no wake pipe (in-process tests) */
-	int32_t cuda_device; /* the client's GPU (hello), or -1 */
+	int32_t cuda_device; /* the daemon's ordinal of the client's GPU, or -1: no CUDA client */
+	int32_t client_ordinal; /* the hello's cuda_device: the client's own numbering */
+	struct gpu *gpu;     /* the GPU it named (core/gpus.h), or NULL */
 	atomic_uint_fast64_t *retired_requests;
 };
 

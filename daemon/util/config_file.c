@@ -20,6 +20,7 @@
 #define VAL_COUNT CONFIG_COUNT
 #define VAL_BYTES CONFIG_BYTES
 #define VAL_GROUP CONFIG_GROUP
+#define VAL_TEXT CONFIG_TEXT
 typedef enum config_kind value_kind_t;
 
 /* One entry per key: where it lives and what it accepts. */
@@ -51,6 +52,8 @@ static const struct key_spec core_keys[] = {
 	U(control_conns_per_uid, VAL_COUNT, 1, CONFIG_CONTROL_MAX_CONNS),
 	U(control_idle_timeout_ms, VAL_COUNT, 100, 3600000),
 	{ "admin_group", VAL_GROUP, offsetof(struct gpusysd_config, admin_gid), 1, 0, UINT32_MAX - 1 },
+	{ "emulated_gpus", VAL_TEXT, offsetof(struct gpusysd_config, emulated_gpus), 0, 0,
+	  sizeof(((struct gpusysd_config *)0)->emulated_gpus) - 1 },
 };
 
 #define NCORE (sizeof(core_keys) / sizeof(core_keys[0]))
@@ -155,6 +158,16 @@ static int set_key(struct gpusysd_config *cfg, const char *key, const char *valu
 
 		if (strcmp(k->key, key))
 			continue;
+		if (k->kind == VAL_TEXT) {
+			if (strlen(value) > k->max) {
+				snprintf(err, errlen, "value for %s is longer than %llu bytes", key,
+					 (unsigned long long)k->max);
+				return -EINVAL;
+			}
+			strcpy((char *)cfg + k->offset, value);
+			*ret_index = i;
+			return 0;
+		}
 		if (k->kind == VAL_GROUP) {
 			int r = parse_group(value, &v);
 			if (r < 0 || v > k->max) {

@@ -11,6 +11,7 @@ enum config_kind {
 	CONFIG_COUNT, /* plain integer */
 	CONFIG_BYTES, /* integer with optional K/M/G (binary) suffix */
 	CONFIG_GROUP, /* a group name or number (core key admin_group only) */
+	CONFIG_TEXT,  /* a string, checked by its user (core key emulated_gpus only) */
 };
 
 /* A setting some module (a service) reads: accepted in the file and as
@@ -40,6 +41,7 @@ struct gpusysd_config {
 	unsigned control_conns_per_uid; /* open control connections of one user at most */
 	unsigned control_idle_timeout_ms; /* a control connection idle this long is closed */
 	int64_t admin_gid;             /* members see every client in status; -1: none */
+	char emulated_gpus[1024];      /* GPUs invented for tests (core/gpus.h); "" none */
 
 	/* Settings registered by services (config_add_keys), with their values. */
 	unsigned nextra;

@@ -30,7 +30,8 @@ struct gpusys_attach_opts {
 	const char *runtime_dir; /* NULL: $GPUSYS_RUNTIME_DIR, else /run/gpusysd */
 	uint32_t num_ports;      /* asked for; the daemon may grant fewer (0 counts as 1) */
 	uint64_t bulk_bytes;     /* asked for; the daemon may grant less */
-	int cuda_device;         /* device ordinal, or -1: no GPU */
+	int cuda_device;         /* device ordinal in this process's numbering, or
+				    -1: no GPU (emulated warps) */
 	bool pass_stdio;         /* give the daemon our stdout and stderr (print service) */
 	bool pass_cwd;           /* give the daemon our working directory (file service) */
 	uint32_t memory_kinds;   /* (1u << enum gpusys_memory_kind) this process can
@@ -38,6 +39,11 @@ struct gpusys_attach_opts {
 				    other than memfd is not mapped here:
 				    gpusys_client_channel() is NULL and the
 				    importer (CUDA) maps and checks it. */
+	/* The GPU by UUID (16 bytes, cuDeviceGetUuid), or NULL. The daemon
+	 * identifies the GPU by this, never by cuda_device (numberings differ
+	 * between processes); gpusys_attach fills it. A host client (emulated
+	 * warps) may name one of the daemon's emulated GPUs. */
+	const uint8_t *gpu_uuid;
 };
 
 /*
@@ -47,6 +53,7 @@ struct gpusys_attach_opts {
  *   -ENOENT, -ECONNREFUSED  no daemon at DIR
  *   -EPROTO                 version mismatch or a malformed welcome/channel
  *   -EUSERS                 the daemon serves its maximum of clients
+ *   -ENODEV                 the daemon has no GPU with gpu_uuid (or it failed)
  *   -ETIMEDOUT              no welcome within 10 s
  *   any refusal status the daemon sent
  * gpusys_client_last_error() then says why in words.

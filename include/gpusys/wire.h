@@ -46,7 +46,8 @@
 
 #define GPUSYS_HELLO_MAGIC UINT32_C(0x4c454847)   /* "GHEL" */
 #define GPUSYS_WELCOME_MAGIC UINT32_C(0x4c455747) /* "GWEL" */
-#define GPUSYS_WIRE_VERSION 1u
+/* 2: the hello names the client's GPU by UUID (gpu_uuid). */
+#define GPUSYS_WIRE_VERSION 2u
 
 #define GPUSYS_SOCKET_NAME "gpusysd.sock"
 #define GPUSYS_CONTROL_NAME "control.sock"
@@ -74,12 +75,22 @@ struct gpusys_hello {
 	uint32_t wire_version;   /* GPUSYS_WIRE_VERSION */
 	uint32_t abi_version;    /* GPUSYS_ABI_VERSION */
 	uint32_t num_ports;      /* requested; the daemon may lower it */
-	int32_t cuda_device;     /* device ordinal, or -1: no GPU (memfd channel) */
+	int32_t cuda_device;     /* the client's device ordinal (in ITS numbering,
+				    informational: logs), or -1: no GPU */
 	uint32_t memory_kinds;   /* bit (1 << kind) for each kind the client can import */
 	uint32_t fd_mask;        /* enum gpusys_hello_fds */
 	uint32_t reserved;
 	uint64_t bulk_bytes;     /* requested bulk area; the daemon may lower it */
 	char comm[32];           /* informational program name, NUL-terminated */
+	/* The GPU this client's kernels run on, as cuDeviceGetUuid gives it
+	 * (all zero: none). Ordinals depend on each process's
+	 * CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, so the daemon never
+	 * trusts one: it finds the GPU with this UUID in its own numbering,
+	 * and refuses (-ENODEV, saying which GPUs it has) a UUID it does not
+	 * have. Required when cuda_device >= 0. An emulated client (cuda_device
+	 * -1) may name one too: it is then counted as that GPU's client (tests
+	 * use the daemon's emulated_gpus setting). */
+	uint8_t gpu_uuid[16];
 };
 
 struct gpusys_welcome {
@@ -91,7 +102,7 @@ struct gpusys_welcome {
 	uint32_t num_ports;
 	uint64_t channel_bytes;  /* size of the shared memory */
 	uint64_t bulk_bytes;
-	char message[128];       /* human-readable, NUL-terminated */
+	char message[256];       /* human-readable, NUL-terminated (wire 2: was 128) */
 };
 
 #endif /* GPUSYS_WIRE_H */

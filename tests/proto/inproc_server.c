@@ -55,7 +55,7 @@ struct inproc *inproc_start_fds(uint32_t num_ports, unsigned nservers, int stdou
 		abort();
 	gpusys_channel_format(s->base, num_ports, &l, 1);
 	s->client = (struct client){ .pid = getpid(), .umask = 022, .cwd_fd = -1, .stdout_fd = stdout_fd,
-				     .stderr_fd = stderr_fd, .sock = -1, .cuda_device = -1 };
+				     .stderr_fd = stderr_fd, .sock = -1, .cuda_device = -1, .client_ordinal = -1 };
 	s->client.creds.uid = getuid();
 	s->client.creds.gid = getgid();
 	if (port_table_init(&s->table, s->base, num_ports, &s->client, 256u << 20))

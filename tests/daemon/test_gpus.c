@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GPUs named by UUID (issue 17), without a GPU: the daemon invents two
+ * (emulated_gpus) and emulated clients claim them. Ordinals in a hello are
+ * the client's own numbering and must never decide the GPU: two clients
+ * with opposite numberings (as two processes with opposite
+ * CUDA_VISIBLE_DEVICES would have) land on the GPU their UUID names.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "gpusys/client.h"
+#include "gpusys/emulator.h"
+#include "harness.h"
+
+#define UUID_A "GPU-0a0a0a0a-1111-2222-3333-444444444444"
+#define UUID_B "GPU-0b0b0b0b-5555-6666-7777-888888888888"
+#define UUID_UNKNOWN "GPU-deadbeef-0000-0000-0000-000000000001"
+
+static const uint8_t uuid_a[16] = { 0x0a, 0x0a, 0x0a, 0x0a, 0x11, 0x11, 0x22, 0x22,
+				    0x33, 0x33, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44 };
+static const uint8_t uuid_b[16] = { 0x0b, 0x0b, 0x0b, 0x0b, 0x55, 0x55, 0x66, 0x66,
+				    0x77, 0x77, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88 };
+static const uint8_t uuid_unknown[16] = { 0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 };
+
+struct fixture {
+	struct gd d;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	gd_start(&f->d, "emulated_gpus = " UUID_A "=alpha, " UUID_B "=beta\n");
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	gd_finish(&f->d);
+	free(f);
+	return 0;
+}
+
+static int attach(struct fixture *f, int ordinal, const uint8_t *uuid, struct gpusys_client **c)
+{
+	struct gpusys_attach_opts o = {
+		.runtime_dir = f->d.runtime, .num_ports = 2, .cuda_device = ordinal, .gpu_uuid = uuid,
+	};
+	return gpusys_client_attach(&o, c);
+}
+
+static json_t *gpu_entry(json_t *st, const char *uuid)
+{
+	json_t *gpus = json_object_get(st, "gpus"), *g;
+	size_t i;
+	json_array_foreach(gpus, i, g) if (!strcmp(json_string_value(json_object_get(g, "uuid")), uuid)) return g;
+	return NULL;
+}
+
+/* A round of NOOPs from every lane: the client is served. */
+static void serve(struct gpusys_client *c)
+{
+	struct gpusys_emu *emu;
+	assert_int_equal(gpusys_emu_open(gpusys_client_channel(c), &emu), 0);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(gpusys_emu_noop(gpusys_emu_dev(emu), 0xffffffffu), 0);
+	gpusys_emu_close(emu);
+}
+
+/* Client ordinal 1 names A, client ordinal 0 names B (opposite numberings):
+ * each is A's or B's client by its UUID, whatever its ordinal says. */
+static void test_opposite_numberings(void **state)
+{
+	struct fixture *f = *state;
+	struct gpusys_client *ca, *cb, *plain;
+
+	assert_int_equal(attach(f, 1, uuid_a, &ca), 0);
+	assert_int_equal(attach(f, 0, uuid_b, &cb), 0);
+	assert_int_equal(attach(f, -1, NULL, &plain), 0);
+	serve(ca);
+	serve(cb);
+
+	json_t *st = daemon_status(f->d.runtime);
+	assert_non_null(st);
+	json_t *a = status_client(st, gpusys_client_id(ca)), *b = status_client(st, gpusys_client_id(cb)),
+	       *p = status_client(st, gpusys_client_id(plain));
+	assert_string_equal(json_string_value(json_object_get(a, "gpu")), UUID_A);
+	assert_string_equal(json_string_value(json_object_get(b, "gpu")), UUID_B);
+	assert_true(json_is_null(json_object_get(p, "gpu")));
+	assert_int_equal(json_integer_value(json_object_get(a, "client_cuda_device")), 1);
+	assert_int_equal(json_integer_value(json_object_get(b, "client_cuda_device")), 0);
+	/* An emulated GPU has no ordinal in the daemon: memfd, no GPU watch. */
+	assert_int_equal(json_integer_value(json_object_get(a, "cuda_device")), -1);
+	assert_string_equal(json_string_value(json_object_get(a, "memory")), "memfd");
+
+	json_t *ga = gpu_entry(st, UUID_A), *gb = gpu_entry(st, UUID_B);
+	assert_non_null(ga);
+	assert_non_null(gb);
+	assert_string_equal(json_string_value(json_object_get(ga, "name")), "alpha");
+	assert_string_equal(json_string_value(json_object_get(gb, "name")), "beta");
+	assert_true(json_is_true(json_object_get(ga, "emulated")));
+	assert_true(json_is_false(json_object_get(ga, "failed")));
+	assert_int_equal(json_integer_value(json_object_get(ga, "clients")), 1);
+	assert_int_equal(json_integer_value(json_object_get(gb, "clients")), 1);
+	assert_int_equal(json_integer_value(json_object_get(ga, "ports")), 2);
+	assert_int_equal(json_array_size(json_object_get(st, "gpus")), 2);
+	json_decref(st);
+
+	/* gpusysctl shows them per GPU, and each client with its GPU. */
+	const char *argv[] = { test_env("GPUSYSCTL_BIN"), "--runtime-dir", f->d.runtime, "status", NULL };
+	char *out = NULL, *err = NULL;
+	assert_int_equal(run_capture(argv, &out, &err), 0);
+	assert_non_null(strstr(out, UUID_A));
+	assert_non_null(strstr(out, UUID_B));
+	assert_non_null(strstr(out, "alpha"));
+	assert_non_null(strstr(out, "emulated"));
+	free(out);
+	free(err);
+
+	/* Gone from its GPU's count when it detaches. */
+	gpusys_client_detach(ca);
+	long t0 = now_ms();
+	for (;;) {
+		st = daemon_status(f->d.runtime);
+		json_int_t n = json_integer_value(json_object_get(gpu_entry(st, UUID_A), "clients"));
+		json_decref(st);
+		if (n == 0)
+			break;
+		assert_true(now_ms() - t0 < 3000);
+		usleep(10000);
+	}
+	serve(cb); /* the other GPU's client never noticed */
+	gpusys_client_detach(cb);
+	gpusys_client_detach(plain);
+}
+
+/* A UUID the daemon does not have is a clear refusal naming the ones it
+ * has; a CUDA client that names no GPU is refused too. */
+static void test_refusals(void **state)
+{
+	struct fixture *f = *state;
+	struct gpusys_client *c = NULL;
+
+	assert_int_equal(attach(f, 0, uuid_unknown, &c), -ENODEV);
+	assert_null(c);
+	const char *why = gpusys_client_last_error();
+	assert_non_null(strstr(why, UUID_UNKNOWN));
+	assert_non_null(strstr(why, "not a GPU this daemon has"));
+	assert_non_null(strstr(why, UUID_A));
+
+	/* Raw hello: cuda_device 0 and no UUID (an old or broken client). */
+	int fd = raw_connect(f->d.runtime);
+	struct gpusys_hello h;
+	hello_init(&h);
+	h.cuda_device = 0;
+	struct gpusys_welcome w;
+	int chan_fd;
+	assert_int_equal(send(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	assert_int_equal(raw_recv_welcome(fd, &w, &chan_fd), 0);
+	assert_int_equal(chan_fd, -1);
+	assert_int_equal(w.status, -EPROTO);
+	assert_non_null(strstr(w.message, "UUID"));
+	close(fd);
+
+	/* The daemon is fine: a good client still gets in. */
+	assert_int_equal(attach(f, 3, uuid_b, &c), 0);
+	serve(c);
+	gpusys_client_detach(c);
+}
+
+/* emulated_gpus that does not parse stops the daemon at start with a
+ * message; it never runs with half a GPU table. */
+static void test_bad_setting(void **state)
+{
+	(void)state;
+	const char *bad[] = { "emulated_gpus = GPU-1234\n", "emulated_gpus = " UUID_A ", " UUID_A "\n",
+			      "emulated_gpus = GPU-00000000-0000-0000-0000-000000000000\n" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct gd d;
+		gd_prepare(&d, bad[i]);
+		pid_t pid = gd_spawn(&d, NULL);
+		int status = wait_exit(pid, 5000);
+		assert_true(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) != 0);
+		char *log = gd_log(&d);
+		assert_non_null(strstr(log, "emulated_gpus"));
+		free(log);
+		gd_cleanup(&d);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_opposite_numberings, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+		cmocka_unit_test(test_bad_setting),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
