@@ -120,6 +120,7 @@ int bench_file_gpu(int argc, char **argv);
 int bench_calls_gpu(int argc, char **argv); /* futures and user callbacks (calls_gpu.cu) */
 int bench_alloc_gpu(int argc, char **argv);
 int bench_copy_gpu(int argc, char **argv);
+int bench_multi_gpu(int argc, char **argv); /* bench/multi_gpu.cu */
 #endif
 
 #ifdef __cplusplus

@@ -16,6 +16,7 @@ static void usage(void)
 			"       gpusys-bench alloc [options]           malloc+free pairs/s from all SMs vs CUDA malloc; growth latency\n"
 			"       gpusys-bench calls [--emulate] [options]    futures and user callbacks\n"
 			"       gpusys-bench copy [options]            pageable host <-> device copies vs cudaMemcpy\n"
+			"       gpusys-bench multigpu [options]        NOOPs from every GPU, each alone and all at once\n"
 			"run 'gpusys-bench rtt --help' for the options\n");
 }
 
@@ -28,13 +29,16 @@ static void usage(void)
 /* Each benchmark: emulated warps with --emulate, else from GPU kernels. */
 static const struct {
 	const char *name;
-	int (*emulated)(int argc, char **argv);
-	int (*gpu)(int argc, char **argv); /* NULL: built without CUDA */
+	int (*emulated)(int argc, char **argv); /* NULL: it needs a GPU */
+	int (*gpu)(int argc, char **argv);      /* NULL: built without CUDA */
 } benchmarks[] = {
 	{ "rtt", bench_rtt_emulated, ON_GPU(bench_rtt_gpu) },
 	{ "file", bench_file_emulated, ON_GPU(bench_file_gpu) },
 	{ "print", bench_print_emulated, ON_GPU(bench_print_gpu) },
 	{ "calls", bench_calls_emulated, ON_GPU(bench_calls_gpu) }, /* futures and user callbacks */
+	{ "alloc", NULL, ON_GPU(bench_alloc_gpu) },
+	{ "copy", NULL, ON_GPU(bench_copy_gpu) },
+	{ "multigpu", NULL, ON_GPU(bench_multi_gpu) },
 };
 
 int main(int argc, char **argv)
@@ -46,29 +50,19 @@ int main(int argc, char **argv)
 	for (size_t b = 0; b < sizeof(benchmarks) / sizeof(benchmarks[0]); b++) {
 		if (strcmp(argv[1], benchmarks[b].name) != 0)
 			continue;
-		for (int i = 2; i < argc; i++)
-			if (strcmp(argv[i], "--emulate") == 0)
+		for (int i = 2; i < argc; i++) {
+			if (strcmp(argv[i], "--emulate") != 0)
+				continue;
+			if (benchmarks[b].emulated)
 				return benchmarks[b].emulated(argc - 1, argv + 1);
+			fprintf(stderr, "gpusys-bench: %s has no --emulate form: it needs a GPU\n", argv[1]);
+			return 2;
+		}
 		if (benchmarks[b].gpu)
 			return benchmarks[b].gpu(argc - 1, argv + 1);
-		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc); use %s --emulate\n", argv[1]);
+		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc): %s needs a GPU%s\n", argv[1],
+			benchmarks[b].emulated ? "; use --emulate" : "");
 		return 2;
-	}
-	if (strcmp(argv[1], "alloc") == 0) {
-#ifdef GPUSYS_BENCH_HAVE_GPU
-		return bench_alloc_gpu(argc - 1, argv + 1);
-#else
-		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc): alloc needs a GPU\n");
-		return 2;
-#endif
-	}
-	if (strcmp(argv[1], "copy") == 0) {
-#ifdef GPUSYS_BENCH_HAVE_GPU
-		return bench_copy_gpu(argc - 1, argv + 1);
-#else
-		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc): copy needs a GPU\n");
-		return 2;
-#endif
 	}
 	usage();
 	return 2;

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@ extern "C" {
 
 static const char *gt_name = "gpu test";
 static char gt_dir[PATH_MAX];
+static bool gt_dir_shared; /* a daemon we did not start: leave its directory alone */
 static pid_t gt_daemon = -1;
 
 static void gt_stop_daemon(void);
@@ -123,7 +125,7 @@ static void gt_stop_daemon(void)
 		}
 		gt_daemon = -1;
 	}
-	if (gt_dir[0]) {
+	if (gt_dir[0] && !gt_dir_shared) {
 		char p[PATH_MAX + 32];
 		const char *names[] = { GPUSYS_SOCKET_NAME, GPUSYS_CONTROL_NAME, "gpusysd.lock", "gpusysd.pid" };
 		for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
