@@ -4,7 +4,7 @@
  * the attach handshake, made addressable by one device.
  *
  *  - memfd channels: the attach mapping is registered with
- *    cuMemHostRegister(DEVICEMAP | PORTABLE); the device address comes from
+ *    cuMemHostRegister(DEVICEMAP); the device address comes from
  *    cuMemHostGetDevicePointer.
  *  - CUDA VMM channels: the descriptor is imported with
  *    cuMemImportFromShareableHandle and mapped once, readable and writable
@@ -189,7 +189,10 @@ static int map_memfd(gpusys_t *g)
 	g->host = gpusys_client_channel(g->client);
 	if (!g->host)
 		return -EPROTO;
-	r = cu->cuMemHostRegister(g->host, g->bytes, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
+	/* For this GPU's context only: only its kernels use this channel, and
+	 * a process with a channel per GPU would otherwise map every channel
+	 * into every GPU (and unregistering one would wait on them all). */
+	r = cu->cuMemHostRegister(g->host, g->bytes, CU_MEMHOSTREGISTER_DEVICEMAP);
 	if (r != CUDA_SUCCESS)
 		return cu_err(g, r, "cuMemHostRegister");
 	g->registered = 1;

@@ -107,6 +107,22 @@ static void gpu_free(struct wake_gpu *g)
 	free(g);
 }
 
+/* The daemon keeps one reference to each GPU's primary context it ever
+ * used, until exit: otherwise the last client of a GPU to detach would
+ * destroy the context, which synchronises with every other context's work
+ * that shares its mappings (pending doorbell waits on the other GPUs that
+ * only a client's kernel ends), and the next client would pay for a new
+ * one. Called on the main thread only. */
+static void keep_context(const struct gpusys_cuda *cu, int device, CUdevice dev)
+{
+	static bool kept[256];
+	CUcontext ctx;
+	if (device < 0 || device >= 256 || kept[device])
+		return;
+	if (cu->cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS)
+		kept[device] = true;
+}
+
 void wake_gpu_open(struct wake *w, struct wake_chan *c, const struct channel *ch, int32_t cuda_device)
 {
 	const struct gpusys_cuda *cu;
@@ -153,6 +169,7 @@ void wake_gpu_open(struct wake *w, struct wake_chan *c, const struct channel *ch
 		what = "cuDevicePrimaryCtxRetain";
 		goto fail;
 	}
+	keep_context(cu, cuda_device, g->dev);
 	cu->cuCtxPushCurrent(g->ctx);
 	size_t off = offsetof(struct gpusys_channel_header, doorbell);
 	if (ch->ops->memory_kind == GPUSYS_MEMORY_CUDA_VMM) {
@@ -169,8 +186,12 @@ void wake_gpu_open(struct wake *w, struct wake_chan *c, const struct channel *ch
 	} else {
 		/* memfd: register our mapping of the header (the client
 		 * registered its own mapping of the same pages). */
-		r = cu->cuMemHostRegister(ch->base, GPUSYS_HEADER_BYTES,
-					  CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
+		/* For this GPU's context only: PORTABLE would map it into every
+		 * GPU's context, and unmapping it there (or destroying that
+		 * context) waits for that GPU's pending doorbell waits, which
+		 * only a client's kernel ends: with two GPUs, a detach hung
+		 * the daemon that way (bench/RESULTS.md, issue 17). */
+		r = cu->cuMemHostRegister(ch->base, GPUSYS_HEADER_BYTES, CU_MEMHOSTREGISTER_DEVICEMAP);
 		what = "cuMemHostRegister";
 		if (r == CUDA_SUCCESS) {
 			g->registered = ch->base;
