@@ -244,6 +244,16 @@ struct gpu *gpus_at(unsigned i)
 	return i < gpus_count() ? &table.gpu[i] : NULL;
 }
 
+unsigned gpus_real_count(void)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&table.lock);
+	for (unsigned i = 0; i < table.count; i++)
+		n += table.gpu[i].ordinal >= 0;
+	pthread_mutex_unlock(&table.lock);
+	return n;
+}
+
 struct gpu *gpus_lookup_text(const char *uuid_text)
 {
 	uint8_t uuid[16];

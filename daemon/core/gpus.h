@@ -56,6 +56,10 @@ struct gpu *gpus_find(const uint8_t uuid[16], char *msg, size_t msglen);
 unsigned gpus_count(void);
 struct gpu *gpus_at(unsigned i);
 
+/* How many real GPUs (not emulated) the driver showed the daemon; 0 until a
+ * client named a GPU. */
+unsigned gpus_real_count(void);
+
 /* The GPU with this UUID text, without enumerating. NULL if unknown. */
 struct gpu *gpus_lookup_text(const char *uuid_text);
 

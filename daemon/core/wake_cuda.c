@@ -52,6 +52,7 @@
 
 #include "gpusys/wire.h"
 #include "core/channel.h"
+#include "core/gpus.h"
 #include "util/log.h"
 #include "core/wake.h"
 #include "../common/cuda_driver.h"
@@ -136,6 +137,21 @@ void wake_gpu_open(struct wake *w, struct wake_chan *c, const struct channel *ch
 	const char *e = getenv("GPUSYSD_GPU_WATCH");
 	if (e && strcmp(e, "0") == 0)
 		return;
+	/* One GPU only. With two H200s in one daemon, a doorbell wait
+	 * pending on one GPU stalled mapping calls for the other
+	 * (cuMemHostRegister of the next client's header, an unregister at a
+	 * detach): the daemon's main thread hung for good (bench/RESULTS.md,
+	 * issue 17). A wait only ends when a client rings, so nothing bounds
+	 * that stall; timed naps cost more CPU when idle but cannot hang. */
+	static bool said_multi;
+	if (gpus_real_count() > 1) {
+		if (!said_multi) {
+			said_multi = true;
+			log_info("wake: %u GPUs: no GPU doorbell watch (a pending wait on one GPU stalls mapping "
+				 "calls for the others); CUDA clients get timed naps", gpus_real_count());
+		}
+		return;
+	}
 	if (gpusys_cuda_load(&cu) < 0) {
 		log_info("wake: %s: GPU clients' doorbells cannot be watched", gpusys_cuda_load_error());
 		return;

@@ -28,6 +28,7 @@ for a in "$@"; do
 	esac
 done
 
+((suites)) || export GPUSYS_BUILD_TARGETS="daemon/gpusysd tools/gpusysctl tests/gpu_test_gpu_uuid bench/gpusys-bench"
 scripts/device-build > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 eval "$(scripts/device-build --env)"
 B=build-gpu
@@ -56,15 +57,12 @@ export GPUSYS_RUNTIME_DIR=$run
 # Where is the daemon stuck? (called when a step times out)
 dump_daemon() {
 	local f=$OUT/hang-$1.txt
-	echo "step '$1' timed out: daemon threads in $f"
-	if command -v gdb > /dev/null; then
-		gdb -p $dpid -batch -ex 'thread apply all bt' > "$f" 2>&1
-	else
-		for t in /proc/$dpid/task/*; do
-			echo "$t $(cat $t/comm) wchan=$(cat $t/wchan) $(cat $t/stat | cut -d' ' -f3)"
-			cat $t/stack 2> /dev/null
-		done > "$f"
-	fi
+	echo "step '$1' failed or timed out: daemon threads in $f"
+	for t in /proc/$dpid/task/*; do
+		echo "$t $(cat $t/comm) wchan=$(cat $t/wchan) $(cut -d' ' -f3 $t/stat)"
+		cat $t/stack 2> /dev/null
+	done > "$f"
+	command -v gdb > /dev/null && timeout 20 gdb -p $dpid -batch -ex 'thread apply all bt' >> "$f" 2>&1
 	head -40 "$f"
 }
 # limited SECONDS NAME CMD...: run CMD, dump the daemon if it takes longer.
@@ -73,7 +71,7 @@ limited() {
 	shift 2
 	timeout "$secs" "$@"
 	local rc=$?
-	((rc == 124)) && dump_daemon "$name"
+	((rc != 0)) && dump_daemon "$name"
 	return $rc
 }
 
