@@ -139,7 +139,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("attached: %s channel, %u ports; daemon threads %d\n",
-	       gpusys_memory_kind_of(g) == GPUSYS_MEMORY_CUDA_VMM ? "CUDA VMM" : "memfd", gpusys_num_ports(g),
+	       gpusys_memory_kind(g) == GPUSYS_MEMORY_CUDA_VMM ? "CUDA VMM" : "memfd", gpusys_num_ports(g),
 	       tasks_of(d).threads);
 	gpusys_dev_t dev = gpusys_device(g);
 	int *err;
