@@ -134,7 +134,7 @@ int main(int argc, char **argv)
 	gpusys_t *g;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
-		fprintf(stderr, "attach: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "attach: %s\n", gpusys_last_error());
 		bench_daemon_stop(&bd);
 		return 1;
 	}

@@ -408,7 +408,7 @@ static gpusys_t *attach_kind(const char *dir, uint32_t kinds)
 	gpusys_t *g = NULL;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
-		fprintf(stderr, "gpusys-bench: gpusys_attach (kinds %#x): %s\n", kinds, gpusys_strerror(rc));
+		fprintf(stderr, "gpusys-bench: gpusys_attach (kinds %#x): %s\n", kinds, gpusys_last_error());
 		return NULL;
 	}
 	return g;

@@ -140,7 +140,7 @@ int bench_emu_attach(const struct gpusys_options *o, gpusys_t **ret_client,
 {
 	int rc = gpusys_attach(o, ret_client);
 	if (rc) {
-		fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_last_error());
 		return rc;
 	}
 	rc = gpusys_emu_open(gpusys_host_channel(*ret_client), ret_emu);

@@ -86,13 +86,12 @@ int main(int argc, char **argv)
 		}
 	}
 
-	struct gpusys_options opts = { .num_ports = 4,
-		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
-			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	/* No GPU needed: emulated warps (CPU threads) call through the channel. */
+	struct gpusys_options opts = { .num_ports = 4, .flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK };
 	gpusys_t *client;
 	int rc = gpusys_attach(&opts, &client);
 	if (rc) {
-		fprintf(stderr, "gpusys-example: cannot attach to gpusysd: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "gpusys-example: %s\n", gpusys_last_error());
 		return 1;
 	}
 	printf("attached to gpusysd as client %u (%u ports)\n", gpusys_client_id(client),
