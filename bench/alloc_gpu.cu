@@ -137,7 +137,7 @@ static gpusys_t *attach(const char *runtime_dir)
 	gpusys_t *g;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
-		fprintf(stderr, "gpusys-bench: gpusys_attach: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "gpusys-bench: gpusys_attach: %s\n", gpusys_last_error());
 		exit(1);
 	}
 	return g;

@@ -75,12 +75,12 @@ int bench_daemon_stop(struct bench_daemon *d);
 /* The --emulate benchmarks: attach with o and open the host-lane emulator
  * on the channel. Returns 0, or -errno having said why on stderr (nothing
  * left attached). bench_emu_detach undoes it (NULLs are skipped). */
-struct gpusys_attach_opts;
-struct gpusys_client;
+struct gpusys_options;
+struct gpusys;
 struct gpusys_emu;
-int bench_emu_attach(const struct gpusys_attach_opts *o, struct gpusys_client **ret_client,
+int bench_emu_attach(const struct gpusys_options *o, struct gpusys **ret_client,
 		     struct gpusys_emu **ret_emu);
-void bench_emu_detach(struct gpusys_client *client, struct gpusys_emu *emu);
+void bench_emu_detach(struct gpusys *client, struct gpusys_emu *emu);
 
 /* The --emulate benchmarks' warps, a thread each. Each thread's argument
  * starts with a struct bench_warp; the thread calls bench_warp_begin first

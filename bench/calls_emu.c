@@ -16,7 +16,7 @@
 
 #include "bench.h"
 #include "gpusys/callback.h"
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "rpc_v0.h"
 
@@ -123,15 +123,18 @@ int bench_calls_emulated(int argc, char **argv)
 	memset(&bd, 0, sizeof(bd));
 	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0)
 		return 1;
-	struct gpusys_attach_opts ao = { .runtime_dir = runtime_dir, .num_ports = 4, .cuda_device = -1 };
-	struct gpusys_client *client;
+	struct gpusys_options ao = { .runtime_dir = runtime_dir, .num_ports = 4,
+
+					.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+						  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	gpusys_t *client;
 	struct gpusys_emu *emu;
 	struct gpusys_callbacks *cb;
 	struct gpusys_callbacks_opts co = { .num_ports = 4 };
 	struct gpusys_callback_desc d = { .opcode = OP_INC, .name = "inc", .arg_max = 4, .res_max = 4, .fn = inc };
-	int rc = gpusys_client_attach(&ao, &client);
+	int rc = gpusys_attach(&ao, &client);
 	if (!rc)
-		rc = gpusys_emu_open(gpusys_client_channel(client), &emu);
+		rc = gpusys_emu_open(gpusys_host_channel(client), &emu);
 	if (!rc)
 		rc = gpusys_callbacks_create(&co, &cb);
 	if (!rc)
@@ -178,7 +181,7 @@ int bench_calls_emulated(int argc, char **argv)
 	}
 	gpusys_callbacks_destroy(cb);
 	gpusys_emu_close(emu);
-	gpusys_client_detach(client);
+	gpusys_detach(client);
 	bench_daemon_stop(&bd);
 	return rc ? 1 : 0;
 }

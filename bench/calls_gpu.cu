@@ -375,7 +375,7 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 	gpusys_t *g;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
-		fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_last_error());
 		bench_daemon_stop(&bd);
 		return 1;
 	}

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "gpusys/file_emu.h"
 
@@ -99,9 +99,9 @@ int bench_file_emulated(int argc, char **argv)
 	char cwd[PATH_MAX];
 	if (!getcwd(cwd, sizeof(cwd)) || chdir(dir) < 0)
 		return 1;
-	struct gpusys_attach_opts ao = { .runtime_dir = runtime_dir, .num_ports = 4, .cuda_device = -1,
-					 .pass_cwd = true, .bulk_bytes = GPUSYS_BULK_SLOT_BYTES };
-	struct gpusys_client *client = NULL;
+	struct gpusys_options ao = { .runtime_dir = runtime_dir, .num_ports = 4, .bulk_bytes = GPUSYS_BULK_SLOT_BYTES,
+				     .flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_STDIO };
+	gpusys_t *client = NULL;
 	struct gpusys_emu *emu = NULL;
 	int rc = bench_emu_attach(&ao, &client, &emu);
 	if (chdir(cwd) < 0 && !rc) {

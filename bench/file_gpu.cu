@@ -197,7 +197,7 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 		o.bulk_bytes = (uint64_t)blocks * GPUSYS_BULK_SLOT_BYTES;
 		int rc = gpusys_attach(&o, &g);
 		if (rc) {
-			fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_strerror(rc));
+			fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_last_error());
 			goto out;
 		}
 		gpusys_dev_t dev = gpusys_device(g);

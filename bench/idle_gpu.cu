@@ -134,12 +134,12 @@ int main(int argc, char **argv)
 	gpusys_t *g;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
-		fprintf(stderr, "attach: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "attach: %s\n", gpusys_last_error());
 		bench_daemon_stop(&bd);
 		return 1;
 	}
 	printf("attached: %s channel, %u ports; daemon threads %d\n",
-	       gpusys_memory_kind_of(g) == GPUSYS_MEMORY_CUDA_VMM ? "CUDA VMM" : "memfd", gpusys_num_ports(g),
+	       gpusys_memory_kind(g) == GPUSYS_MEMORY_CUDA_VMM ? "CUDA VMM" : "memfd", gpusys_num_ports(g),
 	       tasks_of(d).threads);
 	gpusys_dev_t dev = gpusys_device(g);
 	int *err;

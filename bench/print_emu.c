@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emu_print.h"
 #include "gpusys/emulator.h"
 
@@ -69,8 +69,8 @@ uint64_t bench_print_count_lines(int fd)
 }
 
 struct emu_attach {
-	struct gpusys_attach_opts opts;
-	struct gpusys_client *client;
+	struct gpusys_options opts;
+	gpusys_t *client;
 	struct gpusys_emu *emu;
 };
 
@@ -174,8 +174,9 @@ int bench_print_emulated(int argc, char **argv)
 	struct bench_daemon bd = { 0 };
 	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0)
 		return 1;
-	struct emu_attach at = { .opts = { .runtime_dir = runtime_dir, .num_ports = warps, .cuda_device = -1,
-					   .pass_stdio = true } };
+	struct emu_attach at = { .opts = { .runtime_dir = runtime_dir, .num_ports = warps,
+						.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+							  GPUSYS_ATTACH_NO_CWD } };
 	int file = bench_print_attach_to_file(out, do_attach, &at);
 	if (file < 0) {
 		bench_daemon_stop(&bd);

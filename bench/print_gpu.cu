@@ -68,7 +68,7 @@ static int do_attach(void *p)
 	o.cuda_device = 0;
 	int rc = gpusys_attach(&o, &a->g); /* passes our stdout (the file now) to gpusysd */
 	if (rc)
-		fprintf(stderr, "gpusys-bench: gpusys_attach: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "gpusys-bench: gpusys_attach: %s\n", gpusys_last_error());
 	return rc;
 }
 

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 
 struct warp_arg {
@@ -90,8 +90,10 @@ int bench_rtt_emulated(int argc, char **argv)
 	struct bench_daemon bd = { 0 };
 	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0)
 		return 1;
-	struct gpusys_attach_opts ao = { .runtime_dir = runtime_dir, .num_ports = warps, .cuda_device = -1 };
-	struct gpusys_client *client;
+	struct gpusys_options ao = { .runtime_dir = runtime_dir, .num_ports = warps,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	gpusys_t *client;
 	struct gpusys_emu *emu;
 	if (bench_emu_attach(&ao, &client, &emu)) {
 		bench_daemon_stop(&bd);

@@ -408,7 +408,7 @@ static gpusys_t *attach_kind(const char *dir, uint32_t kinds)
 	gpusys_t *g = NULL;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
-		fprintf(stderr, "gpusys-bench: gpusys_attach (kinds %#x): %s\n", kinds, gpusys_strerror(rc));
+		fprintf(stderr, "gpusys-bench: gpusys_attach (kinds %#x): %s\n", kinds, gpusys_last_error());
 		return NULL;
 	}
 	return g;
@@ -435,7 +435,7 @@ static void one_warp(gpusys_t *g, int lanes, int iters, unsigned long long *dlat
 	k_lat<<<1, 32>>>(gpusys_device(g), lanes, iters, iters / 10 + 10, dlat, derr);
 	BENCH_CK(cudaGetLastError());
 	synchronize_or_exit(g, 60000, derr, what);
-	struct row *r = add_row(what, kind_name(gpusys_memory_kind_of(g)), 1);
+	struct row *r = add_row(what, kind_name(gpusys_memory_kind(g)), 1);
 	r->s = stats_dev(dlat, iters);
 	used_ports = gpusys_num_ports(g);
 }
@@ -465,7 +465,7 @@ static void throughput(gpusys_t *g, long warps, int sms, long total, unsigned lo
 	float ms = 0;
 	BENCH_CK(cudaEventElapsedTime(&ms, e0, e1));
 	snprintf(what, sizeof(what), "gpusys NOOP, %ld warp%s x 32 lanes", w, w == 1 ? "" : "s");
-	struct row *r = add_row(what, kind_name(gpusys_memory_kind_of(g)), w);
+	struct row *r = add_row(what, kind_name(gpusys_memory_kind(g)), w);
 	r->s = stats_dev(dlat, iters);
 	double reqs = (double)w * iters;
 	r->req_s = reqs / (ms / 1e3);

@@ -201,7 +201,7 @@ int main(int argc, char **argv)
 	gpusys_t *g;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
-		fprintf(stderr, "cannot attach: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "cannot attach: %s\n", gpusys_last_error());
 		return 1;
 	}
 	unsigned long long *t;

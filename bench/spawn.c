@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "gpusys/wire.h"
 
@@ -135,29 +135,29 @@ int bench_daemon_stop(struct bench_daemon *d)
 	return status;
 }
 
-int bench_emu_attach(const struct gpusys_attach_opts *o, struct gpusys_client **ret_client,
+int bench_emu_attach(const struct gpusys_options *o, gpusys_t **ret_client,
 		     struct gpusys_emu **ret_emu)
 {
-	int rc = gpusys_client_attach(o, ret_client);
+	int rc = gpusys_attach(o, ret_client);
 	if (rc) {
-		fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_last_error());
 		return rc;
 	}
-	rc = gpusys_emu_open(gpusys_client_channel(*ret_client), ret_emu);
+	rc = gpusys_emu_open(gpusys_host_channel(*ret_client), ret_emu);
 	if (rc) {
 		fprintf(stderr, "gpusys-bench: emulator: %s\n", gpusys_strerror(rc));
-		gpusys_client_detach(*ret_client);
+		gpusys_detach(*ret_client);
 		*ret_client = NULL;
 	}
 	return rc;
 }
 
-void bench_emu_detach(struct gpusys_client *client, struct gpusys_emu *emu)
+void bench_emu_detach(gpusys_t *client, struct gpusys_emu *emu)
 {
 	if (emu)
 		gpusys_emu_close(emu);
 	if (client)
-		gpusys_client_detach(client);
+		gpusys_detach(client);
 }
 
 void bench_warp_begin(struct bench_warp *w)

@@ -88,7 +88,7 @@ int main(void)
 	gpusys_t *g;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
-		fprintf(stderr, "callback_tcp: cannot attach to gpusysd: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "callback_tcp: %s\n", gpusys_last_error());
 		return 1;
 	}
 	struct result *res;

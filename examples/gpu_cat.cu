@@ -65,7 +65,7 @@ int main(int argc, char **argv)
 	gpusys_t *g;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
-		fprintf(stderr, "gpu_cat: cannot attach to gpusysd: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "gpu_cat: %s\n", gpusys_last_error());
 		return 1;
 	}
 	uint8_t *buf;

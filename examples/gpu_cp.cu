@@ -98,7 +98,7 @@ int main(int argc, char **argv)
 	gpusys_t *g;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
-		fprintf(stderr, "gpu_cp: cannot attach to gpusysd: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "gpu_cp: %s\n", gpusys_last_error());
 		return 1;
 	}
 	uint64_t cap = size < MAX_BUF ? size : MAX_BUF;

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 
 static int echo_lines(const gpusys_dev_t *dev)
@@ -86,21 +86,22 @@ int main(int argc, char **argv)
 		}
 	}
 
-	struct gpusys_attach_opts opts = { .num_ports = 4, .cuda_device = -1 };
-	struct gpusys_client *client;
-	int rc = gpusys_client_attach(&opts, &client);
+	/* No GPU needed: emulated warps (CPU threads) call through the channel. */
+	struct gpusys_options opts = { .num_ports = 4, .flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK };
+	gpusys_t *client;
+	int rc = gpusys_attach(&opts, &client);
 	if (rc) {
-		fprintf(stderr, "gpusys-example: cannot attach to gpusysd: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "gpusys-example: %s\n", gpusys_last_error());
 		return 1;
 	}
 	printf("attached to gpusysd as client %u (%u ports)\n", gpusys_client_id(client),
-	       gpusys_client_num_ports(client));
+	       gpusys_num_ports(client));
 
 	struct gpusys_emu *emu;
-	rc = gpusys_emu_open(gpusys_client_channel(client), &emu);
+	rc = gpusys_emu_open(gpusys_host_channel(client), &emu);
 	if (rc) {
 		fprintf(stderr, "gpusys-example: %s\n", gpusys_strerror(rc));
-		gpusys_client_detach(client);
+		gpusys_detach(client);
 		return 1;
 	}
 	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
@@ -113,6 +114,6 @@ int main(int argc, char **argv)
 		sleep(hold);
 	}
 	gpusys_emu_close(emu);
-	gpusys_client_detach(client);
+	gpusys_detach(client);
 	return bad ? 1 : 0;
 }

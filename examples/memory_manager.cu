@@ -132,7 +132,7 @@ int main(int argc, char **argv)
 	gpusys_t *g;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
-		fprintf(stderr, "gpusys_attach: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "gpusys_attach: %s\n", gpusys_last_error());
 		return 1;
 	}
 	struct gpusys_heap *heap;

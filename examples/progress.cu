@@ -100,7 +100,7 @@ int main(int argc, char **argv)
 	gpusys_t *g;
 	int rc = gpusys_attach(&o, &g); /* our stdout goes to gpusysd with it */
 	if (rc) {
-		fprintf(stderr, "gpusys-progress: cannot attach to gpusysd: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "gpusys-progress: %s\n", gpusys_last_error());
 		return 1;
 	}
 	cudaDeviceProp prop;

@@ -115,7 +115,7 @@ int main(int argc, char **argv)
 	gpusys_t *g;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
-		fprintf(stderr, "gpusys_attach: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "gpusys_attach: %s\n", gpusys_last_error());
 		return 1;
 	}
 	rc = gpusys_register(gpusys_callbacks_of(g), progress_cb, "progress", progress);

@@ -96,7 +96,7 @@ int main(int argc, char **argv)
 	gpusys_t *g;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
-		fprintf(stderr, "tcp_echo: cannot attach to gpusysd: %s\n", gpusys_strerror(rc));
+		fprintf(stderr, "tcp_echo: %s\n", gpusys_last_error());
 		return 1;
 	}
 	struct shared_state *st;

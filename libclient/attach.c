@@ -15,7 +15,8 @@
 #include <unistd.h>
 
 #include "common/fdpass.h"
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
+#include "client.h"
 #include "gpusys/wire.h"
 #include "dev_handle.h"
 
@@ -36,8 +37,7 @@ struct gpusys_client {
 
 static _Thread_local char last_error[256];
 
-static int fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(int err, const char *fmt, ...)
+int gpusys_set_last_error(int err, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -45,8 +45,14 @@ static int fail(int err, const char *fmt, ...)
 	va_end(ap);
 	return err;
 }
+#define fail gpusys_set_last_error
 
-const char *gpusys_client_last_error(void)
+void gpusys_clear_last_error(void)
+{
+	last_error[0] = 0;
+}
+
+const char *gpusys_last_error(void)
 {
 	return last_error;
 }
@@ -311,7 +317,7 @@ uint32_t gpusys_client_num_ports(const struct gpusys_client *c)
 	return c->num_ports;
 }
 
-uint32_t gpusys_client_id(const struct gpusys_client *c)
+uint32_t gpusys_client_conn_id(const struct gpusys_client *c)
 {
 	return c->client_id;
 }
@@ -343,6 +349,7 @@ const char *gpusys_strerror(int err)
 	case -EMSGSIZE: return "the response does not fit the lane's capacity";
 	case -EUSERS: return "gpusysd serves its maximum number of clients";
 	case -ECONNREFUSED: return "gpusysd is not running (connection refused)";
+	case -ENODEV: return "no usable GPU (no driver, or no such device)";
 	case -ETIMEDOUT: return "timed out";
 	}
 	if (err < 0) {

@@ -34,10 +34,10 @@
 #include <unistd.h>
 
 #include "gpusys/callback.h"
-#include "gpusys/client.h"
 #include "gpusys/emulator.h" /* gpusys_channel_progress */
 #include "gpusys/gpusys.h"
 #include "gpusys/wire.h"
+#include "client.h"
 #include "dev_handle.h"
 #include "../common/cuda_driver.h"
 
@@ -99,12 +99,14 @@ static void ctx_pop(const gpusys_t *g)
 	g->cu->cuCtxPopCurrent(&c);
 }
 
+/* A CUDA failure: its errno, and its words for gpusys_last_error(). */
 static int cu_err(const gpusys_t *g, CUresult r, const char *what)
 {
 	char buf[256];
+	gpusys_cuda_describe(g->cu, r, what, buf, sizeof(buf));
 	if (getenv("GPUSYS_DEBUG"))
-		fprintf(stderr, "libgpusys: %s\n", gpusys_cuda_describe(g->cu, r, what, buf, sizeof(buf)));
-	return gpusys_cuda_errno(r);
+		fprintf(stderr, "libgpusys: %s\n", buf);
+	return gpusys_set_last_error(gpusys_cuda_errno(r), "%s", buf);
 }
 
 static void mark_abort(gpusys_t *g)
@@ -188,7 +190,7 @@ static int map_memfd(gpusys_t *g)
 
 	g->host = gpusys_client_channel(g->client);
 	if (!g->host)
-		return -EPROTO;
+		return gpusys_set_last_error(-EPROTO, "the memfd channel is not mapped");
 	/* For this GPU's context only: only its kernels use this channel, and
 	 * a process with a channel per GPU would otherwise map every channel
 	 * into every GPU (and unregistering one would wait on them all). */
@@ -245,6 +247,54 @@ static void release(gpusys_t *g)
 	free(g);
 }
 
+/* The connection's options from the program's (include/gpusys/gpusys.h). */
+static struct gpusys_attach_opts connection_opts(const struct gpusys_options *opts)
+{
+	uint32_t flags = opts ? opts->flags : 0;
+	return (struct gpusys_attach_opts){
+		.runtime_dir = opts ? opts->runtime_dir : NULL,
+		.num_ports = opts ? opts->num_ports : 0,
+		.bulk_bytes = flags & GPUSYS_ATTACH_NO_BULK ? 0
+			      : opts && opts->bulk_bytes    ? opts->bulk_bytes
+							    : GPUSYS_DEFAULT_BULK_BYTES,
+		.cuda_device = opts ? opts->cuda_device : 0,
+		/* print service: gpusys_printf goes where our stdout/stderr go */
+		.pass_stdio = !(flags & GPUSYS_ATTACH_NO_STDIO),
+		/* file service: relative paths are relative to our working directory */
+		.pass_cwd = !(flags & GPUSYS_ATTACH_NO_CWD),
+		.memory_kinds = opts ? opts->memory_kinds : 0,
+	};
+}
+
+/* GPUSYS_ATTACH_EMULATED: the channel mapped for this process's CPU only,
+ * for emulated warps (include/gpusys/emulator.h); no CUDA at all. */
+static int attach_emulated(const struct gpusys_options *opts, gpusys_t **ret)
+{
+	struct gpusys_attach_opts ao = connection_opts(opts);
+	ao.cuda_device = -1;
+	ao.memory_kinds = 1u << GPUSYS_MEMORY_MEMFD;
+
+	gpusys_t *g = calloc(1, sizeof(*g));
+	if (!g)
+		return gpusys_set_last_error(-ENOMEM, "out of memory");
+	g->ordinal = -1;
+	g->wake[0] = g->wake[1] = -1;
+	pthread_mutex_init(&g->cb_lock, NULL);
+	pthread_mutex_init(&g->streams_lock, NULL);
+	int rc = gpusys_client_attach(&ao, &g->client);
+	if (rc < 0) {
+		g->client = NULL;
+		release(g);
+		return rc;
+	}
+	g->kind = gpusys_client_memory_kind(g->client);
+	g->bytes = gpusys_client_channel_bytes(g->client);
+	g->host = gpusys_client_channel(g->client);
+	g->dev.num_ports = gpusys_client_num_ports(g->client);
+	*ret = g;
+	return 0;
+}
+
 int gpusys_attach(const struct gpusys_options *opts, gpusys_t **ret)
 {
 	const struct gpusys_cuda *cu;
@@ -252,16 +302,19 @@ int gpusys_attach(const struct gpusys_options *opts, gpusys_t **ret)
 	CUresult r;
 	int rc, v = 0;
 
+	gpusys_clear_last_error();
+	if (opts && (opts->flags & GPUSYS_ATTACH_EMULATED))
+		return attach_emulated(opts, ret);
 	int device = opts ? opts->cuda_device : 0;
 	rc = gpusys_cuda_probe(device, &cu, msg, sizeof(msg));
 	if (rc < 0) {
 		if (getenv("GPUSYS_DEBUG"))
 			fprintf(stderr, "libgpusys: %s\n", msg);
-		return rc;
+		return gpusys_set_last_error(rc, "no usable GPU: %s", msg);
 	}
 	gpusys_t *g = calloc(1, sizeof(*g));
 	if (!g)
-		return -ENOMEM;
+		return gpusys_set_last_error(-ENOMEM, "out of memory");
 	g->cu = cu;
 	g->ordinal = device;
 	g->wake[0] = g->wake[1] = -1;
@@ -305,18 +358,11 @@ int gpusys_attach(const struct gpusys_options *opts, gpusys_t **ret)
 
 	uint32_t kinds = opts && opts->memory_kinds ? opts->memory_kinds
 						     : (1u << GPUSYS_MEMORY_MEMFD) | (1u << GPUSYS_MEMORY_CUDA_VMM);
-	struct gpusys_attach_opts ao = {
-		.runtime_dir = opts ? opts->runtime_dir : NULL,
-		.num_ports = ports,
-		.cuda_device = device,
-		.memory_kinds = kinds,
-		.bulk_bytes = opts && (opts->flags & GPUSYS_ATTACH_NO_BULK) ? 0
-			      : opts && opts->bulk_bytes			? opts->bulk_bytes
-										: GPUSYS_DEFAULT_BULK_BYTES,
-		.pass_stdio = true, /* print service: gpusys_printf goes where our stdout/stderr go */
-		.pass_cwd = true,   /* file service: relative paths are relative to our working directory */
-		.gpu_uuid = (const uint8_t *)uuid.bytes,
-	};
+	struct gpusys_attach_opts ao = connection_opts(opts);
+	ao.num_ports = ports;
+	ao.cuda_device = device;
+	ao.memory_kinds = kinds;
+	ao.gpu_uuid = (const uint8_t *)uuid.bytes;
 again:
 	rc = gpusys_client_attach(&ao, &g->client);
 	if (rc < 0) {
@@ -332,7 +378,7 @@ again:
 	else if (g->kind == GPUSYS_MEMORY_MEMFD)
 		rc = map_memfd(g);
 	else
-		rc = -EPROTO;
+		rc = gpusys_set_last_error(-EPROTO, "gpusysd sent a channel of unknown memory kind %u", g->kind);
 	if (rc < 0 && g->kind == GPUSYS_MEMORY_CUDA_VMM && (ao.memory_kinds & (1u << GPUSYS_MEMORY_MEMFD))) {
 		/* The fallback: a memfd channel, registered with the driver. */
 		unmap_vmm(g);
@@ -344,8 +390,8 @@ again:
 		ao.memory_kinds = 1u << GPUSYS_MEMORY_MEMFD;
 		goto again;
 	}
-	if (rc == 0)
-		rc = gpusys_channel_check(g->host, g->bytes);
+	if (rc == 0 && (rc = gpusys_channel_check(g->host, g->bytes)) < 0)
+		gpusys_set_last_error(rc, "the channel gpusysd sent disagrees with ABI %u", GPUSYS_ABI_VERSION);
 	uint32_t n = rc == 0 ? ((struct gpusys_channel_header *)g->host)->num_ports : 0;
 	/* Port locks, the submitted counter, the bulk slot locks (dev.h). */
 	uint64_t bulk = rc == 0 ? ((struct gpusys_channel_header *)g->host)->bulk_bytes : 0;
@@ -386,12 +432,14 @@ again:
 
 	if (!(opts && (opts->flags & GPUSYS_ATTACH_NO_WATCHDOG))) {
 		if (pipe2(g->wake, O_CLOEXEC) < 0) {
-			rc = -errno;
+			rc = gpusys_set_last_error(-errno, "pipe2: %s", strerror(errno));
 			goto fail;
 		}
 		rc = -pthread_create(&g->watchdog, NULL, watchdog_main, g);
-		if (rc < 0)
+		if (rc < 0) {
+			gpusys_set_last_error(rc, "cannot start the watchdog thread: %s", strerror(-rc));
 			goto fail;
+		}
 		g->have_watchdog = 1;
 	}
 	*ret = g;
@@ -416,6 +464,11 @@ struct gpusys_callbacks *gpusys_callbacks_of(gpusys_t *g)
 	CUresult r;
 	int rc = 0;
 
+	if (!cu) {
+		gpusys_set_last_error(-EINVAL, "an emulated handle has no GPU callback channel "
+					       "(emulated warps: gpusys_callbacks_create)");
+		return NULL;
+	}
 	pthread_mutex_lock(&g->cb_lock);
 	if (g->cb)
 		goto out;
@@ -564,12 +617,12 @@ uint32_t gpusys_num_ports(const gpusys_t *g)
 	return g->dev.num_ports;
 }
 
-uint32_t gpusys_memory_kind_of(const gpusys_t *g)
+uint32_t gpusys_memory_kind(const gpusys_t *g)
 {
 	return g->kind;
 }
 
-uint32_t gpusys_client_id_of(const gpusys_t *g)
+uint32_t gpusys_client_id(const gpusys_t *g)
 {
 	return ((const struct gpusys_channel_header *)g->host)->client_id;
 }
@@ -582,6 +635,11 @@ uint64_t gpusys_progress(const gpusys_t *g)
 void *gpusys_host_channel(const gpusys_t *g)
 {
 	return g->host;
+}
+
+uint64_t gpusys_channel_bytes(const gpusys_t *g)
+{
+	return g->bytes;
 }
 
 static int64_t now_ms(void)
@@ -665,10 +723,22 @@ static int query_stream(gpusys_t *g, void *stream)
 	return -EIO;
 }
 
+/* Emulated handles have no streams: their warps wait with
+ * gpusys_emu_synchronize. */
+static int not_emulated(const gpusys_t *g, const char *fn)
+{
+	if (g->cu)
+		return 0;
+	return gpusys_set_last_error(-EINVAL, "%s needs a GPU handle (emulated warps: gpusys_emu_synchronize)", fn);
+}
+
 int gpusys_query(gpusys_t *g, void *stream)
 {
 	unsigned long long want[2];
 	int rc;
+
+	if ((rc = not_emulated(g, "gpusys_query")) < 0)
+		return rc;
 
 	ctx_push(g);
 	rc = query_stream(g, stream);
@@ -687,7 +757,10 @@ int gpusys_synchronize(gpusys_t *g, void *stream, int timeout_ms)
 {
 	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : INT64_MAX;
 	unsigned long long want[2] = { 0, 0 };
-	int rc = 0;
+	int rc = not_emulated(g, "gpusys_synchronize");
+
+	if (rc < 0)
+		return rc;
 
 	/* 1. The stream's kernels: queried, not waited on, so a timeout and a
 	 *    dead daemon are noticed while a kernel still runs. */

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "gpusys/heap.h"
-#include "device/alloc_client.h"
+#include "gpusys/device/alloc_client.h"
 
 /* Where this thread's last error goes (its warp slot, its lane). */
 static __device__ __forceinline__ int32_t *gpusys_alloc_err_slot(const gpusys_heap_t &h)

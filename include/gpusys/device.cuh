@@ -20,7 +20,7 @@
 
 #include "gpusys/abi.h"
 #include "gpusys/dev.h"
-#include "device/port_client.h"
+#include "gpusys/device/port_client.h"
 #include "gpusys/future.cuh"
 
 /* One call of opcode with this lane's payload; the raw form of the helpers

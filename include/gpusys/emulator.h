@@ -15,7 +15,7 @@
 
 #include "gpusys/abi.h"
 #include "gpusys/dev.h"
-#include "device/port_client.h"
+#include "gpusys/device/port_client.h"
 
 #ifdef __cplusplus
 extern "C" {

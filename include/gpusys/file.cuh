@@ -45,7 +45,7 @@
 
 #include "gpusys/dev.h"
 #include "gpusys/file.h"
-#include "device/file_client.h"
+#include "gpusys/device/file_client.h"
 #include "gpusys/future.cuh"
 
 #define GPUSYS_FILE_GPU_PIECE (4096u - GPUSYS_FILE_REQ_BYTES)

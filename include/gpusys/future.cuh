@@ -36,7 +36,7 @@
 
 #include "gpusys/abi.h"
 #include "gpusys/dev.h"
-#include "device/port_client.h"
+#include "gpusys/device/port_client.h"
 
 /* How a future's response becomes its result. */
 enum gpusys_future_kind {

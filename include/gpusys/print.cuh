@@ -45,7 +45,7 @@
 
 #include "gpusys/dev.h"
 #include "gpusys/print.h"
-#include "device/print_pack.h"
+#include "gpusys/device/print_pack.h"
 #include "gpusys/future.cuh"
 
 namespace gpusys_print_detail {

@@ -50,7 +50,7 @@
 #include "gpusys/dev.h"
 #include "gpusys/file.cuh"
 #include "gpusys/socket.h"
-#include "device/sock_client.h"
+#include "gpusys/device/sock_client.h"
 
 #define GPUSYS_SOCK_GPU_PIECE (4096u - GPUSYS_SOCK_REQ_BYTES - GPUSYS_SOCK_ADDR_MAX)
 

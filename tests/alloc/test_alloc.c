@@ -24,7 +24,7 @@
 #include <cmocka.h>
 
 #include "gpusys/alloc_emu.h"
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "../daemon/harness.h"
 
@@ -36,7 +36,7 @@
 static struct gd daemon_;
 
 struct cl {
-	struct gpusys_client *c;
+	gpusys_t *c;
 	struct gpusys_emu *emu;
 	struct gpusys_emu_heap *heap;
 	const gpusys_dev_t *dev;
@@ -45,13 +45,13 @@ struct cl {
 
 static void cl_attach(struct cl *k, uint32_t ports, uint64_t reserve)
 {
-	struct gpusys_attach_opts o = {
+	struct gpusys_options o = {
 		.runtime_dir = daemon_.runtime,
 		.num_ports = ports,
-		.cuda_device = -1,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK | GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD,
 	};
-	assert_int_equal(gpusys_client_attach(&o, &k->c), 0);
-	assert_int_equal(gpusys_emu_open(gpusys_client_channel(k->c), &k->emu), 0);
+	assert_int_equal(gpusys_attach(&o, &k->c), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_host_channel(k->c), &k->emu), 0);
 	assert_int_equal(gpusys_emu_heap_open(reserve, ports, &k->heap), 0);
 	k->dev = gpusys_emu_dev(k->emu);
 	k->hp = gpusys_emu_heap_dev(k->heap);
@@ -61,7 +61,7 @@ static void cl_detach(struct cl *k)
 {
 	gpusys_emu_heap_close(k->heap);
 	gpusys_emu_close(k->emu);
-	gpusys_client_detach(k->c);
+	gpusys_detach(k->c);
 }
 
 static struct gpusys_alloc_stat stat_of(const struct cl *k)

@@ -25,7 +25,7 @@
 #include <cmocka.h>
 
 #include "gpusys/callback.h"
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "device/file_client.h"
 #include "../daemon/harness.h"
@@ -34,7 +34,7 @@
 #define ALL_LANES UINT64_C(0xffffffff)
 
 static struct gd daemon_;
-static struct gpusys_client *client_;
+static gpusys_t *client_;
 static struct gpusys_emu *emu_;
 
 /* One warp's echo buffers for one call. */
@@ -99,10 +99,15 @@ static int setup(void **state)
 	gd_start(&daemon_, "channel_bulk_bytes = 0\n");
 	/* 512 ports: 384 asynchronous ones, enough for 16 warps x 8 futures
 	 * (the bound test); the deadlock test makes a small channel of its own. */
-	struct gpusys_attach_opts o = { .runtime_dir = daemon_.runtime, .num_ports = 512, .cuda_device = -1,
-					.pass_cwd = true };
-	assert_int_equal(gpusys_client_attach(&o, &client_), 0);
-	assert_int_equal(gpusys_emu_open(gpusys_client_channel(client_), &emu_), 0);
+	struct gpusys_options o = {
+					.runtime_dir = daemon_.runtime,
+					.num_ports = 512,
+
+						.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+							  GPUSYS_ATTACH_NO_STDIO,
+				};
+	assert_int_equal(gpusys_attach(&o, &client_), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_host_channel(client_), &emu_), 0);
 	return 0;
 }
 
@@ -110,7 +115,7 @@ static int teardown(void **state)
 {
 	(void)state;
 	gpusys_emu_close(emu_);
-	gpusys_client_detach(client_);
+	gpusys_detach(client_);
 	gd_finish(&daemon_);
 	return 0;
 }
@@ -260,7 +265,7 @@ static void test_noreply(void **state)
 	struct gpusys_emu_future f;
 
 	gpusys_emu_set_warp(9);
-	uint64_t before = gpusys_channel_progress(gpusys_client_channel(client_));
+	uint64_t before = gpusys_channel_progress(gpusys_host_channel(client_));
 	for (int i = 0; i < 200; i++) {
 		echo_prepare(&c, ALL_LANES, (uint32_t)(i * 37 % 3000), (uint32_t)i);
 		assert_int_equal(gpusys_emu_rpc_async(dev, GPUSYS_OP_ECHO, GPUSYS_REQ_NOREPLY, ALL_LANES, c.inp,
@@ -275,7 +280,7 @@ static void test_noreply(void **state)
 		}
 	}
 	assert_int_equal(gpusys_emu_synchronize(emu_, 5000), 0);
-	assert_int_equal(gpusys_channel_progress(gpusys_client_channel(client_)) - before, 200);
+	assert_int_equal(gpusys_channel_progress(gpusys_host_channel(client_)) - before, 200);
 }
 
 /* ------------------------------------------------ many warps at once */
@@ -385,11 +390,13 @@ static void test_bound_every_warp(void **state)
 static void test_all_warps_waiting(void **state)
 {
 	(void)state;
-	struct gpusys_attach_opts o = { .runtime_dir = daemon_.runtime, .num_ports = 8, .cuda_device = -1 };
-	struct gpusys_client *cl;
+	struct gpusys_options o = { .runtime_dir = daemon_.runtime, .num_ports = 8,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	gpusys_t *cl;
 	struct gpusys_emu *emu;
-	assert_int_equal(gpusys_client_attach(&o, &cl), 0);
-	assert_int_equal(gpusys_emu_open(gpusys_client_channel(cl), &emu), 0);
+	assert_int_equal(gpusys_attach(&o, &cl), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_host_channel(cl), &emu), 0);
 	struct warp_job j[24];
 	long t0 = now_ms();
 	run_warps(gpusys_emu_dev(emu), 24, 8, 10, 1, j);
@@ -406,7 +413,7 @@ static void test_all_warps_waiting(void **state)
 	assert_int_equal(gpusys_emu_synchronize(emu, 5000), 0);
 	assert_true(gpusys_emu_query(emu));
 	gpusys_emu_close(emu);
-	gpusys_client_detach(cl);
+	gpusys_detach(cl);
 }
 
 /* --------------------------------------- held back by the test, let go */

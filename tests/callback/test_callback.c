@@ -24,7 +24,7 @@
 #include <cmocka.h>
 
 #include "gpusys/callback.h"
-#include "gpusys/client.h" /* gpusys_strerror */
+#include "gpusys/gpusys.h" /* gpusys_strerror */
 #include "gpusys/emulator.h"
 
 #define LANES GPUSYS_WARP_LANES

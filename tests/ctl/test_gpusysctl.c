@@ -17,7 +17,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "../daemon/harness.h"
 
@@ -59,7 +59,7 @@ static bool table_has(const char *out, unsigned id, pid_t pid, const char *comm)
 static void test_status_lists_client(void **state)
 {
 	struct gd d;
-	struct gpusys_client *c;
+	gpusys_t *c;
 	int st;
 	char comm[32] = "";
 
@@ -71,8 +71,10 @@ static void test_status_lists_client(void **state)
 	assert_non_null(strstr(out, "0 clients attached"));
 	free(out);
 
-	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 12, .cuda_device = -1 };
-	assert_int_equal(gpusys_client_attach(&o, &c), 0);
+	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = 12,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &c), 0);
 	unsigned id = gpusys_client_id(c);
 	out = ctl(&d, "status", NULL, &st, NULL);
 	assert_int_equal(st, 0);
@@ -81,7 +83,7 @@ static void test_status_lists_client(void **state)
 		fail_msg("client %u (pid %d, %s) not in:\n%s", id, (int)getpid(), comm, out);
 	free(out);
 
-	gpusys_client_detach(c);
+	gpusys_detach(c);
 	long t0 = now_ms();
 	for (;;) {
 		out = ctl(&d, "status", NULL, &st, NULL);
@@ -99,15 +101,17 @@ static void test_status_lists_client(void **state)
 static void test_status_json(void **state)
 {
 	struct gd d;
-	struct gpusys_client *c;
+	gpusys_t *c;
 	struct gpusys_emu *emu;
 	int st;
 
 	(void)state;
 	gd_start(&d, "pollers = 1\nworkers = 2\n");
-	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 3, .cuda_device = -1 };
-	assert_int_equal(gpusys_client_attach(&o, &c), 0);
-	assert_int_equal(gpusys_emu_open(gpusys_client_channel(c), &emu), 0);
+	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = 3,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &c), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_host_channel(c), &emu), 0);
 	for (int i = 0; i < 250; i++)
 		assert_int_equal(gpusys_emu_noop(gpusys_emu_dev(emu), 0xffffffffu), 0);
 
@@ -141,7 +145,7 @@ static void test_status_json(void **state)
 	free(out);
 
 	gpusys_emu_close(emu);
-	gpusys_client_detach(c);
+	gpusys_detach(c);
 	gd_finish(&d);
 }
 

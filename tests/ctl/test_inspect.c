@@ -16,7 +16,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "../daemon/harness.h"
 
@@ -51,14 +51,16 @@ static json_t *op_named(json_t *ops, const char *name)
 static void test_ports_and_latency(void **state)
 {
 	struct gd d;
-	struct gpusys_client *c;
+	gpusys_t *c;
 	struct gpusys_emu *emu;
 
 	(void)state;
 	gd_start(&d, NULL);
-	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 8, .cuda_device = -1 };
-	assert_int_equal(gpusys_client_attach(&o, &c), 0);
-	assert_int_equal(gpusys_emu_open(gpusys_client_channel(c), &emu), 0);
+	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = 8,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &c), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_host_channel(c), &emu), 0);
 	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
 
 	/* Nothing served yet. */
@@ -152,7 +154,7 @@ static void test_ports_and_latency(void **state)
 	free(out);
 
 	gpusys_emu_close(emu);
-	gpusys_client_detach(c);
+	gpusys_detach(c);
 	gd_finish(&d);
 }
 

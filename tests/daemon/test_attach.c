@@ -15,7 +15,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
+#include "libclient/client.h" /* the connection layer itself, linked from the library's objects */
 #include "harness.h"
 
 static struct gpusys_attach_opts opts(const struct gd *d, uint32_t ports)
@@ -60,7 +61,7 @@ static void test_attach_detach(void **state)
 	assert_int_equal(h->abi_version, GPUSYS_ABI_VERSION);
 	assert_int_equal(h->num_ports, 37);
 	assert_int_equal(h->ports_offset, l.ports_offset);
-	assert_int_equal(h->client_id, gpusys_client_id(c));
+	assert_int_equal(h->client_id, gpusys_client_conn_id(c));
 	assert_int_equal(h->server_state, GPUSYS_SERVER_RUNNING);
 	/* Sealed: the client cannot shrink it under the daemon. */
 	int seals = fcntl(gpusys_client_memory_fd(c), F_GET_SEALS);
@@ -69,7 +70,7 @@ static void test_attach_detach(void **state)
 	assert_int_equal(ftruncate(gpusys_client_memory_fd(c), 4096), -1);
 
 	json_t *st = daemon_status(d.runtime);
-	json_t *me = status_client(st, gpusys_client_id(c));
+	json_t *me = status_client(st, gpusys_client_conn_id(c));
 	assert_non_null(me);
 	assert_int_equal(json_integer_value(json_object_get(me, "pid")), getpid());
 	assert_int_equal(json_integer_value(json_object_get(me, "uid")), getuid());
@@ -83,7 +84,7 @@ static void test_attach_detach(void **state)
 	/* Ids are not reused. */
 	struct gpusys_client *c2;
 	assert_int_equal(gpusys_client_attach(&o, &c2), 0);
-	assert_true(gpusys_client_id(c2) != gpusys_client_id(c));
+	assert_true(gpusys_client_conn_id(c2) != gpusys_client_conn_id(c));
 	gpusys_client_detach(c2);
 
 	gpusys_client_detach(c);
@@ -119,11 +120,11 @@ static void test_max_clients(void **state)
 	assert_int_equal(gpusys_client_attach(&o, &c[0]), 0);
 	assert_int_equal(gpusys_client_attach(&o, &c[1]), 0);
 	assert_int_equal(gpusys_client_attach(&o, &c[2]), -EUSERS);
-	assert_non_null(strstr(gpusys_client_last_error(), "maximum of 2 clients"));
+	assert_non_null(strstr(gpusys_last_error(), "maximum of 2 clients"));
 	gpusys_client_detach(c[0]);
 	wait_clients(&d, 1);
 	assert_int_equal(gpusys_client_attach(&o, &c[2]), 0);
-	assert_string_equal(gpusys_client_last_error(), "");
+	assert_string_equal(gpusys_last_error(), "");
 	gpusys_client_detach(c[1]);
 	gpusys_client_detach(c[2]);
 	gd_finish(&d);
@@ -162,12 +163,12 @@ static void test_not_running(void **state)
 	assert_int_equal(gpusys_client_attach(&o, &c), -ENOENT);
 	char expect[128];
 	snprintf(expect, sizeof(expect), "gpusysd is not running at %s", dir);
-	assert_non_null(strstr(gpusys_client_last_error(), expect));
+	assert_non_null(strstr(gpusys_last_error(), expect));
 	/* $GPUSYS_RUNTIME_DIR is the default. */
 	setenv(GPUSYS_RUNTIME_DIR_ENV, dir, 1);
 	o.runtime_dir = NULL;
 	assert_int_equal(gpusys_client_attach(&o, &c), -ENOENT);
-	assert_non_null(strstr(gpusys_client_last_error(), expect));
+	assert_non_null(strstr(gpusys_last_error(), expect));
 	unsetenv(GPUSYS_RUNTIME_DIR_ENV);
 	rmdir(dir);
 }

@@ -20,7 +20,8 @@
 #include <cmocka.h>
 
 #include "common/fdpass.h"
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
+#include "libclient/client.h" /* the connection layer itself, linked from the library's objects */
 #include "gpusys/wire.h"
 
 enum fault {
@@ -210,9 +211,9 @@ static void test_faults(void **state)
 	int before = own_fds();
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		int rc = attach_to_fake(cases[i].fault, &o, &c, &f);
-		if (rc != cases[i].rc || !strstr(gpusys_client_last_error(), cases[i].msg))
+		if (rc != cases[i].rc || !strstr(gpusys_last_error(), cases[i].msg))
 			fail_msg("fault %d: got %d \"%s\", expected %d \"%s\"", (int)cases[i].fault, rc,
-				 gpusys_client_last_error(), cases[i].rc, cases[i].msg);
+				 gpusys_last_error(), cases[i].rc, cases[i].msg);
 	}
 	/* Every descriptor that arrived with a bad welcome was closed. */
 	assert_int_equal(own_fds(), before);

@@ -19,7 +19,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "harness.h"
 
@@ -111,16 +111,18 @@ struct churn {
 static void *churn_main(void *arg)
 {
 	struct churn *c = arg;
-	struct gpusys_attach_opts o = { .runtime_dir = c->runtime, .num_ports = 16, .cuda_device = -1 };
+	struct gpusys_options o = { .runtime_dir = c->runtime, .num_ports = 16,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
 	while (!atomic_load(&c->stop)) {
-		struct gpusys_client *cl;
-		int rc = gpusys_client_attach(&o, &cl);
+		gpusys_t *cl;
+		int rc = gpusys_attach(&o, &cl);
 		if (rc) {
 			c->rc = rc;
 			return NULL;
 		}
 		usleep(1000);
-		gpusys_client_detach(cl);
+		gpusys_detach(cl);
 		c->cycles++;
 	}
 	return NULL;
@@ -129,15 +131,17 @@ static void *churn_main(void *arg)
 static void echo_round(const char *config, const char *label, unsigned calls)
 {
 	struct gd d;
-	struct gpusys_client *cl;
+	gpusys_t *cl;
 	struct gpusys_emu *emu;
 	struct warp w[WARPS];
 	pthread_t t[WARPS], ct;
 
 	gd_start(&d, config);
-	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = WARPS, .cuda_device = -1 };
-	assert_int_equal(gpusys_client_attach(&o, &cl), 0);
-	assert_int_equal(gpusys_emu_open(gpusys_client_channel(cl), &emu), 0);
+	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = WARPS,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &cl), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_host_channel(cl), &emu), 0);
 
 	struct churn churn = { .runtime = d.runtime };
 	pthread_create(&ct, NULL, churn_main, &churn);
@@ -165,7 +169,7 @@ static void echo_round(const char *config, const char *label, unsigned calls)
 
 	/* Every request counted, by the channel and by the daemon. */
 	assert_int_equal(gpusys_emu_synchronize(emu, 2000), 0);
-	assert_int_equal(gpusys_channel_progress(gpusys_client_channel(cl)), (uint64_t)WARPS * calls);
+	assert_int_equal(gpusys_channel_progress(gpusys_host_channel(cl)), (uint64_t)WARPS * calls);
 	json_t *st = daemon_status(d.runtime);
 	json_t *me = status_client(st, gpusys_client_id(cl));
 	assert_non_null(me);
@@ -175,7 +179,7 @@ static void echo_round(const char *config, const char *label, unsigned calls)
 	json_decref(st);
 
 	gpusys_emu_close(emu);
-	gpusys_client_detach(cl);
+	gpusys_detach(cl);
 	/* The total keeps the requests of clients gone. */
 	long t1 = now_ms();
 	for (;;) {

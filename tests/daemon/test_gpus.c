@@ -20,7 +20,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
+#include "libclient/client.h" /* the connection layer: the hello itself */
 #include "gpusys/emulator.h"
 #include "harness.h"
 
@@ -95,8 +96,8 @@ static void test_opposite_numberings(void **state)
 
 	json_t *st = daemon_status(f->d.runtime);
 	assert_non_null(st);
-	json_t *a = status_client(st, gpusys_client_id(ca)), *b = status_client(st, gpusys_client_id(cb)),
-	       *p = status_client(st, gpusys_client_id(plain));
+	json_t *a = status_client(st, gpusys_client_conn_id(ca)), *b = status_client(st, gpusys_client_conn_id(cb)),
+	       *p = status_client(st, gpusys_client_conn_id(plain));
 	assert_string_equal(json_string_value(json_object_get(a, "gpu")), UUID_A);
 	assert_string_equal(json_string_value(json_object_get(b, "gpu")), UUID_B);
 	assert_true(json_is_null(json_object_get(p, "gpu")));
@@ -156,7 +157,7 @@ static void test_refusals(void **state)
 
 	assert_int_equal(attach(f, 0, uuid_unknown, &c), -ENODEV);
 	assert_null(c);
-	const char *why = gpusys_client_last_error();
+	const char *why = gpusys_last_error();
 	assert_non_null(strstr(why, UUID_UNKNOWN));
 	assert_non_null(strstr(why, "not a GPU this daemon has"));
 	assert_non_null(strstr(why, UUID_A));

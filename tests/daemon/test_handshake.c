@@ -16,12 +16,12 @@
 #include <cmocka.h>
 
 #include "common/fdpass.h"
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "harness.h"
 
 struct fixture {
 	struct gd d;
-	struct gpusys_client *bystander; /* attached all along */
+	gpusys_t *bystander; /* attached all along */
 	int base_fds;                    /* daemon's descriptors with only it */
 };
 
@@ -29,8 +29,10 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	gd_start(&f->d, "handshake_timeout_ms = 300\n");
-	struct gpusys_attach_opts o = { .runtime_dir = f->d.runtime, .num_ports = 4, .cuda_device = -1 };
-	assert_int_equal(gpusys_client_attach(&o, &f->bystander), 0);
+	struct gpusys_options o = { .runtime_dir = f->d.runtime, .num_ports = 4,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &f->bystander), 0);
 	f->base_fds = settled_fds(f->d.pid);
 	assert_true(f->base_fds > 0);
 	*state = f;
@@ -41,16 +43,18 @@ static int setup(void **state)
  * daemon holds no descriptor more than before. */
 static void assert_unharmed(struct fixture *f)
 {
-	struct gpusys_channel_header *h = gpusys_client_channel(f->bystander);
+	struct gpusys_channel_header *h = gpusys_host_channel(f->bystander);
 	assert_int_equal(h->server_state, GPUSYS_SERVER_RUNNING);
 	json_t *st = daemon_status(f->d.runtime);
 	assert_non_null(status_client(st, gpusys_client_id(f->bystander)));
 	json_decref(st);
 
-	struct gpusys_client *c;
-	struct gpusys_attach_opts o = { .runtime_dir = f->d.runtime, .num_ports = 1, .cuda_device = -1 };
-	assert_int_equal(gpusys_client_attach(&o, &c), 0);
-	gpusys_client_detach(c);
+	gpusys_t *c;
+	struct gpusys_options o = { .runtime_dir = f->d.runtime, .num_ports = 1,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &c), 0);
+	gpusys_detach(c);
 
 	/* Detach is asynchronous (the daemon sees EOF in its loop). */
 	wait_fds(f->d.pid, f->base_fds);
@@ -59,7 +63,7 @@ static void assert_unharmed(struct fixture *f)
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
-	gpusys_client_detach(f->bystander);
+	gpusys_detach(f->bystander);
 	gd_finish(&f->d);
 	free(f);
 	return 0;

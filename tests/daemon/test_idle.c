@@ -25,7 +25,8 @@
 #include <cmocka.h>
 
 #include "common/proc_tasks.h"
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
+#include "libclient/client.h" /* the connection layer itself, linked from the library's objects */
 #include "gpusys/emulator.h"
 #include "harness.h"
 

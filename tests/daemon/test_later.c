@@ -22,31 +22,33 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "harness.h"
 
 #define MS 1000000ull
 
 struct emu_client {
-	struct gpusys_client *c;
+	gpusys_t *c;
 	struct gpusys_emu *emu;
 	const gpusys_dev_t *dev;
 };
 
 static void emu_attach(const struct gd *d, uint32_t ports, struct emu_client *e)
 {
-	struct gpusys_attach_opts o = { .runtime_dir = d->runtime, .num_ports = ports, .cuda_device = -1 };
-	assert_int_equal(gpusys_client_attach(&o, &e->c), 0);
-	assert_int_equal(gpusys_client_num_ports(e->c), ports);
-	assert_int_equal(gpusys_emu_open(gpusys_client_channel(e->c), &e->emu), 0);
+	struct gpusys_options o = { .runtime_dir = d->runtime, .num_ports = ports,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &e->c), 0);
+	assert_int_equal(gpusys_num_ports(e->c), ports);
+	assert_int_equal(gpusys_emu_open(gpusys_host_channel(e->c), &e->emu), 0);
 	e->dev = gpusys_emu_dev(e->emu);
 }
 
 static void emu_detach(struct emu_client *e)
 {
 	gpusys_emu_close(e->emu);
-	gpusys_client_detach(e->c);
+	gpusys_detach(e->c);
 }
 
 

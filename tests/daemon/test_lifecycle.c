@@ -21,7 +21,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "gpusys/file_emu.h"
 #include "harness.h"
@@ -62,13 +62,15 @@ static void test_start_stop(void **state)
 static void test_sigint_with_clients(void **state)
 {
 	struct gd d;
-	struct gpusys_client *c;
+	gpusys_t *c;
 
 	(void)state;
 	gd_start(&d, NULL);
-	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 8, .cuda_device = -1 };
-	assert_int_equal(gpusys_client_attach(&o, &c), 0);
-	struct gpusys_channel_header *h = gpusys_client_channel(c);
+	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = 8,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &c), 0);
+	struct gpusys_channel_header *h = gpusys_host_channel(c);
 	assert_int_equal(h->server_state, GPUSYS_SERVER_RUNNING);
 
 	long t0 = now_ms();
@@ -80,7 +82,7 @@ static void test_sigint_with_clients(void **state)
 	assert_true(now_ms() - t0 < 1000);
 	/* Our mapping outlives the daemon, and says it is gone. */
 	assert_int_equal(h->server_state, GPUSYS_SERVER_STOPPED);
-	gpusys_client_detach(c);
+	gpusys_detach(c);
 	gd_cleanup(&d);
 }
 
@@ -115,7 +117,7 @@ static void *blocked_reader(void *arg)
 static void test_stop_with_blocked_call(void **state)
 {
 	struct gd d;
-	struct gpusys_client *c;
+	gpusys_t *c;
 	struct gpusys_emu *emu;
 	char fifo[256];
 	pthread_t t;
@@ -124,9 +126,11 @@ static void test_stop_with_blocked_call(void **state)
 	gd_start(&d, NULL);
 	snprintf(fifo, sizeof(fifo), "%s/fifo", d.dir);
 	assert_int_equal(mkfifo(fifo, 0600), 0);
-	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 1, .cuda_device = -1 };
-	assert_int_equal(gpusys_client_attach(&o, &c), 0);
-	assert_int_equal(gpusys_emu_open(gpusys_client_channel(c), &emu), 0);
+	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = 1,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &c), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_host_channel(c), &emu), 0);
 	struct blocked_read b = { .dev = gpusys_emu_dev(emu), .path = fifo };
 	pthread_create(&t, NULL, blocked_reader, &b);
 	while (!atomic_load(&b.opened))
@@ -145,7 +149,7 @@ static void test_stop_with_blocked_call(void **state)
 	pthread_join(t, NULL);
 	assert_true(b.read_rc < 0); /* the daemon went away under it */
 	gpusys_emu_close(emu);
-	gpusys_client_detach(c);
+	gpusys_detach(c);
 	gd_cleanup(&d);
 }
 
@@ -166,13 +170,15 @@ static void test_second_daemon_refused(void **state)
 	free(err);
 
 	/* The first one still serves: its sockets were left alone. */
-	struct gpusys_client *c;
-	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 1, .cuda_device = -1 };
-	assert_int_equal(gpusys_client_attach(&o, &c), 0);
+	gpusys_t *c;
+	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = 1,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &c), 0);
 	json_t *s = daemon_status(d.runtime);
 	assert_int_equal(json_integer_value(json_object_get(s, "clients_attached")), 1);
 	json_decref(s);
-	gpusys_client_detach(c);
+	gpusys_detach(c);
 	gd_finish(&d);
 }
 
@@ -198,14 +204,16 @@ static void test_stale_sockets(void **state)
 	strcpy(dir, d.dir);
 	d.pid = gd_spawn(&d, NULL);
 	long t0 = now_ms();
-	struct gpusys_client *c = NULL;
-	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 1, .cuda_device = -1 };
+	gpusys_t *c = NULL;
+	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = 1,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
 	int rc;
 	/* The stale file refuses connections until the daemon replaced it. */
-	while ((rc = gpusys_client_attach(&o, &c)) == -ECONNREFUSED && now_ms() - t0 < 5000)
+	while ((rc = gpusys_attach(&o, &c)) == -ECONNREFUSED && now_ms() - t0 < 5000)
 		usleep(5000);
 	assert_int_equal(rc, 0);
-	gpusys_client_detach(c);
+	gpusys_detach(c);
 	gd_finish(&d);
 }
 
@@ -271,14 +279,18 @@ static void test_good_config(void **state)
 	json_decref(s);
 
 	/* The bulk area is bounded by the config. */
-	struct gpusys_client *c;
-	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 1000, .bulk_bytes = 64 << 20,
-					.cuda_device = -1 };
-	assert_int_equal(gpusys_client_attach(&o, &c), 0);
-	assert_int_equal(gpusys_client_num_ports(c), 64);
-	struct gpusys_channel_header *h = gpusys_client_channel(c);
+	gpusys_t *c;
+	struct gpusys_options o = {
+					.runtime_dir = d.runtime,
+					.num_ports = 1000,
+					.bulk_bytes = 64 << 20,
+					.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD,
+				};
+	assert_int_equal(gpusys_attach(&o, &c), 0);
+	assert_int_equal(gpusys_num_ports(c), 64);
+	struct gpusys_channel_header *h = gpusys_host_channel(c);
 	assert_int_equal(h->bulk_bytes, 1 << 20);
-	gpusys_client_detach(c);
+	gpusys_detach(c);
 	gd_finish(&d);
 }
 
@@ -324,11 +336,13 @@ static void test_sd_notify(void **state)
 	notify_wait(nfd, acc, sizeof(acc), "READY=1", 5000);
 	notify_wait(nfd, acc, sizeof(acc), "STATUS=0 clients attached", 2000);
 
-	struct gpusys_client *c;
-	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 1, .cuda_device = -1 };
-	assert_int_equal(gpusys_client_attach(&o, &c), 0);
+	gpusys_t *c;
+	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = 1,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &c), 0);
 	notify_wait(nfd, acc, sizeof(acc), "STATUS=1 client attached", 2000);
-	gpusys_client_detach(c);
+	gpusys_detach(c);
 
 	/* A second daemon's refusal is an exit path too. */
 	char *out, *err;

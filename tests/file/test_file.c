@@ -28,7 +28,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "gpusys/file_emu.h"
 #include "../daemon/harness.h"
@@ -40,26 +40,26 @@ static struct gd daemon_;
 static char work[128]; /* the clients' working directory */
 
 struct cl {
-	struct gpusys_client *c;
+	gpusys_t *c;
 	struct gpusys_emu *emu;
 	const gpusys_dev_t *dev;
 };
 
 static int cl_attach_at(struct cl *k, const char *runtime, bool pass_cwd, uint64_t bulk)
 {
-	struct gpusys_attach_opts o = {
+	struct gpusys_options o = {
 		.runtime_dir = runtime,
 		.num_ports = 4,
 		.bulk_bytes = bulk,
-		.cuda_device = -1,
-		.pass_cwd = pass_cwd,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_STDIO | (pass_cwd ? 0 : GPUSYS_ATTACH_NO_CWD) |
+			 (bulk ? 0 : GPUSYS_ATTACH_NO_BULK),
 	};
-	int r = gpusys_client_attach(&o, &k->c);
+	int r = gpusys_attach(&o, &k->c);
 	if (r < 0)
 		return r;
-	r = gpusys_emu_open(gpusys_client_channel(k->c), &k->emu);
+	r = gpusys_emu_open(gpusys_host_channel(k->c), &k->emu);
 	if (r < 0) {
-		gpusys_client_detach(k->c);
+		gpusys_detach(k->c);
 		return r;
 	}
 	k->dev = gpusys_emu_dev(k->emu);
@@ -74,7 +74,7 @@ static int cl_attach(struct cl *k, bool pass_cwd, uint64_t bulk)
 static void cl_detach(struct cl *k)
 {
 	gpusys_emu_close(k->emu);
-	gpusys_client_detach(k->c);
+	gpusys_detach(k->c);
 }
 
 /* ---------------------------------------------------- one-lane wrappers */
@@ -1021,11 +1021,12 @@ static void test_unread_responses_bounded(void **state)
 {
 	(void)state;
 	struct cl k;
-	struct gpusys_attach_opts o = {
-		.runtime_dir = daemon_.runtime, .num_ports = 8, .cuda_device = -1, .pass_cwd = true,
+	struct gpusys_options o = {
+		.runtime_dir = daemon_.runtime, .num_ports = 8,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK | GPUSYS_ATTACH_NO_STDIO,
 	};
-	assert_int_equal(gpusys_client_attach(&o, &k.c), 0);
-	assert_int_equal(gpusys_emu_open(gpusys_client_channel(k.c), &k.emu), 0);
+	assert_int_equal(gpusys_attach(&o, &k.c), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_host_channel(k.c), &k.emu), 0);
 	k.dev = gpusys_emu_dev(k.emu);
 	gpusys_emu_set_warp(0); /* the emulated calls below use port 0 */
 

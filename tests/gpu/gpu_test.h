@@ -237,7 +237,7 @@ static inline gpusys_t *gt_attach(uint32_t kinds, uint32_t ports)
 	gpusys_t *g = NULL;
 	int rc = gpusys_attach(&o, &g);
 	if (rc)
-		gt_fail("gpusys_attach(kinds %#x): %s", kinds, gpusys_strerror(rc));
+		gt_fail("gpusys_attach(kinds %#x): %s (%s)", kinds, gpusys_strerror(rc), gpusys_last_error());
 	return g;
 }
 

@@ -78,7 +78,7 @@ int main(void)
 		GT_CHECK(reqs >= (uint64_t)warps, "%s: %llu requests for %ld warps", cases[c].name,
 			 (unsigned long long)reqs, warps);
 		printf("ok %s (%u ports, %s): %ld warps, %llu requests in %.1f ms\n", cases[c].name,
-		       gpusys_num_ports(g), gt_kind_name(gpusys_memory_kind_of(g)), warps, (unsigned long long)reqs,
+		       gpusys_num_ports(g), gt_kind_name(gpusys_memory_kind(g)), warps, (unsigned long long)reqs,
 		       (t1 - t0) * 1e3);
 		gpusys_detach(g);
 	}

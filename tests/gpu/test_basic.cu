@@ -107,8 +107,8 @@ static __global__ void k_ragged(gpusys_dev_t dev, struct result *r)
 static void run(uint32_t kind)
 {
 	gpusys_t *g = gt_attach(1u << kind, 0);
-	GT_CHECK(gpusys_memory_kind_of(g) == kind, "asked for %s, got %s", gt_kind_name(kind),
-		 gt_kind_name(gpusys_memory_kind_of(g)));
+	GT_CHECK(gpusys_memory_kind(g) == kind, "asked for %s, got %s", gt_kind_name(kind),
+		 gt_kind_name(gpusys_memory_kind(g)));
 	gpusys_dev_t dev = gpusys_device(g);
 	struct result *r, h;
 	GT_CUDA(cudaMalloc(&r, sizeof(*r)));

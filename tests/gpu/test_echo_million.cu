@@ -72,7 +72,7 @@ int main(void)
 	GT_CHECK(h.errors == 0, "%u of %u echoes wrong (first: %d), seed %u", h.errors, h.calls, h.first, seed);
 	GT_CHECK(h.calls >= 1000000u, "only %u calls", h.calls);
 	printf("ok %u echo calls (%s), %.1f MB each way, seed %u, %.2f s: %.2f M lane calls/s\n", h.calls,
-	       gt_kind_name(gpusys_memory_kind_of(g)), h.bytes / 1e6, seed, t1 - t0, h.calls / (t1 - t0) / 1e6);
+	       gt_kind_name(gpusys_memory_kind(g)), h.bytes / 1e6, seed, t1 - t0, h.calls / (t1 - t0) / 1e6);
 	GT_CUDA(cudaFree(d));
 	gpusys_detach(g);
 	GT_CHECK(gt_daemon_alive(), "gpusysd died");

@@ -105,7 +105,7 @@ static gpusys_t *child_attach(void)
 	gpusys_t *g = NULL;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {
-		fprintf(diag, "gpusys_attach: %s\n", gpusys_strerror(rc));
+		fprintf(diag, "gpusys_attach: %s\n", gpusys_last_error());
 		_exit(2);
 	}
 	return g;

@@ -71,7 +71,7 @@ static void check_status(struct dev_run *runs, int n)
 	json_t *clients = json_object_get(st, "clients"), *gpus = json_object_get(st, "gpus"), *c, *g;
 	size_t i, j;
 	for (int d = 0; d < n; d++) {
-		unsigned id = gpusys_client_id_of(runs[d].g);
+		unsigned id = gpusys_client_id(runs[d].g);
 		bool found = false;
 		json_array_foreach(clients, i, c)
 		{

@@ -72,7 +72,7 @@ int main(void)
 	GT_CHECK(rc == 0, "next client: gpusys_synchronize: %s", gpusys_strerror(rc));
 	GT_CUDA(cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost));
 	GT_CHECK(h == 0, "next client: %u failed calls", h);
-	printf("ok next client served (%s)\n", gt_kind_name(gpusys_memory_kind_of(g)));
+	printf("ok next client served (%s)\n", gt_kind_name(gpusys_memory_kind(g)));
 	GT_CUDA(cudaFree(d));
 	gpusys_detach(g);
 	GT_CHECK(gt_daemon_alive(), "gpusysd died");

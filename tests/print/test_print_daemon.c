@@ -32,7 +32,7 @@
 #include <cmocka.h>
 
 #include "cases.h"
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emu_print.h"
 #include "gpusys/emulator.h"
 #include "../daemon/harness.h"
@@ -75,21 +75,21 @@ static void diag(const char *fmt, ...)
 }
 
 struct child_ctx {
-	struct gpusys_client *client;
+	gpusys_t *client;
 	struct gpusys_emu *emu;
 	const gpusys_dev_t *dev;
 };
 
 static int child_attach(struct child_ctx *cx, uint32_t ports)
 {
-	struct gpusys_attach_opts o = { .runtime_dir = daemon_.runtime, .num_ports = ports, .cuda_device = -1,
-					.pass_stdio = true };
-	int rc = gpusys_client_attach(&o, &cx->client);
+	struct gpusys_options o = { .runtime_dir = daemon_.runtime, .num_ports = ports,
+				    .flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK | GPUSYS_ATTACH_NO_CWD };
+	int rc = gpusys_attach(&o, &cx->client);
 	if (rc < 0) {
-		diag("attach: %s (%s)\n", gpusys_strerror(rc), gpusys_client_last_error());
+		diag("attach: %s (%s)\n", gpusys_strerror(rc), gpusys_last_error());
 		return rc;
 	}
-	rc = gpusys_emu_open(gpusys_client_channel(cx->client), &cx->emu);
+	rc = gpusys_emu_open(gpusys_host_channel(cx->client), &cx->emu);
 	if (rc < 0) {
 		diag("emu_open: %d\n", rc);
 		return rc;
@@ -101,7 +101,7 @@ static int child_attach(struct child_ctx *cx, uint32_t ports)
 static void child_detach(struct child_ctx *cx)
 {
 	gpusys_emu_close(cx->emu);
-	gpusys_client_detach(cx->client);
+	gpusys_detach(cx->client);
 }
 
 /* Run fn in a child whose stdout/stderr are out_fd/err_fd. Returns its pid. */

@@ -28,7 +28,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "gpusys/file_emu.h"
 #include "util/log.h" /* LOG_BURST, LOG_PER_S */
@@ -232,7 +232,7 @@ static void test_daemon_killed_mid_call(void **state)
 {
 	enum { NW = 4 };
 	struct gd d;
-	struct gpusys_client *c;
+	gpusys_t *c;
 	struct gpusys_emu *emu;
 	struct warp w[NW];
 	pthread_t t[NW];
@@ -242,9 +242,10 @@ static void test_daemon_killed_mid_call(void **state)
 	gd_start(&d, "pollers = 1\n");
 	snprintf(fifo, sizeof(fifo), "%s/fifo", d.dir);
 	assert_int_equal(mkfifo(fifo, 0600), 0);
-	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 8, .cuda_device = -1, .pass_cwd = true };
-	assert_int_equal(gpusys_client_attach(&o, &c), 0);
-	assert_int_equal(gpusys_emu_open(gpusys_client_channel(c), &emu), 0);
+	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = 8,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK | GPUSYS_ATTACH_NO_STDIO };
+	assert_int_equal(gpusys_attach(&o, &c), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_host_channel(c), &emu), 0);
 	for (int i = 0; i < NW; i++) {
 		memset(&w[i], 0, sizeof(w[i]));
 		w[i].dev = gpusys_emu_dev(emu);
@@ -285,7 +286,7 @@ static void test_daemon_killed_mid_call(void **state)
 	assert_true(now_ms() - t1 < 500);
 
 	gpusys_emu_close(emu);
-	gpusys_client_detach(c); /* joins the watchdog */
+	gpusys_detach(c); /* joins the watchdog */
 	int ws;
 	assert_int_equal(waitpid(d.pid, &ws, 0), d.pid);
 	d.pid = 0;
@@ -298,16 +299,18 @@ static void test_daemon_killed_mid_call(void **state)
 static void test_daemon_killed_dozing(void **state)
 {
 	struct gd d;
-	struct gpusys_client *c;
+	gpusys_t *c;
 	struct gpusys_emu *emu;
 
 	(void)state;
 	gd_start(&d, "pollers = 1\n");
-	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 1, .cuda_device = -1 };
-	assert_int_equal(gpusys_client_attach(&o, &c), 0);
-	assert_int_equal(gpusys_emu_open(gpusys_client_channel(c), &emu), 0);
+	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = 1,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &c), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_host_channel(c), &emu), 0);
 	assert_int_equal(gpusys_emu_noop(gpusys_emu_dev(emu), 1), 0);
-	const struct gpusys_channel_header *h = gpusys_client_channel(c);
+	const struct gpusys_channel_header *h = gpusys_host_channel(c);
 	long t0 = now_ms();
 	while (!__atomic_load_n(&h->dozing, __ATOMIC_ACQUIRE)) {
 		if (now_ms() - t0 > 5000)
@@ -322,7 +325,7 @@ static void test_daemon_killed_dozing(void **state)
 	signal(SIGPIPE, SIG_DFL);
 	assert_int_equal(gpusys_emu_noop(gpusys_emu_dev(emu), 1), -ESHUTDOWN);
 	gpusys_emu_close(emu);
-	gpusys_client_detach(c);
+	gpusys_detach(c);
 	gd_cleanup(&d);
 }
 
@@ -521,9 +524,11 @@ struct viewer {
 static int viewer(void *arg)
 {
 	struct viewer *v = arg;
-	struct gpusys_client *c;
-	struct gpusys_attach_opts o = { .runtime_dir = v->runtime, .num_ports = 1, .cuda_device = -1 };
-	if (gpusys_client_attach(&o, &c) < 0)
+	gpusys_t *c;
+	struct gpusys_options o = { .runtime_dir = v->runtime, .num_ports = 1,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	if (gpusys_attach(&o, &c) < 0)
 		return 1;
 	json_t *st = ctl_status(v->runtime);
 	if (!st)
@@ -569,21 +574,23 @@ static int viewer(void *arg)
 	pipe_put(v->ready);
 	if (!pipe_get(v->go, 10000))
 		rc = rc ? rc : 6;
-	gpusys_client_detach(c);
+	gpusys_detach(c);
 	return rc;
 }
 
 /* Run a viewer as uid (with an extra group) while root has one client. */
 static void view_as(const struct gd *d, uid_t uid, gid_t group, int expect_all)
 {
-	struct gpusys_client *mine;
+	gpusys_t *mine;
 	int ready[2], go[2];
 
-	struct gpusys_attach_opts o = { .runtime_dir = d->runtime, .num_ports = 1, .cuda_device = -1 };
-	assert_int_equal(gpusys_client_attach(&o, &mine), 0);
+	struct gpusys_options o = { .runtime_dir = d->runtime, .num_ports = 1,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &mine), 0);
 	/* A call of root's pending all along: its port is busy. */
 	struct gpusys_emu *emu;
-	assert_int_equal(gpusys_emu_open(gpusys_client_channel(mine), &emu), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_host_channel(mine), &emu), 0);
 	gpusys_emu_set_warp(0);
 	assert_int_equal(emu_sleep(gpusys_emu_dev(emu), UINT64_C(20) * 1000000000u, 0, GPUSYS_REQ_NOREPLY), 0);
 	long t0 = now_ms();
@@ -619,7 +626,7 @@ static void view_as(const struct gd *d, uid_t uid, gid_t group, int expect_all)
 	if (rc)
 		fail_msg("viewer uid %u (group %u) failed at step %d", (unsigned)uid, (unsigned)group, rc);
 	gpusys_emu_close(emu);
-	gpusys_client_detach(mine);
+	gpusys_detach(mine);
 	for (int k = 0; k < 2; k++) {
 		close(ready[k]);
 		close(go[k]);
@@ -703,9 +710,11 @@ static void test_half_close(void **state)
 	(void)state;
 	gd_start(&d, NULL);
 	/* A client, so that each reply has some size (> 500 KiB in all). */
-	struct gpusys_client *c;
-	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 1, .cuda_device = -1 };
-	assert_int_equal(gpusys_client_attach(&o, &c), 0);
+	gpusys_t *c;
+	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = 1,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &c), 0);
 	char *many = malloc(N * (sizeof(req) - 1) + 1);
 	assert_non_null(many);
 	for (int i = 0; i < N; i++)
@@ -716,7 +725,7 @@ static void test_half_close(void **state)
 	/* The last request needs no newline when the sender is done. */
 	assert_int_equal(replies_after_half_close(&d, "{\"cmd\":\"status\"}", 16, &ok), 1);
 	assert_int_equal(ok, 1);
-	gpusys_client_detach(c);
+	gpusys_detach(c);
 	gd_finish(&d);
 }
 
@@ -724,30 +733,34 @@ static void test_half_close(void **state)
 
 static int attach_once(void *arg)
 {
-	struct gpusys_client *c;
-	struct gpusys_attach_opts o = { .runtime_dir = arg, .num_ports = 1, .cuda_device = -1 };
-	if (gpusys_client_attach(&o, &c) < 0)
+	gpusys_t *c;
+	struct gpusys_options o = { .runtime_dir = arg, .num_ports = 1,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	if (gpusys_attach(&o, &c) < 0)
 		return 1;
-	gpusys_client_detach(c);
+	gpusys_detach(c);
 	return 0;
 }
 
 static void test_clients_per_uid(void **state)
 {
 	struct gd d;
-	struct gpusys_client *c[4];
+	gpusys_t *c[4];
 
 	(void)state;
 	gd_start(&d, "max_clients_per_uid = 3\n");
-	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = 1, .cuda_device = -1 };
+	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = 1,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
+			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(gpusys_client_attach(&o, &c[i]), 0);
+		assert_int_equal(gpusys_attach(&o, &c[i]), 0);
 	char expect[128];
 	snprintf(expect, sizeof(expect), "uid %u already has 3 clients attached", (unsigned)getuid());
 	for (int i = 0; i < 3; i++) {
-		assert_int_equal(gpusys_client_attach(&o, &c[3]), -EUSERS);
-		if (!strstr(gpusys_client_last_error(), expect))
-			fail_msg("expected \"%s\" in \"%s\"", expect, gpusys_client_last_error());
+		assert_int_equal(gpusys_attach(&o, &c[3]), -EUSERS);
+		if (!strstr(gpusys_last_error(), expect))
+			fail_msg("expected \"%s\" in \"%s\"", expect, gpusys_last_error());
 	}
 	/* Another user is not affected. */
 	if (geteuid() == 0) {
@@ -755,14 +768,14 @@ static void test_clients_per_uid(void **state)
 		assert_int_equal(join(spawn_as(65534, 0, attach_once, d.runtime)), 0);
 	}
 	/* A slot freed is a slot again. */
-	gpusys_client_detach(c[1]);
+	gpusys_detach(c[1]);
 	long t0 = now_ms();
 	int r;
-	while ((r = gpusys_client_attach(&o, &c[1])) == -EUSERS && now_ms() - t0 < 2000)
+	while ((r = gpusys_attach(&o, &c[1])) == -EUSERS && now_ms() - t0 < 2000)
 		usleep(5000); /* the detach reaches the daemon's loop */
 	assert_int_equal(r, 0);
 	for (int i = 0; i < 3; i++)
-		gpusys_client_detach(c[i]);
+		gpusys_detach(c[i]);
 	char *log = gd_log(&d);
 	assert_non_null(strstr(log, expect));
 	free(log);

@@ -45,7 +45,7 @@
 #include "gpusys/socket_emu.h"
 
 #ifdef SOCK_TEST_DAEMON
-#include "gpusys/client.h"
+#include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "gpusys/file_emu.h"
 #include "../daemon/harness.h"
@@ -59,7 +59,7 @@ static char tmpdir[64];
 #ifdef SOCK_TEST_DAEMON
 static struct gd daemon_;
 struct cl {
-	struct gpusys_client *c;
+	gpusys_t *c;
 	struct gpusys_emu *emu;
 	const gpusys_dev_t *dev;
 };
@@ -67,19 +67,18 @@ static struct cl main_cl;
 
 static int cl_attach(struct cl *k, uint64_t bulk)
 {
-	struct gpusys_attach_opts o = {
+	struct gpusys_options o = {
 		.runtime_dir = daemon_.runtime,
 		.num_ports = 64,
 		.bulk_bytes = bulk,
-		.cuda_device = -1,
-		.pass_cwd = true,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_STDIO | (bulk ? 0 : GPUSYS_ATTACH_NO_BULK),
 	};
-	int r = gpusys_client_attach(&o, &k->c);
+	int r = gpusys_attach(&o, &k->c);
 	if (r < 0)
 		return r;
-	r = gpusys_emu_open(gpusys_client_channel(k->c), &k->emu);
+	r = gpusys_emu_open(gpusys_host_channel(k->c), &k->emu);
 	if (r < 0) {
-		gpusys_client_detach(k->c);
+		gpusys_detach(k->c);
 		return r;
 	}
 	k->dev = gpusys_emu_dev(k->emu);
@@ -89,7 +88,7 @@ static int cl_attach(struct cl *k, uint64_t bulk)
 static void cl_detach(struct cl *k)
 {
 	gpusys_emu_close(k->emu);
-	gpusys_client_detach(k->c);
+	gpusys_detach(k->c);
 }
 #endif
 

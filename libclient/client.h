@@ -1,21 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libgpusys, host side: attach a process to gpusysd and map its channel.
- *
- *     struct gpusys_attach_opts o = { .num_ports = 8, .cuda_device = -1 };
- *     struct gpusys_client *c;
- *     int rc = gpusys_client_attach(&o, &c);
- *     if (rc < 0)
- *             fprintf(stderr, "%s: %s\n", gpusys_strerror(rc), gpusys_client_last_error());
- *     ... gpusys_client_channel(c) is the channel (include/gpusys/abi.h) ...
- *     gpusys_client_detach(c);
+ * libgpusys, inside: the connection to gpusysd (attach.c). Private to the
+ * library (not installed, not exported): programs attach with gpusys_attach()
+ * (include/gpusys/gpusys.h), which uses this for both its GPU and its
+ * emulated handles. Tests of the handshake itself (tests/daemon/test_attach,
+ * test_idle) link the library's objects to reach it.
  *
  * Functions return 0 or a negative errno; out-parameters are written only on
  * success. Closing the connection (detach, or the process ending) is what
  * tells the daemon to free the channel.
  */
-#ifndef GPUSYS_CLIENT_H
-#define GPUSYS_CLIENT_H
+#ifndef GPUSYS_LIBCLIENT_CLIENT_H
+#define GPUSYS_LIBCLIENT_CLIENT_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -56,7 +52,7 @@ struct gpusys_attach_opts {
  *   -ENODEV                 the daemon has no GPU with gpu_uuid (or it failed)
  *   -ETIMEDOUT              no welcome within 10 s
  *   any refusal status the daemon sent
- * gpusys_client_last_error() then says why in words.
+ * gpusys_last_error() then says why in words.
  */
 int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_client **ret);
 
@@ -66,7 +62,7 @@ void gpusys_client_detach(struct gpusys_client *c);
 void *gpusys_client_channel(const struct gpusys_client *c);
 uint64_t gpusys_client_channel_bytes(const struct gpusys_client *c);
 uint32_t gpusys_client_num_ports(const struct gpusys_client *c);
-uint32_t gpusys_client_id(const struct gpusys_client *c);
+uint32_t gpusys_client_conn_id(const struct gpusys_client *c);
 /* The descriptor the daemon sent (owned by c; dup it to keep it), for an
  * importer such as CUDA. */
 int gpusys_client_memory_fd(const struct gpusys_client *c);
@@ -79,15 +75,13 @@ int gpusys_client_wake_fd(const struct gpusys_client *c);
  * that the daemon went away. */
 int gpusys_client_socket_fd(const struct gpusys_client *c);
 
-/* What the last failed gpusys_client_attach() in this thread said, or "". */
-const char *gpusys_client_last_error(void);
-
-/* A description of 0 or a negative errno, with the protocol's meanings
- * (-ESHUTDOWN: "gpusysd stopped or went away", ...). Never NULL. */
-const char *gpusys_strerror(int err);
+/* Set what gpusys_last_error() says in this thread (printf format);
+ * returns err. Every failing step of gpusys_attach says why through it. */
+int gpusys_set_last_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gpusys_clear_last_error(void);
 
 #ifdef __cplusplus
 }
 #endif
 
-#endif /* GPUSYS_CLIENT_H */
+#endif /* GPUSYS_LIBCLIENT_CLIENT_H */
