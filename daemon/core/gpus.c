@@ -88,7 +88,7 @@ int gpus_add_emulated(const char *list, char *err, size_t errlen)
 	char buf[1024];
 	int rc = 0;
 
-	if (!list || !*list)
+	if (!list || !*list || !strcmp(list, "none"))
 		return 0;
 	if (strlen(list) >= sizeof(buf)) {
 		snprintf(err, errlen, "emulated_gpus: longer than %zu bytes", sizeof(buf) - 1);

@@ -43,7 +43,8 @@ int gpu_uuid_parse(const char *text, uint8_t out[16]);
 bool gpu_uuid_is_zero(const uint8_t uuid[16]);
 
 /* Add emulated GPUs from the emulated_gpus setting: a comma-separated list
- * of UUIDs, each optionally followed by "=NAME" (no comma in the name).
+ * of UUIDs, each optionally followed by "=NAME" (no comma in the name), or
+ * "none" (as "").
  * Called once at start-up. 0, or -EINVAL with why in err. */
 int gpus_add_emulated(const char *list, char *err, size_t errlen);
 

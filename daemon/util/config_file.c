@@ -79,6 +79,7 @@ void config_defaults(struct gpusysd_config *cfg)
 		.control_conns_per_uid = 4,
 		.control_idle_timeout_ms = 10000,
 		.admin_gid = -1,
+		.emulated_gpus = "none",
 	};
 }
 

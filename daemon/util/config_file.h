@@ -41,7 +41,7 @@ struct gpusysd_config {
 	unsigned control_conns_per_uid; /* open control connections of one user at most */
 	unsigned control_idle_timeout_ms; /* a control connection idle this long is closed */
 	int64_t admin_gid;             /* members see every client in status; -1: none */
-	char emulated_gpus[1024];      /* GPUs invented for tests (core/gpus.h); "" none */
+	char emulated_gpus[1024];      /* GPUs invented for tests (core/gpus.h); "none" */
 
 	/* Settings registered by services (config_add_keys), with their values. */
 	unsigned nextra;
