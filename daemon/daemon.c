@@ -22,6 +22,7 @@
 #include "daemon.h"
 #include "core/dispatch.h"
 #include "core/gpus.h"
+#include "gpu_health.h"
 #include "core/later.h"
 #include "core/service.h"
 #include "core/stats.h"
@@ -78,6 +79,33 @@ static void detach(struct daemon *d, struct session *s, const char *why)
 		 s->peer.comm, (unsigned long long)session_requests(s));
 	session_unref(s);
 	notify_status(d->reg.count, daemon_requests_served(d));
+}
+
+void daemon_fail_gpu(struct daemon *d, struct gpu *g, const char *why)
+{
+	if (g->failed)
+		return;
+	g->failed = true;
+	snprintf(g->failure, sizeof(g->failure), "%s", why);
+	unsigned ended = 0;
+	struct session *next;
+	for (struct session *s = d->reg.head; s; s = next) {
+		next = s->next;
+		if (s->client.gpu != g)
+			continue;
+		/* Why, before the hang-up (wire.h: the goodbye). */
+		struct gpusys_welcome bye;
+		welcome_refusal(&bye, -ENODEV, "GPU %s failed: %.160s", g->uuid_text, why);
+		bye.magic = GPUSYS_GOODBYE_MAGIC;
+		if (send(s->client.sock, &bye, sizeof(bye), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		}
+		channel_mark_stopped(&s->chan);
+		shutdown(s->client.sock, SHUT_RDWR);
+		detach(d, s, "its GPU failed");
+		ended++;
+	}
+	log_err("GPU %s (%s) failed: %s: %u client%s ended, new ones refused; other GPUs' clients go on", g->uuid_text,
+		g->name, why, ended, ended == 1 ? "" : "s");
 }
 
 static void on_session_event(evutil_socket_t fd, short what, void *arg)
@@ -147,6 +175,8 @@ static void on_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HE
 		 * memfd channels and timed naps, whatever they run on. */
 		if (h->cuda_device >= 0)
 			device = gpu->ordinal;
+		if (gpu->ordinal >= 0)
+			gpu_health_watch(d); /* once: the table is complete now */
 	}
 	const struct channel_ops *ops = channel_pick(device, h->memory_kinds);
 	if (!ops) {
@@ -364,6 +394,7 @@ static void stop(struct daemon *d)
 		shutdown(s->client.sock, SHUT_RDWR);
 	}
 
+	gpu_health_stop();
 	listener_free(d->listener);
 	d->listener = NULL;
 	control_free(d->control);

@@ -47,6 +47,12 @@ json_t *daemon_status_json(void *daemon, const struct control_peer *who);
  * latency. */
 int daemon_control(void *daemon, const struct control_peer *who, const char *cmd, json_t *req, json_t **reply);
 
+/* A GPU failed (gpu_health.c, or an administrator's "gpu-fail"): mark it,
+ * send each of its clients a goodbye saying why and end it; new clients of
+ * it are refused. Other GPUs' clients are not touched. Main thread. */
+struct gpu;
+void daemon_fail_gpu(struct daemon *d, struct gpu *g, const char *why);
+
 /* Requests served over the daemon's life, attached clients included. */
 uint64_t daemon_requests_served(struct daemon *d);
 

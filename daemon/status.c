@@ -133,6 +133,25 @@ int daemon_control(void *arg, const struct control_peer *who, const char *cmd, j
 	}
 	else if (!strcmp(cmd, "latency"))
 		*reply = inspect_latency();
+	else if (!strcmp(cmd, "gpu-fail")) {
+		/* {"cmd":"gpu-fail","uuid":"GPU-...","reason":"..."}: end a GPU's
+		 * clients as a hardware failure would (draining a GPU, tests).
+		 * Admins only: it ends other users' programs. */
+		const char *uuid = json_string_value(json_object_get(req, "uuid"));
+		const char *reason = json_string_value(json_object_get(req, "reason"));
+		struct gpu *g = uuid ? gpus_lookup_text(uuid) : NULL;
+		if (!who->admin)
+			*reply = json_pack("{s:s}", "error", "gpu-fail: only root, gpusysd's user and admin_group may");
+		else if (!g)
+			*reply = json_pack("{s:s}", "error", "gpu-fail: no such GPU (give \"uuid\": \"GPU-...\")");
+		else {
+			char why[128];
+			snprintf(why, sizeof(why), "%s (gpu-fail by uid %u)", reason ? reason : "administrator",
+				 (unsigned)who->uid);
+			daemon_fail_gpu(d, g, why);
+			*reply = json_pack("{s:s, s:b}", "uuid", g->uuid_text, "failed", 1);
+		}
+	}
 	else
 		return -ENOENT;
 	return 0;

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,6 +65,8 @@ struct gpusys {
 	int have_watchdog;
 	int wake[2];
 	atomic_int daemon_gone;
+	atomic_int goodbye_status;  /* the daemon's goodbye (wire.h), or 0 */
+	char goodbye[256];          /* its message, written before goodbye_status */
 	CUdeviceptr warp_futures; /* per-warp future counts (SMs x 64 words) */
 	uint32_t warp_slots;
 
@@ -109,8 +112,21 @@ static int cu_err(const gpusys_t *g, CUresult r, const char *what)
 	return gpusys_set_last_error(gpusys_cuda_errno(r), "%s", buf);
 }
 
+/* A goodbye waiting on the connection says why the daemon ended us. */
+static void read_goodbye(gpusys_t *g)
+{
+	struct gpusys_welcome w;
+	ssize_t n = recv(gpusys_client_socket_fd(g->client), &w, sizeof(w), MSG_DONTWAIT);
+	if (n != (ssize_t)sizeof(w) || w.magic != GPUSYS_GOODBYE_MAGIC || w.status >= 0)
+		return;
+	w.message[sizeof(w.message) - 1] = 0;
+	memcpy(g->goodbye, w.message, sizeof(g->goodbye));
+	atomic_store(&g->goodbye_status, w.status);
+}
+
 static void mark_abort(gpusys_t *g)
 {
+	read_goodbye(g);
 	atomic_store(&g->daemon_gone, 1);
 	struct gpusys_channel_header *h = g->host;
 	__atomic_store_n(&h->client_host_state, GPUSYS_CLIENT_HOST_ABORT, __ATOMIC_RELEASE);
@@ -653,14 +669,23 @@ static int64_t now_ms(void)
 static int check_alive(gpusys_t *g)
 {
 	const struct gpusys_channel_header *h = g->host;
+	int bye = atomic_load(&g->goodbye_status);
+	if (bye)
+		return gpusys_set_last_error(bye, "gpusysd ended this client: %s", g->goodbye);
 	if (atomic_load(&g->daemon_gone) || h->client_host_state != GPUSYS_CLIENT_HOST_OK ||
-	    h->server_state == GPUSYS_SERVER_STOPPED)
+	    h->server_state == GPUSYS_SERVER_STOPPED) {
+		if (!atomic_load(&g->daemon_gone) && h->server_state == GPUSYS_SERVER_STOPPED)
+			read_goodbye(g); /* the hang-up may not be seen yet */
+		if ((bye = atomic_load(&g->goodbye_status)))
+			return gpusys_set_last_error(bye, "gpusysd ended this client: %s", g->goodbye);
 		return -ESHUTDOWN;
+	}
 	if (!g->have_watchdog) {
 		struct pollfd p = { .fd = gpusys_client_socket_fd(g->client), .events = POLLRDHUP };
 		if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) {
 			mark_abort(g);
-			return -ESHUTDOWN;
+			int b = atomic_load(&g->goodbye_status);
+			return b ? gpusys_set_last_error(b, "gpusysd ended this client: %s", g->goodbye) : -ESHUTDOWN;
 		}
 	}
 	return 0;

@@ -20,9 +20,9 @@ const struct channel_ops *channel_pick(int32_t cuda_device, uint32_t memory_kind
 }
 
 int channel_create(struct channel *ch, const struct channel_ops *ops, uint32_t num_ports, uint64_t bulk_bytes,
-		   uint32_t client_id)
+		   uint32_t client_id, int numa_node)
 {
-	struct channel c = { .ops = ops, .fd = -1, .num_ports = num_ports };
+	struct channel c = { .ops = ops, .fd = -1, .num_ports = num_ports, .numa_node = numa_node };
 
 	int r = ops->alloc(&c, num_ports, bulk_bytes);
 	if (r < 0)

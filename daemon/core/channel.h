@@ -33,6 +33,7 @@ struct channel {
 	uint64_t bytes;
 	int fd;        /* shareable descriptor, owned by the channel */
 	uint32_t num_ports;
+	int numa_node; /* host node to place the memory on, or -1: anywhere */
 	void *priv;    /* backend's own state */
 };
 
@@ -47,9 +48,11 @@ const struct channel_ops *channel_cuda_pick(int32_t cuda_device, uint32_t memory
 const struct channel_ops *channel_pick(int32_t cuda_device, uint32_t memory_kinds);
 
 /* Allocate through ops and write the header (magic, offsets, client_id,
- * server_state = RUNNING). 0 or -errno; ch is untouched on failure. */
+ * server_state = RUNNING), on host NUMA node numa_node where the backend can
+ * (the client's GPU's node; -1: anywhere). 0 or -errno; ch is untouched on
+ * failure. */
 int channel_create(struct channel *ch, const struct channel_ops *ops, uint32_t num_ports, uint64_t bulk_bytes,
-		   uint32_t client_id);
+		   uint32_t client_id, int numa_node);
 
 static inline struct gpusys_channel_header *channel_header(const struct channel *ch)
 {

@@ -4,10 +4,28 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include "util/log.h"
 
 #include "gpusys/wire.h"
 #include "core/channel.h"
+
+/* Prefer the GPU's host node for the pages (shared memory keeps the policy
+ * with the file): each request crosses PCIe from there. mbind(2) through
+ * syscall(2): no libnuma needed. A host with one node, or a refusal, just
+ * leaves the kernel's default. */
+static void prefer_node(void *base, uint64_t bytes, int node)
+{
+	enum { MPOL_PREFERRED_ = 1 };
+	unsigned long mask[4] = { 0 };
+	if (node < 0 || node >= (int)(8 * sizeof(mask)))
+		return;
+	mask[node / (8 * sizeof(long))] = 1ul << (node % (8 * sizeof(long)));
+	if (syscall(SYS_mbind, base, bytes, MPOL_PREFERRED_, mask, 8 * sizeof(mask), 0) < 0)
+		log_debug("channel: mbind to NUMA node %d: %m (memory stays where the kernel puts it)", node);
+}
 
 static int memfd_alloc(struct channel *ch, uint32_t num_ports, uint64_t bulk_bytes)
 {
@@ -27,6 +45,7 @@ static int memfd_alloc(struct channel *ch, uint32_t num_ports, uint64_t bulk_byt
 	void *base = mmap(NULL, l.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED)
 		goto fail;
+	prefer_node(base, l.total_bytes, ch->numa_node); /* before the first touch */
 
 	ch->layout = l;
 	ch->base = base;

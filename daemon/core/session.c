@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "core/gpus.h"
 #include "core/session.h"
 
 static void close_fd(int *fd)
@@ -88,7 +89,8 @@ int session_create(const struct session_params *prm, struct session **ret)
 	s->wake_wfd = -1;
 	s->wakec.rfd = -1;
 
-	r = channel_create(&s->chan, prm->ops, prm->num_ports, prm->bulk_bytes, prm->id);
+	r = channel_create(&s->chan, prm->ops, prm->num_ports, prm->bulk_bytes, prm->id,
+			   prm->gpu ? prm->gpu->numa_node : -1);
 	if (r < 0)
 		goto fail;
 	client_fill(s, prm);

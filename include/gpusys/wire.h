@@ -46,6 +46,10 @@
 
 #define GPUSYS_HELLO_MAGIC UINT32_C(0x4c454847)   /* "GHEL" */
 #define GPUSYS_WELCOME_MAGIC UINT32_C(0x4c455747) /* "GWEL" */
+/* A record shaped like the welcome that the daemon may send just before it
+ * ends a client for a reason of its own (status < 0 and the message say
+ * why: -ENODEV, "GPU ... failed: Xid 79"); the hang-up follows. */
+#define GPUSYS_GOODBYE_MAGIC UINT32_C(0x45594247) /* "GBYE" */
 /* 2: the hello names the client's GPU by UUID (gpu_uuid). */
 #define GPUSYS_WIRE_VERSION 2u
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -182,6 +183,62 @@ static void test_refusals(void **state)
 	gpusys_client_detach(c);
 }
 
+/* A failed GPU (here an administrator's gpu-fail, as gpu_health.c does on an
+ * Xid) ends its clients with a goodbye saying why and refuses new ones; the
+ * other GPU's client goes on. */
+static void test_gpu_failure(void **state)
+{
+	struct fixture *f = *state;
+	struct gpusys_client *ca, *cb, *c2;
+
+	assert_int_equal(attach(f, 0, uuid_a, &ca), 0);
+	assert_int_equal(attach(f, 1, uuid_b, &cb), 0);
+	serve(ca);
+
+	json_t *r = control_request(f->d.runtime,
+				    "{\"cmd\":\"gpu-fail\",\"uuid\":\"" UUID_A "\",\"reason\":\"test Xid\"}\n");
+	assert_non_null(r);
+	assert_true(json_is_true(json_object_get(r, "failed")));
+	json_decref(r);
+
+	/* ca: the goodbye, then the hang-up; its channel says STOPPED. */
+	struct gpusys_welcome bye;
+	int fd = gpusys_client_socket_fd(ca);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 3000), 1);
+	assert_int_equal(recv(fd, &bye, sizeof(bye), 0), (ssize_t)sizeof(bye));
+	assert_int_equal(bye.magic, GPUSYS_GOODBYE_MAGIC);
+	assert_int_equal(bye.status, -ENODEV);
+	assert_non_null(strstr(bye.message, UUID_A));
+	assert_non_null(strstr(bye.message, "test Xid"));
+	assert_true(wait_peer_close(fd, 3000));
+	struct gpusys_channel_header *h = gpusys_client_channel(ca);
+	assert_int_equal(h->server_state, GPUSYS_SERVER_STOPPED);
+
+	/* cb never noticed. */
+	serve(cb);
+
+	json_t *st = daemon_status(f->d.runtime);
+	json_t *ga = gpu_entry(st, UUID_A), *gb = gpu_entry(st, UUID_B);
+	assert_true(json_is_true(json_object_get(ga, "failed")));
+	assert_non_null(strstr(json_string_value(json_object_get(ga, "failure")), "test Xid"));
+	assert_int_equal(json_integer_value(json_object_get(ga, "clients")), 0);
+	assert_true(json_is_false(json_object_get(gb, "failed")));
+	assert_int_equal(json_integer_value(json_object_get(gb, "clients")), 1);
+	json_decref(st);
+
+	/* New clients of the failed GPU are refused, saying so. */
+	assert_int_equal(attach(f, 0, uuid_a, &c2), -ENODEV);
+	assert_non_null(strstr(gpusys_last_error(), "failed"));
+	/* An unknown GPU cannot be failed. */
+	r = control_request(f->d.runtime, "{\"cmd\":\"gpu-fail\",\"uuid\":\"" UUID_UNKNOWN "\"}\n");
+	assert_non_null(strstr(json_string_value(json_object_get(r, "error")), "no such GPU"));
+	json_decref(r);
+
+	gpusys_client_detach(ca);
+	gpusys_client_detach(cb);
+}
+
 /* emulated_gpus that does not parse stops the daemon at start with a
  * message; it never runs with half a GPU table. */
 static void test_bad_setting(void **state)
@@ -207,6 +264,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_opposite_numberings, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gpu_failure, setup, teardown),
 		cmocka_unit_test(test_bad_setting),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
