@@ -23,6 +23,7 @@
 #include "core/dispatch.h"
 #include "core/gpus.h"
 #include "gpu_health.h"
+#include "reload.h"
 #include "core/later.h"
 #include "core/service.h"
 #include "core/stats.h"
@@ -269,6 +270,15 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(d->base);
 }
 
+/* SIGHUP (systemctl reload): read the configuration again; never ends the
+ * daemon, whatever the file says. */
+static void on_reload(evutil_socket_t sig, short what, void *arg)
+{
+	(void)sig;
+	(void)what;
+	daemon_reload(arg);
+}
+
 static void on_status_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
@@ -366,8 +376,10 @@ static int start(struct daemon *d, const char *runtime_dir)
 	}
 	d->ev_sigterm = evsignal_new(d->base, SIGTERM, on_signal, d);
 	d->ev_sigint = evsignal_new(d->base, SIGINT, on_signal, d);
+	d->ev_sighup = evsignal_new(d->base, SIGHUP, on_reload, d);
 	d->ev_status = event_new(d->base, -1, EV_PERSIST, on_status_timer, d);
-	if (!d->ev_sigterm || !d->ev_sigint || !d->ev_status || evsignal_add(d->ev_sigterm, NULL) < 0 ||
+	if (!d->ev_sigterm || !d->ev_sigint || !d->ev_sighup || !d->ev_status || evsignal_add(d->ev_sighup, NULL) < 0 ||
+	    evsignal_add(d->ev_sigterm, NULL) < 0 ||
 	    evsignal_add(d->ev_sigint, NULL) < 0 || event_add(d->ev_status, &(struct timeval){ .tv_sec = 1 }) < 0) {
 		log_err("cannot set up signal handling");
 		return -ENOMEM;
@@ -418,6 +430,8 @@ static void stop(struct daemon *d)
 
 	if (d->ev_sigterm)
 		event_free(d->ev_sigterm);
+	if (d->ev_sighup)
+		event_free(d->ev_sighup);
 	if (d->ev_sigint)
 		event_free(d->ev_sigint);
 	if (d->ev_status)
@@ -428,7 +442,8 @@ static void stop(struct daemon *d)
 	runtime_close(&d->rt);
 }
 
-int daemon_run(const struct gpusysd_config *cfg, const char *runtime_dir)
+int daemon_run(const struct gpusysd_config *cfg, const struct gpusysd_config *as_read, const char *config_path,
+	       const char *runtime_dir)
 {
 	struct daemon *d = calloc(1, sizeof(*d));
 	char err[256];
@@ -439,6 +454,8 @@ int daemon_run(const struct gpusysd_config *cfg, const char *runtime_dir)
 		return 1;
 	}
 	d->cfg = *cfg;
+	d->cfg_read = *as_read;
+	d->config_path = config_path;
 	if (d->cfg.pollers == 0) {
 		cpu_set_t set;
 		long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -23,9 +23,11 @@ struct wake;
 
 struct daemon {
 	struct gpusysd_config cfg; /* pollers resolved (never 0) */
+	struct gpusysd_config cfg_read; /* as the file last read said (reload.c) */
+	const char *config_path;   /* --config, or NULL: the default file */
 	struct runtime rt;
 	struct event_base *base;
-	struct event *ev_sigterm, *ev_sigint, *ev_status;
+	struct event *ev_sigterm, *ev_sigint, *ev_sighup, *ev_status;
 	struct listener *listener;
 	struct control *control;
 	struct pollers *pollers;
@@ -37,7 +39,8 @@ struct daemon {
 };
 
 /* Serve until SIGTERM/SIGINT. Returns the process exit status. */
-int daemon_run(const struct gpusysd_config *cfg, const char *runtime_dir);
+int daemon_run(const struct gpusysd_config *cfg, const struct gpusysd_config *as_read, const char *config_path,
+	       const char *runtime_dir);
 
 /* The control "status" reply for who: an admin sees every client, anyone
  * else only the clients of their own uid. */

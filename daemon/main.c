@@ -2,6 +2,9 @@
 /* gpusysd: command line and configuration; daemon.c does the rest. */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sysexits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +13,9 @@
 #include "core/service.h"
 #include "services.h"
 #include "util/config_file.h"
+#include "core/gpus.h"
 #include "daemon.h"
+#include "reload.h"
 #include "gpusys/wire.h"
 #include "util/log.h"
 #include "util/notify.h"
@@ -28,6 +33,9 @@ static void usage(FILE *f)
 		"  --workers M        worker threads for blocking requests (overrides the file)\n"
 		"  --foreground       stay in the foreground (the only mode; for unit files)\n"
 		"  --verbose          log debug messages too\n"
+		"  --check-config [FILE]  read the settings (FILE, --config or the default) as a\n"
+		"                     start would, say what is wrong (FILE:LINE: why) and exit:\n"
+		"                     0 valid, 78 (EX_CONFIG) not\n"
 		"  --version          print the version and exit\n"
 		"  --help             print this and exit\n");
 }
@@ -42,15 +50,20 @@ int main(int argc, char **argv)
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "version", no_argument, NULL, 'V' },
+		{ "check-config", no_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *runtime_dir = NULL, *config_path = NULL, *pollers = NULL, *workers = NULL;
+	bool check_config = false;
 	struct gpusysd_config cfg;
 	char err[512];
 	int c;
 
 	log_init();
+	/* Until the event loop takes it over, a SIGHUP must not end us (it
+	 * means "reload", not "hang up"). */
+	signal(SIGHUP, SIG_IGN);
 	/* From here on every exit path tells systemd we are stopping. */
 	notify_init();
 
@@ -63,10 +76,14 @@ int main(int argc, char **argv)
 		case 'f': break;
 		case 'v': log_set_level(LOG_DEBUG); break;
 		case 'V': printf("gpusysd %s\n", GPUSYS_VERSION); return 0;
+		case 'C': check_config = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 1;
 		}
 	}
+	/* --check-config [FILE] */
+	if (check_config && optind < argc && !config_path)
+		config_path = argv[optind++];
 	if (optind < argc) {
 		fprintf(stderr, "gpusysd: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
@@ -74,22 +91,25 @@ int main(int argc, char **argv)
 	}
 
 	services_use(gpusysd_services);
-	config_defaults(&cfg);
-	if (services_add_settings(&cfg) < 0) {
-		log_err("two services claim one setting");
-		return 1;
-	}
 	/* The default file is optional; one named on the command line is not.
 	 * Then the environment (GPUSYSD_<KEY>), then the command line. */
-	int r = config_load(&cfg, config_path ? config_path : GPUSYS_DEFAULT_CONFIG, err, sizeof(err));
-	if (r < 0 && !(r == -ENOENT && !config_path)) {
+	int r = daemon_read_config(&cfg, config_path, err, sizeof(err));
+	if (check_config) {
+		/* Also what daemon_run checks at start (the emulated GPU list). */
+		if (r == 0 && gpus_add_emulated(cfg.emulated_gpus, err, sizeof(err)) < 0)
+			r = -EINVAL;
+		if (r < 0) {
+			fprintf(stderr, "gpusysd: %s\n", err);
+			return EX_CONFIG;
+		}
+		printf("%s: valid\n", config_path ? config_path : GPUSYS_DEFAULT_CONFIG);
+		return 0;
+	}
+	if (r < 0) {
 		log_err("%s", err);
 		return 1;
 	}
-	if (config_apply_env(&cfg, err, sizeof(err)) < 0) {
-		log_err("%s", err);
-		return 1;
-	}
+	struct gpusysd_config as_read = cfg;
 	if (pollers && config_set(&cfg, "pollers", pollers, err, sizeof(err)) < 0) {
 		log_err("--pollers: %s", err);
 		return 1;
@@ -103,5 +123,5 @@ int main(int argc, char **argv)
 	if (!runtime_dir || !*runtime_dir)
 		runtime_dir = GPUSYS_DEFAULT_RUNTIME_DIR;
 
-	return daemon_run(&cfg, runtime_dir);
+	return daemon_run(&cfg, &as_read, config_path, runtime_dir);
 }

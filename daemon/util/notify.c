@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <systemd/sd-daemon.h>
 
@@ -43,5 +44,16 @@ void notify_status(unsigned clients, uint64_t requests)
 	if (!strcmp(buf, last_status))
 		return;
 	memcpy(last_status, buf, sizeof(buf));
+	sd_notify(0, buf);
+}
+
+void notify_reloading(void)
+{
+	/* Type=notify-reload wants MONOTONIC_USEC with RELOADING=1. */
+	struct timespec ts;
+	char buf[64];
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	snprintf(buf, sizeof(buf), "RELOADING=1\nMONOTONIC_USEC=%llu",
+		 (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000u);
 	sd_notify(0, buf);
 }

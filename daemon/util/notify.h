@@ -10,6 +10,8 @@
 void notify_init(void);
 void notify_ready(void);
 void notify_stopping(void);
+/* A reload begins (SIGHUP); notify_ready says it is done. */
+void notify_reloading(void);
 /* STATUS=, sent only when the text changes. */
 void notify_status(unsigned clients, uint64_t requests);
 

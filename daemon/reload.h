@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The configuration as the daemon reads it (defaults, the services' keys, the
+ * file, then GPUSYSD_<KEY> from the environment, then the checks that span
+ * keys), at start, for --check-config, and again on SIGHUP.
+ */
+#ifndef GPUSYSD_RELOAD_H
+#define GPUSYSD_RELOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util/config_file.h"
+
+struct daemon;
+
+/* Read everything into cfg. path NULL: the default file, if present; a named
+ * file must exist. 0, or -errno with "FILE:LINE: why" (or the key) in err. */
+int daemon_read_config(struct gpusysd_config *cfg, const char *path, char *err, size_t errlen);
+
+/* SIGHUP: read the file again. An invalid file changes nothing (said in the
+ * log, the daemon goes on with the settings in use); a valid one applies at
+ * once the settings that new clients pick up (max_clients_per_uid,
+ * max_ports, channel_bulk_bytes, client_mem_budget, max_pending_calls) and
+ * names every other changed key as taking effect at the next start. Returns
+ * 0 when the file was valid. Main thread. */
+int daemon_reload(struct daemon *d);
+
+#endif
