@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "config.h" /* GPUSYS_VERSION */
 #include "gpusys/wire.h"
 
 #define REPLY_TIMEOUT_MS 5000
@@ -22,17 +23,29 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: gpusysctl [--runtime-dir DIR] COMMAND\n"
+		"Usage: gpusysctl [OPTION]... COMMAND [OPTION]...\n"
 		"\n"
 		"Commands:\n"
-		"  status [--json]   the daemon and its attached clients (--json: as the daemon sent it)\n"
-		"  ports [--json]    ports busy now: client, opcode, phase, how long\n"
-		"  latency [--json] [--histogram]\n"
+		"  status            the daemon, its GPUs and its attached clients\n"
+		"  clients           one line per client: pid, uid, GPU, ports, warp requests, errors,\n"
+		"                    command line\n"
+		"  ports             ports busy now: client, opcode, phase, how long\n"
+		"  latency [--histogram]\n"
 		"                    per opcode: requests, errors, latency percentiles (from a poller\n"
 		"                    finding the request to its answer), with a text histogram\n"
+		"  watch [--interval MS] [--count N]\n"
+		"                    status and per-opcode rates, redrawn every MS (1000) until ^C\n"
+		"  gpu-fail UUID [REASON]\n"
+		"                    end a GPU's clients as a hardware failure would (root, gpusysd's\n"
+		"                    user or admin_group): to drain a GPU\n"
 		"\n"
+		"  --json             the daemon's reply as it sent it (status, clients, ports, latency)\n"
 		"  --runtime-dir DIR  where gpusysd runs (default $" GPUSYS_RUNTIME_DIR_ENV " or " GPUSYS_DEFAULT_RUNTIME_DIR
-		")\n");
+		")\n"
+		"  --version, --help\n"
+		"\n"
+		"Exit status: 0 done; 1 gpusysd unreachable, or it refused or failed the command;\n"
+		"2 bad usage. Requests are warp requests: one carries the calls of up to 32 lanes.\n");
 }
 
 static int connect_control(const char *dir)
@@ -148,7 +161,7 @@ static int print_status(json_t *st)
 	       str(st, "runtime_dir"));
 	/* The daemon shows another user's clients to admins only. */
 	bool own = !strcmp(str(st, "clients_shown"), "own");
-	printf("%lld pollers, %lld workers, %lld client%s attached%s, %lld requests served\n", num(st, "pollers"),
+	printf("%lld pollers, %lld workers, %lld client%s attached%s, %lld warp requests served\n", num(st, "pollers"),
 	       num(st, "workers"), num(st, "clients_attached"), num(st, "clients_attached") == 1 ? "" : "s",
 	       own ? " (yours; others' are not shown)" : "", num(st, "requests_served"));
 	/* GPUs by the daemon's index; clients name theirs by UUID. */
@@ -280,45 +293,52 @@ static int print_latency(json_t *r, bool hist)
 	return 0;
 }
 
-/* Ask gpusysd one command, print its reply as JSON (--json) or through
- * show. Exit status: 0, 1 (no daemon, or it said no), 2 (bad usage). */
-static int run_cmd(const char *dir, const char *cmd, int argc, char **argv, int (*show)(json_t *, bool))
+/* One request line to gpusysd; its reply parsed (NULL: said why on stderr,
+ * the daemon's own "error" included). */
+static json_t *ask(const char *dir, const char *req, char **ret_line)
 {
-	bool json = false, hist = false;
-
-	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = true;
-		else if (!strcmp(argv[i], "--histogram") && !strcmp(cmd, "latency"))
-			hist = true;
-		else {
-			fprintf(stderr, "gpusysctl: %s: unknown argument '%s'\n", cmd, argv[i]);
-			return 2;
-		}
-	}
 	int fd = connect_control(dir);
 	if (fd < 0)
-		return 1;
-	char req[64];
-	snprintf(req, sizeof(req), "{\"cmd\":\"%s\"}\n", cmd);
+		return NULL;
 	char *line = request(fd, req);
 	close(fd);
 	if (!line)
-		return 1;
-
+		return NULL;
 	json_error_t err;
-	json_t *st = json_loads(line, 0, &err);
-	int rc = 1;
-	if (!st || !json_is_object(st))
-		fprintf(stderr, "gpusysctl: gpusysd sent a malformed reply: %s\n", st ? "not an object" : err.text);
-	else if (json_object_get(st, "error"))
-		fprintf(stderr, "gpusysctl: gpusysd says: %s\n", str(st, "error"));
-	else if (json) {
+	json_t *r = json_loads(line, 0, &err);
+	if (!r || !json_is_object(r)) {
+		fprintf(stderr, "gpusysctl: gpusysd sent a malformed reply: %s\n", r ? "not an object" : err.text);
+		json_decref(r);
+		free(line);
+		return NULL;
+	}
+	if (json_object_get(r, "error")) {
+		fprintf(stderr, "gpusysctl: gpusysd says: %s\n", str(r, "error"));
+		json_decref(r);
+		free(line);
+		return NULL;
+	}
+	if (ret_line)
+		*ret_line = line;
+	else
+		free(line);
+	return r;
+}
+
+/* Ask one command, print the reply as JSON (--json) or through show. */
+static int run_cmd(const char *dir, const char *cmd, bool json, bool hist, int (*show)(json_t *, bool))
+{
+	char req[64], *line = NULL;
+	snprintf(req, sizeof(req), "{\"cmd\":\"%s\"}\n", cmd);
+	json_t *r = ask(dir, req, &line);
+	if (!r)
+		return 1;
+	int rc = 0;
+	if (json)
 		printf("%s\n", line);
-		rc = 0;
-	} else
-		rc = show(st, hist);
-	json_decref(st);
+	else
+		rc = show(r, hist);
+	json_decref(r);
 	free(line);
 	if (fflush(stdout) != 0 || ferror(stdout))
 		rc = 1;
@@ -337,20 +357,110 @@ static int show_ports(json_t *r, bool hist)
 	return print_ports(r);
 }
 
+/* The attached clients, one line each (from the status reply). */
+static int show_clients(json_t *st, bool hist)
+{
+	json_t *clients = json_object_get(st, "clients"), *gpus = json_object_get(st, "gpus"), *c, *g;
+	size_t i, j;
+	(void)hist;
+	if (!json_array_size(clients)) {
+		printf("no clients attached%s\n",
+		       !strcmp(str(st, "clients_shown"), "own") ? " (of yours; others' are not shown)" : "");
+		return 0;
+	}
+	printf("%6s %8s %6s %-16s %-6s %-8s %6s %6s %14s %8s  %s\n", "ID", "PID", "UID", "COMM", "GPU", "MEMORY", "PORTS",
+	       "IN-USE", "WARP-REQUESTS", "ERRORS", "COMMAND LINE");
+	json_array_foreach(clients, i, c)
+	{
+		char gpu[16] = "-", cmdline[512] = "?", path[64];
+		const char *uuid = json_string_value(json_object_get(c, "gpu"));
+		json_array_foreach(gpus, j, g) if (uuid && !strcmp(uuid, str(g, "uuid")))
+			snprintf(gpu, sizeof(gpu), "%lld", num(g, "index"));
+		/* The command line, where we may read it (our own clients). */
+		snprintf(path, sizeof(path), "/proc/%lld/cmdline", num(c, "pid"));
+		FILE *f = fopen(path, "re");
+		if (f) {
+			size_t n = fread(cmdline, 1, sizeof(cmdline) - 1, f);
+			fclose(f);
+			for (size_t k = 0; k + 1 < n; k++)
+				if (!cmdline[k])
+					cmdline[k] = ' ';
+			cmdline[n] = 0;
+		}
+		printf("%6lld %8lld %6lld %-16s %-6s %-8s %6lld %6lld %14lld %8lld  %s\n", num(c, "id"), num(c, "pid"),
+		       num(c, "uid"), str(c, "comm"), gpu, str(c, "memory"), num(c, "ports"), num(c, "ports_in_use"),
+		       num(c, "requests"), num(c, "rejected"), cmdline);
+	}
+	printf("(a warp request carries the calls of up to 32 lanes; errors: requests refused as malformed)\n");
+	return 0;
+}
+
+/* A live view: the status and the per-opcode rates over the last interval,
+ * redrawn every interval until interrupted (or for --count rounds). */
+static int watch(const char *dir, int interval_ms, int count)
+{
+	json_t *prev = NULL;
+	for (int round = 0; count <= 0 || round < count; round++) {
+		json_t *st = ask(dir, "{\"cmd\":\"status\"}\n", NULL);
+		json_t *lat = st ? ask(dir, "{\"cmd\":\"latency\"}\n", NULL) : NULL;
+		if (!st || !lat) {
+			json_decref(st);
+			json_decref(prev);
+			return 1;
+		}
+		if (isatty(STDOUT_FILENO))
+			printf("\033[H\033[2J");
+		print_status(st);
+		printf("\n%-7s %-16s %14s %12s %10s %10s   (last %d ms)\n", "OPCODE", "NAME", "REQUESTS", "PER SECOND",
+		       "P50 us", "P99 us", interval_ms);
+		json_t *ops = json_object_get(lat, "ops"), *o;
+		size_t i, j;
+		json_array_foreach(ops, i, o)
+		{
+			long long before = 0;
+			json_t *po;
+			json_array_foreach(json_object_get(prev, "ops"), j, po) if (!strcmp(str(po, "opcode"), str(o, "opcode")))
+				before = num(po, "count");
+			printf("%-7s %-16s %14lld %12.0f %10.1f %10.1f\n", str(o, "opcode"), str(o, "name"), num(o, "count"),
+			       prev ? (double)(num(o, "count") - before) * 1000.0 / interval_ms : 0.0, real(o, "p50_us"),
+			       real(o, "p99_us"));
+		}
+		fflush(stdout);
+		json_decref(st);
+		json_decref(prev);
+		prev = lat;
+		if (count <= 0 || round + 1 < count)
+			usleep((useconds_t)interval_ms * 1000u);
+	}
+	json_decref(prev);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "histogram", no_argument, NULL, 'H' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "count", required_argument, NULL, 'n' },
+		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *dir = NULL;
-	int c;
+	bool json = false, hist = false;
+	int c, interval_ms = 1000, count = 0;
 
-	/* "+": stop at the command, so its own options are left to it. */
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	/* Options before or after the command. */
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r': dir = optarg; break;
+		case 'j': json = true; break;
+		case 'H': hist = true; break;
+		case 'i': interval_ms = atoi(optarg); break;
+		case 'n': count = atoi(optarg); break;
+		case 'V': printf("gpusysctl %s\n", GPUSYS_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -364,12 +474,51 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *cmd = argv[optind];
+	int extra = argc - optind - 1;
+	if (!strcmp(cmd, "gpu-fail")) {
+		/* gpu-fail UUID [REASON...]: end a GPU's clients (admins). */
+		if (extra < 1) {
+			fprintf(stderr, "gpusysctl: gpu-fail needs a GPU UUID\n");
+			return 2;
+		}
+		json_t *q = json_pack("{s:s, s:s, s:s}", "cmd", "gpu-fail", "uuid", argv[optind + 1], "reason",
+				      extra > 1 ? argv[optind + 2] : "gpusysctl gpu-fail");
+		char *line = q ? json_dumps(q, JSON_COMPACT) : NULL, req[1024];
+		json_decref(q);
+		if (!line)
+			return 1;
+		snprintf(req, sizeof(req), "%s\n", line);
+		free(line);
+		json_t *r = ask(dir, req, NULL);
+		if (!r)
+			return 1;
+		printf("GPU %s failed: its clients were ended\n", str(r, "uuid"));
+		json_decref(r);
+		return 0;
+	}
+	if (extra) {
+		fprintf(stderr, "gpusysctl: %s: unexpected argument '%s'\n", cmd, argv[optind + 1]);
+		return 2;
+	}
+	if (hist && strcmp(cmd, "latency")) {
+		fprintf(stderr, "gpusysctl: --histogram is for latency\n");
+		return 2;
+	}
 	if (!strcmp(cmd, "status"))
-		return run_cmd(dir, cmd, argc - optind - 1, argv + optind + 1, show_status);
+		return run_cmd(dir, cmd, json, hist, show_status);
+	if (!strcmp(cmd, "clients"))
+		return run_cmd(dir, "status", json, hist, show_clients);
 	if (!strcmp(cmd, "ports"))
-		return run_cmd(dir, cmd, argc - optind - 1, argv + optind + 1, show_ports);
+		return run_cmd(dir, cmd, json, hist, show_ports);
 	if (!strcmp(cmd, "latency"))
-		return run_cmd(dir, cmd, argc - optind - 1, argv + optind + 1, print_latency);
+		return run_cmd(dir, cmd, json, hist, print_latency);
+	if (!strcmp(cmd, "watch")) {
+		if (interval_ms < 100 || json) {
+			fprintf(stderr, "gpusysctl: watch: --interval of at least 100 ms, no --json\n");
+			return 2;
+		}
+		return watch(dir, interval_ms, count);
+	}
 	fprintf(stderr, "gpusysctl: unknown command '%s'\n", cmd);
 	usage(stderr);
 	return 2;

@@ -292,6 +292,79 @@ static void test_control_errors(void **state)
 	gd_finish(&d);
 }
 
+/* The commands beyond status: clients, watch, --version, options after
+ * the command, usage errors (exit 2) and a daemon that says no (exit 1). */
+static void test_more_commands(void **state)
+{
+	struct gd d;
+	gpusys_t *c;
+	struct gpusys_emu *emu;
+	int st;
+
+	(void)state;
+	gd_start(&d, "pollers = 1\n");
+	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = 3,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK | GPUSYS_ATTACH_NO_STDIO |
+			  GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &c), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_host_channel(c), &emu), 0);
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(gpusys_emu_noop(gpusys_emu_dev(emu), 0xffffffffu), 0);
+
+	/* clients: our pid, the warp requests, and our command line. */
+	char *out = ctl(&d, "clients", NULL, &st, NULL);
+	assert_int_equal(st, 0);
+	char pid[32];
+	snprintf(pid, sizeof(pid), " %d ", (int)getpid());
+	assert_non_null(strstr(out, pid));
+	assert_non_null(strstr(out, "WARP-REQUESTS"));
+	assert_non_null(strstr(out, " 40 "));
+	assert_non_null(strstr(out, "ctl_test_gpusysctl"));
+	free(out);
+
+	/* Options after the command; --json of clients is the status object. */
+	const char *argv[] = { test_env("GPUSYSCTL_BIN"), "clients", "--json", "--runtime-dir", d.runtime, NULL };
+	char *err;
+	st = run_capture(argv, &out, &err);
+	assert_int_equal(st, 0);
+	json_t *j = json_loads(out, 0, NULL);
+	assert_non_null(j);
+	assert_non_null(status_client(j, gpusys_client_id(c)));
+	json_decref(j);
+	free(out), free(err);
+
+	/* watch: two rounds 100 ms apart, the NOOP row with its count. */
+	const char *wargv[] = { test_env("GPUSYSCTL_BIN"), "--runtime-dir", d.runtime, "watch", "--interval", "100",
+				"--count", "2", NULL };
+	st = run_capture(wargv, &out, &err);
+	assert_int_equal(st, 0);
+	assert_non_null(strstr(out, "PER SECOND"));
+	assert_non_null(strstr(out, "noop"));
+	free(out), free(err);
+
+	out = ctl(&d, "--version", NULL, &st, NULL);
+	assert_int_equal(st, 0);
+	assert_non_null(strstr(out, "gpusysctl "));
+	free(out);
+
+	/* Usage errors: 2. */
+	out = ctl(&d, "gpu-fail", NULL, &st, &err);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+	free(out), free(err);
+	out = ctl(&d, "status", "--histogram", &st, &err);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+	free(out), free(err);
+	/* The daemon says no: 1, with its words. */
+	out = ctl(&d, "gpu-fail", "GPU-00000000-0000-0000-0000-000000000009", &st, &err);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	assert_non_null(strstr(err, "no such GPU"));
+	free(out), free(err);
+
+	gpusys_emu_close(emu);
+	gpusys_detach(c);
+	gd_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -299,6 +372,7 @@ int main(void)
 		cmocka_unit_test(test_status_json),
 		cmocka_unit_test(test_not_running),
 		cmocka_unit_test(test_control_errors),
+		cmocka_unit_test(test_more_commands),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
