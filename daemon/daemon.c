@@ -286,6 +286,7 @@ static void on_status_timer(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	notify_status(d->reg.count, daemon_requests_served(d));
+	notify_watchdog();
 }
 
 /* ------------------------------------------------------------- lifecycle */

@@ -11,6 +11,7 @@
 
 static char last_status[128];
 static bool stopping_sent;
+static bool watchdog; /* WatchdogSec= is set for us */
 
 static void at_exit(void)
 {
@@ -19,7 +20,15 @@ static void at_exit(void)
 
 void notify_init(void)
 {
+	uint64_t usec = 0;
 	atexit(at_exit);
+	watchdog = sd_watchdog_enabled(0, &usec) > 0;
+}
+
+void notify_watchdog(void)
+{
+	if (watchdog)
+		sd_notify(0, "WATCHDOG=1");
 }
 
 void notify_ready(void)

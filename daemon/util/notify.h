@@ -9,6 +9,10 @@
 /* Arrange for STOPPING=1 to be sent on every exit path (atexit). */
 void notify_init(void);
 void notify_ready(void);
+/* The main loop is alive (WatchdogSec=): sent from the 1 s status timer, so
+ * a main thread stuck anywhere (a hung CUDA call, a deadlock) stops it and
+ * systemd restarts the service. Nothing when no watchdog is set. */
+void notify_watchdog(void);
 void notify_stopping(void);
 /* A reload begins (SIGHUP); notify_ready says it is done. */
 void notify_reloading(void);
