@@ -23,6 +23,7 @@
 #include "core/dispatch.h"
 #include "core/gpus.h"
 #include "gpu_health.h"
+#include "metrics.h"
 #include "reload.h"
 #include "core/later.h"
 #include "core/service.h"
@@ -371,6 +372,8 @@ static int start(struct daemon *d, const char *runtime_dir)
 							  .idle_timeout_ms = d->cfg.control_idle_timeout_ms,
 							  .admin_gid = d->cfg.admin_gid },
 				daemon_control, d, &d->control);
+	if (r >= 0)
+		r = metrics_start(d, &d->metrics);
 	if (r < 0) {
 		log_err("cannot set up the listeners: %s", strerror(-r));
 		return r;
@@ -408,6 +411,8 @@ static void stop(struct daemon *d)
 	}
 
 	gpu_health_stop();
+	metrics_stop(d->metrics);
+	d->metrics = NULL;
 	listener_free(d->listener);
 	d->listener = NULL;
 	control_free(d->control);

@@ -30,6 +30,7 @@ struct daemon {
 	struct event *ev_sigterm, *ev_sigint, *ev_sighup, *ev_status;
 	struct listener *listener;
 	struct control *control;
+	struct evhttp *metrics;    /* NULL unless metrics_listen is set */
 	struct pollers *pollers;
 	struct wake *wake;
 	struct pool *pool;

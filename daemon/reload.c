@@ -65,6 +65,10 @@ int daemon_reload(struct daemon *d)
 	LATER(call_timeout_ms) LATER(stats) LATER(control_conns_per_uid) LATER(control_idle_timeout_ms)
 	LATER(admin_gid)
 #undef LATER
+	if (strcmp(n.metrics_listen, d->cfg_read.metrics_listen)) {
+		log_warn("reload: metrics_listen changed in %s: takes effect at the next start", path);
+		later++;
+	}
 	if (strcmp(n.emulated_gpus, d->cfg_read.emulated_gpus)) {
 		log_warn("reload: emulated_gpus changed in %s: takes effect at the next start", path);
 		later++;

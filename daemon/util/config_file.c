@@ -54,6 +54,8 @@ static const struct key_spec core_keys[] = {
 	{ "admin_group", VAL_GROUP, offsetof(struct gpusysd_config, admin_gid), 1, 0, UINT32_MAX - 1 },
 	{ "emulated_gpus", VAL_TEXT, offsetof(struct gpusysd_config, emulated_gpus), 0, 0,
 	  sizeof(((struct gpusysd_config *)0)->emulated_gpus) - 1 },
+	{ "metrics_listen", VAL_TEXT, offsetof(struct gpusysd_config, metrics_listen), 0, 0,
+	  sizeof(((struct gpusysd_config *)0)->metrics_listen) - 1 },
 };
 
 #define NCORE (sizeof(core_keys) / sizeof(core_keys[0]))
@@ -80,6 +82,7 @@ void config_defaults(struct gpusysd_config *cfg)
 		.control_idle_timeout_ms = 10000,
 		.admin_gid = -1,
 		.emulated_gpus = "none",
+		.metrics_listen = "none",
 	};
 }
 

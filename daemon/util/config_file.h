@@ -11,7 +11,7 @@ enum config_kind {
 	CONFIG_COUNT, /* plain integer */
 	CONFIG_BYTES, /* integer with optional K/M/G (binary) suffix */
 	CONFIG_GROUP, /* a group name or number (core key admin_group only) */
-	CONFIG_TEXT,  /* a string, checked by its user (core key emulated_gpus only) */
+	CONFIG_TEXT,  /* a string, checked by its user (core keys emulated_gpus, metrics_listen) */
 };
 
 /* A setting some module (a service) reads: accepted in the file and as
@@ -42,6 +42,7 @@ struct gpusysd_config {
 	unsigned control_idle_timeout_ms; /* a control connection idle this long is closed */
 	int64_t admin_gid;             /* members see every client in status; -1: none */
 	char emulated_gpus[1024];      /* GPUs invented for tests (core/gpus.h); "none" */
+	char metrics_listen[128];      /* "HOST:PORT" of the Prometheus endpoint; "none" */
 
 	/* Settings registered by services (config_add_keys), with their values. */
 	unsigned nextra;
