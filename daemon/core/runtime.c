@@ -12,7 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "gpusys/wire.h"
+
 #include "core/runtime.h"
 
 #define LOCK_NAME "gpusysd.lock"
@@ -130,6 +133,21 @@ fail:
 	return -e;
 }
 
+/* A socket systemd passed us for path (gpusysd.socket), made non-blocking,
+ * or -1. The listening state is systemd's: we only accept on it. */
+static int passed_socket(const char *path, int type)
+{
+	int n = sd_listen_fds(0);
+	for (int fd = SD_LISTEN_FDS_START; n > 0 && fd < SD_LISTEN_FDS_START + n; fd++)
+		if (sd_is_socket_unix(fd, type, 1, path, 0) > 0) {
+			int fl = fcntl(fd, F_GETFL);
+			if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+				return -1;
+			return fd;
+		}
+	return -1;
+}
+
 int runtime_open(struct runtime *rt, const char *dir, char *err, size_t errlen)
 {
 	int r;
@@ -154,6 +172,18 @@ int runtime_open(struct runtime *rt, const char *dir, char *err, size_t errlen)
 	r = take_lock(rt, err, errlen);
 	if (r < 0)
 		goto fail;
+	rt->client_fd = passed_socket(rt->client_path, SOCK_SEQPACKET);
+	rt->control_fd = passed_socket(rt->control_path, SOCK_STREAM);
+	if (rt->client_fd >= 0 && rt->control_fd >= 0) {
+		rt->activated = true;
+		return 0;
+	}
+	if (rt->client_fd >= 0 || rt->control_fd >= 0) {
+		snprintf(err, errlen, "systemd passed one of %s and %s but not both: give gpusysd.socket both",
+			 rt->client_path, rt->control_path);
+		r = -EINVAL;
+		goto fail;
+	}
 	r = listen_on(rt->client_path, SOCK_SEQPACKET, err, errlen);
 	if (r < 0)
 		goto fail;
@@ -170,8 +200,9 @@ fail:
 
 void runtime_close(struct runtime *rt)
 {
-	/* Remove the files only if they are ours: we hold the lock. */
-	bool ours = rt->lock_fd >= 0;
+	/* Remove the files only if they are ours: we hold the lock, and
+	 * systemd did not make them (it keeps them for the next start). */
+	bool ours = rt->lock_fd >= 0 && !rt->activated;
 	if (rt->client_fd >= 0) {
 		close(rt->client_fd);
 		if (ours)

@@ -6,6 +6,8 @@
 #ifndef GPUSYSD_RUNTIME_H
 #define GPUSYSD_RUNTIME_H
 
+#include <stdbool.h>
+
 #include <stddef.h>
 
 struct runtime {
@@ -15,9 +17,12 @@ struct runtime {
 	int control_fd; /* listening, SOCK_STREAM */
 	char *client_path;
 	char *control_path;
+	bool activated;  /* both sockets came from systemd (gpusysd.socket): its files */
 };
 
-/* Take DIR/gpusysd.lock (flock), then (re)create both sockets: socket
+/* Take DIR/gpusysd.lock (flock), then use the two sockets systemd passed
+ * (socket activation: sd_listen_fds, matched by path and type), or else
+ * (re)create both sockets: socket
  * files left by a daemon that died are removed first, which is safe only
  * because we hold the lock. -EBUSY with "another gpusysd is serving DIR
  * (pid N)" in err if the lock is held; other errors also explain in err. */

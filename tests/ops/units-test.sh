@@ -12,16 +12,23 @@ mkdir -p "$tmp/sbin" "$tmp/etc/gpusysd"
 printf '#!/bin/sh\n' > "$tmp/sbin/gpusysd"
 chmod +x "$tmp/sbin/gpusysd"
 status=0
-for u in "$src"/systemd/*.service "$src"/systemd/*.socket "$src"/systemd/user/*.service; do
-	[[ -e $u ]] || continue
-	out=$tmp/$(basename "$(dirname "$u")")-$(basename "$u")
-	sed "s|@sbindir@|$tmp/sbin|g; s|@bindir@|$tmp/sbin|g; s|@sysconfdir@|$tmp/etc|g; s|@runstatedir@|/run|g" "$u" > "$out"
-	if ! systemd-analyze verify --man=no "$out"; then
-		echo "FAIL: systemd-analyze verify $(basename "$u")"
+# Each folder's units verified together (a socket needs its service).
+for sub in systemd systemd/user; do
+	mkdir -p "$tmp/$sub"
+	units=()
+	for u in "$src/$sub"/*.service "$src/$sub"/*.socket; do
+		[[ -e $u ]] || continue
+		out=$tmp/$sub/$(basename "$u")
+		sed "s|@sbindir@|$tmp/sbin|g; s|@bindir@|$tmp/sbin|g; s|@sysconfdir@|$tmp/etc|g; s|@runstatedir@|/run|g" "$u" > "$out"
+		units+=("$out")
+	done
+	((${#units[@]})) || continue
+	if ! systemd-analyze verify --man=no "${units[@]}"; then
+		echo "FAIL: systemd-analyze verify ${units[*]}"
 		status=1
 	fi
 done
-score=$(systemd-analyze security --offline=yes "$tmp/systemd-gpusysd.service" 2>&1 | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+score=$(systemd-analyze security --offline=yes "$tmp/systemd/gpusysd.service" 2>&1 | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
 echo "gpusysd.service exposure: $score"
 awk -v s="$score" 'BEGIN { exit !(s != "" && s <= 4.0) }' || { echo "FAIL: exposure '$score' above 4.0"; status=1; }
 exit $status
