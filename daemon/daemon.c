@@ -20,6 +20,7 @@
 #include "config.h" /* generated: GPUSYS_VERSION */
 #include "control/control.h"
 #include "daemon.h"
+#include "core/channel.h"
 #include "core/dispatch.h"
 #include "core/gpus.h"
 #include "gpu_health.h"
@@ -353,6 +354,8 @@ static int start(struct daemon *d, const char *runtime_dir)
 		return -ENOMEM;
 	}
 	stats_set_enabled(d->cfg.stats);
+	wake_gpu_configure(d->cfg.gpu_watch != 0);
+	channel_cuda_prefer(strcmp(d->cfg.cuda_memory, "vmm") ? GPUSYS_MEMORY_MEMFD : GPUSYS_MEMORY_CUDA_VMM);
 	later_setup(d->base, (uint64_t)d->cfg.call_timeout_ms * 1000000u);
 	r = session_reaper_start(d->base);
 	if (r < 0) {

@@ -63,8 +63,12 @@ int daemon_reload(struct daemon *d)
 	}
 	LATER(pollers) LATER(workers) LATER(max_clients) LATER(idle_spin_us) LATER(idle_sleep_us) LATER(handshake_timeout_ms)
 	LATER(call_timeout_ms) LATER(stats) LATER(control_conns_per_uid) LATER(control_idle_timeout_ms)
-	LATER(admin_gid)
+	LATER(admin_gid) LATER(gpu_watch)
 #undef LATER
+	if (strcmp(n.cuda_memory, d->cfg_read.cuda_memory)) {
+		log_warn("reload: cuda_memory changed in %s: takes effect at the next start", path);
+		later++;
+	}
 	if (strcmp(n.metrics_listen, d->cfg_read.metrics_listen)) {
 		log_warn("reload: metrics_listen changed in %s: takes effect at the next start", path);
 		later++;

@@ -43,6 +43,10 @@ extern const struct channel_ops channel_memfd_ops;
  * can import it, or NULL (no CUDA, no such GPU, the client prefers memfd). */
 const struct channel_ops *channel_cuda_pick(int32_t cuda_device, uint32_t memory_kinds);
 
+/* The kind a CUDA client that can import both gets (GPUSYS_MEMORY_MEMFD or
+ * _CUDA_VMM; the cuda_memory setting). Before the first client. */
+void channel_cuda_prefer(uint32_t kind);
+
 /* The backend for a client: cuda_device and the memory kinds it can import
  * (hello fields). NULL if no backend fits. */
 const struct channel_ops *channel_pick(int32_t cuda_device, uint32_t memory_kinds);

@@ -56,21 +56,23 @@ static const struct gpusys_cuda *cu;
 static struct cuda_gpu gpus[MAX_GPUS];
 static struct cuda_backend backends[MAX_GPUS];
 
-/* Which kind a CUDA client gets when it can import both: set from the
- * measurements in bench/RESULTS.md (see channel_cuda_pick). */
+/* Which kind a CUDA client gets when it can import both (the cuda_memory
+ * setting, channel_cuda_prefer): memfd unless told otherwise. */
+static uint32_t preferred = GPUSYS_MEMORY_MEMFD;
+
+void channel_cuda_prefer(uint32_t kind)
+{
+	preferred = kind;
+}
+
 static uint32_t preferred_kind(void)
 {
-	const char *e = getenv("GPUSYSD_CUDA_MEMORY");
-	if (e && strcmp(e, "memfd") == 0)
-		return GPUSYS_MEMORY_MEMFD;
-	if (e && strcmp(e, "vmm") == 0)
-		return GPUSYS_MEMORY_CUDA_VMM;
-	/* memfd: one warp's round trip is the same either way (4.2-4.4 us),
+	/* memfd by default: one warp's round trip is the same either way (4.2-4.4 us),
 	 * but under load the daemon's scans of a cuMemCreate host allocation
 	 * are slower: the whole H100 reached 11.9 M warp requests/s on memfd
 	 * channels against 7.5 M on VMM ones (4 pollers), 18.1 M against 13.2 M
 	 * (8 pollers), same run (bench/RESULTS.md). VMM stays the fallback. */
-	return GPUSYS_MEMORY_MEMFD;
+	return preferred;
 }
 
 static int cuda_fail(CUresult r, const char *what, int device)
@@ -265,6 +267,11 @@ const struct channel_ops *channel_cuda_pick(int32_t cuda_device, uint32_t memory
 }
 
 #else /* !GPUSYS_HAVE_CUDA_H */
+void channel_cuda_prefer(uint32_t kind)
+{
+	(void)kind;
+}
+
 
 const struct channel_ops *channel_cuda_pick(int32_t cuda_device, uint32_t memory_kinds)
 {

@@ -167,6 +167,11 @@ void wake_drain(struct wake *w, const struct wake_events *ev, struct wake_chan *
 #ifndef GPUSYSD_WAKE_CUDA
 /* Built without the CUDA backend: a GPU client's doorbell cannot be
  * watched, so poller 0 keeps to timed naps while one is attached. */
+void wake_gpu_configure(bool watch)
+{
+	(void)watch;
+}
+
 void wake_gpu_open(struct wake *w, struct wake_chan *c, const struct channel *ch, int32_t cuda_device)
 {
 	(void)w;

@@ -74,6 +74,10 @@ void wake_drain(struct wake *w, const struct wake_events *ev, struct wake_chan *
  * doorbell for it: on a stream of its own CUDA context, a wait for the
  * doorbell to change, then a host function that writes the eventfd. */
 
+/* The gpu_watch setting: false gives CUDA clients timed naps (to measure
+ * against). Before the first client. */
+void wake_gpu_configure(bool watch);
+
 /* Main thread, at attach of a client with a GPU: set up c->gpu for the
  * channel (device access to its doorbell, a stream), or set
  * c->needs_timer when that cannot be done. Never fails the attach. */

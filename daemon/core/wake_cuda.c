@@ -13,8 +13,9 @@
  * kernels. The price is latency: on the H100 the wait takes ~0.2 ms to
  * notice a store to host memory, ~0.4 ms from a kernel's doorbell to the
  * daemon awake while the client's context shares the GPU (bench/RESULTS.md,
- * "Idle cost and wake-up"). GPUSYSD_GPU_WATCH=0 in the daemon's environment
- * turns the watch off: timed naps for CUDA clients (~30 us, ~8% of a core).
+ * "Idle cost and wake-up"). gpu_watch = 0 (or GPUSYSD_GPU_WATCH=0)
+ * (the gpu_watch setting) turns the watch off: timed naps for CUDA clients
+ * (~30 us, ~8% of a core).
  *
  * Why AND ~seen and not GEQ seen + 1: the doorbell is not monotonic. A
  * message's later packets ring with (1 << 63) | port | seq, its first with
@@ -108,6 +109,13 @@ static void gpu_free(struct wake_gpu *g)
 	free(g);
 }
 
+static bool gpu_watch_enabled = true;
+
+void wake_gpu_configure(bool watch)
+{
+	gpu_watch_enabled = watch;
+}
+
 /* The daemon keeps one reference to each GPU's primary context it ever
  * used, until exit: otherwise the last client of a GPU to detach would
  * destroy the context, which synchronises with every other context's work
@@ -133,9 +141,8 @@ void wake_gpu_open(struct wake *w, struct wake_chan *c, const struct channel *ch
 	int v = 0;
 
 	c->needs_timer = true; /* until the watch is set up */
-	/* GPUSYSD_GPU_WATCH=0: no watch, timed naps (to measure against). */
-	const char *e = getenv("GPUSYSD_GPU_WATCH");
-	if (e && strcmp(e, "0") == 0)
+	/* gpu_watch = 0: no watch, timed naps (to measure against). */
+	if (!gpu_watch_enabled)
 		return;
 	/* One GPU only. With two H200s in one daemon, a doorbell wait
 	 * pending on one GPU stalled mapping calls for the other

@@ -54,6 +54,9 @@ static const struct key_spec core_keys[] = {
 	{ "admin_group", VAL_GROUP, offsetof(struct gpusysd_config, admin_gid), 1, 0, UINT32_MAX - 1 },
 	{ "emulated_gpus", VAL_TEXT, offsetof(struct gpusysd_config, emulated_gpus), 0, 0,
 	  sizeof(((struct gpusysd_config *)0)->emulated_gpus) - 1 },
+	U(gpu_watch, VAL_COUNT, 0, 1),
+	{ "cuda_memory", VAL_TEXT, offsetof(struct gpusysd_config, cuda_memory), 0, 0,
+	  sizeof(((struct gpusysd_config *)0)->cuda_memory) - 1 },
 	{ "metrics_listen", VAL_TEXT, offsetof(struct gpusysd_config, metrics_listen), 0, 0,
 	  sizeof(((struct gpusysd_config *)0)->metrics_listen) - 1 },
 };
@@ -83,6 +86,8 @@ void config_defaults(struct gpusysd_config *cfg)
 		.admin_gid = -1,
 		.emulated_gpus = "none",
 		.metrics_listen = "none",
+		.gpu_watch = 1,
+		.cuda_memory = "memfd",
 	};
 }
 
@@ -420,6 +425,10 @@ int config_check(const struct gpusysd_config *cfg, char *err, size_t errlen)
 	if (cfg->pollers + cfg->workers > GPUSYS_PROGRESS_SLOTS - 1) {
 		snprintf(err, errlen, "pollers (%u) + workers (%u) exceed the %u progress slots (one more is for calls that complete later)",
 			 cfg->pollers, cfg->workers, GPUSYS_PROGRESS_SLOTS - 1);
+		return -EINVAL;
+	}
+	if (strcmp(cfg->cuda_memory, "memfd") && strcmp(cfg->cuda_memory, "vmm")) {
+		snprintf(err, errlen, "cuda_memory = %s: expected memfd or vmm", cfg->cuda_memory);
 		return -EINVAL;
 	}
 	return 0;

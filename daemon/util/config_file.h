@@ -11,7 +11,7 @@ enum config_kind {
 	CONFIG_COUNT, /* plain integer */
 	CONFIG_BYTES, /* integer with optional K/M/G (binary) suffix */
 	CONFIG_GROUP, /* a group name or number (core key admin_group only) */
-	CONFIG_TEXT,  /* a string, checked by its user (core keys emulated_gpus, metrics_listen) */
+	CONFIG_TEXT,  /* a string, checked by its user (core keys emulated_gpus, metrics_listen, cuda_memory) */
 };
 
 /* A setting some module (a service) reads: accepted in the file and as
@@ -43,6 +43,8 @@ struct gpusysd_config {
 	int64_t admin_gid;             /* members see every client in status; -1: none */
 	char emulated_gpus[1024];      /* GPUs invented for tests (core/gpus.h); "none" */
 	char metrics_listen[128];      /* "HOST:PORT" of the Prometheus endpoint; "none" */
+	unsigned gpu_watch;            /* 1: watch CUDA clients' doorbells from the GPU (wake.h) */
+	char cuda_memory[8];           /* channel kind for CUDA clients that can take both: memfd, vmm */
 
 	/* Settings registered by services (config_add_keys), with their values. */
 	unsigned nextra;
