@@ -67,6 +67,7 @@ static void refuse(int fd, int status, const char *why)
 
 static void detach(struct daemon *d, struct session *s, const char *why)
 {
+	log_context_set(s->peer.pid, s->id, -1);
 	event_free(s->ev);
 	s->ev = NULL;
 	wake_chan_unregister(d->wake, &s->wakec);
@@ -81,6 +82,7 @@ static void detach(struct daemon *d, struct session *s, const char *why)
 	log_info("client %u detached (%s): pid %d comm '%s', %llu requests", s->id, why, (int)s->peer.pid,
 		 s->peer.comm, (unsigned long long)session_requests(s));
 	session_unref(s);
+	log_context_clear();
 	notify_status(d->reg.count, daemon_requests_served(d));
 }
 
@@ -127,7 +129,7 @@ static void on_session_event(evutil_socket_t fd, short what, void *arg)
 
 /* ---------------------------------------------------------------- attach */
 
-static void on_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HELLO_NFDS], const struct peer *peer)
+static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HELLO_NFDS], const struct peer *peer)
 {
 	struct daemon *d = arg;
 	char why[256]; /* as much as a welcome carries */
@@ -259,6 +261,14 @@ static void on_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HE
 		 (int)peer->pid, (int)peer->uid, peer->comm, num_ports, (unsigned long long)(s->chan.bytes >> 10),
 		 ops->name, gpu ? ", GPU " : "", gpu ? gpu->uuid_text : "", gpu && gpu->ordinal < 0 ? " (emulated)" : "");
 	notify_status(d->reg.count, daemon_requests_served(d));
+}
+
+/* A hello: what is logged while serving it is about that process. */
+static void on_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HELLO_NFDS], const struct peer *peer)
+{
+	log_context_set(peer->pid, 0, -1);
+	serve_hello(arg, fd, h, fds, peer);
+	log_context_clear();
 }
 
 /* ---------------------------------------------------------------- events */

@@ -6,10 +6,25 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <systemd/sd-journal.h>
 
 #include "util/log.h"
 
 static bool to_journal;
+static bool journal_native; /* journald's socket is there: fields too */
+static _Thread_local struct {
+	int pid, opcode;
+	unsigned client_id;
+} ctx = { 0, -1, 0 };
+
+void log_context_set(int pid, unsigned client_id, int opcode)
+{
+	ctx.pid = pid;
+	ctx.client_id = client_id;
+	ctx.opcode = opcode;
+}
 static int max_level = LOG_INFO;
 
 /* JOURNAL_STREAM is "DEV:INO" of the stream systemd connected; it only counts
@@ -22,6 +37,9 @@ void log_init(void)
 
 	if (js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && fstat(2, &st) == 0)
 		to_journal = st.st_dev == dev && st.st_ino == ino;
+	/* sd_journal_send drops lines quietly without journald: only use it
+	 * when its socket is there, else the "<N>" stream lines. */
+	journal_native = to_journal && access("/run/systemd/journal/socket", W_OK) == 0;
 }
 
 void log_set_level(int priority)
@@ -37,7 +55,27 @@ static void emit(int priority, const char *line, uint64_t dropped)
 		snprintf(tail, sizeof(tail), " (%llu more like this suppressed)", (unsigned long long)dropped);
 	/* One fprintf per line: stdio locks the stream per call, so lines from
 	 * different threads do not interleave. */
-	if (to_journal)
+	if (journal_native) {
+		char pid[32] = "GPUSYS_CLIENT_PID=", id[32] = "GPUSYS_CLIENT_ID=", op[32] = "GPUSYS_OPCODE=";
+		if (ctx.pid) {
+			snprintf(pid + 18, sizeof(pid) - 18, "%d", ctx.pid);
+			snprintf(id + 17, sizeof(id) - 17, "%u", ctx.client_id);
+		}
+		if (ctx.opcode >= 0)
+			snprintf(op + 14, sizeof(op) - 14, "0x%04x", ctx.opcode);
+		/* Empty fields are left out: the list ends at the first NULL. */
+		const char *f[3] = { NULL, NULL, NULL };
+		unsigned n = 0;
+		if (ctx.pid) {
+			f[n++] = pid;
+			f[n++] = id;
+		}
+		if (ctx.opcode >= 0)
+			f[n++] = op;
+		if (sd_journal_send("MESSAGE=%s%s", line, tail, "PRIORITY=%d", priority, "SYSLOG_IDENTIFIER=gpusysd",
+				    f[0], f[1], f[2], NULL) < 0)
+			fprintf(stderr, "<%d>%s%s\n", priority, line, tail);
+	} else if (to_journal)
 		fprintf(stderr, "<%d>%s%s\n", priority, line, tail);
 	else
 		fprintf(stderr, "gpusysd: %s%s\n", line, tail);

@@ -43,6 +43,17 @@ void log_site_msg(struct log_site *site, int priority, const char *fmt, ...) __a
 #define log_info(...) LOG_LIMITED_(LOG_INFO, __VA_ARGS__)
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 
+/* Under systemd, lines go to the journal with structured fields
+ * (sd_journal_send): PRIORITY, SYSLOG_IDENTIFIER, and, while a thread works
+ * for a client, GPUSYS_CLIENT_PID, GPUSYS_CLIENT_ID and GPUSYS_OPCODE
+ * (`journalctl GPUSYS_CLIENT_PID=1234`). The context is the calling
+ * thread's; pid 0 clears it. */
+void log_context_set(int pid, unsigned client_id, int opcode /* -1: none */);
+static inline void log_context_clear(void)
+{
+	log_context_set(0, 0, -1);
+}
+
 /* Raise the threshold (LOG_DEBUG shows everything). */
 void log_set_level(int priority);
 
