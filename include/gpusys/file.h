@@ -72,7 +72,11 @@ enum gpusys_file_opcode {
 };
 
 #define GPUSYS_FILE_PATH_MAX 4096u      /* bytes of a path, like PATH_MAX (without the NUL) */
-#define GPUSYS_FILE_MAX_HANDLES 1024u   /* open files and directories per client (EMFILE past it) */
+/* Open files, directories and sockets per client: the daemon's
+ * max_handles_per_client setting, 16384 unless set (up to 65536); EMFILE
+ * past it. A handle is a positive int32 (an index and a generation). */
+#define GPUSYS_FILE_DEFAULT_MAX_HANDLES 16384u
+#define GPUSYS_FILE_HANDLES_LIMIT 65536u
 #define GPUSYS_FILE_NAME_MAX 255u
 #define GPUSYS_FILE_STDOUT 1
 #define GPUSYS_FILE_STDERR 2

@@ -37,6 +37,8 @@
 #define BIG_BYTES (UINT64_C(256) << 20) /* CI size; the GPU test reads 1 GiB */
 
 static struct gd daemon_;
+#define TEST_MAX_HANDLES 1500u
+#define TEST_MAX_HANDLES_TEXT "1500"
 static char work[128]; /* the clients' working directory */
 
 struct cl {
@@ -261,7 +263,7 @@ static uint64_t checksum(const uint8_t *b, uint64_t n)
 static int group_setup(void **state)
 {
 	(void)state;
-	gd_start(&daemon_, "channel_bulk_bytes = 64M\nworkers = 4\n");
+	gd_start(&daemon_, "channel_bulk_bytes = 64M\nworkers = 4\nmax_handles_per_client = " TEST_MAX_HANDLES_TEXT "\n");
 	/* Non-root test clients must reach the runtime directory. */
 	chmod(daemon_.dir, 0755);
 	snprintf(work, sizeof(work), "/tmp/gpusys-file-XXXXXX");
@@ -476,15 +478,16 @@ static void test_handles(void **state)
 	assert_int_equal(f_write(a.dev, GPUSYS_FILE_STDOUT, "x", 1), -EBADF);
 	assert_int_equal(f_read(a.dev, GPUSYS_FILE_STDOUT, buf, 1), -EBADF);
 
-	/* The per-client bound. */
-	int64_t *many = malloc(GPUSYS_FILE_MAX_HANDLES * sizeof(*many));
+	/* The per-client bound: max_handles_per_client (1500 here, past the
+	 * old fixed 1024, so the table grows by chunks), then EMFILE. */
+	int64_t *many = malloc(TEST_MAX_HANDLES * sizeof(*many));
 	unsigned n = 0;
-	for (; n < GPUSYS_FILE_MAX_HANDLES; n++) {
+	for (; n < TEST_MAX_HANDLES; n++) {
 		many[n] = f_open(a.dev, "h.txt", O_RDONLY, 0);
 		if (many[n] < 0)
 			break;
 	}
-	assert_int_equal(n, GPUSYS_FILE_MAX_HANDLES - 1); /* h2 holds one */
+	assert_int_equal(n, TEST_MAX_HANDLES - 1); /* h2 holds one */
 	assert_int_equal(many[n], -EMFILE);
 	for (unsigned i = 0; i < n; i++)
 		assert_int_equal(f_close(a.dev, many[i]), 0);

@@ -5,18 +5,38 @@
 
 #include "services/file/file_table.h"
 
-struct file_table *file_table_new(void)
+struct file_table *file_table_new(uint32_t max)
 {
 	struct file_table *ft = calloc(1, sizeof(*ft));
 	if (!ft)
 		return NULL;
 	pthread_mutex_init(&ft->lock, NULL);
-	for (uint32_t i = 0; i < GPUSYS_FILE_MAX_HANDLES; i++) {
-		ft->e[i].fd = -1;
-		ft->e[i].gen = 1;
-		pthread_mutex_init(&ft->e[i].dir_lock, NULL);
-	}
+	ft->max = max < 1 ? 1 : max > GPUSYS_FILE_HANDLES_LIMIT ? GPUSYS_FILE_HANDLES_LIMIT : max;
 	return ft;
+}
+
+/* The entry at idx, or NULL where no chunk holds it yet. */
+static struct file_entry *entry_at(struct file_table *ft, uint32_t idx)
+{
+	uint32_t c = idx / FILE_CHUNK;
+	return c < ft->nchunks ? &ft->chunk[c][idx % FILE_CHUNK] : NULL;
+}
+
+/* One more chunk of free entries; with ft->lock held. */
+static int grow_locked(struct file_table *ft)
+{
+	if (ft->nchunks == FILE_CHUNKS)
+		return -EMFILE;
+	struct file_entry *c = calloc(FILE_CHUNK, sizeof(*c));
+	if (!c)
+		return -EMFILE;
+	for (uint32_t i = 0; i < FILE_CHUNK; i++) {
+		c[i].fd = -1;
+		c[i].gen = 1;
+		pthread_mutex_init(&c[i].dir_lock, NULL);
+	}
+	ft->chunk[ft->nchunks++] = c;
+	return 0;
 }
 
 /* The descriptor of an entry nobody uses any more; called with ft->lock
@@ -45,14 +65,16 @@ unsigned file_table_free(struct file_table *ft)
 	unsigned closed = 0;
 	if (!ft)
 		return 0;
-	for (uint32_t i = 0; i < GPUSYS_FILE_MAX_HANDLES; i++) {
-		struct file_entry *e = &ft->e[i];
+	for (uint32_t i = 0; i < ft->nchunks * FILE_CHUNK; i++) {
+		struct file_entry *e = entry_at(ft, i);
 		if (e->kind != FILE_KIND_FREE) {
 			entry_release(ft, e);
 			closed++;
 		}
 		pthread_mutex_destroy(&e->dir_lock);
 	}
+	for (uint32_t c = 0; c < ft->nchunks; c++)
+		free(ft->chunk[c]);
 	pthread_mutex_destroy(&ft->lock);
 	free(ft);
 	return closed;
@@ -61,7 +83,15 @@ unsigned file_table_free(struct file_table *ft)
 static struct {
 	pthread_mutex_t lock;
 	struct file_table *head;
-} shared = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	uint32_t max; /* for new tables */
+} shared = { .lock = PTHREAD_MUTEX_INITIALIZER, .max = GPUSYS_FILE_DEFAULT_MAX_HANDLES };
+
+void file_table_set_max(uint32_t max)
+{
+	pthread_mutex_lock(&shared.lock);
+	shared.max = max;
+	pthread_mutex_unlock(&shared.lock);
+}
 
 struct file_table *file_table_acquire(const void *owner)
 {
@@ -69,7 +99,7 @@ struct file_table *file_table_acquire(const void *owner)
 	struct file_table *ft = shared.head;
 	while (ft && ft->owner != owner)
 		ft = ft->next;
-	if (!ft && (ft = file_table_new())) {
+	if (!ft && (ft = file_table_new(shared.max))) {
 		ft->owner = owner;
 		ft->next = shared.head;
 		shared.head = ft;
@@ -104,8 +134,11 @@ static int32_t make_handle(uint32_t idx, uint32_t gen)
 int file_table_insert(struct file_table *ft, int fd, enum file_kind kind, int oflags, DIR *dir)
 {
 	int h = file_table_insert_obj(ft, fd, kind, oflags, NULL, NULL);
-	if (h > 0)
-		ft->e[(uint32_t)h & ((1u << FILE_INDEX_BITS) - 1)].dir = dir; /* only we know the handle yet */
+	if (h > 0) {
+		pthread_mutex_lock(&ft->lock);
+		entry_at(ft, (uint32_t)h & ((1u << FILE_INDEX_BITS) - 1))->dir = dir; /* only we know the handle yet */
+		pthread_mutex_unlock(&ft->lock);
+	}
 	return h;
 }
 
@@ -113,15 +146,18 @@ int file_table_insert_obj(struct file_table *ft, int fd, enum file_kind kind, in
 			  const struct file_entry_ops *ops)
 {
 	pthread_mutex_lock(&ft->lock);
-	if (ft->count >= GPUSYS_FILE_MAX_HANDLES) {
+	uint32_t slots = ft->nchunks * FILE_CHUNK;
+	if (ft->count >= ft->max || (ft->count == slots && grow_locked(ft) < 0)) {
 		pthread_mutex_unlock(&ft->lock);
 		return -EMFILE;
 	}
-	uint32_t i = ft->hint;
-	while (ft->e[i].kind != FILE_KIND_FREE)
-		i = (i + 1) % GPUSYS_FILE_MAX_HANDLES;
-	ft->hint = (i + 1) % GPUSYS_FILE_MAX_HANDLES;
-	struct file_entry *e = &ft->e[i];
+	/* A free entry exists among the allocated ones: from the hint on. */
+	slots = ft->nchunks * FILE_CHUNK;
+	uint32_t i = ft->hint < slots ? ft->hint : 0;
+	while (entry_at(ft, i)->kind != FILE_KIND_FREE)
+		i = (i + 1) % slots;
+	ft->hint = (i + 1) % slots;
+	struct file_entry *e = entry_at(ft, i);
 	e->fd = fd;
 	e->kind = (uint8_t)kind;
 	e->closing = false;
@@ -142,11 +178,9 @@ struct file_entry *file_table_get(struct file_table *ft, int32_t handle, enum fi
 		return NULL;
 	uint32_t idx = (uint32_t)handle & ((1u << FILE_INDEX_BITS) - 1);
 	uint32_t gen = (uint32_t)handle >> FILE_INDEX_BITS;
-	if (idx >= GPUSYS_FILE_MAX_HANDLES)
-		return NULL;
-	struct file_entry *e = &ft->e[idx];
 	pthread_mutex_lock(&ft->lock);
-	if (e->kind != kind || e->closing || e->gen != gen) {
+	struct file_entry *e = entry_at(ft, idx);
+	if (!e || e->kind != kind || e->closing || e->gen != gen) {
 		pthread_mutex_unlock(&ft->lock);
 		return NULL;
 	}

@@ -17,10 +17,14 @@
 
 #include "gpusys/file.h"
 
-#define FILE_INDEX_BITS 10u
+#define FILE_INDEX_BITS 16u
 #define FILE_GEN_MAX ((UINT32_C(1) << (31 - FILE_INDEX_BITS)) - 1)
+/* Entries come in chunks allocated as a client opens more, and never move
+ * (lookups hold pointers to them). */
+#define FILE_CHUNK 1024u
+#define FILE_CHUNKS ((1u << FILE_INDEX_BITS) / FILE_CHUNK)
 
-_Static_assert((1u << FILE_INDEX_BITS) >= GPUSYS_FILE_MAX_HANDLES, "index bits cover the table");
+_Static_assert((1u << FILE_INDEX_BITS) >= GPUSYS_FILE_HANDLES_LIMIT, "index bits cover the table");
 
 enum file_kind {
 	FILE_KIND_FREE = 0,
@@ -60,10 +64,17 @@ struct file_table {
 	struct file_table *next;
 	uint32_t count;
 	uint32_t hint;
-	struct file_entry e[GPUSYS_FILE_MAX_HANDLES];
+	uint32_t max;       /* handles at most (EMFILE past it) */
+	uint32_t nchunks;   /* chunk[0..nchunks) are allocated */
+	struct file_entry *chunk[FILE_CHUNKS];
 };
 
-struct file_table *file_table_new(void);
+/* A table for at most max handles (1..GPUSYS_FILE_HANDLES_LIMIT). */
+struct file_table *file_table_new(uint32_t max);
+
+/* The bound of the tables file_table_acquire makes from now on (the
+ * max_handles_per_client setting; the file service sets it at start). */
+void file_table_set_max(uint32_t max);
 
 /* Close everything still open and free the table. No other thread may use
  * it. Returns how many descriptors it closed. */
@@ -79,7 +90,8 @@ struct file_table *file_table_acquire(const void *owner);
 unsigned file_table_release(struct file_table *ft);
 
 /* Enter fd (and dir, which owns it, for a directory). The handle (> 0), or
- * -EMFILE when the client has GPUSYS_FILE_MAX_HANDLES open: then fd/dir
+ * -EMFILE when the client has its maximum open (or no memory for more
+ * entries): then fd/dir
  * are still the caller's. */
 int file_table_insert(struct file_table *ft, int fd, enum file_kind kind, int oflags, DIR *dir);
 

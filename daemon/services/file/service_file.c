@@ -25,6 +25,7 @@
 #include "core/service.h"
 #include "services/file/file_ops.h"
 #include "services/file/file_paths.h"
+#include "services/file/file_table.h"
 #include "services/file/service_file.h"
 #include "util/parallel_io.h"
 
@@ -34,11 +35,14 @@ static const struct config_key settings[] = {
 	/* I/O threads that share large transfers with the worker serving
 	 * them (util/parallel_io.h). */
 	{ "file_io_threads", CONFIG_COUNT, 0, PARALLEL_IO_MAX_THREADS, 4 },
+	/* Open files, directories and sockets per client (one space). */
+	{ "max_handles_per_client", CONFIG_COUNT, 16, GPUSYS_FILE_HANDLES_LIMIT, GPUSYS_FILE_DEFAULT_MAX_HANDLES },
 	{ NULL, 0, 0, 0, 0 },
 };
 
 static int file_start(const struct service_env *env)
 {
+	file_table_set_max((uint32_t)config_value(env->cfg, "max_handles_per_client"));
 	return parallel_io_start((unsigned)config_value(env->cfg, "file_io_threads"));
 }
 
