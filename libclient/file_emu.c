@@ -106,7 +106,7 @@ int gpusys_emu_file_open(const gpusys_dev_t *dev, uint64_t mask, const char *con
 	return emu_call(dev, GPUSYS_OP_FILE_OPEN, mask, &a, failed, ret);
 }
 
-static int handle_only(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, const int32_t handle[L], int64_t ret[L])
+static int handle_only(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, const gpusys_fd_t handle[L], int64_t ret[L])
 {
 	struct lane_args a;
 	init_args(&a);
@@ -116,22 +116,22 @@ static int handle_only(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, cons
 	return emu_call(dev, op, mask, &a, 0, ret);
 }
 
-int gpusys_emu_file_close(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[L], int64_t ret[L])
+int gpusys_emu_file_close(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[L], int64_t ret[L])
 {
 	return handle_only(dev, GPUSYS_OP_FILE_CLOSE, mask, handle, ret);
 }
 
-int gpusys_emu_file_fsync(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[L], int64_t ret[L])
+int gpusys_emu_file_fsync(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[L], int64_t ret[L])
 {
 	return handle_only(dev, GPUSYS_OP_FILE_FSYNC, mask, handle, ret);
 }
 
-int gpusys_emu_file_closedir(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[L], int64_t ret[L])
+int gpusys_emu_file_closedir(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[L], int64_t ret[L])
 {
 	return handle_only(dev, GPUSYS_OP_FILE_CLOSEDIR, mask, handle, ret);
 }
 
-static int rw(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, const int32_t handle[L], void *const rbuf[L],
+static int rw(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, const gpusys_fd_t handle[L], void *const rbuf[L],
 	      const void *const wbuf[L], const uint32_t count[L], const int64_t *offset, int64_t ret[L])
 {
 	struct lane_args a;
@@ -154,31 +154,31 @@ static int rw(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, const int32_t
 	return emu_call(dev, op, mask, &a, 0, ret);
 }
 
-int gpusys_emu_file_read(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[L], void *const buf[L],
+int gpusys_emu_file_read(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[L], void *const buf[L],
 		    const uint32_t count[L], int64_t ret[L])
 {
 	return rw(dev, GPUSYS_OP_FILE_READ, mask, handle, buf, NULL, count, NULL, ret);
 }
 
-int gpusys_emu_file_write(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[L], const void *const buf[L],
+int gpusys_emu_file_write(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[L], const void *const buf[L],
 		     const uint32_t count[L], int64_t ret[L])
 {
 	return rw(dev, GPUSYS_OP_FILE_WRITE, mask, handle, NULL, buf, count, NULL, ret);
 }
 
-int gpusys_emu_file_pread(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[L], void *const buf[L],
+int gpusys_emu_file_pread(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[L], void *const buf[L],
 		     const uint32_t count[L], const int64_t offset[L], int64_t ret[L])
 {
 	return rw(dev, GPUSYS_OP_FILE_PREAD, mask, handle, buf, NULL, count, offset, ret);
 }
 
-int gpusys_emu_file_pwrite(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[L], const void *const buf[L],
+int gpusys_emu_file_pwrite(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[L], const void *const buf[L],
 		      const uint32_t count[L], const int64_t offset[L], int64_t ret[L])
 {
 	return rw(dev, GPUSYS_OP_FILE_PWRITE, mask, handle, NULL, buf, count, offset, ret);
 }
 
-int gpusys_emu_file_lseek(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[L], const int64_t offset[L],
+int gpusys_emu_file_lseek(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[L], const int64_t offset[L],
 		     const int whence[L], int64_t ret[L])
 {
 	struct lane_args a;
@@ -193,7 +193,7 @@ int gpusys_emu_file_lseek(const gpusys_dev_t *dev, uint64_t mask, const int32_t 
 	return emu_call(dev, GPUSYS_OP_FILE_LSEEK, mask, &a, 0, ret);
 }
 
-int gpusys_emu_file_fstat(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[L], struct gpusys_stat *const st[L],
+int gpusys_emu_file_fstat(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[L], struct gpusys_stat *const st[L],
 		     int64_t ret[L])
 {
 	struct lane_args a;
@@ -224,7 +224,7 @@ int gpusys_emu_file_stat(const gpusys_dev_t *dev, uint64_t mask, const char *con
 	return emu_call(dev, GPUSYS_OP_FILE_STAT, mask, &a, failed, ret);
 }
 
-int gpusys_emu_file_ftruncate(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[L], const int64_t length[L],
+int gpusys_emu_file_ftruncate(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[L], const int64_t length[L],
 			 int64_t ret[L])
 {
 	struct lane_args a;
@@ -284,7 +284,7 @@ int gpusys_emu_file_rename(const gpusys_dev_t *dev, uint64_t mask, const char *c
 	return emu_call(dev, GPUSYS_OP_FILE_RENAME, mask, &a, failed, ret);
 }
 
-int gpusys_emu_file_readdir(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[L],
+int gpusys_emu_file_readdir(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[L],
 		       struct gpusys_dirent *const ent[L], int64_t ret[L])
 {
 	struct lane_args a;
@@ -305,7 +305,7 @@ int gpusys_emu_file_readdir(const gpusys_dev_t *dev, uint64_t mask, const int32_
 
 /* ---------------------------------------------------------------- blocks */
 
-static int64_t block_io(const gpusys_dev_t *dev, int32_t handle, uint8_t *buf, uint64_t len, int64_t off, int write_op)
+static int64_t block_io(const gpusys_dev_t *dev, gpusys_fd_t handle, uint8_t *buf, uint64_t len, int64_t off, int write_op)
 {
 	uint64_t done = 0;
 
@@ -361,26 +361,26 @@ static int64_t block_io(const gpusys_dev_t *dev, int32_t handle, uint8_t *buf, u
 	return rc < 0 ? rc : (int64_t)done;
 }
 
-int64_t gpusys_emu_pread_block(const gpusys_dev_t *dev, int32_t handle, void *buf, uint64_t len, int64_t off)
+int64_t gpusys_emu_pread_block(const gpusys_dev_t *dev, gpusys_fd_t handle, void *buf, uint64_t len, int64_t off)
 {
 	if (off < 0)
 		return -EINVAL;
 	return block_io(dev, handle, buf, len, off, 0);
 }
 
-int64_t gpusys_emu_pwrite_block(const gpusys_dev_t *dev, int32_t handle, const void *buf, uint64_t len, int64_t off)
+int64_t gpusys_emu_pwrite_block(const gpusys_dev_t *dev, gpusys_fd_t handle, const void *buf, uint64_t len, int64_t off)
 {
 	if (off < 0)
 		return -EINVAL;
 	return block_io(dev, handle, (uint8_t *)(uintptr_t)buf, len, off, 1);
 }
 
-int64_t gpusys_emu_read_block(const gpusys_dev_t *dev, int32_t handle, void *buf, uint64_t len)
+int64_t gpusys_emu_read_block(const gpusys_dev_t *dev, gpusys_fd_t handle, void *buf, uint64_t len)
 {
 	return block_io(dev, handle, buf, len, -1, 0);
 }
 
-int64_t gpusys_emu_write_block(const gpusys_dev_t *dev, int32_t handle, const void *buf, uint64_t len)
+int64_t gpusys_emu_write_block(const gpusys_dev_t *dev, gpusys_fd_t handle, const void *buf, uint64_t len)
 {
 	return block_io(dev, handle, (uint8_t *)(uintptr_t)buf, len, -1, 1);
 }

@@ -23,7 +23,7 @@ static int64_t one(const gpusys_dev_t *dev, uint16_t op, struct gpusys_emu_sock_
 	return a->ret;
 }
 
-static void lane_init(struct gpusys_emu_sock_lane *a, int64_t h)
+static void lane_init(struct gpusys_emu_sock_lane *a, gpusys_fd_t h)
 {
 	memset(a, 0, sizeof(*a));
 	gpusys_sock_req_init(&a->q);
@@ -40,7 +40,7 @@ int64_t gpusys_emu_socket(const gpusys_dev_t *dev, int domain, int type, int pro
 	return one(dev, GPUSYS_OP_SOCK_SOCKET, &a);
 }
 
-static int64_t with_addr(const gpusys_dev_t *dev, uint16_t op, int64_t h, const void *addr, uint32_t len)
+static int64_t with_addr(const gpusys_dev_t *dev, uint16_t op, gpusys_fd_t h, const void *addr, uint32_t len)
 {
 	struct gpusys_emu_sock_lane a;
 	lane_init(&a, h);
@@ -51,17 +51,17 @@ static int64_t with_addr(const gpusys_dev_t *dev, uint16_t op, int64_t h, const 
 	return one(dev, op, &a);
 }
 
-int64_t gpusys_emu_bind(const gpusys_dev_t *dev, int64_t h, const void *addr, uint32_t len)
+int64_t gpusys_emu_bind(const gpusys_dev_t *dev, gpusys_fd_t h, const void *addr, uint32_t len)
 {
 	return with_addr(dev, GPUSYS_OP_SOCK_BIND, h, addr, len);
 }
 
-int64_t gpusys_emu_connect(const gpusys_dev_t *dev, int64_t h, const void *addr, uint32_t len)
+int64_t gpusys_emu_connect(const gpusys_dev_t *dev, gpusys_fd_t h, const void *addr, uint32_t len)
 {
 	return with_addr(dev, GPUSYS_OP_SOCK_CONNECT, h, addr, len);
 }
 
-int64_t gpusys_emu_listen(const gpusys_dev_t *dev, int64_t h, int backlog)
+int64_t gpusys_emu_listen(const gpusys_dev_t *dev, gpusys_fd_t h, int backlog)
 {
 	struct gpusys_emu_sock_lane a;
 	lane_init(&a, h);
@@ -78,7 +78,7 @@ static void addr_out(const struct gpusys_sock_addr *r, void *addr, uint32_t *len
 	*len = r->len;
 }
 
-int64_t gpusys_emu_accept4(const gpusys_dev_t *dev, int64_t h, void *addr, uint32_t *len, int flags)
+int64_t gpusys_emu_accept4(const gpusys_dev_t *dev, gpusys_fd_t h, void *addr, uint32_t *len, int flags)
 {
 	struct gpusys_sock_accepted acc;
 	struct gpusys_emu_sock_lane a;
@@ -95,12 +95,12 @@ int64_t gpusys_emu_accept4(const gpusys_dev_t *dev, int64_t h, void *addr, uint3
 	return acc.handle;
 }
 
-int64_t gpusys_emu_send(const gpusys_dev_t *dev, int64_t h, const void *buf, uint64_t n, int flags)
+int64_t gpusys_emu_send(const gpusys_dev_t *dev, gpusys_fd_t h, const void *buf, uint64_t n, int flags)
 {
 	return gpusys_emu_sendto(dev, h, buf, n, flags, NULL, 0);
 }
 
-int64_t gpusys_emu_sendto(const gpusys_dev_t *dev, int64_t h, const void *buf, uint64_t n, int flags,
+int64_t gpusys_emu_sendto(const gpusys_dev_t *dev, gpusys_fd_t h, const void *buf, uint64_t n, int flags,
 			  const void *addr, uint32_t len)
 {
 	struct gpusys_emu_sock_lane a;
@@ -115,7 +115,7 @@ int64_t gpusys_emu_sendto(const gpusys_dev_t *dev, int64_t h, const void *buf, u
 	return one(dev, addr ? GPUSYS_OP_SOCK_SENDTO : GPUSYS_OP_SOCK_SEND, &a);
 }
 
-int64_t gpusys_emu_recv(const gpusys_dev_t *dev, int64_t h, void *buf, uint64_t n, int flags)
+int64_t gpusys_emu_recv(const gpusys_dev_t *dev, gpusys_fd_t h, void *buf, uint64_t n, int flags)
 {
 	struct gpusys_emu_sock_lane a;
 	lane_init(&a, h);
@@ -126,7 +126,7 @@ int64_t gpusys_emu_recv(const gpusys_dev_t *dev, int64_t h, void *buf, uint64_t 
 	return one(dev, GPUSYS_OP_SOCK_RECV, &a);
 }
 
-int64_t gpusys_emu_recvfrom(const gpusys_dev_t *dev, int64_t h, void *buf, uint64_t n, int flags, void *addr,
+int64_t gpusys_emu_recvfrom(const gpusys_dev_t *dev, gpusys_fd_t h, void *buf, uint64_t n, int flags, void *addr,
 			    uint32_t *len)
 {
 	uint64_t c = n < GPUSYS_MAX_LANE_PAYLOAD - sizeof(struct gpusys_sock_addr)
@@ -157,7 +157,7 @@ int64_t gpusys_emu_recvfrom(const gpusys_dev_t *dev, int64_t h, void *buf, uint6
 	return r;
 }
 
-int64_t gpusys_emu_shutdown(const gpusys_dev_t *dev, int64_t h, int how)
+int64_t gpusys_emu_shutdown(const gpusys_dev_t *dev, gpusys_fd_t h, int how)
 {
 	struct gpusys_emu_sock_lane a;
 	lane_init(&a, h);
@@ -165,14 +165,14 @@ int64_t gpusys_emu_shutdown(const gpusys_dev_t *dev, int64_t h, int how)
 	return one(dev, GPUSYS_OP_SOCK_SHUTDOWN, &a);
 }
 
-int64_t gpusys_emu_sock_close(const gpusys_dev_t *dev, int64_t h)
+int64_t gpusys_emu_sock_close(const gpusys_dev_t *dev, gpusys_fd_t h)
 {
 	struct gpusys_emu_sock_lane a;
 	lane_init(&a, h);
 	return one(dev, GPUSYS_OP_SOCK_CLOSE, &a);
 }
 
-int64_t gpusys_emu_setsockopt(const gpusys_dev_t *dev, int64_t h, int level, int name, const void *val,
+int64_t gpusys_emu_setsockopt(const gpusys_dev_t *dev, gpusys_fd_t h, int level, int name, const void *val,
 			      uint32_t len)
 {
 	struct gpusys_emu_sock_lane a;
@@ -184,7 +184,7 @@ int64_t gpusys_emu_setsockopt(const gpusys_dev_t *dev, int64_t h, int level, int
 	return one(dev, GPUSYS_OP_SOCK_SETSOCKOPT, &a);
 }
 
-int64_t gpusys_emu_getsockopt(const gpusys_dev_t *dev, int64_t h, int level, int name, void *val, uint32_t *len)
+int64_t gpusys_emu_getsockopt(const gpusys_dev_t *dev, gpusys_fd_t h, int level, int name, void *val, uint32_t *len)
 {
 	struct gpusys_emu_sock_lane a;
 	lane_init(&a, h);
@@ -200,7 +200,7 @@ int64_t gpusys_emu_getsockopt(const gpusys_dev_t *dev, int64_t h, int level, int
 	return 0;
 }
 
-static int64_t name_of(const gpusys_dev_t *dev, uint16_t op, int64_t h, void *addr, uint32_t *len)
+static int64_t name_of(const gpusys_dev_t *dev, uint16_t op, gpusys_fd_t h, void *addr, uint32_t *len)
 {
 	struct gpusys_sock_addr rec;
 	struct gpusys_emu_sock_lane a;
@@ -216,12 +216,12 @@ static int64_t name_of(const gpusys_dev_t *dev, uint16_t op, int64_t h, void *ad
 	return 0;
 }
 
-int64_t gpusys_emu_getsockname(const gpusys_dev_t *dev, int64_t h, void *addr, uint32_t *len)
+int64_t gpusys_emu_getsockname(const gpusys_dev_t *dev, gpusys_fd_t h, void *addr, uint32_t *len)
 {
 	return name_of(dev, GPUSYS_OP_SOCK_GETSOCKNAME, h, addr, len);
 }
 
-int64_t gpusys_emu_getpeername(const gpusys_dev_t *dev, int64_t h, void *addr, uint32_t *len)
+int64_t gpusys_emu_getpeername(const gpusys_dev_t *dev, gpusys_fd_t h, void *addr, uint32_t *len)
 {
 	return name_of(dev, GPUSYS_OP_SOCK_GETPEERNAME, h, addr, len);
 }
@@ -308,7 +308,7 @@ int64_t gpusys_emu_getnameinfo(const gpusys_dev_t *dev, const void *addr, uint32
 
 /* ---------------------------------------------------------------- bulk */
 
-static int64_t block_io(const gpusys_dev_t *dev, int64_t h, uint8_t *buf, uint64_t len, int send_op)
+static int64_t block_io(const gpusys_dev_t *dev, gpusys_fd_t h, uint8_t *buf, uint64_t len, int send_op)
 {
 	uint64_t done = 0;
 	if (!dev->bulk_slots) {
@@ -350,12 +350,12 @@ static int64_t block_io(const gpusys_dev_t *dev, int64_t h, uint8_t *buf, uint64
 	return rc < 0 ? rc : (int64_t)done;
 }
 
-int64_t gpusys_emu_send_block(const gpusys_dev_t *dev, int64_t h, const void *buf, uint64_t len)
+int64_t gpusys_emu_send_block(const gpusys_dev_t *dev, gpusys_fd_t h, const void *buf, uint64_t len)
 {
 	return block_io(dev, h, (uint8_t *)buf, len, 1);
 }
 
-int64_t gpusys_emu_recv_block(const gpusys_dev_t *dev, int64_t h, void *buf, uint64_t len)
+int64_t gpusys_emu_recv_block(const gpusys_dev_t *dev, gpusys_fd_t h, void *buf, uint64_t len)
 {
 	return block_io(dev, h, buf, len, 0);
 }

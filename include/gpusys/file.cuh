@@ -96,7 +96,7 @@ static __device__ long long gpusys_open(gpusys_dev_t dev, const char *path, int 
 	return gpusys_file_path_call(dev, GPUSYS_OP_FILE_OPEN, q, path, 0, 0);
 }
 
-static __device__ long long gpusys_close(gpusys_dev_t dev, long long h)
+static __device__ long long gpusys_close(gpusys_dev_t dev, gpusys_fd_t h)
 {
 	struct gpusys_file_req q;
 	gpusys_file_req_init(&q);
@@ -104,7 +104,7 @@ static __device__ long long gpusys_close(gpusys_dev_t dev, long long h)
 	return gpusys_file_handle_call(dev, GPUSYS_OP_FILE_CLOSE, q, 0, 0);
 }
 
-static __device__ long long gpusys_file_read_op(gpusys_dev_t dev, uint16_t op, long long h, void *buf,
+static __device__ long long gpusys_file_read_op(gpusys_dev_t dev, uint16_t op, gpusys_fd_t h, void *buf,
 						unsigned long long n, long long off)
 {
 	struct gpusys_file_req q;
@@ -116,18 +116,18 @@ static __device__ long long gpusys_file_read_op(gpusys_dev_t dev, uint16_t op, l
 	return gpusys_file_handle_call(dev, op, q, buf, c);
 }
 
-static __device__ long long gpusys_read(gpusys_dev_t dev, long long h, void *buf, unsigned long long n)
+static __device__ long long gpusys_read(gpusys_dev_t dev, gpusys_fd_t h, void *buf, unsigned long long n)
 {
 	return gpusys_file_read_op(dev, GPUSYS_OP_FILE_READ, h, buf, n, 0);
 }
 
-static __device__ long long gpusys_pread(gpusys_dev_t dev, long long h, void *buf, unsigned long long n, long long off)
+static __device__ long long gpusys_pread(gpusys_dev_t dev, gpusys_fd_t h, void *buf, unsigned long long n, long long off)
 {
 	return gpusys_file_read_op(dev, GPUSYS_OP_FILE_PREAD, h, buf, n, off);
 }
 
 /* Write in pieces until done, a short piece or an error. */
-static __device__ long long gpusys_file_write_op(gpusys_dev_t dev, uint16_t op, long long h, const void *buf,
+static __device__ long long gpusys_file_write_op(gpusys_dev_t dev, uint16_t op, gpusys_fd_t h, const void *buf,
 						 unsigned long long n, long long off)
 {
 	uint8_t scratch[GPUSYS_FILE_REQ_BYTES + GPUSYS_FILE_GPU_PIECE];
@@ -149,18 +149,18 @@ static __device__ long long gpusys_file_write_op(gpusys_dev_t dev, uint16_t op, 
 	return (long long)done;
 }
 
-static __device__ long long gpusys_write(gpusys_dev_t dev, long long h, const void *buf, unsigned long long n)
+static __device__ long long gpusys_write(gpusys_dev_t dev, gpusys_fd_t h, const void *buf, unsigned long long n)
 {
 	return gpusys_file_write_op(dev, GPUSYS_OP_FILE_WRITE, h, buf, n, 0);
 }
 
-static __device__ long long gpusys_pwrite(gpusys_dev_t dev, long long h, const void *buf, unsigned long long n,
+static __device__ long long gpusys_pwrite(gpusys_dev_t dev, gpusys_fd_t h, const void *buf, unsigned long long n,
 					  long long off)
 {
 	return gpusys_file_write_op(dev, GPUSYS_OP_FILE_PWRITE, h, buf, n, off);
 }
 
-static __device__ long long gpusys_lseek(gpusys_dev_t dev, long long h, long long off, int whence)
+static __device__ long long gpusys_lseek(gpusys_dev_t dev, gpusys_fd_t h, long long off, int whence)
 {
 	struct gpusys_file_req q;
 	gpusys_file_req_init(&q);
@@ -171,7 +171,7 @@ static __device__ long long gpusys_lseek(gpusys_dev_t dev, long long h, long lon
 }
 
 /* 0 or -errno (the struct on success). */
-static __device__ int gpusys_fstat(gpusys_dev_t dev, long long h, struct gpusys_stat *st)
+static __device__ int gpusys_fstat(gpusys_dev_t dev, gpusys_fd_t h, struct gpusys_stat *st)
 {
 	struct gpusys_file_req q;
 	gpusys_file_req_init(&q);
@@ -190,7 +190,7 @@ static __device__ int gpusys_stat(gpusys_dev_t dev, const char *path, struct gpu
 	return r < 0 ? (int)r : 0;
 }
 
-static __device__ int gpusys_fsync(gpusys_dev_t dev, long long h)
+static __device__ int gpusys_fsync(gpusys_dev_t dev, gpusys_fd_t h)
 {
 	struct gpusys_file_req q;
 	gpusys_file_req_init(&q);
@@ -198,7 +198,7 @@ static __device__ int gpusys_fsync(gpusys_dev_t dev, long long h)
 	return (int)gpusys_file_handle_call(dev, GPUSYS_OP_FILE_FSYNC, q, 0, 0);
 }
 
-static __device__ int gpusys_ftruncate(gpusys_dev_t dev, long long h, long long length)
+static __device__ int gpusys_ftruncate(gpusys_dev_t dev, gpusys_fd_t h, long long length)
 {
 	struct gpusys_file_req q;
 	gpusys_file_req_init(&q);
@@ -237,7 +237,7 @@ static __device__ long long gpusys_opendir(gpusys_dev_t dev, const char *path)
 }
 
 /* 1 with *ent filled, 0 at the end of the directory, or -errno. */
-static __device__ int gpusys_readdir(gpusys_dev_t dev, long long h, struct gpusys_dirent *ent)
+static __device__ int gpusys_readdir(gpusys_dev_t dev, gpusys_fd_t h, struct gpusys_dirent *ent)
 {
 	struct gpusys_file_req q;
 	gpusys_file_req_init(&q);
@@ -246,7 +246,7 @@ static __device__ int gpusys_readdir(gpusys_dev_t dev, long long h, struct gpusy
 	return r < 0 ? (int)r : r > 0 ? 1 : 0;
 }
 
-static __device__ int gpusys_closedir(gpusys_dev_t dev, long long h)
+static __device__ int gpusys_closedir(gpusys_dev_t dev, gpusys_fd_t h)
 {
 	struct gpusys_file_req q;
 	gpusys_file_req_init(&q);
@@ -329,7 +329,7 @@ static __device__ gpusys_future_t handle_call(const gpusys_dev_t &dev, uint16_t 
 		     cap);
 }
 
-static __device__ gpusys_future_t read_op(const gpusys_dev_t &dev, uint16_t op, long long h, void *buf,
+static __device__ gpusys_future_t read_op(const gpusys_dev_t &dev, uint16_t op, gpusys_fd_t h, void *buf,
 					  unsigned long long n, long long off)
 {
 	struct gpusys_file_req q;
@@ -341,7 +341,7 @@ static __device__ gpusys_future_t read_op(const gpusys_dev_t &dev, uint16_t op, 
 	return handle_call(dev, op, 0, q, buf, c);
 }
 
-static __device__ gpusys_future_t write_op(const gpusys_dev_t &dev, uint16_t op, long long h, const void *buf,
+static __device__ gpusys_future_t write_op(const gpusys_dev_t &dev, uint16_t op, gpusys_fd_t h, const void *buf,
 					   unsigned long long n, long long off)
 {
 	uint8_t scratch[GPUSYS_FILE_REQ_BYTES + GPUSYS_FILE_GPU_PIECE];
@@ -365,7 +365,7 @@ static __device__ gpusys_future_t gpusys_open_async(gpusys_dev_t dev, const char
 	return gpusys_file_detail::path_call(dev, GPUSYS_OP_FILE_OPEN, q, path, 0, 0);
 }
 
-static __device__ gpusys_future_t gpusys_close_async(gpusys_dev_t dev, long long h)
+static __device__ gpusys_future_t gpusys_close_async(gpusys_dev_t dev, gpusys_fd_t h)
 {
 	struct gpusys_file_req q;
 	gpusys_file_req_init(&q);
@@ -375,7 +375,7 @@ static __device__ gpusys_future_t gpusys_close_async(gpusys_dev_t dev, long long
 
 /* Fire-and-forget close: 0 once sent (or -ESHUTDOWN); its outcome is not
  * known (a close that fails, e.g. -EBADF, fails silently). */
-static __device__ int gpusys_close_nowait(gpusys_dev_t dev, long long h)
+static __device__ int gpusys_close_nowait(gpusys_dev_t dev, gpusys_fd_t h)
 {
 	struct gpusys_file_req q;
 	gpusys_file_req_init(&q);
@@ -383,30 +383,30 @@ static __device__ int gpusys_close_nowait(gpusys_dev_t dev, long long h)
 	return (int)gpusys_file_detail::handle_call(dev, GPUSYS_OP_FILE_CLOSE, GPUSYS_REQ_NOREPLY, q, 0, 0).result;
 }
 
-static __device__ gpusys_future_t gpusys_read_async(gpusys_dev_t dev, long long h, void *buf, unsigned long long n)
+static __device__ gpusys_future_t gpusys_read_async(gpusys_dev_t dev, gpusys_fd_t h, void *buf, unsigned long long n)
 {
 	return gpusys_file_detail::read_op(dev, GPUSYS_OP_FILE_READ, h, buf, n, 0);
 }
 
-static __device__ gpusys_future_t gpusys_pread_async(gpusys_dev_t dev, long long h, void *buf, unsigned long long n,
+static __device__ gpusys_future_t gpusys_pread_async(gpusys_dev_t dev, gpusys_fd_t h, void *buf, unsigned long long n,
 						     long long off)
 {
 	return gpusys_file_detail::read_op(dev, GPUSYS_OP_FILE_PREAD, h, buf, n, off);
 }
 
-static __device__ gpusys_future_t gpusys_write_async(gpusys_dev_t dev, long long h, const void *buf,
+static __device__ gpusys_future_t gpusys_write_async(gpusys_dev_t dev, gpusys_fd_t h, const void *buf,
 						     unsigned long long n)
 {
 	return gpusys_file_detail::write_op(dev, GPUSYS_OP_FILE_WRITE, h, buf, n, 0);
 }
 
-static __device__ gpusys_future_t gpusys_pwrite_async(gpusys_dev_t dev, long long h, const void *buf,
+static __device__ gpusys_future_t gpusys_pwrite_async(gpusys_dev_t dev, gpusys_fd_t h, const void *buf,
 						      unsigned long long n, long long off)
 {
 	return gpusys_file_detail::write_op(dev, GPUSYS_OP_FILE_PWRITE, h, buf, n, off);
 }
 
-static __device__ gpusys_future_t gpusys_lseek_async(gpusys_dev_t dev, long long h, long long off, int whence)
+static __device__ gpusys_future_t gpusys_lseek_async(gpusys_dev_t dev, gpusys_fd_t h, long long off, int whence)
 {
 	struct gpusys_file_req q;
 	gpusys_file_req_init(&q);
@@ -417,7 +417,7 @@ static __device__ gpusys_future_t gpusys_lseek_async(gpusys_dev_t dev, long long
 }
 
 /* Waited: the bytes of *st received (sizeof) or -errno. */
-static __device__ gpusys_future_t gpusys_fstat_async(gpusys_dev_t dev, long long h, struct gpusys_stat *st)
+static __device__ gpusys_future_t gpusys_fstat_async(gpusys_dev_t dev, gpusys_fd_t h, struct gpusys_stat *st)
 {
 	struct gpusys_file_req q;
 	gpusys_file_req_init(&q);
@@ -434,7 +434,7 @@ static __device__ gpusys_future_t gpusys_stat_async(gpusys_dev_t dev, const char
 	return gpusys_file_detail::path_call(dev, GPUSYS_OP_FILE_STAT, q, path, st, sizeof(*st));
 }
 
-static __device__ gpusys_future_t gpusys_fsync_async(gpusys_dev_t dev, long long h)
+static __device__ gpusys_future_t gpusys_fsync_async(gpusys_dev_t dev, gpusys_fd_t h)
 {
 	struct gpusys_file_req q;
 	gpusys_file_req_init(&q);
@@ -442,7 +442,7 @@ static __device__ gpusys_future_t gpusys_fsync_async(gpusys_dev_t dev, long long
 	return gpusys_file_detail::handle_call(dev, GPUSYS_OP_FILE_FSYNC, 0, q, 0, 0);
 }
 
-static __device__ gpusys_future_t gpusys_ftruncate_async(gpusys_dev_t dev, long long h, long long length)
+static __device__ gpusys_future_t gpusys_ftruncate_async(gpusys_dev_t dev, gpusys_fd_t h, long long length)
 {
 	struct gpusys_file_req q;
 	gpusys_file_req_init(&q);
@@ -586,7 +586,7 @@ static __device__ __noinline__ long long gpusys_block_io_packets(const gpusys_de
  * daemon write one half, warps 1.. fill the other with the next chunk. With
  * a single warp there is no overlap: everyone copies, then thread 0 asks.
  */
-static __device__ long long gpusys_block_io(const gpusys_dev_t &dev, long long handle, uint8_t *buf,
+static __device__ long long gpusys_block_io(const gpusys_dev_t &dev, gpusys_fd_t handle, uint8_t *buf,
 					    unsigned long long len, long long off, bool write_op)
 {
 	__shared__ long long sh_res[2];
@@ -686,7 +686,7 @@ static __device__ long long gpusys_block_io(const gpusys_dev_t &dev, long long h
 	return result;
 }
 
-static __device__ long long gpusys_pread_block(gpusys_dev_t dev, long long h, void *buf, unsigned long long len,
+static __device__ long long gpusys_pread_block(gpusys_dev_t dev, gpusys_fd_t h, void *buf, unsigned long long len,
 					       long long off)
 {
 	if (off < 0)
@@ -694,7 +694,7 @@ static __device__ long long gpusys_pread_block(gpusys_dev_t dev, long long h, vo
 	return gpusys_block_io(dev, h, (uint8_t *)buf, len, off, false);
 }
 
-static __device__ long long gpusys_pwrite_block(gpusys_dev_t dev, long long h, const void *buf,
+static __device__ long long gpusys_pwrite_block(gpusys_dev_t dev, gpusys_fd_t h, const void *buf,
 						unsigned long long len, long long off)
 {
 	if (off < 0)
@@ -702,12 +702,12 @@ static __device__ long long gpusys_pwrite_block(gpusys_dev_t dev, long long h, c
 	return gpusys_block_io(dev, h, (uint8_t *)buf, len, off, true);
 }
 
-static __device__ long long gpusys_read_block(gpusys_dev_t dev, long long h, void *buf, unsigned long long len)
+static __device__ long long gpusys_read_block(gpusys_dev_t dev, gpusys_fd_t h, void *buf, unsigned long long len)
 {
 	return gpusys_block_io(dev, h, (uint8_t *)buf, len, -1, false);
 }
 
-static __device__ long long gpusys_write_block(gpusys_dev_t dev, long long h, const void *buf, unsigned long long len)
+static __device__ long long gpusys_write_block(gpusys_dev_t dev, gpusys_fd_t h, const void *buf, unsigned long long len)
 {
 	return gpusys_block_io(dev, h, (uint8_t *)buf, len, -1, true);
 }

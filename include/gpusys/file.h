@@ -76,6 +76,10 @@ enum gpusys_file_opcode {
  * max_handles_per_client setting, 16384 unless set (up to 65536); EMFILE
  * past it. A handle is a positive int32 (an index and a generation). */
 #define GPUSYS_FILE_DEFAULT_MAX_HANDLES 16384u
+/* A file, directory or socket handle, the same type on the device, in the
+ * emulator and in the daemon. Calls that open one return it widened with
+ * the error in one value (long long / int64_t: the handle, or -errno). */
+typedef int32_t gpusys_fd_t;
 #define GPUSYS_FILE_HANDLES_LIMIT 65536u
 #define GPUSYS_FILE_NAME_MAX 255u
 #define GPUSYS_FILE_STDOUT 1

@@ -33,32 +33,32 @@ extern "C" {
 int gpusys_emu_file_open(const gpusys_dev_t *dev, uint64_t mask, const char *const path[GPUSYS_EMU_LANES],
 		    const int flags[GPUSYS_EMU_LANES], const uint32_t mode[GPUSYS_EMU_LANES],
 		    int64_t ret[GPUSYS_EMU_LANES]);
-int gpusys_emu_file_close(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[GPUSYS_EMU_LANES],
+int gpusys_emu_file_close(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[GPUSYS_EMU_LANES],
 		     int64_t ret[GPUSYS_EMU_LANES]);
-int gpusys_emu_file_read(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[GPUSYS_EMU_LANES],
+int gpusys_emu_file_read(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[GPUSYS_EMU_LANES],
 		    void *const buf[GPUSYS_EMU_LANES], const uint32_t count[GPUSYS_EMU_LANES],
 		    int64_t ret[GPUSYS_EMU_LANES]);
-int gpusys_emu_file_write(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[GPUSYS_EMU_LANES],
+int gpusys_emu_file_write(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[GPUSYS_EMU_LANES],
 		     const void *const buf[GPUSYS_EMU_LANES], const uint32_t count[GPUSYS_EMU_LANES],
 		     int64_t ret[GPUSYS_EMU_LANES]);
-int gpusys_emu_file_pread(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[GPUSYS_EMU_LANES],
+int gpusys_emu_file_pread(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[GPUSYS_EMU_LANES],
 		     void *const buf[GPUSYS_EMU_LANES], const uint32_t count[GPUSYS_EMU_LANES],
 		     const int64_t offset[GPUSYS_EMU_LANES], int64_t ret[GPUSYS_EMU_LANES]);
-int gpusys_emu_file_pwrite(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[GPUSYS_EMU_LANES],
+int gpusys_emu_file_pwrite(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[GPUSYS_EMU_LANES],
 		      const void *const buf[GPUSYS_EMU_LANES], const uint32_t count[GPUSYS_EMU_LANES],
 		      const int64_t offset[GPUSYS_EMU_LANES], int64_t ret[GPUSYS_EMU_LANES]);
-int gpusys_emu_file_lseek(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[GPUSYS_EMU_LANES],
+int gpusys_emu_file_lseek(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[GPUSYS_EMU_LANES],
 		     const int64_t offset[GPUSYS_EMU_LANES], const int whence[GPUSYS_EMU_LANES],
 		     int64_t ret[GPUSYS_EMU_LANES]);
-int gpusys_emu_file_fstat(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[GPUSYS_EMU_LANES],
+int gpusys_emu_file_fstat(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[GPUSYS_EMU_LANES],
 		     struct gpusys_stat *const st[GPUSYS_EMU_LANES], int64_t ret[GPUSYS_EMU_LANES]);
 /* flags: 0 or AT_SYMLINK_NOFOLLOW (lstat). */
 int gpusys_emu_file_stat(const gpusys_dev_t *dev, uint64_t mask, const char *const path[GPUSYS_EMU_LANES],
 		    const int flags[GPUSYS_EMU_LANES], struct gpusys_stat *const st[GPUSYS_EMU_LANES],
 		    int64_t ret[GPUSYS_EMU_LANES]);
-int gpusys_emu_file_fsync(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[GPUSYS_EMU_LANES],
+int gpusys_emu_file_fsync(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[GPUSYS_EMU_LANES],
 		     int64_t ret[GPUSYS_EMU_LANES]);
-int gpusys_emu_file_ftruncate(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[GPUSYS_EMU_LANES],
+int gpusys_emu_file_ftruncate(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[GPUSYS_EMU_LANES],
 			 const int64_t length[GPUSYS_EMU_LANES], int64_t ret[GPUSYS_EMU_LANES]);
 int gpusys_emu_file_unlink(const gpusys_dev_t *dev, uint64_t mask, const char *const path[GPUSYS_EMU_LANES],
 		      int64_t ret[GPUSYS_EMU_LANES]);
@@ -70,9 +70,9 @@ int gpusys_emu_file_rmdir(const gpusys_dev_t *dev, uint64_t mask, const char *co
 		     int64_t ret[GPUSYS_EMU_LANES]);
 int gpusys_emu_file_opendir(const gpusys_dev_t *dev, uint64_t mask, const char *const path[GPUSYS_EMU_LANES],
 		       int64_t ret[GPUSYS_EMU_LANES]);
-int gpusys_emu_file_readdir(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[GPUSYS_EMU_LANES],
+int gpusys_emu_file_readdir(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[GPUSYS_EMU_LANES],
 		       struct gpusys_dirent *const ent[GPUSYS_EMU_LANES], int64_t ret[GPUSYS_EMU_LANES]);
-int gpusys_emu_file_closedir(const gpusys_dev_t *dev, uint64_t mask, const int32_t handle[GPUSYS_EMU_LANES],
+int gpusys_emu_file_closedir(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[GPUSYS_EMU_LANES],
 			int64_t ret[GPUSYS_EMU_LANES]);
 
 /* Block calls, as one emulated block (the calling thread): len bytes
@@ -80,10 +80,10 @@ int gpusys_emu_file_closedir(const gpusys_dev_t *dev, uint64_t mask, const int32
  * position, which moves (read/write). Through the bulk area in slot-sized
  * pieces when the channel has one, else through packets. Bytes moved (short
  * only at end of file) or -errno. */
-int64_t gpusys_emu_pread_block(const gpusys_dev_t *dev, int32_t handle, void *buf, uint64_t len, int64_t off);
-int64_t gpusys_emu_pwrite_block(const gpusys_dev_t *dev, int32_t handle, const void *buf, uint64_t len, int64_t off);
-int64_t gpusys_emu_read_block(const gpusys_dev_t *dev, int32_t handle, void *buf, uint64_t len);
-int64_t gpusys_emu_write_block(const gpusys_dev_t *dev, int32_t handle, const void *buf, uint64_t len);
+int64_t gpusys_emu_pread_block(const gpusys_dev_t *dev, gpusys_fd_t handle, void *buf, uint64_t len, int64_t off);
+int64_t gpusys_emu_pwrite_block(const gpusys_dev_t *dev, gpusys_fd_t handle, const void *buf, uint64_t len, int64_t off);
+int64_t gpusys_emu_read_block(const gpusys_dev_t *dev, gpusys_fd_t handle, void *buf, uint64_t len);
+int64_t gpusys_emu_write_block(const gpusys_dev_t *dev, gpusys_fd_t handle, const void *buf, uint64_t len);
 
 #ifdef __cplusplus
 }

@@ -86,7 +86,7 @@ static __device__ long long gpusys_sock_simple(const gpusys_dev_t &dev, uint16_t
 }
 
 /* A call whose body is an address (bind, connect). */
-static __device__ long long gpusys_sock_addr_call(const gpusys_dev_t &dev, uint16_t op, long long h, const void *addr,
+static __device__ long long gpusys_sock_addr_call(const gpusys_dev_t &dev, uint16_t op, gpusys_fd_t h, const void *addr,
 						  unsigned len)
 {
 	uint8_t scratch[GPUSYS_SOCK_REQ_BYTES + GPUSYS_SOCK_ADDR_MAX];
@@ -113,17 +113,17 @@ static __device__ long long gpusys_socket(gpusys_dev_t dev, int domain, int type
 	return gpusys_sock_simple(dev, GPUSYS_OP_SOCK_SOCKET, q);
 }
 
-static __device__ int gpusys_bind(gpusys_dev_t dev, long long h, const void *addr, unsigned len)
+static __device__ int gpusys_bind(gpusys_dev_t dev, gpusys_fd_t h, const void *addr, unsigned len)
 {
 	return (int)gpusys_sock_addr_call(dev, GPUSYS_OP_SOCK_BIND, h, addr, len);
 }
 
-static __device__ int gpusys_connect(gpusys_dev_t dev, long long h, const void *addr, unsigned len)
+static __device__ int gpusys_connect(gpusys_dev_t dev, gpusys_fd_t h, const void *addr, unsigned len)
 {
 	return (int)gpusys_sock_addr_call(dev, GPUSYS_OP_SOCK_CONNECT, h, addr, len);
 }
 
-static __device__ int gpusys_listen(gpusys_dev_t dev, long long h, int backlog)
+static __device__ int gpusys_listen(gpusys_dev_t dev, gpusys_fd_t h, int backlog)
 {
 	struct gpusys_sock_req q;
 	gpusys_sock_req_init(&q);
@@ -144,7 +144,7 @@ static __device__ void gpusys_sock_addr_out(const struct gpusys_sock_addr &r, vo
 
 /* The new handle, or -errno. addr/len may be NULL. flags: SOCK_NONBLOCK,
  * SOCK_CLOEXEC. */
-static __device__ long long gpusys_accept4(gpusys_dev_t dev, long long h, void *addr, unsigned *len, int flags)
+static __device__ long long gpusys_accept4(gpusys_dev_t dev, gpusys_fd_t h, void *addr, unsigned *len, int flags)
 {
 	struct gpusys_sock_accepted acc;
 	struct gpusys_sock_req q;
@@ -160,13 +160,13 @@ static __device__ long long gpusys_accept4(gpusys_dev_t dev, long long h, void *
 	return acc.handle;
 }
 
-static __device__ long long gpusys_accept(gpusys_dev_t dev, long long h, void *addr = 0, unsigned *len = 0)
+static __device__ long long gpusys_accept(gpusys_dev_t dev, gpusys_fd_t h, void *addr = 0, unsigned *len = 0)
 {
 	return gpusys_accept4(dev, h, addr, len, 0);
 }
 
 /* send/sendto: pieces of GPUSYS_SOCK_GPU_PIECE until done. */
-static __device__ long long gpusys_sendto(gpusys_dev_t dev, long long h, const void *buf, unsigned long long n,
+static __device__ long long gpusys_sendto(gpusys_dev_t dev, gpusys_fd_t h, const void *buf, unsigned long long n,
 					  int flags, const void *addr, unsigned alen)
 {
 	uint8_t scratch[GPUSYS_SOCK_REQ_BYTES + GPUSYS_SOCK_ADDR_MAX + GPUSYS_SOCK_GPU_PIECE];
@@ -192,14 +192,14 @@ static __device__ long long gpusys_sendto(gpusys_dev_t dev, long long h, const v
 	return (long long)done;
 }
 
-static __device__ long long gpusys_send(gpusys_dev_t dev, long long h, const void *buf, unsigned long long n,
+static __device__ long long gpusys_send(gpusys_dev_t dev, gpusys_fd_t h, const void *buf, unsigned long long n,
 					int flags = 0)
 {
 	return gpusys_sendto(dev, h, buf, n, flags, 0, 0);
 }
 
 /* Bytes received (0: the peer closed), straight into buf, at most 1 MiB. */
-static __device__ long long gpusys_recv(gpusys_dev_t dev, long long h, void *buf, unsigned long long n, int flags = 0)
+static __device__ long long gpusys_recv(gpusys_dev_t dev, gpusys_fd_t h, void *buf, unsigned long long n, int flags = 0)
 {
 	struct gpusys_sock_req q;
 	gpusys_sock_req_init(&q);
@@ -210,7 +210,7 @@ static __device__ long long gpusys_recv(gpusys_dev_t dev, long long h, void *buf
 	return gpusys_sock_simple(dev, GPUSYS_OP_SOCK_RECV, q, buf, c);
 }
 
-static __device__ long long gpusys_recvfrom(gpusys_dev_t dev, long long h, void *buf, unsigned long long n, int flags,
+static __device__ long long gpusys_recvfrom(gpusys_dev_t dev, gpusys_fd_t h, void *buf, unsigned long long n, int flags,
 					    void *addr, unsigned *alen)
 {
 	uint8_t scratch[sizeof(struct gpusys_sock_addr) + GPUSYS_SOCK_GPU_PIECE];
@@ -233,7 +233,7 @@ static __device__ long long gpusys_recvfrom(gpusys_dev_t dev, long long h, void 
 	return r;
 }
 
-static __device__ int gpusys_shutdown(gpusys_dev_t dev, long long h, int how)
+static __device__ int gpusys_shutdown(gpusys_dev_t dev, gpusys_fd_t h, int how)
 {
 	struct gpusys_sock_req q;
 	gpusys_sock_req_init(&q);
@@ -242,7 +242,7 @@ static __device__ int gpusys_shutdown(gpusys_dev_t dev, long long h, int how)
 	return (int)gpusys_sock_simple(dev, GPUSYS_OP_SOCK_SHUTDOWN, q);
 }
 
-static __device__ int gpusys_setsockopt(gpusys_dev_t dev, long long h, int level, int name, const void *val,
+static __device__ int gpusys_setsockopt(gpusys_dev_t dev, gpusys_fd_t h, int level, int name, const void *val,
 					unsigned len)
 {
 	uint8_t scratch[GPUSYS_SOCK_REQ_BYTES + GPUSYS_SOCK_OPT_MAX];
@@ -258,7 +258,7 @@ static __device__ int gpusys_setsockopt(gpusys_dev_t dev, long long h, int level
 }
 
 /* *len: room in, bytes out. 0 or -errno. */
-static __device__ int gpusys_getsockopt(gpusys_dev_t dev, long long h, int level, int name, void *val, unsigned *len)
+static __device__ int gpusys_getsockopt(gpusys_dev_t dev, gpusys_fd_t h, int level, int name, void *val, unsigned *len)
 {
 	struct gpusys_sock_req q;
 	gpusys_sock_req_init(&q);
@@ -273,7 +273,7 @@ static __device__ int gpusys_getsockopt(gpusys_dev_t dev, long long h, int level
 	return 0;
 }
 
-static __device__ int gpusys_sock_name(gpusys_dev_t dev, uint16_t op, long long h, void *addr, unsigned *len)
+static __device__ int gpusys_sock_name(gpusys_dev_t dev, uint16_t op, gpusys_fd_t h, void *addr, unsigned *len)
 {
 	struct gpusys_sock_addr rec;
 	struct gpusys_sock_req q;
@@ -288,12 +288,12 @@ static __device__ int gpusys_sock_name(gpusys_dev_t dev, uint16_t op, long long 
 	return 0;
 }
 
-static __device__ int gpusys_getsockname(gpusys_dev_t dev, long long h, void *addr, unsigned *len)
+static __device__ int gpusys_getsockname(gpusys_dev_t dev, gpusys_fd_t h, void *addr, unsigned *len)
 {
 	return gpusys_sock_name(dev, GPUSYS_OP_SOCK_GETSOCKNAME, h, addr, len);
 }
 
-static __device__ int gpusys_getpeername(gpusys_dev_t dev, long long h, void *addr, unsigned *len)
+static __device__ int gpusys_getpeername(gpusys_dev_t dev, gpusys_fd_t h, void *addr, unsigned *len)
 {
 	return gpusys_sock_name(dev, GPUSYS_OP_SOCK_GETPEERNAME, h, addr, len);
 }
@@ -356,7 +356,7 @@ static __device__ int gpusys_getaddrinfo(gpusys_dev_t dev, const char *host, con
 /* Every thread of the block: send all of len bytes of buf (device memory)
  * through the bulk area. Thread 0 has the daemon send one half of a slot
  * while the other warps fill the other half. Bytes sent or -errno. */
-static __device__ long long gpusys_send_block(gpusys_dev_t dev, long long handle, const void *vbuf,
+static __device__ long long gpusys_send_block(gpusys_dev_t dev, gpusys_fd_t handle, const void *vbuf,
 					      unsigned long long len)
 {
 	__shared__ long long sh_res;
@@ -423,7 +423,7 @@ static __device__ long long gpusys_send_block(gpusys_dev_t dev, long long handle
 
 /* Every thread of the block: receive len bytes (fewer only if the peer
  * closes) into buf through the bulk area. Bytes received or -errno. */
-static __device__ long long gpusys_recv_block(gpusys_dev_t dev, long long handle, void *vbuf, unsigned long long len)
+static __device__ long long gpusys_recv_block(gpusys_dev_t dev, gpusys_fd_t handle, void *vbuf, unsigned long long len)
 {
 	__shared__ long long sh_res;
 	__shared__ uint32_t sh_slot;

@@ -43,25 +43,25 @@ struct gpusys_emu_sock_lane {
 int gpusys_emu_sock_call(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, struct gpusys_emu_sock_lane *lanes);
 
 int64_t gpusys_emu_socket(const gpusys_dev_t *dev, int domain, int type, int protocol);
-int64_t gpusys_emu_bind(const gpusys_dev_t *dev, int64_t h, const void *addr, uint32_t len);
-int64_t gpusys_emu_listen(const gpusys_dev_t *dev, int64_t h, int backlog);
+int64_t gpusys_emu_bind(const gpusys_dev_t *dev, gpusys_fd_t h, const void *addr, uint32_t len);
+int64_t gpusys_emu_listen(const gpusys_dev_t *dev, gpusys_fd_t h, int backlog);
 /* addr/len may be NULL. flags: accept4's SOCK_NONBLOCK | SOCK_CLOEXEC. */
-int64_t gpusys_emu_accept4(const gpusys_dev_t *dev, int64_t h, void *addr, uint32_t *len, int flags);
-int64_t gpusys_emu_connect(const gpusys_dev_t *dev, int64_t h, const void *addr, uint32_t len);
-int64_t gpusys_emu_send(const gpusys_dev_t *dev, int64_t h, const void *buf, uint64_t n, int flags);
-int64_t gpusys_emu_recv(const gpusys_dev_t *dev, int64_t h, void *buf, uint64_t n, int flags);
-int64_t gpusys_emu_sendto(const gpusys_dev_t *dev, int64_t h, const void *buf, uint64_t n, int flags,
+int64_t gpusys_emu_accept4(const gpusys_dev_t *dev, gpusys_fd_t h, void *addr, uint32_t *len, int flags);
+int64_t gpusys_emu_connect(const gpusys_dev_t *dev, gpusys_fd_t h, const void *addr, uint32_t len);
+int64_t gpusys_emu_send(const gpusys_dev_t *dev, gpusys_fd_t h, const void *buf, uint64_t n, int flags);
+int64_t gpusys_emu_recv(const gpusys_dev_t *dev, gpusys_fd_t h, void *buf, uint64_t n, int flags);
+int64_t gpusys_emu_sendto(const gpusys_dev_t *dev, gpusys_fd_t h, const void *buf, uint64_t n, int flags,
 			  const void *addr, uint32_t len);
-int64_t gpusys_emu_recvfrom(const gpusys_dev_t *dev, int64_t h, void *buf, uint64_t n, int flags, void *addr,
+int64_t gpusys_emu_recvfrom(const gpusys_dev_t *dev, gpusys_fd_t h, void *buf, uint64_t n, int flags, void *addr,
 			    uint32_t *len);
-int64_t gpusys_emu_shutdown(const gpusys_dev_t *dev, int64_t h, int how);
-int64_t gpusys_emu_sock_close(const gpusys_dev_t *dev, int64_t h); /* sockets and files */
-int64_t gpusys_emu_setsockopt(const gpusys_dev_t *dev, int64_t h, int level, int name, const void *val,
+int64_t gpusys_emu_shutdown(const gpusys_dev_t *dev, gpusys_fd_t h, int how);
+int64_t gpusys_emu_sock_close(const gpusys_dev_t *dev, gpusys_fd_t h); /* sockets and files */
+int64_t gpusys_emu_setsockopt(const gpusys_dev_t *dev, gpusys_fd_t h, int level, int name, const void *val,
 			      uint32_t len);
 /* *len: room in, bytes out. */
-int64_t gpusys_emu_getsockopt(const gpusys_dev_t *dev, int64_t h, int level, int name, void *val, uint32_t *len);
-int64_t gpusys_emu_getsockname(const gpusys_dev_t *dev, int64_t h, void *addr, uint32_t *len);
-int64_t gpusys_emu_getpeername(const gpusys_dev_t *dev, int64_t h, void *addr, uint32_t *len);
+int64_t gpusys_emu_getsockopt(const gpusys_dev_t *dev, gpusys_fd_t h, int level, int name, void *val, uint32_t *len);
+int64_t gpusys_emu_getsockname(const gpusys_dev_t *dev, gpusys_fd_t h, void *addr, uint32_t *len);
+int64_t gpusys_emu_getpeername(const gpusys_dev_t *dev, gpusys_fd_t h, void *addr, uint32_t *len);
 /* fds[i].revents filled; how many are ready. timeout_ms < 0: for ever. */
 int64_t gpusys_emu_poll(const gpusys_dev_t *dev, struct gpusys_pollfd *fds, uint32_t n, int64_t timeout_ms);
 /* Up to max addresses into res; how many, or EAI_*. hints: family,
@@ -75,8 +75,8 @@ int64_t gpusys_emu_getnameinfo(const gpusys_dev_t *dev, const void *addr, uint32
  * (packets when there is none): all of len bytes, unless the peer stops
  * (recv: end of stream) or an error comes after some bytes. Bytes moved or
  * -errno. */
-int64_t gpusys_emu_send_block(const gpusys_dev_t *dev, int64_t h, const void *buf, uint64_t len);
-int64_t gpusys_emu_recv_block(const gpusys_dev_t *dev, int64_t h, void *buf, uint64_t len);
+int64_t gpusys_emu_send_block(const gpusys_dev_t *dev, gpusys_fd_t h, const void *buf, uint64_t len);
+int64_t gpusys_emu_recv_block(const gpusys_dev_t *dev, gpusys_fd_t h, void *buf, uint64_t len);
 
 #ifdef __cplusplus
 }
