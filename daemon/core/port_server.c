@@ -404,7 +404,8 @@ static enum port_step send_packet(struct port_table *t, uint32_t p, uint32_t cs,
 enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progress_slot,
 				struct port_call **ret_call)
 {
-	uint64_t word = t->client_word[p]; /* read once */
+	/* Read once; acquire: the request the word announces is read after it. */
+	uint64_t word = __atomic_load_n(&t->client_word[p], __ATOMIC_ACQUIRE);
 	uint32_t cs = GPUSYS_WORD_SEQ(word);
 	enum port_step r = PORT_STEP_NONE;
 	bool keep = false;

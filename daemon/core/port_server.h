@@ -96,7 +96,10 @@ static inline uint64_t port_table_requests(const struct port_table *t)
 /* Cheap test for work: reads the shared word once. */
 static inline bool port_pending(const struct port_table *t, uint32_t p)
 {
-	return GPUSYS_WORD_SEQ(t->client_word[p]) != atomic_load_explicit(&t->seen[p], memory_order_relaxed);
+	/* An atomic read (relaxed: a mov on x86): the client writes the word
+	 * at any time, and a plain read racing a write is undefined. */
+	return GPUSYS_WORD_SEQ(__atomic_load_n(&t->client_word[p], __ATOMIC_RELAXED)) !=
+	       atomic_load_explicit(&t->seen[p], memory_order_relaxed);
 }
 
 /* For status: a daemon thread holds the port or the client has moved. A
