@@ -25,6 +25,7 @@
 #include "core/gpus.h"
 #include "gpu_health.h"
 #include "metrics.h"
+#include "numa_spread.h"
 #include "reload.h"
 #include "core/later.h"
 #include "core/service.h"
@@ -86,7 +87,7 @@ static void detach(struct daemon *d, struct session *s, const char *why)
 	notify_status(d->reg.count, daemon_requests_served(d));
 }
 
-void daemon_fail_gpu(struct daemon *d, struct gpu *g, const char *why)
+static void fail_gpu(struct daemon *d, struct gpu *g, const char *why)
 {
 	if (g->failed)
 		return;
@@ -180,8 +181,11 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 		 * memfd channels and timed naps, whatever they run on. */
 		if (h->cuda_device >= 0)
 			device = gpu->ordinal;
-		if (gpu->ordinal >= 0)
-			gpu_health_watch(d); /* once: the table is complete now */
+		if (gpu->ordinal >= 0) {
+			/* Once: the table is complete now. */
+			gpu_health_watch(d);
+			numa_spread(d);
+		}
 	}
 	const struct channel_ops *ops = channel_pick(device, h->memory_kinds);
 	if (!ops) {
@@ -473,6 +477,7 @@ int daemon_run(const struct gpusysd_config *cfg, const struct gpusysd_config *as
 		return 1;
 	}
 	d->cfg = *cfg;
+	d->fail_gpu = fail_gpu;
 	d->cfg_read = *as_read;
 	d->config_path = config_path;
 	if (d->cfg.pollers == 0) {

@@ -21,6 +21,8 @@ struct pool;
 struct pollers;
 struct wake;
 
+struct gpu;
+
 struct daemon {
 	struct gpusysd_config cfg; /* pollers resolved (never 0) */
 	struct gpusysd_config cfg_read; /* as the file last read said (reload.c) */
@@ -31,6 +33,12 @@ struct daemon {
 	struct listener *listener;
 	struct control *control;
 	struct evhttp *metrics;    /* NULL unless metrics_listen is set */
+	/* A GPU failed (gpu_health.c, or an administrator's "gpu-fail" in
+	 * status.c): mark it, send each of its clients a goodbye saying why and
+	 * end it; new clients of it are refused, other GPUs' clients are not
+	 * touched. Main thread. A hook, so that those modules need not call
+	 * back into daemon.c, which uses them. */
+	void (*fail_gpu)(struct daemon *d, struct gpu *g, const char *why);
 	struct pollers *pollers;
 	struct wake *wake;
 	struct pool *pool;
@@ -50,12 +58,6 @@ json_t *daemon_status_json(void *daemon, const struct control_peer *who);
 /* Every control command (control.h's control_cmd_fn): status, ports,
  * latency. */
 int daemon_control(void *daemon, const struct control_peer *who, const char *cmd, json_t *req, json_t **reply);
-
-/* A GPU failed (gpu_health.c, or an administrator's "gpu-fail"): mark it,
- * send each of its clients a goodbye saying why and end it; new clients of
- * it are refused. Other GPUs' clients are not touched. Main thread. */
-struct gpu;
-void daemon_fail_gpu(struct daemon *d, struct gpu *g, const char *why);
 
 /* Requests served over the daemon's life, attached clients included. */
 uint64_t daemon_requests_served(struct daemon *d);

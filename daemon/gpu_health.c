@@ -48,7 +48,7 @@ static struct health {
 	struct gpu *gpu[GPUS_MAX];
 	nvml_device dev[GPUS_MAX];
 	bool reported[GPUS_MAX];
-} h;
+} health_state;
 
 bool gpu_health_xid_is_fatal(unsigned long long xid)
 {
@@ -73,37 +73,37 @@ static void on_failure(evutil_socket_t fd, short what, void *arg)
 	struct failure *f = arg;
 	(void)fd;
 	(void)what;
-	daemon_fail_gpu(h.d, f->gpu, f->why);
+	health_state.d->fail_gpu(health_state.d, f->gpu, f->why);
 	free(f);
 }
 
 /* From the watch thread: hand the failure to the main thread. */
 static void report(unsigned i, const char *why)
 {
-	if (h.reported[i])
+	if (health_state.reported[i])
 		return;
 	struct failure *f = malloc(sizeof(*f));
 	if (!f)
 		return;
-	h.reported[i] = true;
-	f->gpu = h.gpu[i];
+	health_state.reported[i] = true;
+	f->gpu = health_state.gpu[i];
 	snprintf(f->why, sizeof(f->why), "%s", why);
-	if (event_base_once(h.base, -1, EV_TIMEOUT, on_failure, f, &(struct timeval){ 0, 0 }) < 0)
+	if (event_base_once(health_state.base, -1, EV_TIMEOUT, on_failure, f, &(struct timeval){ 0, 0 }) < 0)
 		free(f);
 }
 
 static void *watch_main(void *arg)
 {
 	nvml_event_set set = arg;
-	while (!atomic_load(&h.stop)) {
+	while (!atomic_load(&health_state.stop)) {
 		struct nvml_event_data e;
 		memset(&e, 0, sizeof(e));
-		nvml_return r = set ? h.set_wait(set, &e, 1000) : NVML_TIMEOUT;
+		nvml_return r = set ? health_state.set_wait(set, &e, 1000) : NVML_TIMEOUT;
 		if (!set)
 			sleep(1);
 		if (r == NVML_OK && (e.event_type & NVML_EVENT_XID_CRITICAL) && gpu_health_xid_is_fatal(e.event_data)) {
-			for (unsigned i = 0; i < h.n; i++)
-				if (h.dev[i] == e.device) {
+			for (unsigned i = 0; i < health_state.n; i++)
+				if (health_state.dev[i] == e.device) {
 					char why[64];
 					snprintf(why, sizeof(why), "Xid %llu", e.event_data);
 					report(i, why);
@@ -111,9 +111,9 @@ static void *watch_main(void *arg)
 		} else if (r == NVML_OK && (e.event_type & NVML_EVENT_XID_CRITICAL)) {
 			log_info("gpu health: Xid %llu (a program's own fault): its clients are not ended", e.event_data);
 		}
-		for (unsigned i = 0; i < h.n; i++) {
+		for (unsigned i = 0; i < health_state.n; i++) {
 			int ps;
-			if (h.pstate(h.dev[i], &ps) == NVML_GPU_IS_LOST)
+			if (health_state.pstate(health_state.dev[i], &ps) == NVML_GPU_IS_LOST)
 				report(i, "the GPU is lost (fell off the bus)");
 		}
 	}
@@ -122,53 +122,53 @@ static void *watch_main(void *arg)
 
 void gpu_health_watch(struct daemon *d)
 {
-	if (h.started)
+	if (health_state.started)
 		return;
-	h.started = true;
-	h.d = d;
-	h.base = d->base;
-	h.lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h.lib) {
+	health_state.started = true;
+	health_state.d = d;
+	health_state.base = d->base;
+	health_state.lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!health_state.lib) {
 		log_warn("gpu health: no NVML (%s): a failed GPU's clients end only through their own CUDA errors",
 			 dlerror());
 		return;
 	}
-	*(void **)&h.init = dlsym(h.lib, "nvmlInit_v2");
-	*(void **)&h.by_uuid = dlsym(h.lib, "nvmlDeviceGetHandleByUUID");
-	*(void **)&h.set_create = dlsym(h.lib, "nvmlEventSetCreate");
-	*(void **)&h.register_events = dlsym(h.lib, "nvmlDeviceRegisterEvents");
-	*(void **)&h.set_wait = dlsym(h.lib, "nvmlEventSetWait_v2");
-	*(void **)&h.pstate = dlsym(h.lib, "nvmlDeviceGetPerformanceState");
-	if (!h.init || !h.by_uuid || !h.set_create || !h.register_events || !h.set_wait || !h.pstate ||
-	    h.init() != NVML_OK) {
+	*(void **)&health_state.init = dlsym(health_state.lib, "nvmlInit_v2");
+	*(void **)&health_state.by_uuid = dlsym(health_state.lib, "nvmlDeviceGetHandleByUUID");
+	*(void **)&health_state.set_create = dlsym(health_state.lib, "nvmlEventSetCreate");
+	*(void **)&health_state.register_events = dlsym(health_state.lib, "nvmlDeviceRegisterEvents");
+	*(void **)&health_state.set_wait = dlsym(health_state.lib, "nvmlEventSetWait_v2");
+	*(void **)&health_state.pstate = dlsym(health_state.lib, "nvmlDeviceGetPerformanceState");
+	if (!health_state.init || !health_state.by_uuid || !health_state.set_create || !health_state.register_events || !health_state.set_wait || !health_state.pstate ||
+	    health_state.init() != NVML_OK) {
 		log_warn("gpu health: NVML cannot be used: a failed GPU's clients end only through their own CUDA "
 			 "errors");
 		return;
 	}
 	nvml_event_set set = NULL;
-	if (h.set_create(&set) != NVML_OK)
+	if (health_state.set_create(&set) != NVML_OK)
 		set = NULL;
 	unsigned n = gpus_count();
 	for (unsigned i = 0; i < n; i++) {
 		struct gpu *g = gpus_at(i);
-		if (g->ordinal < 0 || h.by_uuid(g->uuid_text, &h.dev[h.n]) != NVML_OK)
+		if (g->ordinal < 0 || health_state.by_uuid(g->uuid_text, &health_state.dev[health_state.n]) != NVML_OK)
 			continue;
-		if (set && h.register_events(h.dev[h.n], NVML_EVENT_XID_CRITICAL, set) != NVML_OK)
+		if (set && health_state.register_events(health_state.dev[health_state.n], NVML_EVENT_XID_CRITICAL, set) != NVML_OK)
 			log_warn("gpu health: no Xid events for %s (lost-GPU checks only)", g->uuid_text);
-		h.gpu[h.n++] = g;
+		health_state.gpu[health_state.n++] = g;
 	}
-	if (pthread_create(&h.thread, NULL, watch_main, set) != 0) {
+	if (pthread_create(&health_state.thread, NULL, watch_main, set) != 0) {
 		log_warn("gpu health: cannot start the watch thread");
 		return;
 	}
-	log_info("gpu health: watching %u GPU%s for Xid errors and loss (NVML)", h.n, h.n == 1 ? "" : "s");
+	log_info("gpu health: watching %u GPU%s for Xid errors and loss (NVML)", health_state.n, health_state.n == 1 ? "" : "s");
 }
 
 void gpu_health_stop(void)
 {
-	if (!h.thread)
+	if (!health_state.thread)
 		return;
-	atomic_store(&h.stop, true);
-	pthread_join(h.thread, NULL);
-	h.thread = 0;
+	atomic_store(&health_state.stop, true);
+	pthread_join(health_state.thread, NULL);
+	health_state.thread = 0;
 }

@@ -7,7 +7,7 @@
  * loaded at run time like libcuda; without it the daemon logs that it cannot
  * watch and goes on) for Xid events of the daemon's real GPUs and polls each
  * for "GPU is lost" once a second. What it finds reaches the main thread as a
- * call of daemon_fail_gpu (daemon.c). Xids that one program's kernel causes
+ * call of the daemon's fail_gpu hook (daemon.h). Xids that one program's kernel causes
  * (13, 31, 43: a fault in its own code) are that program's business: its own
  * CUDA calls report them, and the daemon does not end the GPU's other clients.
  */

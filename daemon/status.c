@@ -148,7 +148,7 @@ int daemon_control(void *arg, const struct control_peer *who, const char *cmd, j
 			char why[128];
 			snprintf(why, sizeof(why), "%s (gpu-fail by uid %u)", reason ? reason : "administrator",
 				 (unsigned)who->uid);
-			daemon_fail_gpu(d, g, why);
+			d->fail_gpu(d, g, why);
 			*reply = json_pack("{s:s, s:b}", "uuid", g->uuid_text, "failed", 1);
 		}
 	}

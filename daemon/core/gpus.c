@@ -20,7 +20,7 @@ static struct gpu_table {
 	int enum_err;    /* why not, when none could be */
 	char enum_msg[160];
 	struct gpu gpu[GPUS_MAX];
-} table = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} gpu_table = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 void gpu_uuid_format(const uint8_t u[16], char out[GPU_UUID_TEXT])
 {
@@ -61,25 +61,25 @@ bool gpu_uuid_is_zero(const uint8_t u[16])
 
 static struct gpu *find_locked(const uint8_t uuid[16])
 {
-	for (unsigned i = 0; i < table.count; i++)
-		if (!memcmp(table.gpu[i].uuid, uuid, 16))
-			return &table.gpu[i];
+	for (unsigned i = 0; i < gpu_table.count; i++)
+		if (!memcmp(gpu_table.gpu[i].uuid, uuid, 16))
+			return &gpu_table.gpu[i];
 	return NULL;
 }
 
 /* A new entry, or NULL when the table is full. Under the lock. */
 static struct gpu *append_locked(const uint8_t uuid[16])
 {
-	if (table.count == GPUS_MAX)
+	if (gpu_table.count == GPUS_MAX)
 		return NULL;
-	struct gpu *g = &table.gpu[table.count];
+	struct gpu *g = &gpu_table.gpu[gpu_table.count];
 	memset(g, 0, sizeof(*g));
-	g->index = table.count;
+	g->index = gpu_table.count;
 	memcpy(g->uuid, uuid, 16);
 	gpu_uuid_format(uuid, g->uuid_text);
 	g->ordinal = -1;
 	g->numa_node = -1;
-	table.count++;
+	gpu_table.count++;
 	return g;
 }
 
@@ -95,7 +95,7 @@ int gpus_add_emulated(const char *list, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	strcpy(buf, list);
-	pthread_mutex_lock(&table.lock);
+	pthread_mutex_lock(&gpu_table.lock);
 	char *save = NULL;
 	for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
 		while (isspace((unsigned char)*item))
@@ -125,7 +125,7 @@ int gpus_add_emulated(const char *list, char *err, size_t errlen)
 		}
 		snprintf(g->name, sizeof(g->name), "%s", name && *name ? name : "emulated GPU");
 	}
-	pthread_mutex_unlock(&table.lock);
+	pthread_mutex_unlock(&gpu_table.lock);
 	return rc;
 }
 
@@ -158,17 +158,17 @@ static void enumerate_locked(void)
 	int n = 0;
 	CUresult r;
 
-	table.enumerated = true;
+	gpu_table.enumerated = true;
 	if (gpusys_cuda_load(&cu) < 0) {
-		table.enum_err = -ENODEV;
-		snprintf(table.enum_msg, sizeof(table.enum_msg), "gpusysd cannot use CUDA: %s",
+		gpu_table.enum_err = -ENODEV;
+		snprintf(gpu_table.enum_msg, sizeof(gpu_table.enum_msg), "gpusysd cannot use CUDA: %s",
 			 gpusys_cuda_load_error());
 		return;
 	}
 	if ((r = cu->cuInit(0)) != CUDA_SUCCESS || (r = cu->cuDeviceGetCount(&n)) != CUDA_SUCCESS) {
 		char why[128];
-		table.enum_err = gpusys_cuda_errno(r);
-		snprintf(table.enum_msg, sizeof(table.enum_msg), "gpusysd cannot use CUDA: %s",
+		gpu_table.enum_err = gpusys_cuda_errno(r);
+		snprintf(gpu_table.enum_msg, sizeof(gpu_table.enum_msg), "gpusysd cannot use CUDA: %s",
 			 gpusys_cuda_describe(cu, r, "cuInit", why, sizeof(why)));
 		return;
 	}
@@ -192,24 +192,24 @@ static void enumerate_locked(void)
 			 g->pci_bus_id, i, g->numa_node);
 	}
 	if (n == 0) {
-		table.enum_err = -ENODEV;
-		snprintf(table.enum_msg, sizeof(table.enum_msg), "the CUDA driver shows gpusysd no GPU");
+		gpu_table.enum_err = -ENODEV;
+		snprintf(gpu_table.enum_msg, sizeof(gpu_table.enum_msg), "the CUDA driver shows gpusysd no GPU");
 	}
 }
 #else
 static void enumerate_locked(void)
 {
-	table.enumerated = true;
-	table.enum_err = -ENODEV;
-	snprintf(table.enum_msg, sizeof(table.enum_msg), "gpusysd was built without CUDA");
+	gpu_table.enumerated = true;
+	gpu_table.enum_err = -ENODEV;
+	snprintf(gpu_table.enum_msg, sizeof(gpu_table.enum_msg), "gpusysd was built without CUDA");
 }
 #endif
 
 struct gpu *gpus_find(const uint8_t uuid[16], char *msg, size_t msglen)
 {
-	pthread_mutex_lock(&table.lock);
+	pthread_mutex_lock(&gpu_table.lock);
 	struct gpu *g = find_locked(uuid);
-	if (!g && !table.enumerated) {
+	if (!g && !gpu_table.enumerated) {
 		enumerate_locked();
 		g = find_locked(uuid);
 	}
@@ -218,39 +218,39 @@ struct gpu *gpus_find(const uint8_t uuid[16], char *msg, size_t msglen)
 		size_t used;
 		gpu_uuid_format(uuid, text);
 		used = (size_t)snprintf(msg, msglen, "%s is not a GPU this daemon has", text);
-		for (unsigned i = 0; i < table.count && used < msglen; i++)
+		for (unsigned i = 0; i < gpu_table.count && used < msglen; i++)
 			used += (size_t)snprintf(msg + used, msglen - used, "%s %s", i ? "," : " (it has",
-						 table.gpu[i].uuid_text);
-		if (table.enum_err && used < msglen)
-			used += (size_t)snprintf(msg + used, msglen - used, "%s%s", table.count ? "; " : " (",
-						 table.enum_msg);
-		if ((table.count || table.enum_err) && used < msglen)
+						 gpu_table.gpu[i].uuid_text);
+		if (gpu_table.enum_err && used < msglen)
+			used += (size_t)snprintf(msg + used, msglen - used, "%s%s", gpu_table.count ? "; " : " (",
+						 gpu_table.enum_msg);
+		if ((gpu_table.count || gpu_table.enum_err) && used < msglen)
 			snprintf(msg + used, msglen - used, ")");
 	}
-	pthread_mutex_unlock(&table.lock);
+	pthread_mutex_unlock(&gpu_table.lock);
 	return g;
 }
 
 unsigned gpus_count(void)
 {
-	pthread_mutex_lock(&table.lock);
-	unsigned n = table.count;
-	pthread_mutex_unlock(&table.lock);
+	pthread_mutex_lock(&gpu_table.lock);
+	unsigned n = gpu_table.count;
+	pthread_mutex_unlock(&gpu_table.lock);
 	return n;
 }
 
 struct gpu *gpus_at(unsigned i)
 {
-	return i < gpus_count() ? &table.gpu[i] : NULL;
+	return i < gpus_count() ? &gpu_table.gpu[i] : NULL;
 }
 
 unsigned gpus_real_count(void)
 {
 	unsigned n = 0;
-	pthread_mutex_lock(&table.lock);
-	for (unsigned i = 0; i < table.count; i++)
-		n += table.gpu[i].ordinal >= 0;
-	pthread_mutex_unlock(&table.lock);
+	pthread_mutex_lock(&gpu_table.lock);
+	for (unsigned i = 0; i < gpu_table.count; i++)
+		n += gpu_table.gpu[i].ordinal >= 0;
+	pthread_mutex_unlock(&gpu_table.lock);
 	return n;
 }
 
@@ -259,8 +259,8 @@ struct gpu *gpus_lookup_text(const char *uuid_text)
 	uint8_t uuid[16];
 	if (gpu_uuid_parse(uuid_text, uuid) < 0)
 		return NULL;
-	pthread_mutex_lock(&table.lock);
+	pthread_mutex_lock(&gpu_table.lock);
 	struct gpu *g = find_locked(uuid);
-	pthread_mutex_unlock(&table.lock);
+	pthread_mutex_unlock(&gpu_table.lock);
 	return g;
 }

@@ -646,3 +646,15 @@ int pollers_publish(struct pollers *ps, struct port_table *const *tables, uint32
 	synchronize(ps);
 	return 0;
 }
+
+int pollers_set_affinity(struct pollers *ps, unsigned i, const cpu_set_t *set)
+{
+	if (i >= ps->prm.count || !ps->p[i].running)
+		return -ERANGE;
+	return -pthread_setaffinity_np(ps->p[i].thread, sizeof(*set), set);
+}
+
+unsigned pollers_count(const struct pollers *ps)
+{
+	return ps->prm.count;
+}

@@ -8,6 +8,7 @@
 #ifndef GPUSYSD_POLLER_H
 #define GPUSYSD_POLLER_H
 
+#include <sched.h>
 #include <stdint.h>
 
 struct port_call;
@@ -40,6 +41,11 @@ int pollers_start(struct pollers *ps);
 /* Stop and join the threads (a deep-dozing poller 0 is woken). */
 void pollers_stop(struct pollers *ps);
 void pollers_destroy(struct pollers *ps);
+
+/* Pin poller i to the CPUs of set (the GPUs' NUMA nodes, numa_spread.c).
+ * 0 or -errno. */
+int pollers_set_affinity(struct pollers *ps, unsigned i, const cpu_set_t *set);
+unsigned pollers_count(const struct pollers *ps);
 
 /* Main thread: make tables[0..n) the channels to serve. When it returns no
  * poller touches a table left out of the list any more. Allocates nothing;

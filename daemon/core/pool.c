@@ -175,3 +175,15 @@ void pool_destroy(struct pool *p)
 	free(p->ring);
 	free(p);
 }
+
+int pool_set_affinity(struct pool *p, unsigned i, const cpu_set_t *set)
+{
+	if (i >= p->nworkers)
+		return -ERANGE;
+	return -pthread_setaffinity_np(p->workers[i].thread, sizeof(*set), set);
+}
+
+unsigned pool_workers(const struct pool *p)
+{
+	return p->nworkers;
+}

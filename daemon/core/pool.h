@@ -7,6 +7,8 @@
 #ifndef GPUSYSD_POOL_H
 #define GPUSYSD_POOL_H
 
+#include <sched.h>
+
 struct port_call;
 struct pool;
 
@@ -23,6 +25,10 @@ int pool_submit(struct pool *p, struct port_call *call);
 
 /* Run every call already queued, then stop and join the workers. */
 void pool_destroy(struct pool *p);
+
+/* Pin worker i to the CPUs of set (numa_spread.c). 0 or -errno. */
+int pool_set_affinity(struct pool *p, unsigned i, const cpu_set_t *set);
+unsigned pool_workers(const struct pool *p);
 
 /* Calls queued and not yet taken by a worker (racy; for status). */
 unsigned pool_queued(struct pool *p);

@@ -14,16 +14,16 @@
 
 static bool to_journal;
 static bool journal_native; /* journald's socket is there: fields too */
-static _Thread_local struct {
+static _Thread_local struct log_context {
 	int pid, opcode;
 	unsigned client_id;
-} ctx = { 0, -1, 0 };
+} log_ctx = { 0, -1, 0 };
 
 void log_context_set(int pid, unsigned client_id, int opcode)
 {
-	ctx.pid = pid;
-	ctx.client_id = client_id;
-	ctx.opcode = opcode;
+	log_ctx.pid = pid;
+	log_ctx.client_id = client_id;
+	log_ctx.opcode = opcode;
 }
 static int max_level = LOG_INFO;
 
@@ -57,20 +57,20 @@ static void emit(int priority, const char *line, uint64_t dropped)
 	 * different threads do not interleave. */
 	if (journal_native) {
 		char pid[32] = "GPUSYS_CLIENT_PID=", id[32] = "GPUSYS_CLIENT_ID=", op[32] = "GPUSYS_OPCODE=";
-		if (ctx.pid) {
-			snprintf(pid + 18, sizeof(pid) - 18, "%d", ctx.pid);
-			snprintf(id + 17, sizeof(id) - 17, "%u", ctx.client_id);
+		if (log_ctx.pid) {
+			snprintf(pid + 18, sizeof(pid) - 18, "%d", log_ctx.pid);
+			snprintf(id + 17, sizeof(id) - 17, "%u", log_ctx.client_id);
 		}
-		if (ctx.opcode >= 0)
-			snprintf(op + 14, sizeof(op) - 14, "0x%04x", ctx.opcode);
+		if (log_ctx.opcode >= 0)
+			snprintf(op + 14, sizeof(op) - 14, "0x%04x", log_ctx.opcode);
 		/* Empty fields are left out: the list ends at the first NULL. */
 		const char *f[3] = { NULL, NULL, NULL };
 		unsigned n = 0;
-		if (ctx.pid) {
+		if (log_ctx.pid) {
 			f[n++] = pid;
 			f[n++] = id;
 		}
-		if (ctx.opcode >= 0)
+		if (log_ctx.opcode >= 0)
 			f[n++] = op;
 		if (sd_journal_send("MESSAGE=%s%s", line, tail, "PRIORITY=%d", priority, "SYSLOG_IDENTIFIER=gpusysd",
 				    f[0], f[1], f[2], NULL) < 0)

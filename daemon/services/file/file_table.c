@@ -84,29 +84,29 @@ static struct {
 	pthread_mutex_t lock;
 	struct file_table *head;
 	uint32_t max; /* for new tables */
-} shared = { .lock = PTHREAD_MUTEX_INITIALIZER, .max = GPUSYS_FILE_DEFAULT_MAX_HANDLES };
+} file_tables = { .lock = PTHREAD_MUTEX_INITIALIZER, .max = GPUSYS_FILE_DEFAULT_MAX_HANDLES };
 
 void file_table_set_max(uint32_t max)
 {
-	pthread_mutex_lock(&shared.lock);
-	shared.max = max;
-	pthread_mutex_unlock(&shared.lock);
+	pthread_mutex_lock(&file_tables.lock);
+	file_tables.max = max;
+	pthread_mutex_unlock(&file_tables.lock);
 }
 
 struct file_table *file_table_acquire(const void *owner)
 {
-	pthread_mutex_lock(&shared.lock);
-	struct file_table *ft = shared.head;
+	pthread_mutex_lock(&file_tables.lock);
+	struct file_table *ft = file_tables.head;
 	while (ft && ft->owner != owner)
 		ft = ft->next;
-	if (!ft && (ft = file_table_new(shared.max))) {
+	if (!ft && (ft = file_table_new(file_tables.max))) {
 		ft->owner = owner;
-		ft->next = shared.head;
-		shared.head = ft;
+		ft->next = file_tables.head;
+		file_tables.head = ft;
 	}
 	if (ft)
 		ft->users++;
-	pthread_mutex_unlock(&shared.lock);
+	pthread_mutex_unlock(&file_tables.lock);
 	return ft;
 }
 
@@ -114,15 +114,15 @@ unsigned file_table_release(struct file_table *ft)
 {
 	if (!ft)
 		return 0;
-	pthread_mutex_lock(&shared.lock);
+	pthread_mutex_lock(&file_tables.lock);
 	bool last = --ft->users == 0;
 	if (last) {
-		struct file_table **pp = &shared.head;
+		struct file_table **pp = &file_tables.head;
 		while (*pp != ft)
 			pp = &(*pp)->next;
 		*pp = ft->next;
 	}
-	pthread_mutex_unlock(&shared.lock);
+	pthread_mutex_unlock(&file_tables.lock);
 	return last ? file_table_free(ft) : 0;
 }
 
