@@ -9,6 +9,8 @@
 #include "control/control.h"
 #include "control/inspect.h"
 #include "core/gpus.h"
+#include "core/service.h"
+#include "core/stats.h"
 #include "daemon.h"
 #include "services.h"
 #include "services/alloc/service_alloc.h"
@@ -43,6 +45,21 @@ static json_t *client_json(const struct session *s)
 			 "requests", (json_int_t)session_requests(s),
 			 "rejected", (json_int_t)session_rejected(s),
 			 "attached_s", (json_int_t)seconds_since(&s->attached));
+	if (o && s->ports_ready) {
+		/* What its requests moved and how many failed, over all opcodes
+		 * (the per-opcode counters of core/stats.h). */
+		uint64_t in = 0, out = 0, errors = 0;
+		for (uint32_t id = 0; id < service_op_count(); id++) {
+			struct stats_op op;
+			stats_client_op(&s->ports.stats, id, &op);
+			in += op.bytes_in;
+			out += op.bytes_out;
+			errors += op.errors;
+		}
+		json_object_set_new(o, "bytes_in", json_integer((json_int_t)in));
+		json_object_set_new(o, "bytes_out", json_integer((json_int_t)out));
+		json_object_set_new(o, "errors", json_integer((json_int_t)errors));
+	}
 	if (o)
 	{
 		json_object_set_new(o, "gpu", s->client.gpu ? json_string(s->client.gpu->uuid_text) : json_null());

@@ -368,8 +368,8 @@ static int show_clients(json_t *st, bool hist)
 		       !strcmp(str(st, "clients_shown"), "own") ? " (of yours; others' are not shown)" : "");
 		return 0;
 	}
-	printf("%6s %8s %6s %-16s %-6s %-8s %6s %6s %14s %8s  %s\n", "ID", "PID", "UID", "COMM", "GPU", "MEMORY", "PORTS",
-	       "IN-USE", "WARP-REQUESTS", "ERRORS", "COMMAND LINE");
+	printf("%6s %8s %6s %-16s %-6s %-8s %6s %6s %14s %8s %8s %12s  %s\n", "ID", "PID", "UID", "COMM", "GPU", "MEMORY",
+	       "PORTS", "IN-USE", "WARP-REQUESTS", "ERRORS", "REFUSED", "BYTES", "COMMAND LINE");
 	json_array_foreach(clients, i, c)
 	{
 		char gpu[16] = "-", cmdline[512] = "?", path[64];
@@ -387,11 +387,13 @@ static int show_clients(json_t *st, bool hist)
 					cmdline[k] = ' ';
 			cmdline[n] = 0;
 		}
-		printf("%6lld %8lld %6lld %-16s %-6s %-8s %6lld %6lld %14lld %8lld  %s\n", num(c, "id"), num(c, "pid"),
-		       num(c, "uid"), str(c, "comm"), gpu, str(c, "memory"), num(c, "ports"), num(c, "ports_in_use"),
-		       num(c, "requests"), num(c, "rejected"), cmdline);
+		printf("%6lld %8lld %6lld %-16s %-6s %-8s %6lld %6lld %14lld %8lld %8lld %12lld  %s\n", num(c, "id"),
+		       num(c, "pid"), num(c, "uid"), str(c, "comm"), gpu, str(c, "memory"), num(c, "ports"),
+		       num(c, "ports_in_use"), num(c, "requests"), num(c, "errors"), num(c, "rejected"),
+		       num(c, "bytes_in") + num(c, "bytes_out"), cmdline);
 	}
-	printf("(a warp request carries the calls of up to 32 lanes; errors: requests refused as malformed)\n");
+	printf("(a warp request carries the calls of up to 32 lanes; errors: requests answered with an error;\n"
+	       " refused: malformed ones; bytes: payload both ways)\n");
 	return 0;
 }
 

@@ -318,6 +318,7 @@ static void test_more_commands(void **state)
 	snprintf(pid, sizeof(pid), " %d ", (int)getpid());
 	assert_non_null(strstr(out, pid));
 	assert_non_null(strstr(out, "WARP-REQUESTS"));
+	assert_non_null(strstr(out, "BYTES"));
 	assert_non_null(strstr(out, " 40 "));
 	assert_non_null(strstr(out, "ctl_test_gpusysctl"));
 	free(out);
@@ -329,7 +330,11 @@ static void test_more_commands(void **state)
 	assert_int_equal(st, 0);
 	json_t *j = json_loads(out, 0, NULL);
 	assert_non_null(j);
-	assert_non_null(status_client(j, gpusys_client_id(c)));
+	json_t *me = status_client(j, gpusys_client_id(c));
+	assert_non_null(me);
+	assert_true(json_is_integer(json_object_get(me, "bytes_in")));
+	assert_true(json_is_integer(json_object_get(me, "bytes_out")));
+	assert_int_equal(json_integer_value(json_object_get(me, "errors")), 0);
 	json_decref(j);
 	free(out), free(err);
 
