@@ -121,6 +121,7 @@ int bench_calls_gpu(int argc, char **argv); /* futures and user callbacks (calls
 int bench_alloc_gpu(int argc, char **argv);
 int bench_copy_gpu(int argc, char **argv);
 int bench_multi_gpu(int argc, char **argv); /* bench/multi_gpu.cu */
+int bench_trace_gpu(int argc, char **argv); /* where one round trip's time goes (trace_gpu.cu) */
 #endif
 
 #ifdef __cplusplus

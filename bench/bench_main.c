@@ -17,6 +17,7 @@ static void usage(void)
 			"       gpusys-bench calls [--emulate] [options]    futures and user callbacks\n"
 			"       gpusys-bench copy [options]            pageable host <-> device copies vs cudaMemcpy\n"
 			"       gpusys-bench multigpu [options]        NOOPs from every GPU, each alone and all at once\n"
+			"       gpusys-bench trace [options]           where one call's time goes, segment by segment\n"
 			"run 'gpusys-bench rtt --help' for the options\n");
 }
 
@@ -39,6 +40,7 @@ static const struct {
 	{ "alloc", NULL, ON_GPU(bench_alloc_gpu) },
 	{ "copy", NULL, ON_GPU(bench_copy_gpu) },
 	{ "multigpu", NULL, ON_GPU(bench_multi_gpu) },
+	{ "trace", NULL, ON_GPU(bench_trace_gpu) },
 };
 
 int main(int argc, char **argv)

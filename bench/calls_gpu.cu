@@ -60,6 +60,12 @@ constexpr gpusys_callback<unsigned(unsigned)> inc_cb{ 0x8001 };
 constexpr gpusys_callback<unsigned(unsigned)> work_cb{ 0x8002 };
 constexpr gpusys_callback<unsigned(unsigned)> inc_quick_cb{ 0x8003 }; /* the same, GPUSYS_CALLBACK_QUICK */
 #define OP_ECHO_CB 0x8004 /* bytes back unchanged, for the stream rows */
+#define OP_UNREGISTERED 0x8fff /* nobody registers it */
+constexpr gpusys_callback<void()> tick_cb{ 0x8005 }; /* no argument, no result: a NOOP's shape */
+
+static void tick_host(void)
+{
+}
 
 static unsigned inc_host(unsigned x)
 {
@@ -89,7 +95,13 @@ static int echo_cb(void *user, const void *arg, uint32_t arg_len, void *res, uin
 }
 
 /* which: 0 NOOP via gpusys_rpc, 1 NOOP via gpusys_rpc_v0, 2 typed callback,
- * 3 typed callback (QUICK) */
+ * 3 typed callback (QUICK); to split the callback's cost into route and
+ * payload shape: 4 an empty request to an unregistered user opcode on the
+ * callback channel (the same shape as a NOOP: answered -ENOSYS in the server
+ * word), 5 a 4-byte ECHO through the daemon (the callback's shape on the
+ * daemon's route), 6 a 4-byte bytes callback that echoes, 7 a typed
+ * callback with no argument and no result (a NOOP's shape: an EMPTY request,
+ * a TRIVIAL answer). */
 static __global__ void k_lat(gpusys_dev_t dev, int which, int lanes, int iters, int warm,
 			     unsigned long long *lat, int *err)
 {
@@ -110,9 +122,21 @@ static __global__ void k_lat(gpusys_dev_t dev, int which, int lanes, int iters, 
 		} else if (which == 2) {
 			gpusys_result<unsigned> r = gpusys_call<unsigned>(dev, inc_cb, (unsigned)i);
 			rc = r.err ? r.err : r.value != (unsigned)i + 1 ? -EBADMSG : 0;
-		} else {
+		} else if (which == 3) {
 			gpusys_result<unsigned> r = gpusys_call<unsigned>(dev, inc_quick_cb, (unsigned)i);
 			rc = r.err ? r.err : r.value != (unsigned)i + 1 ? -EBADMSG : 0;
+		} else if (which == 7) {
+			gpusys_result<void> r = gpusys_call<void>(dev, tick_cb);
+			rc = r.err;
+		} else if (which == 4) {
+			rc = gpusys_rpc(dev.callbacks, OP_UNREGISTERED, 0, mask, in, zero, out, zero, got, st);
+			rc = rc == -ENOSYS ? 0 : rc ? rc : -EBADMSG;
+		} else {
+			unsigned x = (unsigned)i, y = 0;
+			uint32_t n = 0;
+			rc = which == 5 ? gpusys_echo(dev, &x, 4, &y, 4, &n)
+					: gpusys_call_bytes(dev, OP_ECHO_CB, &x, 4, &y, 4, &n);
+			rc = rc ? rc : n != 4 || y != x ? -EBADMSG : 0;
 		}
 		unsigned long long t1 = gtimer();
 		if (rc)
@@ -388,6 +412,7 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 	ed.fn = echo_cb;
 	if (!cb || gpusys_register(cb, inc_cb, "inc", inc_host) || gpusys_register(cb, work_cb, "work", work_host) ||
 	    gpusys_register(cb, inc_quick_cb, "inc_quick", inc_host, GPUSYS_CALLBACK_QUICK) ||
+	    gpusys_register(cb, tick_cb, "tick", tick_host) ||
 	    gpusys_register_callback(g, &ed)) {
 		fprintf(stderr, "gpusys-bench: cannot register the callbacks\n");
 		return 1;
@@ -429,6 +454,18 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 		snprintf(what, sizeof(what), "callback inc(x), QUICK, %d lane%s", lanes, lanes > 1 ? "s" : "");
 		snprintf(note, sizeof(note), "%.2fx NOOP", (double)qs.p50_ns / noop.p50_ns);
 		row(what, &qs, note);
+		/* Where the difference goes: route (daemon or callback
+		 * server) against payload shape (empty or 4 bytes each way). */
+		static const char *const split[] = { "empty request, callback channel (-ENOSYS)",
+						     "ECHO 4 B each way (daemon)", "bytes callback 4 B each way",
+						     "callback tick() (no argument, no result)" };
+		for (int w = 4; w <= 7; w++) {
+			struct bench_stats s;
+			run_lat(g, w, lanes, iters, &s);
+			snprintf(what, sizeof(what), "%s, %d lane%s", split[w - 4], lanes, lanes > 1 ? "s" : "");
+			snprintf(note, sizeof(note), "%.2fx NOOP", (double)s.p50_ns / noop.p50_ns);
+			row(what, &s, note);
+		}
 	}
 	/* Streams: one warp, 32 lanes x n bytes each way, daemon ECHO against
 	 * a bytes callback that echoes. */

@@ -205,6 +205,8 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	int32_t lane_status[GPUSYS_WARP_LANES];
 	uint8_t *arg[GPUSYS_WARP_LANES], *res[GPUSYS_WARP_LANES];
 	uint8_t *req_buf = NULL, *res_buf = NULL;
+	/* Packet-0-sized messages (the common case) need no allocation. */
+	uint8_t small_req[GPUSYS_PACKET_BYTES], small_res[GPUSYS_PACKET_BYTES];
 	int32_t status = 0;
 
 	if (GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_EMPTY) {
@@ -237,7 +239,7 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 
 	/* The request, in private memory. A failed allocation still takes
 	 * the stream (so its packets are not taken for a new request). */
-	req_buf = malloc(in_bytes ? in_bytes : 1);
+	req_buf = in_bytes <= sizeof(small_req) ? small_req : malloc(in_bytes);
 	if (!req_buf)
 		status = -ENOMEM;
 	uint64_t at = 0;
@@ -273,7 +275,7 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 			out_bytes += cap[l] < e->d.res_max ? cap[l] : e->d.res_max;
 	}
 	if (!status && out_bytes) {
-		res_buf = malloc(out_bytes);
+		res_buf = out_bytes <= sizeof(small_res) ? small_res : malloc(out_bytes);
 		if (!res_buf)
 			status = -ENOMEM;
 	}
@@ -318,6 +320,8 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	chunks = 0;
 	if (!trivial) {
 		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+			if (!(mask >> l & 1))
+				continue; /* nobody reads it */
 			port->len[l] = res_len[l];
 			port->aux[l] = (uint32_t)lane_status[l];
 			if (res_len[l])
@@ -335,9 +339,45 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 		ack(cb, p, cs, 0, 0);
 	}
 out:
-	free(req_buf);
-	free(res_buf);
+	if (req_buf != small_req)
+		free(req_buf);
+	if (res_buf != small_res)
+		free(res_buf);
 	count_completion(cb, slot);
+}
+
+/* Claim port p if it holds a request nobody has claimed: true with the
+ * client word in *ret_word. */
+static bool claim_port(struct gpusys_callbacks *cb, uint32_t p, uint64_t *ret_word)
+{
+	if (GPUSYS_WORD_SEQ(cb->client_word[p]) == __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED))
+		return false;
+	unsigned char expected = 0;
+	if (!atomic_compare_exchange_strong(&cb->claim[p], &expected, 1))
+		return false; /* another thread has it */
+	/* Re-check under the claim: a worker may have acked just now. */
+	uint64_t w = cb->client_word[p];
+	if (GPUSYS_WORD_SEQ(w) == __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED)) {
+		atomic_store(&cb->claim[p], 0);
+		return false;
+	}
+	*ret_word = w;
+	return true;
+}
+
+/* A spinning worker's look for work of its own: the first unclaimed
+ * request, claimed. The scan starts where the last one found work (a warp
+ * that calls again usually takes the same port). */
+static bool claim_any(struct gpusys_callbacks *cb, uint32_t *cursor, uint32_t *ret_port)
+{
+	uint64_t w;
+	for (uint32_t i = 0, p = *cursor; i < cb->num_ports; i++, p = p + 1 == cb->num_ports ? 0 : p + 1) {
+		if (claim_port(cb, p, &w)) {
+			*cursor = *ret_port = p;
+			return true;
+		}
+	}
+	return false;
 }
 
 /* ------------------------------------------------------------- threads */
@@ -368,6 +408,19 @@ static bool take_job(struct gpusys_callbacks *cb, uint32_t *ret_port, bool spinn
 	return got;
 }
 
+/* A spinner that found work itself, or gives up: it stops counting as one
+ * under the queue lock, as in take_job. Jobs it leaves behind that no
+ * spinner will take wake a sleeper. */
+static void stop_spinning(struct gpusys_callbacks *cb)
+{
+	pthread_mutex_lock(&cb->q_lock);
+	atomic_fetch_sub(&cb->spinning, 1);
+	bool wake = cb->q_len > atomic_load(&cb->spinning);
+	pthread_mutex_unlock(&cb->q_lock);
+	if (wake)
+		pthread_cond_signal(&cb->q_cond);
+}
+
 struct worker_arg {
 	struct gpusys_callbacks *cb;
 	unsigned slot;
@@ -378,6 +431,10 @@ static void *worker_main(void *arg)
 	struct worker_arg *wa = arg;
 	struct gpusys_callbacks *cb = wa->cb;
 	unsigned slot = wa->slot;
+	uint32_t cursor = 0;
+	/* The last ring this worker looked at, kept across jobs: a ring that
+	 * came while it served is seen when it spins again. */
+	uint64_t bell = 0;
 	free(wa);
 
 	for (;;) {
@@ -392,6 +449,17 @@ static void *worker_main(void *arg)
 			got = take_job(cb, &p, true);
 			if (got || atomic_load_explicit(&cb->stop, memory_order_relaxed))
 				break;
+			/* While spinners exist the poller leaves rings to them:
+			 * claiming the port here saves the hand-off. */
+			uint64_t b = cb->hdr->doorbell;
+			if (b != bell) {
+				bell = b;
+				if (claim_any(cb, &cursor, &p)) {
+					stop_spinning(cb);
+					got = true;
+					break;
+				}
+			}
 			cpu_relax();
 			if ((i & 63) == 0) {
 				sched_yield();
@@ -400,7 +468,14 @@ static void *worker_main(void *arg)
 			}
 		}
 		if (!got) {
-			atomic_fetch_sub(&cb->spinning, 1);
+			stop_spinning(cb);
+			/* Rings the poller left to spinners before this one
+			 * stopped counting as one: look once more. */
+			if (claim_any(cb, &cursor, &p)) {
+				serve(cb, p, slot);
+				atomic_store_explicit(&cb->claim[p], 0, memory_order_release);
+				continue;
+			}
 			/* Sleep; the re-check under the lock pairs with the
 			 * poller's push (which signals when jobs outnumber
 			 * spinners). */
@@ -446,17 +521,9 @@ static unsigned scan(struct gpusys_callbacks *cb, unsigned poller_slot)
 {
 	unsigned found = 0;
 	for (uint32_t p = 0; p < cb->num_ports; p++) {
-		if (GPUSYS_WORD_SEQ(cb->client_word[p]) == __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED))
+		uint64_t w;
+		if (!claim_port(cb, p, &w))
 			continue;
-		unsigned char expected = 0;
-		if (!atomic_compare_exchange_strong(&cb->claim[p], &expected, 1))
-			continue; /* a worker has it */
-		/* Re-check under the claim: the worker may have acked just now. */
-		uint64_t w = cb->client_word[p];
-		if (GPUSYS_WORD_SEQ(w) == __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED)) {
-			atomic_store(&cb->claim[p], 0);
-			continue;
-		}
 		if (quick(cb, w)) {
 			serve(cb, p, poller_slot);
 			atomic_store_explicit(&cb->claim[p], 0, memory_order_release);
@@ -496,7 +563,10 @@ static void *poller_main(void *arg)
 		bell = b;
 		/* The doorbell says when to look; a full pass now and then
 		 * covers a ring stored out of order by racing warps. */
-		if (rang || now - last_full >= FULL_SCAN_NS) {
+		if (rang && atomic_load(&cb->spinning) && now - last_full < FULL_SCAN_NS) {
+			/* A spinning worker claims it and serves it itself. */
+			last_work = now;
+		} else if (rang || now - last_full >= FULL_SCAN_NS) {
 			last_full = now;
 			if (scan(cb, cb->nworkers) || rang)
 				last_work = now;

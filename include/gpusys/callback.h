@@ -203,6 +203,7 @@ template <class R, class... A> struct host {
 
 	template <size_t... I> static R invoke(fn_t fn, const unsigned char *b, std::index_sequence<I...>)
 	{
+		(void)b; /* a callback of no arguments reads none */
 		return fn(load<A>(b + offset_of<I, A...>::at(0))...);
 	}
 

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gpusys-bench trace: where the time of one round trip goes on the GPU side.
+ *
+ * This file compiles the client protocol with its trace points on
+ * (GPUSYS_RPC_TRACE in device/port_client.h): lane 0 of the one calling warp
+ * stamps %globaltimer at each point, and the medians of the segments between
+ * points are printed for a few call shapes, all in the same run:
+ *
+ *   lock      start -> port owned (port lock in device memory)
+ *   write     -> packet 0 written (lengths, capacities, inline bytes)
+ *   publish   -> published (release fence, client word, doorbell, flush)
+ *   wait      -> response word seen (PCIe both ways and the server's work)
+ *   fence     -> the acquire fence after the response word (zero for a
+ *                TRIVIAL response, which reads nothing more)
+ *   read      -> response packet 0 read (lengths, statuses, inline bytes;
+ *                zero for a TRIVIAL response)
+ *   release   -> port released
+ *
+ *   gpusys-bench trace [--daemon PATH | --runtime-dir DIR] [--iters N]
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+static __device__ unsigned long long trace_stamp[8];
+
+static __device__ __forceinline__ unsigned long long trace_now(void)
+{
+	unsigned long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+#define GPUSYS_RPC_TRACE(k)                                                                                  \
+	do {                                                                                                 \
+		if (threadIdx.x == 0)                                                                        \
+			trace_stamp[k] = trace_now();                                                        \
+	} while (0)
+
+extern "C" {
+#include "bench.h"
+#include "gpusys/gpusys.h"
+}
+#include "gpusys/callback.h"
+#include "gpusys/device.cuh"
+
+#define SEGMENTS 7
+#define OP_ECHO_CB 0x8004
+#define OP_UNREGISTERED 0x8fff
+
+static const char *const segment_name[SEGMENTS] = { "lock", "write", "publish", "wait", "fence", "read", "release" };
+
+static int echo_cb(void *user, const void *arg, uint32_t arg_len, void *res, uint32_t res_cap, uint32_t *res_len)
+{
+	(void)user;
+	if (res_cap < arg_len)
+		return -EMSGSIZE;
+	memcpy(res, arg, arg_len);
+	*res_len = arg_len;
+	return 0;
+}
+
+/* shape: 0 NOOP (empty), 1 ECHO 4 B, 2 empty request on the callback
+ * channel (-ENOSYS), 3 bytes callback 4 B. seg: iters x SEGMENTS. */
+static __global__ void k_trace(gpusys_dev_t dev, int shape, int lanes, int iters, int warm, unsigned long long *seg,
+			       int *err)
+{
+	if ((int)(threadIdx.x % 32) >= lanes)
+		return;
+	const uint64_t mask = (uint64_t)__activemask();
+	const void *in[1] = { 0 };
+	void *out[1] = { 0 };
+	uint32_t zero[1] = { 0 }, got[1];
+	int32_t st[1];
+	for (int i = 0; i < iters + warm; i++) {
+		if (threadIdx.x == 0)
+			for (int k = 0; k < 8; k++)
+				trace_stamp[k] = 0;
+		__syncwarp((unsigned)mask);
+		int rc;
+		unsigned x = (unsigned)i + threadIdx.x, y = 0;
+		uint32_t n = 0;
+		if (shape == 0) {
+			rc = gpusys_rpc(&dev, GPUSYS_OP_NOOP, 0, mask, in, zero, out, zero, got, st);
+		} else if (shape == 2) {
+			rc = gpusys_rpc(dev.callbacks, OP_UNREGISTERED, 0, mask, in, zero, out, zero, got, st);
+			rc = rc == -ENOSYS ? 0 : rc ? rc : -EBADMSG;
+		} else {
+			rc = shape == 1 ? gpusys_echo(dev, &x, 4, &y, 4, &n)
+					: gpusys_call_bytes(dev, OP_ECHO_CB, &x, 4, &y, 4, &n);
+			rc = rc ? rc : n != 4 || y != x ? -EBADMSG : 0;
+		}
+		if (rc)
+			atomicCAS(err, 0, rc);
+		if (threadIdx.x == 0 && i >= warm) {
+			unsigned long long t[8];
+			for (int k = 0; k < 8; k++)
+				t[k] = trace_stamp[k];
+			if (!t[5])
+				t[5] = t[6] = t[4]; /* TRIVIAL: nothing read */
+			for (int k = 0; k < SEGMENTS; k++)
+				seg[(size_t)(i - warm) * SEGMENTS + k] = t[k + 1] - t[k];
+		}
+	}
+}
+
+static void trace_row(gpusys_t *g, const char *what, int shape, int lanes, int iters)
+{
+	unsigned long long *d;
+	int *derr, err = 0;
+	int warm = iters / 10 + 1;
+	BENCH_CK(cudaMalloc(&d, sizeof(unsigned long long) * SEGMENTS * iters));
+	BENCH_CK(cudaMalloc(&derr, sizeof(int)));
+	BENCH_CK(cudaMemset(derr, 0, sizeof(int)));
+	k_trace<<<1, 32>>>(gpusys_device(g), shape, lanes, iters, warm, d, derr);
+	BENCH_CK(cudaGetLastError());
+	int rc = gpusys_synchronize(g, NULL, 60000);
+	if (rc) {
+		fprintf(stderr, "gpusys-bench: trace kernel: %s\n", gpusys_strerror(rc));
+		exit(1);
+	}
+	BENCH_CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
+	uint64_t *h = (uint64_t *)malloc(sizeof(uint64_t) * SEGMENTS * iters);
+	uint64_t *col = (uint64_t *)malloc(sizeof(uint64_t) * iters);
+	uint64_t *sum = (uint64_t *)calloc(iters, sizeof(uint64_t));
+	BENCH_CK(cudaMemcpy(h, d, sizeof(uint64_t) * SEGMENTS * iters, cudaMemcpyDeviceToHost));
+	printf("  %-34s", what);
+	for (int k = 0; k < SEGMENTS; k++) {
+		for (int i = 0; i < iters; i++) {
+			col[i] = h[(size_t)i * SEGMENTS + k];
+			sum[i] += col[i];
+		}
+		struct bench_stats s = bench_stats_of(col, iters);
+		printf(" %7.2f", s.p50_ns / 1e3);
+	}
+	struct bench_stats s = bench_stats_of(sum, iters);
+	printf(" %7.2f%s\n", s.p50_ns / 1e3, err ? "  (A CALL FAILED)" : "");
+	free(h);
+	free(col);
+	free(sum);
+	cudaFree(d);
+	cudaFree(derr);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: gpusys-bench trace [--daemon PATH | --runtime-dir DIR] [--iters N]\n");
+}
+
+extern "C" int bench_trace_gpu(int argc, char **argv)
+{
+	int iters = 20000, opt;
+	const char *runtime_dir = NULL, *daemon = NULL;
+	static const struct option opts[] = {
+		{ "iters", required_argument, NULL, 'i' },
+		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "daemon", required_argument, NULL, 'd' },
+		{ NULL, 0, NULL, 0 },
+	};
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'i': iters = atoi(optarg); break;
+		case 'r': runtime_dir = optarg; break;
+		case 'd': daemon = optarg; break;
+		default: usage(); return 2;
+		}
+	}
+	if (iters < 1) {
+		usage();
+		return 2;
+	}
+	struct bench_daemon bd;
+	memset(&bd, 0, sizeof(bd));
+	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0)
+		return 1;
+	struct gpusys_options o;
+	memset(&o, 0, sizeof(o));
+	o.runtime_dir = runtime_dir;
+	gpusys_t *g;
+	if (gpusys_attach(&o, &g)) {
+		fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_last_error());
+		bench_daemon_stop(&bd);
+		return 1;
+	}
+	struct gpusys_callback_desc ed;
+	memset(&ed, 0, sizeof(ed));
+	ed.opcode = OP_ECHO_CB;
+	ed.name = "echo";
+	ed.arg_max = ed.res_max = 64;
+	ed.fn = echo_cb;
+	if (gpusys_register_callback(g, &ed)) {
+		fprintf(stderr, "gpusys-bench: cannot register the callback\n");
+		gpusys_detach(g);
+		bench_daemon_stop(&bd);
+		return 1;
+	}
+	printf("gpusys-bench trace: one warp, p50 of each segment of one call (us), %d calls per row\n", iters);
+	printf("  %-34s", "call");
+	for (int k = 0; k < SEGMENTS; k++)
+		printf(" %7s", segment_name[k]);
+	printf(" %7s\n", "total");
+	for (int lanes = 1; lanes <= 32; lanes += 31) {
+		char what[64];
+		static const char *const shape_name[] = { "NOOP (daemon)", "ECHO 4 B (daemon)",
+							  "empty, callback channel", "bytes callback 4 B" };
+		for (int shape = 0; shape < 4; shape++) {
+			snprintf(what, sizeof(what), "%s, %d lane%s", shape_name[shape], lanes, lanes > 1 ? "s" : "");
+			trace_row(g, what, shape, lanes, iters);
+		}
+	}
+	gpusys_detach(g);
+	bench_daemon_stop(&bd);
+	return 0;
+}
