@@ -266,6 +266,172 @@ GPUSYS_FN void gpusys_stream_chunk(uint8_t *packet, uint32_t k, uint32_t off, ui
 		gpusys_copy_from_channel(in_buf, in_packet, (uint32_t)(b - a));
 }
 
+/* Copy packet k of a message's stream, every lane's share of it, in the given
+ * direction. Per-lane arrays as everywhere: off and part from the stream
+ * layout, buf the lane's buffer (its bytes beyond the inline slot are the
+ * stream's); total the stream's length. Every lane of mask calls it.
+ *
+ * On a GPU each load of the channel is a trip across the bus, so loads go in
+ * 16-byte pieces, issued in batches before any is used: a 2 KiB packet read
+ * by one lane 8 bytes at a time, each load waiting for the last, took about
+ * 300 us. Where every buffer is one the lanes can all reach (global or
+ * shared memory, not a thread's stack) the lanes also share the work
+ * whoever owns the bytes: lane r of c takes pieces r, r + c, ... of the
+ * packet, a packet then costs about one trip, and pieces go to or come from
+ * the owning lanes' buffers, found from the layout that every lane gathers
+ * with shuffles. Otherwise each lane reads its own share (whole pieces: the
+ * bytes around it are read and dropped) and writes its own bytes. */
+#if defined(__CUDACC__)
+#define GPUSYS_STREAM_BATCH 8u
+#define GPUSYS_STREAM_PIECE 16u
+
+struct gpusys_stream_spans {
+	uint32_t n;                         /* lanes with a share, in lane order */
+	uint32_t off[GPUSYS_WARP_LANES];
+	uint32_t end[GPUSYS_WARP_LANES];    /* off + part */
+	uint8_t *buf[GPUSYS_WARP_LANES];    /* the lane's stream bytes: buf + GPUSYS_INLINE_BYTES */
+};
+
+GPUSYS_FN void gpusys_stream_spans_fill(uint64_t mask, uint32_t off, uint32_t part, uint8_t *buf,
+					struct gpusys_stream_spans *sp)
+{
+	sp->n = 0;
+	for (uint64_t m = mask; m; m &= m - 1) {
+		int src = __ffsll((long long)m) - 1;
+		uint32_t o = __shfl_sync((unsigned)mask, off, src);
+		uint32_t q = __shfl_sync((unsigned)mask, part, src);
+		unsigned long long b = __shfl_sync((unsigned)mask, (unsigned long long)(uintptr_t)buf, src);
+		if (!q)
+			continue;
+		sp->off[sp->n] = o;
+		sp->end[sp->n] = o + q;
+		sp->buf[sp->n] = (uint8_t *)(uintptr_t)b + GPUSYS_INLINE_BYTES;
+		sp->n++;
+	}
+}
+
+/* The stream bytes of [x, x + 16) that the spans hold (and that lie below
+ * total), to or from the owners' buffers; v holds the piece. *at: the span
+ * to start looking from (pieces come in increasing order). */
+GPUSYS_FN void gpusys_stream_piece(const struct gpusys_stream_spans *sp, uint32_t *at, uint32_t x, uint32_t total,
+				   uint32_t *v, int to_channel)
+{
+	uint32_t end = x + GPUSYS_STREAM_PIECE < total ? x + GPUSYS_STREAM_PIECE : total;
+	uint32_t i = *at;
+	while (i < sp->n && sp->end[i] <= x)
+		i++;
+	*at = i;
+	uint8_t *bytes = (uint8_t *)v;
+	for (; i < sp->n && sp->off[i] < end; i++) {
+		uint32_t y = x > sp->off[i] ? x : sp->off[i];
+		uint32_t e = end < sp->end[i] ? end : sp->end[i];
+		uint8_t *b = sp->buf[i] + (y - sp->off[i]);
+		if (y == x && e == x + GPUSYS_STREAM_PIECE && !((uintptr_t)b & 15u)) {
+			/* The whole piece, aligned: one 16-byte access. */
+			if (to_channel)
+				*(uint4 *)v = *(const uint4 *)b;
+			else
+				*(uint4 *)b = *(const uint4 *)v;
+			return;
+		}
+		if (to_channel)
+			for (; y < e; y++)
+				bytes[y - x] = *b++;
+		else
+			for (; y < e; y++)
+				*b++ = bytes[y - x];
+	}
+}
+
+/* Pieces first, first + step, ... below last of packet (stream bytes from
+ * lo), in batches. to_channel writes whole pieces: only for spans that
+ * cover the packet (the bytes past total are zeros). */
+GPUSYS_FN void gpusys_stream_pieces(const struct gpusys_stream_spans *sp, uint8_t *packet, uint32_t lo,
+				    uint32_t total, uint32_t first, uint32_t last, uint32_t step, int to_channel)
+{
+	uint32_t at = 0;
+	for (uint32_t j0 = first; j0 < last; j0 += GPUSYS_STREAM_BATCH * step) {
+		uint32_t v[GPUSYS_STREAM_BATCH][4];
+		if (to_channel) {
+			/* Gather the batch, then store it: no load waits behind
+			 * a store to the channel. */
+#pragma unroll
+			for (uint32_t t = 0; t < GPUSYS_STREAM_BATCH; t++) {
+				uint32_t j = j0 + t * step;
+				v[t][0] = v[t][1] = v[t][2] = v[t][3] = 0;
+				if (j < last)
+					gpusys_stream_piece(sp, &at, lo + j * GPUSYS_STREAM_PIECE, total, v[t], 1);
+			}
+#pragma unroll
+			for (uint32_t t = 0; t < GPUSYS_STREAM_BATCH; t++) {
+				uint32_t j = j0 + t * step;
+				if (j < last)
+					*(uint4 *)(packet + j * GPUSYS_STREAM_PIECE) = *(const uint4 *)v[t];
+			}
+		} else {
+#pragma unroll
+			for (uint32_t t = 0; t < GPUSYS_STREAM_BATCH; t++) {
+				uint32_t j = j0 + t * step;
+				if (j < last)
+					asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+						     : "=r"(v[t][0]), "=r"(v[t][1]), "=r"(v[t][2]), "=r"(v[t][3])
+						     : "l"(packet + j * GPUSYS_STREAM_PIECE)
+						     : "memory");
+			}
+#pragma unroll
+			for (uint32_t t = 0; t < GPUSYS_STREAM_BATCH; t++) {
+				uint32_t j = j0 + t * step;
+				if (j < last)
+					gpusys_stream_piece(sp, &at, lo + j * GPUSYS_STREAM_PIECE, total, v[t], 0);
+			}
+		}
+	}
+}
+
+GPUSYS_FN void gpusys_stream_packet(uint64_t mask, uint8_t *packet, uint32_t k, const uint32_t *off,
+				    const uint32_t *part, void *const *buf, uint32_t total, int to_channel)
+{
+	struct gpusys_stream_spans sp;
+	const uint32_t lo = k * GPUSYS_PACKET_BYTES;
+	const uint32_t bytes = total - lo < GPUSYS_PACKET_BYTES ? total - lo : GPUSYS_PACKET_BYTES;
+	const int on_stack = part[0] && __isLocal(buf[0]);
+	if (!__any_sync((unsigned)mask, on_stack)) {
+		gpusys_stream_spans_fill(mask, off[0], part[0], (uint8_t *)buf[0], &sp);
+		const uint32_t rank = (uint32_t)__popcll(mask & ((1ull << gpusys_lane_id()) - 1));
+		gpusys_stream_pieces(&sp, packet, lo, total, rank, (bytes + GPUSYS_STREAM_PIECE - 1) / GPUSYS_STREAM_PIECE,
+				     (uint32_t)__popcll(mask), to_channel);
+		return;
+	}
+	/* This lane's share [a, b) of the packet's stream bytes. */
+	uint32_t a = off[0] > lo ? off[0] : lo, b = off[0] + part[0] < lo + bytes ? off[0] + part[0] : lo + bytes;
+	if (a >= b)
+		return;
+	if (to_channel) {
+		/* Posted stores: nothing waits on them. Whole pieces would
+		 * overwrite the neighbours' bytes. */
+		gpusys_copy_to_channel(packet + (a - lo), (const uint8_t *)buf[0] + GPUSYS_INLINE_BYTES + (a - off[0]), b - a);
+		return;
+	}
+	sp.n = 1;
+	sp.off[0] = off[0];
+	sp.end[0] = off[0] + part[0];
+	sp.buf[0] = (uint8_t *)buf[0] + GPUSYS_INLINE_BYTES;
+	gpusys_stream_pieces(&sp, packet, lo, total, (a - lo) / GPUSYS_STREAM_PIECE,
+			     (b - lo + GPUSYS_STREAM_PIECE - 1) / GPUSYS_STREAM_PIECE, 1, 0);
+}
+#else
+GPUSYS_FN void gpusys_stream_packet(uint64_t mask, uint8_t *packet, uint32_t k, const uint32_t *off,
+				    const uint32_t *part, void *const *buf, uint32_t total, int to_channel)
+{
+	(void)total;
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		gpusys_stream_chunk(packet, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)], (uint8_t *)buf[GPUSYS_LI(l)],
+				    to_channel);
+	}
+}
+#endif
+
 /* ------------------------------------------------------------------ rpc */
 
 /*
@@ -482,11 +648,7 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 		rc = (int)gpusys_lane_bcast_u32(mask, rcu);
 		if (rc)
 			goto unlock;
-		GPUSYS_FOR_EACH_LANE(mask, l)
-		{
-			gpusys_stream_chunk(port->data, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)],
-					    (uint8_t *)in[GPUSYS_LI(l)], 1);
-		}
+		gpusys_stream_packet(mask, port->data, k, off, part, (void *const *)in, total, 1);
 		seq = gpusys_publish(dev, mask, p, seq, word, 0);
 	}
 
@@ -600,11 +762,7 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 		if (rc)
 			goto unlock;
 		gpusys_lane_sync(mask);
-		GPUSYS_FOR_EACH_LANE(mask, l)
-		{
-			gpusys_stream_chunk(port->data, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)],
-					    (uint8_t *)out[GPUSYS_LI(l)], 0);
-		}
+		gpusys_stream_packet(mask, port->data, k, off, part, out, total, 0);
 	}
 
 unlock:
