@@ -63,11 +63,13 @@ struct gpusys_callback_desc {
 };
 
 enum gpusys_callback_flags {
-	/* The callback returns within microseconds and never blocks: the
-	 * pool's poller runs it itself, with no hand-off to a worker (about a
-	 * microsecond less per call; bench/RESULTS.md). A QUICK callback that
-	 * blocks holds up every other callback meanwhile (never daemon
-	 * calls). */
+	/* The callback returns within microseconds and never blocks: when the
+	 * pool's poller finds the request it runs it itself rather than
+	 * queueing it for a worker. Spinning workers now claim requests
+	 * themselves, so this saves nothing measurable on the GPU
+	 * (bench/RESULTS.md, 2026-11-25: 10.1 us against 7.7 us without the
+	 * flag, cause not found). A QUICK callback that blocks holds up every
+	 * other callback meanwhile (never daemon calls). */
 	GPUSYS_CALLBACK_QUICK = 1u << 0,
 };
 
