@@ -20,6 +20,7 @@
 #include "config.h" /* generated: GPUSYS_VERSION */
 #include "control/control.h"
 #include "daemon.h"
+#include "core/accounts.h"
 #include "core/channel.h"
 #include "core/dispatch.h"
 #include "core/gpus.h"
@@ -480,6 +481,7 @@ int daemon_run(const struct gpusysd_config *cfg, const struct gpusysd_config *as
 	d->fail_gpu = fail_gpu;
 	d->cfg_read = *as_read;
 	d->config_path = config_path;
+	accounts_set_limits(d->cfg.user_mem_budget, d->cfg.max_handles_per_uid, d->cfg.max_pending_calls_per_uid);
 	if (d->cfg.pollers == 0) {
 		cpu_set_t set;
 		long n = sysconf(_SC_NPROCESSORS_ONLN);

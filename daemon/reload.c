@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "config.h" /* GPUSYS_DEFAULT_CONFIG */
+#include "core/accounts.h"
 #include "core/service.h"
 #include "daemon.h"
 #include "reload.h"
@@ -26,7 +27,9 @@ int daemon_read_config(struct gpusysd_config *cfg, const char *path, char *err, 
 
 /* Settings that only new clients read, on the main thread: safe to change
  * under running clients. */
-#define LIVE_KEYS(X) X(max_clients_per_uid) X(max_ports) X(channel_bulk_bytes) X(client_mem_budget) X(max_pending_calls)
+#define LIVE_KEYS(X)                                                                                   \
+	X(max_clients_per_uid) X(max_ports) X(channel_bulk_bytes) X(client_mem_budget) X(max_pending_calls)   \
+	X(user_mem_budget) X(max_handles_per_uid) X(max_pending_calls_per_uid)
 
 int daemon_reload(struct daemon *d)
 {
@@ -85,6 +88,7 @@ int daemon_reload(struct daemon *d)
 	/* Compare the next reload with this file: a key changed back and
 	 * forth is reported each time it differs from the file last read. */
 	d->cfg_read = n;
+	accounts_set_limits(d->cfg.user_mem_budget, d->cfg.max_handles_per_uid, d->cfg.max_pending_calls_per_uid);
 	log_info("reload: %s read: %u setting%s applied, %u at the next start", path, applied,
 		 applied == 1 ? "" : "s", later);
 	notify_ready();

@@ -14,6 +14,7 @@
 #include "util/creds.h"
 
 struct gpu;
+struct account;
 
 struct client {
 	uint32_t id;
@@ -31,6 +32,7 @@ struct client {
 				   UUID mapped, core/gpus.h), or -1: emulated warps */
 	int32_t client_ordinal; /* the same GPU in the client's numbering (its hello) */
 	struct gpu *gpu;        /* the GPU it named by UUID, or NULL */
+	struct account *account; /* its user's quotas (core/accounts.h); NULL in in-process tests */
 };
 
 /* [off, off + count) of the client's bulk area, as the daemon sized it

@@ -20,6 +20,8 @@
 #include <event2/event.h>
 #include <stdlib.h>
 
+#include "core/accounts.h"
+#include "core/client.h"
 #include "core/later.h"
 #include "core/pending.h"
 
@@ -57,6 +59,7 @@ static void list_remove(struct port_table *t, struct pending *pd)
 		pd->lnext->lprev = pd->lprev;
 	pd->lprev = pd->lnext = NULL;
 	t->later_count--;
+	account_uncharge(t->client ? t->client->account : NULL, ACCOUNT_PENDING, 1);
 }
 
 static struct timeval tv_of(uint64_t ns)
@@ -80,11 +83,12 @@ int call_later(struct port_call *call, uint64_t timeout_ns, const struct call_la
 		pthread_mutex_unlock(&t->later_lock);
 		return -ESHUTDOWN;
 	}
-	if (t->later_count >= t->later_max) {
+	if (t->later_count >= t->later_max ||
+	    !account_charge(t->client ? t->client->account : NULL, ACCOUNT_PENDING, 1)) {
 		pthread_mutex_unlock(&t->later_lock);
 		return -EAGAIN;
 	}
-	list_add(t, pd);
+	list_add(t, pd); /* charged: list_remove gives it back */
 	pd->later = LATER_ARMING;
 	pd->later_ops = ops;
 	pthread_mutex_unlock(&t->later_lock);

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/accounts.h"
+#include "core/client.h"
 #include "core/pending.h"
 
 /* The one place bytes are counted against the client's budget. */
@@ -17,6 +19,11 @@ int port_charge(struct port_table *t, uint64_t bytes)
 	if (!bytes)
 		return 0;
 	if (atomic_fetch_add_explicit(&t->mem_used, bytes, memory_order_relaxed) + bytes > t->mem_budget) {
+		atomic_fetch_sub_explicit(&t->mem_used, bytes, memory_order_relaxed);
+		return -ENOMEM;
+	}
+	/* Then the user's, whose other clients hold memory too. */
+	if (!account_charge(t->client ? t->client->account : NULL, ACCOUNT_MEMORY, bytes)) {
 		atomic_fetch_sub_explicit(&t->mem_used, bytes, memory_order_relaxed);
 		return -ENOMEM;
 	}
@@ -35,8 +42,10 @@ int port_call_charge(struct port_call *call, uint64_t bytes)
  * locked instruction on a line all pollers share would be pure cost. */
 void port_uncharge(struct port_table *t, uint64_t bytes)
 {
-	if (bytes)
+	if (bytes) {
 		atomic_fetch_sub_explicit(&t->mem_used, bytes, memory_order_relaxed);
+		account_uncharge(t->client ? t->client->account : NULL, ACCOUNT_MEMORY, bytes);
+	}
 }
 
 void port_pending_free(struct port_table *t, struct pending *pd)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/accounts.h"
 #include "util/log.h"
 #include "core/gpus.h"
 #include "core/session.h"
@@ -53,6 +54,7 @@ static void client_fill(struct session *s, const struct session_params *prm)
 	c->cuda_device = prm->cuda_device;
 	c->client_ordinal = prm->client_ordinal;
 	c->gpu = prm->gpu;
+	c->account = account_get(c->creds.uid);
 }
 
 mode_t client_umask_of(pid_t pid)
@@ -154,6 +156,7 @@ static void session_free(struct session *s)
 	close_fd(&s->client.stderr_fd);
 	close_fd(&s->client.cwd_fd);
 	close_fd(&s->client.sock);
+	account_put(s->client.account);
 	free(s);
 }
 

@@ -38,6 +38,9 @@ struct gpusysd_config {
 	unsigned call_timeout_ms;      /* deadline of a pending call whose service names none */
 	unsigned stats;                /* 1: count and time every request (gpusysctl latency) */
 	unsigned max_clients_per_uid;  /* attached clients of one user at most */
+	uint64_t user_mem_budget;      /* bytes of daemon memory for all of one user's clients */
+	unsigned max_handles_per_uid;  /* open handles of all of one user's clients */
+	unsigned max_pending_calls_per_uid; /* pending calls of all of one user's clients */
 	unsigned control_conns_per_uid; /* open control connections of one user at most */
 	unsigned control_idle_timeout_ms; /* a control connection idle this long is closed */
 	int64_t admin_gid;             /* members see every client in status; -1: none */

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "core/accounts.h"
+#include "core/client.h"
 #include "services/file/file_table.h"
 
 struct file_table *file_table_new(uint32_t max)
@@ -58,6 +60,7 @@ static void entry_release(struct file_table *ft, struct file_entry *e)
 	e->closing = false;
 	e->oflags = 0;
 	ft->count--;
+	account_uncharge(ft->account, ACCOUNT_HANDLES, 1);
 }
 
 unsigned file_table_free(struct file_table *ft)
@@ -93,7 +96,7 @@ void file_table_set_max(uint32_t max)
 	pthread_mutex_unlock(&file_tables.lock);
 }
 
-struct file_table *file_table_acquire(const void *owner)
+struct file_table *file_table_acquire(const struct client *owner)
 {
 	pthread_mutex_lock(&file_tables.lock);
 	struct file_table *ft = file_tables.head;
@@ -101,6 +104,7 @@ struct file_table *file_table_acquire(const void *owner)
 		ft = ft->next;
 	if (!ft && (ft = file_table_new(file_tables.max))) {
 		ft->owner = owner;
+		ft->account = owner ? owner->account : NULL;
 		ft->next = file_tables.head;
 		file_tables.head = ft;
 	}
@@ -147,7 +151,8 @@ int file_table_insert_obj(struct file_table *ft, int fd, enum file_kind kind, in
 {
 	pthread_mutex_lock(&ft->lock);
 	uint32_t slots = ft->nchunks * FILE_CHUNK;
-	if (ft->count >= ft->max || (ft->count == slots && grow_locked(ft) < 0)) {
+	if (ft->count >= ft->max || (ft->count == slots && grow_locked(ft) < 0) ||
+	    !account_charge(ft->account, ACCOUNT_HANDLES, 1)) {
 		pthread_mutex_unlock(&ft->lock);
 		return -EMFILE;
 	}

@@ -17,6 +17,9 @@
 
 #include "gpusys/file.h"
 
+struct client;
+struct account;
+
 #define FILE_INDEX_BITS 16u
 #define FILE_GEN_MAX ((UINT32_C(1) << (31 - FILE_INDEX_BITS)) - 1)
 /* Entries come in chunks allocated as a client opens more, and never move
@@ -59,12 +62,13 @@ struct file_entry {
 
 struct file_table {
 	pthread_mutex_t lock;
-	const void *owner;  /* file_table_acquire's key */
+	const struct client *owner; /* file_table_acquire's key */
 	uint32_t users;     /* file_table_acquire references */
 	struct file_table *next;
 	uint32_t count;
 	uint32_t hint;
 	uint32_t max;       /* handles at most (EMFILE past it) */
+	struct account *account; /* the user's quota of handles, or NULL */
 	uint32_t nchunks;   /* chunk[0..nchunks) are allocated */
 	struct file_entry *chunk[FILE_CHUNKS];
 };
@@ -83,7 +87,7 @@ unsigned file_table_free(struct file_table *ft);
 /* One table per client, shared by the services whose handles live in one
  * space (files and sockets): the first call for owner makes it, each call
  * takes a reference. NULL when out of memory. */
-struct file_table *file_table_acquire(const void *owner);
+struct file_table *file_table_acquire(const struct client *owner);
 
 /* Drop a reference of file_table_acquire; the last one frees the table
  * (file_table_free). Returns how many descriptors that closed. */

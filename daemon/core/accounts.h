@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-user quotas: what all the clients of one uid hold together (request
+ * memory, open handles, calls pending), against limits set from the
+ * configuration (user_mem_budget, max_handles_per_uid,
+ * max_pending_calls_per_uid). Each client's own limits still apply first;
+ * these keep one user's many clients from taking what others need.
+ *
+ * An account lives while a client of its uid is attached (one reference
+ * per session). Charges are lock-free: add, and take back at once when
+ * over the limit, so a refused charge never lets another one through.
+ */
+#ifndef GPUSYSD_CORE_ACCOUNTS_H
+#define GPUSYSD_CORE_ACCOUNTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum account_resource {
+	ACCOUNT_MEMORY,  /* bytes of daemon memory held for requests and responses */
+	ACCOUNT_HANDLES, /* open files, directories and sockets */
+	ACCOUNT_PENDING, /* calls that complete later, waiting */
+	ACCOUNT_NRESOURCES
+};
+
+struct account;
+
+/* The limits, from the configuration (at start and on reload: they apply
+ * to every charge after the call, existing clients included). */
+void accounts_set_limits(uint64_t memory, uint64_t handles, uint64_t pending);
+
+/* uid's account, made if none; one reference. NULL only out of memory. */
+struct account *account_get(uid_t uid);
+void account_put(struct account *a);
+
+/* Charge n of r: true, or false when that would pass the user's limit
+ * (nothing charged then). A NULL account (in-process tests) always
+ * succeeds. The first refusal of a user in a run of them logs one line. */
+bool account_charge(struct account *a, enum account_resource r, uint64_t n);
+void account_uncharge(struct account *a, enum account_resource r, uint64_t n);
+
+uint64_t account_used(const struct account *a, enum account_resource r);
+uid_t account_uid(const struct account *a);
+
+#endif
