@@ -121,7 +121,7 @@ static void finish(struct port_table *t, struct pending *pd)
 	pthread_mutex_lock(&t->later_slot_lock);
 	port_answer(t, pd, PORT_LATER_SLOT);
 	pthread_mutex_unlock(&t->later_slot_lock);
-	port_release(t, p);
+	port_release_off_poller(t, p);
 	/* Last: this may be the session's last reference. */
 	if (owner.unref)
 		owner.unref(owner.owner);

@@ -154,7 +154,7 @@ void port_server_run(struct port_call *call, unsigned progress_slot)
 	if (run_service(t, pd))
 		return; /* pending: call_complete() answers it */
 	port_answer(t, pd, progress_slot);
-	port_release(t, p);
+	port_release_off_poller(t, p);
 }
 
 /* Fast path: one packet, a service that runs on the poller and finishes

@@ -36,6 +36,9 @@ struct pending;
 struct port_table_owner {
 	void (*ref)(void *owner);
 	void (*unref)(void *owner);
+	/* Make a poller look at this channel again, as a client's ring does
+	 * (port_release_off_poller says when). NULL: nothing to do. */
+	void (*rescan)(void *owner);
 	void *owner;
 };
 
@@ -123,6 +126,22 @@ static inline bool port_try_claim(struct port_table *t, uint32_t p)
 static inline void port_release(struct port_table *t, uint32_t p)
 {
 	atomic_store_explicit(&t->claim[p], 0, memory_order_release);
+}
+
+/* A release by a thread that is not a poller (a pool worker, a call that
+ * completed later). The client may have seen the answer and rung for its
+ * next request before this release: a poller that came then found the port
+ * claimed, passed over it, and may be dozing with that ring recorded as
+ * seen (a 1 s stall until the safety rescan, found by the restart test).
+ * So: release, full fence, and if the client has moved, ring for it. The
+ * poller's side is its ring-then-claim order: either it sees the release or
+ * this sees the client's word. */
+static inline void port_release_off_poller(struct port_table *t, uint32_t p)
+{
+	port_release(t, p);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (port_pending(t, p) && t->owner.rescan)
+		t->owner.rescan(t->owner.owner);
 }
 
 enum port_step {

@@ -30,6 +30,21 @@ static void owner_unref(void *s)
 	session_unref(s);
 }
 
+/* Ring as a client does (port_release_off_poller): a doorbell value no
+ * client writes (bit 62; GPU rings stay below it, stream rings use bit 63),
+ * new each time, then the wake-up if poller 0 dozes. */
+static void owner_rescan(void *arg)
+{
+	static _Atomic uint64_t rings;
+	struct session *s = arg;
+	struct gpusys_channel_header *hdr = s->ports.hdr;
+	uint64_t v = (UINT64_C(1) << 62) | (atomic_fetch_add_explicit(&rings, 1, memory_order_relaxed) & ((UINT64_C(1) << 62) - 1));
+	__atomic_store_n(&hdr->doorbell, v, __ATOMIC_RELAXED);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (s->wake && __atomic_load_n(&hdr->dozing, __ATOMIC_RELAXED))
+		wake_kick(s->wake);
+}
+
 /* What services may know of the client, taken once. The descriptors stay
  * the caller's until the session is made (then they are the session's). */
 static void client_fill(struct session *s, const struct session_params *prm)
@@ -99,7 +114,7 @@ int session_create(const struct session_params *prm, struct session **ret)
 	r = port_table_init(&s->ports, s->chan.base, prm->num_ports, &s->client, prm->mem_budget);
 	if (r < 0)
 		goto fail;
-	s->ports.owner = (struct port_table_owner){ .ref = owner_ref, .unref = owner_unref, .owner = s };
+	s->ports.owner = (struct port_table_owner){ .ref = owner_ref, .unref = owner_unref, .rescan = owner_rescan, .owner = s };
 	if (prm->max_pending_calls)
 		s->ports.later_max = prm->max_pending_calls;
 	s->ports_ready = true;
