@@ -39,8 +39,7 @@ GPUSYS_FN int gpusys_rpc_v0(const gpusys_dev_t *dev, uint16_t opcode, uint16_t f
 	if (gpusys_lane_is_leader(mask)) {
 		int must_wait;
 		ring = gpusys_count_and_ring(dev->submitted);
-		p = gpusys_port_lock(dev, &must_wait);
-		seq = dev->locks[p].seq;
+		p = gpusys_port_lock(dev, &must_wait, &seq); /* today's lock (one exchange) on both sides of the A/B */
 		if (must_wait)
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
 	}
@@ -143,10 +142,9 @@ GPUSYS_FN int gpusys_rpc_v0(const gpusys_dev_t *dev, uint16_t opcode, uint16_t f
 unlock:
 	gpusys_lane_sync(mask);
 	if (gpusys_lane_is_leader(mask)) {
-		dev->locks[p].seq = seq;
 		/* owned: the last thing seen was the daemon's hand-back (a
 		 * response stream ends with one). */
-		gpusys_lock_release_to(&dev->locks[p].lock, owned ? GPUSYS_PORT_FREE_OWNED : GPUSYS_PORT_FREE_UNACKED);
+		gpusys_port_give_back(dev, p, seq, owned);
 	}
 	return rc;
 }

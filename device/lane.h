@@ -155,24 +155,23 @@ GPUSYS_FN void gpusys_lock_release(uint32_t *lock)
 	atomicExch(lock, 0u);
 }
 
-/* A lock word with more than one free state (see port_client.h's port
- * locks): take it if it holds from; returns what it held. */
-GPUSYS_FN uint32_t gpusys_lock_take_from(uint32_t *lock, uint32_t from)
+/* A port lock and the sequence kept with it (struct gpusys_port_lock: lock
+ * in the low word, seq in the high one), as one 64-bit word: taken with one
+ * exchange that returns both, whatever free state the lock was in (the
+ * holder's own value, held, is written over a held lock unchanged), and
+ * given back with one store. One trip to L2 instead of a CAS and then a
+ * load of the sequence (port_client.h). */
+GPUSYS_FN uint64_t gpusys_lock_pair_take(void *pair, uint64_t held)
 {
-	/* An acquiring CAS rather than CAS then __threadfence(): one
-	 * instruction on the fast path instead of an atomic and a fence. */
-	uint32_t old;
-	asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], %2, %3;"
-		     : "=r"(old)
-		     : "l"(lock), "r"(from), "r"(1u)
-		     : "memory");
+	uint64_t old;
+	asm volatile("atom.acquire.gpu.global.exch.b64 %0, [%1], %2;" : "=l"(old) : "l"(pair), "l"(held) : "memory");
 	return old;
 }
 
-GPUSYS_FN void gpusys_lock_release_to(uint32_t *lock, uint32_t state)
+GPUSYS_FN void gpusys_lock_pair_release(void *pair, uint32_t state, uint32_t seq)
 {
-	/* A releasing store rather than __threadfence() then an exchange. */
-	asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(lock), "r"(state) : "memory");
+	uint64_t v = (uint64_t)seq << 32 | state;
+	asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(pair), "l"(v) : "memory");
 }
 
 /* Per-warp future counts (port_client.h): add and return the old value;
@@ -343,16 +342,14 @@ static inline void gpusys_lock_release(uint32_t *lock)
 	__atomic_store_n(lock, 0u, __ATOMIC_RELEASE);
 }
 
-static inline uint32_t gpusys_lock_take_from(uint32_t *lock, uint32_t from)
+static inline uint64_t gpusys_lock_pair_take(void *pair, uint64_t held)
 {
-	uint32_t expected = from;
-	__atomic_compare_exchange_n(lock, &expected, 1u, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
-	return expected; /* == from when taken */
+	return __atomic_exchange_n((uint64_t *)pair, held, __ATOMIC_ACQUIRE);
 }
 
-static inline void gpusys_lock_release_to(uint32_t *lock, uint32_t state)
+static inline void gpusys_lock_pair_release(void *pair, uint32_t state, uint32_t seq)
 {
-	__atomic_store_n(lock, state, __ATOMIC_RELEASE);
+	__atomic_store_n((uint64_t *)pair, (uint64_t)seq << 32 | state, __ATOMIC_RELEASE);
 }
 
 static inline uint32_t gpusys_count_add_u32(uint32_t *c, uint32_t v)

@@ -219,24 +219,36 @@ GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32
 #define GPUSYS_PORT_HELD 1u
 #define GPUSYS_PORT_FREE_UNACKED 2u
 
+/* Leader: try to take port p's lock (one exchange, whatever free state it
+ * was in). True with *must_wait (whether the daemon may still own the port)
+ * and *seq (the sequence its last holder left). */
+GPUSYS_FN int gpusys_port_take(const gpusys_dev_t *dev, uint32_t p, int *must_wait, uint32_t *seq)
+{
+	uint64_t old = gpusys_lock_pair_take(&dev->locks[p], GPUSYS_PORT_HELD);
+	uint32_t state = (uint32_t)old;
+	if (state == GPUSYS_PORT_HELD)
+		return 0;
+	*must_wait = state != GPUSYS_PORT_FREE_OWNED;
+	*seq = (uint32_t)(old >> 32);
+	return 1;
+}
+
+/* Leader: give port p back, with its sequence; owned: the last thing seen
+ * was the daemon's hand-back. */
+GPUSYS_FN void gpusys_port_give_back(const gpusys_dev_t *dev, uint32_t p, uint32_t seq, int owned)
+{
+	gpusys_lock_pair_release(&dev->locks[p], owned ? GPUSYS_PORT_FREE_OWNED : GPUSYS_PORT_FREE_UNACKED, seq);
+}
+
 /* Leader: lock a port (private lock), starting at this warp's hint.
- * *must_wait: whether the daemon may still own it. */
-GPUSYS_FN uint32_t gpusys_port_lock(const gpusys_dev_t *dev, int *must_wait)
+ * *must_wait: whether the daemon may still own it; *seq: its sequence. */
+GPUSYS_FN uint32_t gpusys_port_lock(const gpusys_dev_t *dev, int *must_wait, uint32_t *seq)
 {
 	uint32_t n = dev->num_ports;
 	uint32_t p = gpusys_port_hint() % n;
 	for (uint32_t tries = 1;; tries++) {
-		uint32_t *l = &dev->locks[p].lock;
-		uint32_t old = gpusys_lock_take_from(l, GPUSYS_PORT_FREE_OWNED);
-		if (old == GPUSYS_PORT_FREE_OWNED) {
-			*must_wait = 0;
+		if (gpusys_port_take(dev, p, must_wait, seq))
 			return p;
-		}
-		if (old == GPUSYS_PORT_FREE_UNACKED &&
-		    gpusys_lock_take_from(l, GPUSYS_PORT_FREE_UNACKED) == GPUSYS_PORT_FREE_UNACKED) {
-			*must_wait = 1;
-			return p;
-		}
 		p = p + 1 == n ? 0 : p + 1;
 		if (tries % n == 0) {
 			gpusys_spin_pause();
@@ -503,7 +515,7 @@ struct gpusys_rpc_pending {
 
 /* Leader: try to lock one of the asynchronous ports near the warp's hint,
  * without waiting. 0 and *ret_port, or -EBUSY. */
-GPUSYS_FN int gpusys_port_trylock_async(const gpusys_dev_t *dev, int *must_wait, uint32_t *ret_port)
+GPUSYS_FN int gpusys_port_trylock_async(const gpusys_dev_t *dev, int *must_wait, uint32_t *ret_port, uint32_t *seq)
 {
 	uint32_t n = GPUSYS_ASYNC_PORTS(dev->num_ports);
 	if (n == 0)
@@ -511,16 +523,7 @@ GPUSYS_FN int gpusys_port_trylock_async(const gpusys_dev_t *dev, int *must_wait,
 	uint32_t p = gpusys_port_hint() % n;
 	uint32_t probes = n < GPUSYS_ASYNC_PROBES ? n : GPUSYS_ASYNC_PROBES;
 	for (uint32_t i = 0; i < probes; i++) {
-		uint32_t *l = &dev->locks[p].lock;
-		uint32_t old = gpusys_lock_take_from(l, GPUSYS_PORT_FREE_OWNED);
-		if (old == GPUSYS_PORT_FREE_OWNED) {
-			*must_wait = 0;
-			*ret_port = p;
-			return 0;
-		}
-		if (old == GPUSYS_PORT_FREE_UNACKED &&
-		    gpusys_lock_take_from(l, GPUSYS_PORT_FREE_UNACKED) == GPUSYS_PORT_FREE_UNACKED) {
-			*must_wait = 1;
+		if (gpusys_port_take(dev, p, must_wait, seq)) {
 			*ret_port = p;
 			return 0;
 		}
@@ -597,7 +600,7 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 		ring = gpusys_count_and_ring(dev->submitted);
 		if (async && !(flags & GPUSYS_REQ_NOREPLY)) {
 			slot = gpusys_warp_future_take(dev);
-			if (slot == ~0u || gpusys_port_trylock_async(dev, &must_wait, &p) < 0) {
+			if (slot == ~0u || gpusys_port_trylock_async(dev, &must_wait, &p, &seq) < 0) {
 				if (slot != ~0u)
 					gpusys_count_sub_u32(&dev->warp_futures[slot], 1u);
 				slot = ~0u;
@@ -605,8 +608,7 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 			}
 		}
 		if (!async || sync || (flags & GPUSYS_REQ_NOREPLY))
-			p = gpusys_port_lock(dev, &must_wait);
-		seq = dev->locks[p].seq;
+			p = gpusys_port_lock(dev, &must_wait, &seq);
 		if (must_wait)
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
 	}
@@ -665,8 +667,7 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 unlock:
 	gpusys_lane_sync(mask);
 	if (gpusys_lane_is_leader(mask)) {
-		dev->locks[p].seq = seq;
-		gpusys_lock_release_to(&dev->locks[p].lock, GPUSYS_PORT_FREE_UNACKED);
+		gpusys_port_give_back(dev, p, seq, 0);
 		if (pd->warp_slot != ~0u)
 			gpusys_count_sub_u32(&dev->warp_futures[pd->warp_slot], 1u);
 	}
@@ -768,10 +769,9 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 unlock:
 	gpusys_lane_sync(mask);
 	if (gpusys_lane_is_leader(mask)) {
-		dev->locks[p].seq = seq;
 		/* owned: the last thing seen was the daemon's hand-back (a
 		 * response stream ends with one). */
-		gpusys_lock_release_to(&dev->locks[p].lock, owned ? GPUSYS_PORT_FREE_OWNED : GPUSYS_PORT_FREE_UNACKED);
+		gpusys_port_give_back(dev, p, seq, owned);
 		if (pd->warp_slot != ~0u)
 			gpusys_count_sub_u32(&dev->warp_futures[pd->warp_slot], 1u);
 	}

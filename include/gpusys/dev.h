@@ -19,7 +19,7 @@
 struct gpusys_port_lock {
 	uint32_t lock;
 	uint32_t seq;
-};
+} __attribute__((aligned(8))); /* one 64-bit word (device/lane.h, gpusys_lock_pair_take) */
 
 typedef struct gpusys_dev {
 	struct gpusys_channel_header *hdr;  /* shared */
