@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/parallel_io.h"
@@ -20,6 +25,7 @@
 struct io_job {
 	int fd;
 	bool write_op;
+	uint8_t *map; /* writes: copy into this mapping of the file ([off, off + len)); NULL: pwrite */
 	uint8_t *buf;
 	int64_t off;
 	uint64_t len;
@@ -45,10 +51,62 @@ struct io_threads {
 
 static struct io_threads io = { .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
+/* Copies into a mapping of a file fault with SIGBUS where the page is not
+ * there any more (another process truncated the file) or cannot be had (a
+ * full file system). A copy guarded here returns false then, and its chunk
+ * is written with pwrite(2) instead, which extends the file again or
+ * reports the error: the same outcome as pwrite all along. A SIGBUS outside
+ * a guarded copy goes to the handler that was there before (the default
+ * ends the process, as it did). */
+static _Thread_local sigjmp_buf *volatile bus_guard;
+static struct sigaction bus_prev;
+static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)si;
+	(void)uc;
+	if (bus_guard)
+		siglongjmp(*bus_guard, 1);
+	/* Not ours: the fault happens again with the old handler in place. */
+	sigaction(SIGBUS, &bus_prev, NULL);
+}
+
+static void bus_install(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &bus_prev);
+}
+
+static bool copy_guarded(uint8_t *dst, const uint8_t *src, uint64_t n)
+{
+	sigjmp_buf jb;
+	if (sigsetjmp(jb, 1)) {
+		bus_guard = NULL;
+		return false;
+	}
+	/* The signal fences keep the compiler from moving the copy out from
+	 * between the two stores (it knows memcpy does not read bus_guard,
+	 * and would drop the first store as dead). */
+	bus_guard = &jb;
+	atomic_signal_fence(memory_order_seq_cst);
+	memcpy(dst, src, n);
+	atomic_signal_fence(memory_order_seq_cst);
+	bus_guard = NULL;
+	return true;
+}
+
 static int64_t chunk_copy(const struct io_job *j, uint32_t c)
 {
 	uint64_t lo = (uint64_t)c * IO_CHUNK, n = j->len - lo < IO_CHUNK ? j->len - lo : IO_CHUNK;
 	uint64_t done = 0;
+	if (j->map && copy_guarded(j->map + lo, j->buf + lo, n))
+		return (int64_t)n;
 	while (done < n) {
 		ssize_t r = j->write_op ? pwrite(j->fd, j->buf + lo + done, n - done, j->off + (int64_t)(lo + done))
 					: pread(j->fd, j->buf + lo + done, n - done, j->off + (int64_t)(lo + done));
@@ -148,7 +206,7 @@ void parallel_io_stop(void)
 		pthread_join(io.tid[i], NULL);
 }
 
-int64_t parallel_io(int fd, bool write_op, uint8_t *buf, int64_t off, uint64_t len)
+static int64_t run_job(int fd, bool write_op, uint8_t *map, uint8_t *buf, int64_t off, uint64_t len)
 {
 	uint32_t nchunks = (uint32_t)((len + IO_CHUNK - 1) / IO_CHUNK);
 	int64_t res_small[64];
@@ -156,7 +214,8 @@ int64_t parallel_io(int fd, bool write_op, uint8_t *buf, int64_t off, uint64_t l
 	if (!res)
 		return -ENOMEM;
 	struct io_job j = {
-		.fd = fd, .write_op = write_op, .buf = buf, .off = off, .len = len, .nchunks = nchunks, .res = res,
+		.fd = fd, .write_op = write_op, .map = map, .buf = buf, .off = off, .len = len, .nchunks = nchunks,
+		.res = res,
 	};
 	atomic_init(&j.next, 0);
 	atomic_init(&j.done, 0);
@@ -213,3 +272,41 @@ int64_t parallel_io(int fd, bool write_op, uint8_t *buf, int64_t off, uint64_t l
 	return total;
 }
 
+int64_t parallel_io(int fd, bool write_op, uint8_t *buf, int64_t off, uint64_t len)
+{
+	return run_job(fd, write_op, NULL, buf, off, len);
+}
+
+int64_t parallel_io_write_mapped(int wr_fd, int rw_fd, uint8_t *buf, int64_t off, uint64_t len)
+{
+	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	struct stat st;
+	if (len < 2 * page || fstat(wr_fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return run_job(wr_fd, true, NULL, buf, off, len);
+	pthread_once(&bus_once, bus_install);
+
+	/* A mapping cannot reach past the end of the file: the last page of
+	 * data goes first, through write(2), which extends the file (and
+	 * never shrinks it, unlike ftruncate). */
+	uint64_t mapped = len;
+	if ((uint64_t)st.st_size < (uint64_t)off + len) {
+		uint64_t tail = page, done = 0;
+		mapped = len - tail;
+		while (done < tail) {
+			ssize_t r = pwrite(wr_fd, buf + mapped + done, tail - done, off + (int64_t)(mapped + done));
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				return r < 0 ? -errno : -EIO; /* nothing reported written */
+			done += (uint64_t)r;
+		}
+	}
+	uint64_t delta = (uint64_t)off % page;
+	uint8_t *m = mmap(NULL, delta + mapped, PROT_READ | PROT_WRITE, MAP_SHARED, rw_fd, off - (int64_t)delta);
+	if (m == MAP_FAILED)
+		return run_job(wr_fd, true, NULL, buf, off, len);
+	int64_t r = run_job(wr_fd, true, m + delta, buf, off, mapped);
+	munmap(m, delta + mapped);
+	/* The tail counts once everything before it is there. */
+	return r == (int64_t)mapped ? (int64_t)len : r;
+}

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -687,6 +688,119 @@ static void test_big_file(void **state)
 	cl_detach(&k);
 }
 
+/* Large writes go through a shared mapping of the file (util/parallel_io.c):
+ * past the end with a gap, in the middle, while another process truncates
+ * the file again and again (the daemon survives and the writes land), and on
+ * a full file system where one can be mounted (an error, never a crash). */
+static uint64_t file_size(const char *path)
+{
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	return (uint64_t)st.st_size;
+}
+
+static void read_file(const char *path, uint8_t *dst, uint64_t n, uint64_t off)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	for (uint64_t got = 0; got < n;) {
+		ssize_t r = pread(fd, dst + got, n - got, (off_t)(off + got));
+		assert_true(r > 0);
+		got += (uint64_t)r;
+	}
+	close(fd);
+}
+
+struct truncator {
+	const char *path;
+	atomic_int stop;
+	unsigned rounds;
+};
+
+static void *truncator_main(void *arg)
+{
+	struct truncator *t = arg;
+	while (!atomic_load(&t->stop)) {
+		if (truncate(t->path, (t->rounds & 1) ? 0 : 1 << 20) == 0)
+			t->rounds++;
+		usleep(200);
+	}
+	return NULL;
+}
+
+static void test_bulk_write_mapped(void **state)
+{
+	(void)state;
+	enum { MIB = 1 << 20 };
+	struct cl k;
+	assert_int_equal(cl_attach(&k, true, 64u << 20), 0);
+	const uint64_t n = 5 * MIB + 123, off = 3 * MIB + 7;
+	uint8_t *src = malloc(16 * MIB), *dst = malloc(16 * MIB);
+	assert_non_null(src);
+	assert_non_null(dst);
+	fill(src, 16 * MIB, 7);
+
+	/* Past the end of a 1 MiB file, at an odd offset: the gap reads as
+	 * zeros, the size is exactly the end of the write. */
+	host_write_file("mapped.bin", src, MIB, 0644);
+	int64_t h = f_open(k.dev, "mapped.bin", O_WRONLY, 0);
+	assert_true(h > 0);
+	assert_int_equal(gpusys_emu_pwrite_block(k.dev, (int32_t)h, src + MIB, n, (int64_t)off), (int64_t)n);
+	assert_int_equal(file_size("mapped.bin"), off + n);
+	read_file("mapped.bin", dst, off + n, 0);
+	assert_memory_equal(dst, src, MIB);
+	for (uint64_t i = MIB; i < off; i++)
+		assert_int_equal(dst[i], 0);
+	assert_memory_equal(dst + off, src + MIB, n);
+
+	/* In the middle: the size stays. */
+	assert_int_equal(gpusys_emu_pwrite_block(k.dev, (int32_t)h, src + 2 * MIB, 4 * MIB, MIB + 1), 4 * MIB);
+	assert_int_equal(file_size("mapped.bin"), off + n);
+	read_file("mapped.bin", dst, 4 * MIB, MIB + 1);
+	assert_memory_equal(dst, src + 2 * MIB, 4 * MIB);
+
+	/* Truncated again and again while 12 MiB writes run: each write is
+	 * whole (a chunk cut off by a truncation is written with pwrite
+	 * instead), nothing crashes. */
+	struct truncator t = { .path = "mapped.bin" };
+	pthread_t tid;
+	assert_int_equal(pthread_create(&tid, NULL, truncator_main, &t), 0);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(gpusys_emu_pwrite_block(k.dev, (int32_t)h, src, 12 * MIB, 0), 12 * MIB);
+	atomic_store(&t.stop, 1);
+	pthread_join(tid, NULL);
+	print_message("20 writes of 12 MiB while the file was truncated %u times\n", t.rounds);
+	assert_true(t.rounds > 0);
+	assert_int_equal(gpusys_emu_pwrite_block(k.dev, (int32_t)h, src, 12 * MIB, 0), 12 * MIB);
+	read_file("mapped.bin", dst, 12 * MIB, 0);
+	assert_memory_equal(dst, src, 12 * MIB);
+	assert_int_equal(f_close(k.dev, h), 0);
+	unlink("mapped.bin");
+
+	/* A full file system: 3 MiB of tmpfs, an 8 MiB write. */
+	char mnt[] = "/tmp/gpusys-full.XXXXXX";
+	assert_non_null(mkdtemp(mnt));
+	if (mount("gpusys-test", mnt, "tmpfs", 0, "size=3m") == 0) {
+		char path[64];
+		snprintf(path, sizeof(path), "%s/full.bin", mnt);
+		h = f_open(k.dev, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		assert_true(h > 0);
+		int64_t r = gpusys_emu_pwrite_block(k.dev, (int32_t)h, src, 8 * MIB, 0);
+		print_message("8 MiB into 3 MiB of tmpfs: %lld\n", (long long)r);
+		assert_true(r == -ENOSPC || (r >= 0 && r < 8 * MIB));
+		assert_int_equal(f_close(k.dev, h), 0);
+		/* The daemon is still there. */
+		assert_int_equal(gpusys_emu_noop(k.dev, 1), 0);
+		umount(mnt);
+	} else {
+		print_message("no tmpfs mount here (%s): full file system case not run\n", strerror(errno));
+	}
+	rmdir(mnt);
+	free(src);
+	free(dst);
+	cl_detach(&k);
+}
+
 /* Emulated blocks at once, more than there are slots: each its own range,
  * reading and writing, every byte checked. */
 struct range_arg {
@@ -1139,6 +1253,7 @@ int main(void)
 		cmocka_unit_test(test_big_file),
 		cmocka_unit_test(test_concurrent_blocks),
 		cmocka_unit_test(test_block_without_bulk),
+		cmocka_unit_test(test_bulk_write_mapped),
 		cmocka_unit_test(test_two_users),
 		cmocka_unit_test(test_per_user_daemon),
 		cmocka_unit_test(test_killed_client),

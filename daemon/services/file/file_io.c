@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,6 +59,19 @@ ssize_t file_io_call(const struct client *peer, int fd, int oflags, void *buf, s
 	}
 }
 
+/* The file of e open for reading and writing, for a mapping: e's own
+ * descriptor if it is, else a second one opened through /proc/self/fd as the
+ * client (this runs with its credentials), so a client that may not read the
+ * file gets none (-1), and its writes go through write(2). */
+static int rw_descriptor(const struct file_entry *e)
+{
+	if ((e->oflags & O_ACCMODE) == O_RDWR)
+		return e->fd;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", e->fd);
+	return open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+}
+
 /* A bulk transfer of an open file: in parallel for large transfers of
  * regular files, else as one read/write loop. off < 0: the current position
  * (which then moves). */
@@ -72,7 +86,15 @@ int64_t file_bulk_transfer(const struct client *peer, struct file_entry *e, bool
 		int64_t at = off;
 		if (off < 0 && (at = lseek(e->fd, 0, SEEK_CUR)) < 0)
 			return -errno;
-		int64_t r = parallel_io(e->fd, write_op, buf, at, len);
+		int64_t r;
+		int rw = write_op ? rw_descriptor(e) : -1;
+		if (rw >= 0) {
+			r = parallel_io_write_mapped(e->fd, rw, buf, at, len);
+			if (rw != e->fd)
+				close(rw);
+		} else {
+			r = parallel_io(e->fd, write_op, buf, at, len);
+		}
 		if (off < 0 && r > 0 && lseek(e->fd, at + r, SEEK_SET) < 0)
 			return -errno;
 		return r;
