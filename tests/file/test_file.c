@@ -728,6 +728,8 @@ static void *truncator_main(void *arg)
 	return NULL;
 }
 
+static int become(uid_t uid);
+
 static void test_bulk_write_mapped(void **state)
 {
 	(void)state;
@@ -796,6 +798,33 @@ static void test_bulk_write_mapped(void **state)
 		print_message("no tmpfs mount here (%s): full file system case not run\n", strerror(errno));
 	}
 	rmdir(mnt);
+
+	/* A file its user may write but not read (0200): no read-write
+	 * descriptor for a mapping as that user, so write(2), and the bytes
+	 * land all the same. */
+	if (geteuid() == 0) {
+		host_write_file("wonly.bin", "", 0, 0200);
+		assert_int_equal(chown("wonly.bin", 65534, 65534), 0);
+		pid_t p = fork();
+		if (p == 0) {
+			struct cl u;
+			if (become(65534) < 0 || cl_attach(&u, true, 64u << 20) < 0)
+				_exit(10);
+			int64_t hw = f_open(u.dev, "wonly.bin", O_WRONLY, 0);
+			if (hw < 0)
+				_exit(11);
+			if (gpusys_emu_pwrite_block(u.dev, (int32_t)hw, src, 8 * MIB, 0) != 8 * MIB)
+				_exit(12);
+			_exit(f_close(u.dev, hw) == 0 ? 0 : 13);
+		}
+		int ws;
+		assert_int_equal(waitpid(p, &ws, 0), p);
+		assert_true(WIFEXITED(ws));
+		assert_int_equal(WEXITSTATUS(ws), 0);
+		read_file("wonly.bin", dst, 8 * MIB, 0);
+		assert_memory_equal(dst, src, 8 * MIB);
+		unlink("wonly.bin");
+	}
 	free(src);
 	free(dst);
 	cl_detach(&k);
