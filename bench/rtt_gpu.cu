@@ -495,7 +495,74 @@ static double proc_cpu_s(int pid)
 static void usage(void)
 {
 	fprintf(stderr, "usage: gpusys-bench rtt [--iters N] [--runtime-dir DIR | --daemon PATH [--daemon-args ARGS]]\n"
-			"                        [--ports N] [--max-warps N] [--idle] [--breakdown] [--json]\n");
+			"                        [--ports N] [--max-warps N] [--idle] [--breakdown] [--json] [--repeat N]\n"
+			"  --repeat N  run the whole table N times back to back, each in a fresh process (and a\n"
+			"              fresh gpusysd with --daemon), then print the spread of the headline figures\n");
+}
+
+/* --repeat: this command again, n times, each a process of its own; every
+ * run's table goes through, its last line is kept for the spread. */
+static int run_repeated(int argc, char **argv, int n)
+{
+	char **args = (char **)calloc((size_t)argc + 2, sizeof(char *));
+	int k = 0;
+	args[k++] = (char *)"gpusys-bench";
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--repeat")) {
+			i++;
+			continue;
+		}
+		if (!strncmp(argv[i], "--repeat=", 9))
+			continue;
+		args[k++] = argv[i];
+	}
+	args[k] = NULL;
+	double p50_min = 1e30, p50_max = 0, peak_min = 1e30, peak_max = 0;
+	int ok = 0;
+	for (int r = 1; r <= n; r++) {
+		int pfd[2];
+		if (pipe(pfd) < 0)
+			return 1;
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid == 0) {
+			dup2(pfd[1], 1);
+			close(pfd[0]);
+			close(pfd[1]);
+			execv("/proc/self/exe", args);
+			_exit(127);
+		}
+		close(pfd[1]);
+		FILE *in = fdopen(pfd[0], "r");
+		char line[512];
+		double p50 = -1, split, slower, peak = -1;
+		printf("== run %d of %d\n", r, n);
+		while (in && fgets(line, sizeof(line), in)) {
+			fputs(line, stdout);
+			sscanf(line, "best one-warp p50 %lf us; kernel split %lf us = %lfx slower; peak %lf", &p50, &split,
+			       &slower, &peak);
+		}
+		if (in)
+			fclose(in);
+		int st = 0;
+		waitpid(pid, &st, 0);
+		if (p50 <= 0 || peak <= 0)
+			continue;
+		ok++;
+		p50_min = p50 < p50_min ? p50 : p50_min;
+		p50_max = p50 > p50_max ? p50 : p50_max;
+		peak_min = peak < peak_min ? peak : peak_min;
+		peak_max = peak > peak_max ? peak : peak_max;
+	}
+	free(args);
+	if (!ok) {
+		fprintf(stderr, "gpusys-bench: no run finished\n");
+		return 1;
+	}
+	printf("spread over %d runs: one-warp NOOP p50 %.2f-%.2f us (max/min %.2f); peak %.2f-%.2f M warp req/s "
+	       "(max/min %.2f)\n",
+	       ok, p50_min, p50_max, p50_max / p50_min, peak_min, peak_max, peak_max / peak_min);
+	return ok == n ? 0 : 1;
 }
 
 extern "C" int bench_rtt_gpu(int argc, char **argv)
@@ -508,9 +575,10 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 		{ "daemon", required_argument, NULL, 'd' },    { "daemon-args", required_argument, NULL, 'a' },
 		{ "max-warps", required_argument, NULL, 'm' }, { "idle", no_argument, NULL, 'I' },
 		{ "json", no_argument, NULL, 'j' },            { "ports", required_argument, NULL, 'p' },
-		{ "breakdown", no_argument, NULL, 'b' },
+		{ "breakdown", no_argument, NULL, 'b' },        { "repeat", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
+	int repeat = 1;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (opt) {
@@ -523,13 +591,16 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 		case 'j': json = 1; break;
 		case 'p': opt_ports = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'b': breakdown = 1; break;
+		case 'R': repeat = atoi(optarg); break;
 		default: usage(); return 2;
 		}
 	}
-	if (iters < 100) {
+	if (iters < 100 || repeat < 1) {
 		usage();
 		return 2;
 	}
+	if (repeat > 1)
+		return run_repeated(argc, argv, repeat);
 
 	/* Processes first: neither the floor's server nor gpusysd may inherit
 	 * a CUDA context. */

@@ -221,6 +221,45 @@ static void close_on_gpu(gpusys_t *g, long long h)
 	GT_CHECK(r == 0, "gpusys_close: %lld", r);
 }
 
+/* Every thread opens a file of its own, writes its index, keeps it open
+ * until all have opened (a grid-wide count), then reads it back and closes
+ * it: n handles open at once from one client (issue 16: at most 1024 did). */
+static __global__ void k_many_handles(gpusys_dev_t dev, const char *dir, unsigned n, unsigned *opened, int *fail,
+				      long long *first_err)
+{
+	unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	char path[64];
+	int len = 0;
+	for (const char *s = dir; *s && len < 40; s++)
+		path[len++] = *s;
+	const char *name = "/h";
+	for (const char *s = name; *s; s++)
+		path[len++] = *s;
+	unsigned v = i, digits = 1;
+	while (v /= 10)
+		digits++;
+	for (unsigned d = 0, x = i; d < digits; d++, x /= 10)
+		path[len + digits - 1 - d] = (char)('0' + x % 10);
+	path[len + digits] = 0;
+	long long h = gpusys_open(dev, path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (h < 0) {
+		atomicAdd(fail, 1);
+		atomicCAS((unsigned long long *)first_err, 0ull, (unsigned long long)h);
+		return;
+	}
+	atomicAdd(opened, 1);
+	/* Keep it open until every thread that will open has (or ~1 s). */
+	for (int spin = 0; spin < 1000000 && *(volatile unsigned *)opened + *(volatile int *)fail < n; spin++)
+		__nanosleep(1000);
+	unsigned back = ~0u;
+	if (gpusys_pwrite(dev, h, &i, sizeof(i), 0) != (long long)sizeof(i) ||
+	    gpusys_pread(dev, h, &back, sizeof(back), 0) != (long long)sizeof(back) || back != i ||
+	    gpusys_close(dev, h) != 0)
+		atomicAdd(fail, 1);
+}
+
 int main(void)
 {
 	gt_name = "test_gpu_file";
@@ -267,6 +306,46 @@ int main(void)
 		GT_CHECK(fail[l] == 0, "lane %d failed at step %d (result %lld)", l, fail[l], got[l]);
 	GT_CHECK(entries >= 2, "readdir saw %d entries", entries);
 	printf("ok per-thread calls: 32 lanes, every call and its errors; readdir saw %d entries\n", entries);
+
+	/* 2048 threads, one file each, all open at once. */
+	{
+		const unsigned n = 2048;
+		char *d_dir;
+		unsigned *d_opened, opened = 0;
+		int *d_nfail, nfail = 0;
+		long long *d_err, err = 0;
+		GT_CUDA(cudaMalloc(&d_dir, strlen(work) + 1));
+		GT_CUDA(cudaMemcpy(d_dir, work, strlen(work) + 1, cudaMemcpyHostToDevice));
+		GT_CUDA(cudaMalloc(&d_opened, sizeof(unsigned)));
+		GT_CUDA(cudaMalloc(&d_nfail, sizeof(int)));
+		GT_CUDA(cudaMalloc(&d_err, sizeof(long long)));
+		GT_CUDA(cudaMemset(d_opened, 0, sizeof(unsigned)));
+		GT_CUDA(cudaMemset(d_nfail, 0, sizeof(int)));
+		GT_CUDA(cudaMemset(d_err, 0, sizeof(long long)));
+		k_many_handles<<<n / 256, 256>>>(dev, d_dir, n, d_opened, d_nfail, d_err);
+		GT_CUDA(cudaGetLastError());
+		rc = gpusys_synchronize(g, NULL, 120000);
+		GT_CHECK(rc == 0, "k_many_handles: %s", gpusys_strerror(rc));
+		GT_CUDA(cudaMemcpy(&opened, d_opened, sizeof(opened), cudaMemcpyDeviceToHost));
+		GT_CUDA(cudaMemcpy(&nfail, d_nfail, sizeof(nfail), cudaMemcpyDeviceToHost));
+		GT_CUDA(cudaMemcpy(&err, d_err, sizeof(err), cudaMemcpyDeviceToHost));
+		GT_CHECK(opened == n && nfail == 0, "%u threads: %u opened, %d failed (first error %lld)", n, opened, nfail,
+			 err);
+		for (unsigned i = 0; i < n; i++) {
+			char path[PATH_MAX + 16];
+			snprintf(path, sizeof(path), "%s/h%u", work, i);
+			unsigned v = ~0u;
+			int fd = open(path, O_RDONLY);
+			GT_CHECK(fd >= 0 && read(fd, &v, sizeof(v)) == (ssize_t)sizeof(v) && v == i, "h%u holds %u", i, v);
+			close(fd);
+			unlink(path);
+		}
+		cudaFree(d_dir);
+		cudaFree(d_opened);
+		cudaFree(d_nfail);
+		cudaFree(d_err);
+		printf("ok %u threads each opened a file, all %u open at once, each written and read back\n", n, n);
+	}
 
 	/* 1 GiB through the bulk area. */
 	uint8_t *host = (uint8_t *)malloc(BIG), *dbuf;
