@@ -439,7 +439,8 @@ static void check_numbered(int blocks, int threads)
 {
 	size_t len;
 	char *buf = slurp(out_path, &len);
-	int *next = (int *)calloc((size_t)blocks * threads, sizeof(int));
+	GT_CHECK(blocks > 0 && threads > 0, "no threads");
+	int *next = (int *)calloc((size_t)(unsigned)blocks * (unsigned)threads, sizeof(int));
 	size_t lines = 0;
 	for (size_t at = 0; at < len;) {
 		const char *nl = (const char *)memchr(buf + at, '\n', len - at);
@@ -518,7 +519,8 @@ static void check_trap(int blocks, int threads)
 	char *buf = slurp(out_path, &len);
 	GT_CHECK(len == want, "after the trap: %zu bytes in the file, want %zu", len, want);
 	/* each thread's lines present, in order */
-	int *next = (int *)calloc((size_t)blocks * threads, sizeof(int));
+	GT_CHECK(blocks > 0 && threads > 0, "no threads");
+	int *next = (int *)calloc((size_t)(unsigned)blocks * (unsigned)threads, sizeof(int));
 	for (size_t at = 0; at < len;) {
 		unsigned b, t;
 		int n;
