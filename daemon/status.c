@@ -150,6 +150,12 @@ int daemon_control(void *arg, const struct control_peer *who, const char *cmd, j
 	}
 	else if (!strcmp(cmd, "latency"))
 		*reply = inspect_latency();
+	else if (!strcmp(cmd, "transfers")) {
+		/* {"cmd":"transfers","window_ms":N}: active in the last N ms
+		 * (default 2000, at most a day). */
+		json_int_t w = json_integer_value(json_object_get(req, "window_ms"));
+		*reply = inspect_transfers(&d->reg, w > 0 ? (unsigned)(w < 86400000 ? w : 86400000) : 2000, who);
+	}
 	else if (!strcmp(cmd, "gpu-fail")) {
 		/* {"cmd":"gpu-fail","uuid":"GPU-...","reason":"..."}: end a GPU's
 		 * clients as a hardware failure would (draining a GPU, tests).

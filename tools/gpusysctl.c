@@ -30,6 +30,8 @@ static void usage(FILE *f)
 		"  clients           one line per client: pid, uid, GPU, ports, warp requests, errors,\n"
 		"                    command line\n"
 		"  ports             ports busy now: client, opcode, phase, how long\n"
+		"  transfers         long transfers in progress: each handle whose block calls moved\n"
+		"                    bytes in the last 2 s, with bytes so far, time and rate\n"
 		"  latency [--histogram]\n"
 		"                    per opcode: requests, errors, latency percentiles (from a poller\n"
 		"                    finding the request to its answer), with a text histogram\n"
@@ -39,7 +41,8 @@ static void usage(FILE *f)
 		"                    end a GPU's clients as a hardware failure would (root, gpusysd's\n"
 		"                    user or admin_group): to drain a GPU\n"
 		"\n"
-		"  --json             the daemon's reply as it sent it (status, clients, ports, latency)\n"
+		"  --json             the daemon's reply as it sent it (status, clients, ports, latency,\n"
+		"                     transfers)\n"
 		"  --runtime-dir DIR  where gpusysd runs (default $" GPUSYS_RUNTIME_DIR_ENV " or " GPUSYS_DEFAULT_RUNTIME_DIR
 		")\n"
 		"  --version, --help\n"
@@ -357,6 +360,28 @@ static int show_ports(json_t *r, bool hist)
 	return print_ports(r);
 }
 
+/* Handles whose block calls moved bytes lately: the progress of long
+ * transfers. */
+static int show_transfers(json_t *r, bool hist)
+{
+	json_t *list = json_object_get(r, "transfers"), *t;
+	size_t i;
+	(void)hist;
+	printf("%zu transfer%s active in the last %lld ms\n", json_array_size(list), json_array_size(list) == 1 ? "" : "s",
+	       num(r, "window_ms"));
+	if (!json_array_size(list))
+		return 0;
+	printf("\n%6s %8s %-16s %8s %-5s %12s %9s %8s %8s  %s\n", "CLIENT", "PID", "COMM", "HANDLE", "DIR", "MIB", "SECONDS",
+	       "GB/S", "IDLE", "PATH");
+	json_array_foreach(list, i, t)
+	{
+		printf("%6lld %8lld %-16s %8lld %-5s %12.1f %9.2f %8.2f %6lldms  %s\n", num(t, "client"), num(t, "pid"),
+		       str(t, "comm"), num(t, "handle"), str(t, "direction"), (double)num(t, "bytes") / 1048576.0,
+		       real(t, "seconds"), real(t, "gb_per_s"), num(t, "idle_ms"), str(t, "path"));
+	}
+	return 0;
+}
+
 /* The attached clients, one line each (from the status reply). */
 static int show_clients(json_t *st, bool hist)
 {
@@ -514,6 +539,8 @@ int main(int argc, char **argv)
 		return run_cmd(dir, cmd, json, hist, show_ports);
 	if (!strcmp(cmd, "latency"))
 		return run_cmd(dir, cmd, json, hist, print_latency);
+	if (!strcmp(cmd, "transfers"))
+		return run_cmd(dir, cmd, json, hist, show_transfers);
 	if (!strcmp(cmd, "watch")) {
 		if (interval_ms < 100 || json) {
 			fprintf(stderr, "gpusysctl: watch: --interval of at least 100 ms, no --json\n");

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <stdlib.h>
+#include <time.h>
 
 #include "control/inspect.h"
 #include "core/port_server.h"
@@ -129,4 +130,48 @@ json_t *inspect_latency(void)
 	}
 	free(l);
 	return json_pack("{s:o, s:b}", "ops", ops, "timed", stats_enabled());
+}
+
+/* gpusysctl transfers: every handle whose bulk calls moved bytes in the
+ * last window_ms, with its totals and rate (bytes over the time from its
+ * first bulk call to its latest). */
+struct transfers_ctx {
+	json_t *list;
+	const struct session *s;
+	uint64_t now;
+};
+
+static void transfer_json(void *arg, const struct service_transfer *t)
+{
+	struct transfers_ctx *x = arg;
+	double secs = t->last_ns > t->first_ns ? (double)(t->last_ns - t->first_ns) / 1e9 : 0;
+	json_array_append_new(x->list, json_pack("{s:I, s:I, s:s, s:I, s:s, s:s, s:I, s:f, s:f, s:I}",
+						 "client", (json_int_t)x->s->id,
+						 "pid", (json_int_t)x->s->peer.pid,
+						 "comm", x->s->peer.comm,
+						 "handle", (json_int_t)t->handle,
+						 "path", t->path,
+						 "direction", t->write ? "write" : "read",
+						 "bytes", (json_int_t)t->bytes,
+						 "seconds", secs,
+						 "gb_per_s", secs > 0 ? (double)t->bytes / secs / 1e9 : 0.0,
+						 "idle_ms", (json_int_t)(x->now > t->last_ns ? (x->now - t->last_ns) / 1000000 : 0)));
+}
+
+json_t *inspect_transfers(struct registry *reg, unsigned window_ms, const struct control_peer *who)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	struct transfers_ctx x = { .list = json_array(), .now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec };
+	if (!x.list)
+		return NULL;
+	uint64_t since = x.now > (uint64_t)window_ms * 1000000u ? x.now - (uint64_t)window_ms * 1000000u : 0;
+	registry_for_each(reg, s)
+	{
+		if (!s->ports_ready || (!who->admin && s->peer.uid != who->uid))
+			continue;
+		x.s = s;
+		services_client_transfers(s->ports.svc_state, since, transfer_json, &x);
+	}
+	return json_pack("{s:o, s:I}", "transfers", x.list, "window_ms", (json_int_t)window_ms);
 }

@@ -21,5 +21,8 @@ json_t *inspect_ports(struct registry *reg, unsigned limit, const struct control
  * p50_us, p90_us, p99_us, p999_us, max_us, histogram: [[lo_ns, hi_ns,
  * count]...]}...]} for every opcode served at least once. */
 json_t *inspect_latency(void);
+/* Handles whose bulk calls moved bytes in the last window_ms, of the
+ * asker's own clients unless an admin asks. */
+json_t *inspect_transfers(struct registry *reg, unsigned window_ms, const struct control_peer *who);
 
 #endif

@@ -155,6 +155,15 @@ int services_client_init(const struct client *c, void *states[SERVICES_MAX])
 	return 0;
 }
 
+void services_client_transfers(void *const states[SERVICES_MAX], uint64_t since_ns,
+			       void (*emit)(void *arg, const struct service_transfer *t), void *arg)
+{
+	unsigned n = count();
+	for (unsigned s = 0; s < n; s++)
+		if (reg.table[s]->client_transfers && states[s])
+			reg.table[s]->client_transfers(states[s], since_ns, emit, arg);
+}
+
 void services_client_fini(const struct client *c, void *states[SERVICES_MAX])
 {
 	unsigned n = count();

@@ -22,6 +22,7 @@
 #ifndef GPUSYSD_CORE_SERVICE_H
 #define GPUSYSD_CORE_SERVICE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/call.h"
@@ -56,6 +57,17 @@ struct service_env {
 	struct event_base *base;          /* the main loop (thread-safe: evthread), for calls that complete later */
 };
 
+/* A long transfer in progress, as a service reports it (gpusysctl
+ * transfers): bytes moved through one handle by its bulk calls so far. */
+struct service_transfer {
+	int32_t handle;
+	const char *path;     /* what the handle names, or "" */
+	bool write;           /* the direction of its latest bytes */
+	uint64_t bytes;       /* moved so far in that direction */
+	uint64_t first_ns;    /* CLOCK_MONOTONIC of its first and latest bulk call */
+	uint64_t last_ns;
+};
+
 struct service {
 	const char *name;
 	uint8_t group; /* opcodes group << 8 .. group << 8 | 0xff */
@@ -69,6 +81,10 @@ struct service {
 	void (*stop)(void);                          /* may be NULL */
 	int (*client_init)(const struct client *c, void **ret_state); /* may be NULL; 0 or -errno (attach refused) */
 	void (*client_fini)(const struct client *c, void *state);     /* may be NULL */
+	/* May be NULL: call emit for each of the client's transfers that moved
+	 * bytes since since_ns (a report: racy reads are fine). */
+	void (*client_transfers)(void *state, uint64_t since_ns,
+				 void (*emit)(void *arg, const struct service_transfer *t), void *arg);
 };
 
 /* The table the core serves (before anything else: lookups use it). */
@@ -106,5 +122,8 @@ void services_stop(void);
  * ones made are torn down again), fini in table order. */
 int services_client_init(const struct client *c, void *states[SERVICES_MAX]);
 void services_client_fini(const struct client *c, void *states[SERVICES_MAX]);
+/* Every service's transfers of one client (client_transfers hooks). */
+void services_client_transfers(void *const states[SERVICES_MAX], uint64_t since_ns,
+			       void (*emit)(void *arg, const struct service_transfer *t), void *arg);
 
 #endif

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* gpusysctl and the control protocol against the real daemon. */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +22,7 @@
 
 #include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
+#include "gpusys/file_emu.h"
 #include "../daemon/harness.h"
 
 static char *ctl(const struct gd *d, const char *a1, const char *a2, int *ret_status, char **ret_err)
@@ -294,6 +298,121 @@ static void test_control_errors(void **state)
 
 /* The commands beyond status: clients, watch, --version, options after
  * the command, usage errors (exit 2) and a daemon that says no (exit 1). */
+/* gpusysctl transfers: a client writing a file by block calls shows with
+ * the handle, the path, bytes growing and a rate; once it stops, nothing. */
+struct writer {
+	const gpusys_dev_t *dev;
+	int32_t handle;
+	atomic_int stop;
+	atomic_int rounds;
+	int err;
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	enum { N = 4 << 20 };
+	uint8_t *buf = calloc(1, N);
+	while (!atomic_load(&w->stop)) {
+		int64_t r = gpusys_emu_pwrite_block(w->dev, w->handle, buf, N, 0);
+		if (r != N) {
+			w->err = r < 0 ? (int)r : -EIO;
+			break;
+		}
+		atomic_fetch_add(&w->rounds, 1);
+		usleep(2000); /* a paced transfer: the reports must see it between calls */
+	}
+	free(buf);
+	return NULL;
+}
+
+static json_t *transfers_of(const struct gd *d, long long *ret_bytes, char **ret_path)
+{
+	int st;
+	char *out = ctl(d, "transfers", "--json", &st, NULL);
+	assert_int_equal(st, 0);
+	json_t *r = json_loads(out, 0, NULL);
+	free(out);
+	assert_non_null(r);
+	json_t *list = json_object_get(r, "transfers");
+	*ret_bytes = -1;
+	json_t *t = json_array_get(list, 0);
+	if (t) {
+		assert_int_equal(json_integer_value(json_object_get(t, "pid")), getpid());
+		assert_string_equal(json_string_value(json_object_get(t, "direction")), "write");
+		*ret_bytes = json_integer_value(json_object_get(t, "bytes"));
+		*ret_path = strdup(json_string_value(json_object_get(t, "path")));
+	}
+	return r;
+}
+
+static void test_transfers(void **state)
+{
+	struct gd d;
+	gpusys_t *c;
+	struct gpusys_emu *emu;
+	(void)state;
+	gd_start(&d, "channel_bulk_bytes = 32M\n");
+	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = 3, .bulk_bytes = 16u << 20,
+		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
+	assert_int_equal(gpusys_attach(&o, &c), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_host_channel(c), &emu), 0);
+	char path[256];
+	snprintf(path, sizeof(path), "%s/transfer.bin", d.dir);
+	const char *paths[GPUSYS_WARP_LANES] = { path };
+	int flags[GPUSYS_WARP_LANES] = { O_WRONLY | O_CREAT | O_TRUNC };
+	uint32_t mode[GPUSYS_WARP_LANES] = { 0600 };
+	int64_t h[GPUSYS_WARP_LANES];
+	assert_int_equal(gpusys_emu_file_open(gpusys_emu_dev(emu), 1, paths, flags, mode, h), 0);
+	assert_true(h[0] > 0);
+
+	/* Nothing before the first block call. */
+	long long b0, b1;
+	char *p = NULL;
+	json_decref(transfers_of(&d, &b0, &p));
+	assert_int_equal(b0, -1);
+
+	struct writer w = { .dev = gpusys_emu_dev(emu), .handle = (int32_t)h[0] };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, writer_main, &w), 0);
+	while (atomic_load(&w.rounds) < 3 && !w.err)
+		usleep(1000);
+	json_t *r0 = transfers_of(&d, &b0, &p);
+	usleep(300 * 1000);
+	json_t *r1 = transfers_of(&d, &b1, &p);
+	assert_true(b0 > 0);
+	assert_true(b1 > b0);
+	assert_string_equal(p, path);
+	json_t *t1 = json_array_get(json_object_get(r1, "transfers"), 0);
+	assert_int_equal(json_integer_value(json_object_get(t1, "handle")), h[0]);
+	assert_true(json_real_value(json_object_get(t1, "gb_per_s")) > 0);
+	json_decref(r0);
+	json_decref(r1);
+	free(p);
+
+	/* The table names the file. */
+	int st;
+	char *out = ctl(&d, "transfers", NULL, &st, NULL);
+	assert_int_equal(st, 0);
+	assert_non_null(strstr(out, "1 transfer active"));
+	assert_non_null(strstr(out, "transfer.bin"));
+	assert_non_null(strstr(out, " write "));
+	free(out);
+
+	atomic_store(&w.stop, 1);
+	pthread_join(t, NULL);
+	assert_int_equal(w.err, 0);
+	/* Done: not within a 100 ms window once 200 ms have passed. */
+	usleep(200 * 1000);
+	json_t *q = control_request(d.runtime, "{\"cmd\":\"transfers\",\"window_ms\":100}\n");
+	assert_non_null(q);
+	assert_int_equal(json_array_size(json_object_get(q, "transfers")), 0);
+	json_decref(q);
+	gpusys_emu_close(emu);
+	gpusys_detach(c);
+	gd_finish(&d);
+}
+
 static void test_more_commands(void **state)
 {
 	struct gd d;
@@ -378,6 +497,7 @@ int main(void)
 		cmocka_unit_test(test_not_running),
 		cmocka_unit_test(test_control_errors),
 		cmocka_unit_test(test_more_commands),
+		cmocka_unit_test(test_transfers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <time.h>
 
 #include "services/file/file_io.h"
 #include "services/file/file_ops.h"
@@ -340,7 +341,12 @@ int file_op_bulk(const struct file_lane *l)
 		return r;
 	int64_t n;
 	if (ref.e) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
 		n = file_bulk_transfer(peer, ref.e, w, buf, q->offset, q->count);
+		if (n > 0)
+			file_entry_count_bulk(ref.e, w, (uint64_t)n,
+					      (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
 	} else {
 		struct file_entry tmp = { .fd = ref.fd, .oflags = ref.oflags };
 		n = file_bulk_transfer(peer, &tmp, w, buf, q->offset, q->count);

@@ -3,7 +3,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <limits.h>
+#include <stdio.h>
+#include <time.h>
+
 #include "core/accounts.h"
+#include "core/service.h"
 #include "core/client.h"
 #include "services/file/file_table.h"
 
@@ -171,6 +176,10 @@ int file_table_insert_obj(struct file_table *ft, int fd, enum file_kind kind, in
 	e->dir = NULL;
 	e->obj = obj;
 	e->ops = ops;
+	atomic_store_explicit(&e->bulk_read, 0, memory_order_relaxed);
+	atomic_store_explicit(&e->bulk_written, 0, memory_order_relaxed);
+	atomic_store_explicit(&e->bulk_first_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&e->bulk_last_ns, 0, memory_order_relaxed);
 	ft->count++;
 	int32_t h = make_handle(i, e->gen);
 	pthread_mutex_unlock(&ft->lock);
@@ -238,4 +247,44 @@ int file_table_close_any(struct file_table *ft, int32_t handle)
 	if (!e)
 		e = file_table_get(ft, handle, FILE_KIND_SOCKET);
 	return e ? close_entry(ft, e) : -EBADF;
+}
+
+void file_entry_count_bulk(struct file_entry *e, bool write_op, uint64_t n, uint64_t start_ns)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t zero = 0;
+	atomic_fetch_add_explicit(write_op ? &e->bulk_written : &e->bulk_read, n, memory_order_relaxed);
+	atomic_compare_exchange_strong_explicit(&e->bulk_first_ns, &zero, start_ns, memory_order_relaxed,
+						memory_order_relaxed);
+	atomic_store_explicit(&e->bulk_last_write, write_op, memory_order_relaxed);
+	atomic_store_explicit(&e->bulk_last_ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+			      memory_order_relaxed);
+}
+
+void file_table_transfers(struct file_table *ft, uint64_t since_ns,
+			  void (*emit)(void *arg, const struct service_transfer *t), void *arg)
+{
+	pthread_mutex_lock(&ft->lock);
+	for (uint32_t i = 0; i < ft->nchunks * FILE_CHUNK; i++) {
+		struct file_entry *e = entry_at(ft, i);
+		uint64_t last = atomic_load_explicit(&e->bulk_last_ns, memory_order_relaxed);
+		if (e->kind == FILE_KIND_FREE || e->closing || !last || last < since_ns)
+			continue;
+		char link[64], path[PATH_MAX];
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", e->fd);
+		ssize_t n = e->fd >= 0 ? readlink(link, path, sizeof(path) - 1) : -1;
+		path[n > 0 ? n : 0] = 0;
+		bool w = atomic_load_explicit(&e->bulk_last_write, memory_order_relaxed);
+		struct service_transfer t = {
+			.handle = make_handle(i, e->gen),
+			.path = path,
+			.write = w,
+			.bytes = atomic_load_explicit(w ? &e->bulk_written : &e->bulk_read, memory_order_relaxed),
+			.first_ns = atomic_load_explicit(&e->bulk_first_ns, memory_order_relaxed),
+			.last_ns = last,
+		};
+		emit(arg, &t);
+	}
+	pthread_mutex_unlock(&ft->lock);
 }

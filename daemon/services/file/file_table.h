@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -58,6 +59,10 @@ struct file_entry {
 	void *obj;          /* FILE_KIND_SOCKET: the service's object */
 	const struct file_entry_ops *ops; /* NULL for files and directories */
 	pthread_mutex_t dir_lock; /* readdir on one DIR at a time */
+	/* Bulk calls through this handle (gpusysctl transfers): bytes read and
+	 * written, and when the first and the latest were (CLOCK_MONOTONIC). */
+	_Atomic uint64_t bulk_read, bulk_written, bulk_first_ns, bulk_last_ns;
+	_Atomic bool bulk_last_write;
 };
 
 struct file_table {
@@ -114,6 +119,15 @@ void file_table_put(struct file_table *ft, struct file_entry *e);
 /* Close handle: later lookups fail at once; the descriptor goes when its
  * last user is done. 0 or -EBADF. */
 int file_table_close(struct file_table *ft, int32_t handle, enum file_kind kind);
+
+/* Count a bulk call of n bytes through e that started at start_ns. */
+void file_entry_count_bulk(struct file_entry *e, bool write_op, uint64_t n, uint64_t start_ns);
+
+/* For each entry whose latest bulk call ended at since_ns or later: emit
+ * its handle, path (from /proc/self/fd) and counts. */
+struct service_transfer;
+void file_table_transfers(struct file_table *ft, uint64_t since_ns,
+			  void (*emit)(void *arg, const struct service_transfer *t), void *arg);
 
 /* close(2) of a handle that may be a file or a socket (not a directory:
  * closedir). 0 or -EBADF. */

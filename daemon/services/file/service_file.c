@@ -67,6 +67,13 @@ static int file_client_init(const struct client *c, void **ret_state)
 	return 0;
 }
 
+static void file_client_transfers(void *state, uint64_t since_ns,
+				  void (*emit)(void *arg, const struct service_transfer *t), void *arg)
+{
+	struct file_client *fc = state;
+	file_table_transfers(fc->ft, since_ns, emit, arg);
+}
+
 static void file_client_fini(const struct client *c, void *state)
 {
 	struct file_client *fc = state;
@@ -233,4 +240,5 @@ const struct service service_file = {
 	.stop = file_stop,
 	.client_init = file_client_init,
 	.client_fini = file_client_fini,
+	.client_transfers = file_client_transfers,
 };
