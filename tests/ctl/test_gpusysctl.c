@@ -341,6 +341,7 @@ static json_t *transfers_of(const struct gd *d, long long *ret_bytes, char **ret
 		assert_int_equal(json_integer_value(json_object_get(t, "pid")), getpid());
 		assert_string_equal(json_string_value(json_object_get(t, "direction")), "write");
 		*ret_bytes = json_integer_value(json_object_get(t, "bytes"));
+		free(*ret_path);
 		*ret_path = strdup(json_string_value(json_object_get(t, "path")));
 	}
 	return r;
