@@ -471,11 +471,9 @@ static void *worker_main(void *arg)
 			stop_spinning(cb);
 			/* Rings the poller left to spinners before this one
 			 * stopped counting as one: look once more. */
-			if (claim_any(cb, &cursor, &p)) {
-				serve(cb, p, slot);
-				atomic_store_explicit(&cb->claim[p], 0, memory_order_release);
-				continue;
-			}
+			got = claim_any(cb, &cursor, &p);
+		}
+		if (!got) {
 			/* Sleep; the re-check under the lock pairs with the
 			 * poller's push (which signals when jobs outnumber
 			 * spinners). */

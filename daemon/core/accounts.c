@@ -86,13 +86,3 @@ void account_uncharge(struct account *a, enum account_resource r, uint64_t n)
 	if (a)
 		atomic_fetch_sub_explicit(&a->used[r], n, memory_order_relaxed);
 }
-
-uint64_t account_used(const struct account *a, enum account_resource r)
-{
-	return a ? atomic_load_explicit(&((struct account *)a)->used[r], memory_order_relaxed) : 0;
-}
-
-uid_t account_uid(const struct account *a)
-{
-	return a ? a->uid : (uid_t)-1;
-}

@@ -40,7 +40,5 @@ void account_put(struct account *a);
 bool account_charge(struct account *a, enum account_resource r, uint64_t n);
 void account_uncharge(struct account *a, enum account_resource r, uint64_t n);
 
-uint64_t account_used(const struct account *a, enum account_resource r);
-uid_t account_uid(const struct account *a);
 
 #endif
