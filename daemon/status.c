@@ -150,6 +150,8 @@ int daemon_control(void *arg, const struct control_peer *who, const char *cmd, j
 	}
 	else if (!strcmp(cmd, "latency"))
 		*reply = inspect_latency();
+	else if (!strcmp(cmd, "pollers"))
+		*reply = inspect_pollers(d->pollers);
 	else if (!strcmp(cmd, "transfers")) {
 		/* {"cmd":"transfers","window_ms":N}: active in the last N ms
 		 * (default 2000, at most a day). */

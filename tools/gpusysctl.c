@@ -35,6 +35,8 @@ static void usage(FILE *f)
 		"  latency [--histogram]\n"
 		"                    per opcode: requests, errors, latency percentiles (from a poller\n"
 		"                    finding the request to its answer), with a text histogram\n"
+		"  pollers           per poller since start: passes, ports scanned, requests found and\n"
+		"                    served, collisions, parks and dozes; scan and serve time (sampled)\n"
 		"  watch [--interval MS] [--count N]\n"
 		"                    status and per-opcode rates, redrawn every MS (1000) until ^C\n"
 		"  gpu-fail UUID [REASON]\n"
@@ -42,7 +44,7 @@ static void usage(FILE *f)
 		"                    user or admin_group): to drain a GPU\n"
 		"\n"
 		"  --json             the daemon's reply as it sent it (status, clients, ports, latency,\n"
-		"                     transfers)\n"
+		"                     transfers, pollers)\n"
 		"  --runtime-dir DIR  where gpusysd runs (default $" GPUSYS_RUNTIME_DIR_ENV " or " GPUSYS_DEFAULT_RUNTIME_DIR
 		")\n"
 		"  --version, --help\n"
@@ -382,6 +384,54 @@ static int show_transfers(json_t *r, bool hist)
 	return 0;
 }
 
+/* The pollers' counters (core/poller.h), one line each and a total. The
+ * times come from one pass in time_every: per found port the serve time,
+ * per pass the scan time (pass minus serve), and the share of pass time
+ * spent serving. */
+static int show_pollers(json_t *r, bool hist)
+{
+	static const char *const keys[] = { "passes", "empty_passes", "ports_scanned", "found", "served",
+					    "collisions", "held", "hot_hits", "dozes", "parks",
+					    "timed_passes", "timed_pass_ns", "timed_serve_ns", "timed_found" };
+	enum { PASSES, EMPTY, SCANNED, FOUND, SERVED, COLL, HELD, HOT, DOZES, PARKS, TP, TPNS, TSNS, TF, NKEYS };
+	long long total[NKEYS] = { 0 };
+	json_t *list = json_object_get(r, "pollers"), *p;
+	size_t i;
+	(void)hist;
+
+	printf("%-6s %12s %7s %10s %12s %12s %10s %10s %10s %7s %7s %9s %9s %6s\n", "POLLER", "PASSES", "EMPTY%",
+	       "PORTS/PASS", "FOUND", "SERVED", "COLLIDED", "HELD", "HOT", "DOZES", "PARKS", "SCAN ns", "SERVE ns",
+	       "BUSY%");
+	for (i = 0; i <= json_array_size(list); i++) {
+		long long v[NKEYS];
+		char name[16];
+		p = json_array_get(list, i);
+		for (unsigned k = 0; k < NKEYS; k++) {
+			v[k] = p ? num(p, keys[k]) : total[k];
+			if (p)
+				total[k] += v[k];
+		}
+		if (p)
+			snprintf(name, sizeof(name), "%lld", num(p, "index"));
+		else
+			snprintf(name, sizeof(name), "all");
+		double passes = v[PASSES] ? (double)v[PASSES] : 1.0;
+		/* scan ns: per timed pass, the pass time not spent serving. */
+		double scan = v[TP] ? (double)(v[TPNS] - v[TSNS]) / (double)v[TP] : 0.0;
+		double serve = v[TF] ? (double)v[TSNS] / (double)v[TF] : 0.0;
+		double busy = v[TPNS] ? 100.0 * (double)v[TSNS] / (double)v[TPNS] : 0.0;
+		printf("%-6s %12lld %7.1f %10.1f %12lld %12lld %10lld %10lld %10lld %7lld %7lld %9.0f %9.0f %6.1f\n", name,
+		       v[PASSES], 100.0 * (double)v[EMPTY] / passes, (double)v[SCANNED] / passes, v[FOUND], v[SERVED],
+		       v[COLL], v[HELD], v[HOT], v[DOZES], v[PARKS], scan, serve, busy);
+	}
+	printf("(found: ports whose client word moved; served: steps that made progress, one per single-packet\n"
+	       " request; collided: found while another poller held it or served it first; held: found while a\n"
+	       " call held it; scan ns: per pass, serve ns: per found port, busy: serving's share of pass time,\n"
+	       " from one pass in %lld%s)\n",
+	       num(r, "time_every"), json_is_true(json_object_get(r, "timed")) ? "" : "; timing is off (stats = false)");
+	return 0;
+}
+
 /* The attached clients, one line each (from the status reply). */
 static int show_clients(json_t *st, bool hist)
 {
@@ -541,6 +591,8 @@ int main(int argc, char **argv)
 		return run_cmd(dir, cmd, json, hist, print_latency);
 	if (!strcmp(cmd, "transfers"))
 		return run_cmd(dir, cmd, json, hist, show_transfers);
+	if (!strcmp(cmd, "pollers"))
+		return run_cmd(dir, cmd, json, hist, show_pollers);
 	if (!strcmp(cmd, "watch")) {
 		if (interval_ms < 100 || json) {
 			fprintf(stderr, "gpusysctl: watch: --interval of at least 100 ms, no --json\n");

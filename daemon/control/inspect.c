@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include "control/inspect.h"
+#include "core/poller.h"
 #include "core/port_server.h"
 #include "core/service.h"
 #include "core/stats.h"
@@ -174,4 +175,49 @@ json_t *inspect_transfers(struct registry *reg, unsigned window_ms, const struct
 		services_client_transfers(s->ports.svc_state, since, transfer_json, &x);
 	}
 	return json_pack("{s:o, s:I}", "transfers", x.list, "window_ms", (json_int_t)window_ms);
+}
+
+/* gpusysctl pollers: the counters as they are; rates and ratios are the
+ * reader's (two readings and a clock). */
+json_t *inspect_pollers(const struct pollers *ps)
+{
+	json_t *list = json_array();
+	if (!list)
+		return NULL;
+	for (unsigned i = 0; i < pollers_count(ps); i++) {
+		struct poller_counters c;
+		if (pollers_counters(ps, i, &c) < 0)
+			break;
+		json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+				      "index", (json_int_t)i,
+				      "passes", (json_int_t)c.passes,
+				      "empty_passes", (json_int_t)c.empty_passes,
+				      "ports_scanned", (json_int_t)c.ports_scanned,
+				      "found", (json_int_t)c.found,
+				      "served", (json_int_t)c.served,
+				      "collisions", (json_int_t)c.collisions,
+				      "held", (json_int_t)c.held,
+				      "hot_hits", (json_int_t)c.hot_hits,
+				      "dozes", (json_int_t)c.dozes);
+		json_t *more = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+					 "deep_dozes", (json_int_t)c.deep_dozes,
+					 "wakeups", (json_int_t)c.wakeups,
+					 "parks", (json_int_t)c.parks,
+					 "helper_wakes", (json_int_t)c.helper_wakes,
+					 "timed_passes", (json_int_t)c.timed_passes,
+					 "timed_pass_ns", (json_int_t)c.timed_pass_ns,
+					 "timed_serve_ns", (json_int_t)c.timed_serve_ns,
+					 "timed_served", (json_int_t)c.timed_served,
+					 "timed_found", (json_int_t)c.timed_found);
+		if (!o || !more || json_object_update(o, more) < 0) {
+			json_decref(o);
+			json_decref(more);
+			json_decref(list);
+			return NULL;
+		}
+		json_decref(more);
+		json_array_append_new(list, o);
+	}
+	return json_pack("{s:o, s:I, s:b}", "pollers", list, "time_every", (json_int_t)POLLER_TIME_EVERY, "timed",
+			 stats_enabled());
 }

@@ -25,4 +25,12 @@ json_t *inspect_latency(void);
  * asker's own clients unless an admin asks. */
 json_t *inspect_transfers(struct registry *reg, unsigned window_ms, const struct control_peer *who);
 
+/* {"pollers": [{index, passes, empty_passes, ports_scanned, found, served,
+ * collisions, held, hot_hits, dozes, deep_dozes, wakeups, parks,
+ * helper_wakes, timed_passes, timed_pass_ns, timed_serve_ns, timed_served,
+ * timed_found}...], "time_every": N, "timed": bool}: each poller's counters
+ * since start (core/poller.h). Nothing about any client: anyone may ask. */
+struct pollers;
+json_t *inspect_pollers(const struct pollers *ps);
+
 #endif

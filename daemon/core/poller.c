@@ -124,6 +124,10 @@ struct poller {
 		struct port_table *t;
 		uint32_t p;
 	} hot[4];
+
+	/* Written by this poller only, once per pass; read by gpusysctl. A
+	 * line of its own, away from the snapshot and the scan's state. */
+	_Alignas(64) struct poller_counters ctr;
 };
 
 struct pollers {
@@ -174,32 +178,62 @@ static struct snapshot *snapshot_alloc(uint32_t capacity)
 
 /* ------------------------------------------------------------ one pass */
 
-static inline unsigned serve_port(struct poller *pl, struct port_table *t, uint32_t p)
+/* What a pass did, kept in registers and on the stack while it runs and
+ * added to the poller's counters once at its end (poller.h). */
+struct pass_tally {
+	bool timed;
+	uint64_t ports, found, served, collisions, held, hot_hits;
+	uint64_t serve_ticks; /* stats_now() units, timed passes only */
+};
+
+static inline unsigned serve_port(struct poller *pl, struct pass_tally *tl, struct port_table *t, uint32_t p)
 {
-	if (!port_pending(t, p) || !port_try_claim(t, p))
+	if (!port_pending(t, p))
 		return 0;
+	tl->found++;
+	if (!port_try_claim(t, p)) {
+		/* NOTE: a port a call holds reads as pending on every pass
+		 * until its answer; those are not collisions between pollers. */
+		if (port_held_by_call(t, p))
+			tl->held++;
+		else
+			tl->collisions++;
+		return 0;
+	}
+	uint64_t t0 = tl->timed ? stats_now() : 0;
+	unsigned done = 0;
 	struct port_call *call = NULL;
 	switch (port_server_step(t, p, pl->index, &call)) {
 	case PORT_STEP_NONE:
-		return 0;
+		/* Another poller served it between our look and our claim. */
+		tl->collisions++;
+		break;
 	case PORT_STEP_DONE:
-		return 1;
+		done = 1;
+		break;
 	case PORT_STEP_DEFER:
 		pl->set->prm.defer(call, pl->index, pl->set->prm.defer_arg);
-		return 1;
+		done = 1;
+		break;
 	}
-	return 0;
+	tl->served += done;
+	if (tl->timed)
+		tl->serve_ticks += stats_now() - t0;
+	return done;
 }
 
 #define HOT_PORTS (sizeof(((struct poller *)0)->hot) / sizeof(((struct poller *)0)->hot[0]))
 #define SCAN_CHUNK 64u
 
-static inline unsigned serve_hot(struct poller *pl)
+static inline unsigned serve_hot(struct poller *pl, struct pass_tally *tl)
 {
 	unsigned work = 0;
 	for (unsigned i = 0; i < HOT_PORTS; i++)
-		if (pl->hot[i].t)
-			work += serve_port(pl, pl->hot[i].t, pl->hot[i].p);
+		if (pl->hot[i].t) {
+			tl->ports++;
+			work += serve_port(pl, tl, pl->hot[i].t, pl->hot[i].p);
+		}
+	tl->hot_hits += work;
 	return work;
 }
 
@@ -213,21 +247,54 @@ static void remember_hot(struct poller *pl, struct port_table *t, uint32_t p)
 	pl->hot[i].p = p;
 }
 
-static unsigned scan_range(struct poller *pl, struct port_table *t, uint32_t lo, uint32_t hi, bool use_hot)
+static unsigned scan_range(struct poller *pl, struct pass_tally *tl, struct port_table *t, uint32_t lo, uint32_t hi,
+			   bool use_hot)
 {
 	unsigned work = 0;
+	tl->ports += hi - lo;
 	for (uint32_t c = lo; c < hi; c += SCAN_CHUNK) {
 		uint32_t end = hi - c > SCAN_CHUNK ? c + SCAN_CHUNK : hi;
 		if (use_hot)
-			work += serve_hot(pl);
+			work += serve_hot(pl, tl);
 		for (uint32_t p = c; p < end; p++) {
-			if (serve_port(pl, t, p)) {
+			if (serve_port(pl, tl, t, p)) {
 				work++;
 				remember_hot(pl, t, p);
 			}
 		}
 	}
 	return work;
+}
+
+/* Single writer (the poller): a plain load and store, relaxed, so that a
+ * reader on another thread sees whole values; no locked instruction. */
+static inline void ctr_add(uint64_t *v, uint64_t by)
+{
+	__atomic_store_n(v, __atomic_load_n(v, __ATOMIC_RELAXED) + by, __ATOMIC_RELAXED);
+}
+
+static void tally_flush(struct poller *pl, const struct pass_tally *tl, unsigned work, uint64_t t0)
+{
+	struct poller_counters *c = &pl->ctr;
+	ctr_add(&c->passes, 1);
+	ctr_add(&c->ports_scanned, tl->ports);
+	if (!work)
+		ctr_add(&c->empty_passes, 1);
+	if (tl->found) {
+		ctr_add(&c->found, tl->found);
+		ctr_add(&c->served, tl->served);
+		ctr_add(&c->collisions, tl->collisions);
+		ctr_add(&c->held, tl->held);
+		ctr_add(&c->hot_hits, tl->hot_hits);
+	}
+	if (tl->timed) {
+		uint64_t t1 = stats_now();
+		ctr_add(&c->timed_passes, 1);
+		ctr_add(&c->timed_pass_ns, stats_elapsed_ns(t0, t1));
+		ctr_add(&c->timed_serve_ns, stats_elapsed_ns(0, tl->serve_ticks));
+		ctr_add(&c->timed_served, tl->served);
+		ctr_add(&c->timed_found, tl->found);
+	}
 }
 
 /* The ports of every channel are shared out: poller k owns the k-th of
@@ -241,6 +308,10 @@ static unsigned scan(struct poller *pl, const struct snapshot *s)
 	struct pollers *ps = pl->set;
 	unsigned work = 0, k = pl->index, count = ps->prm.count;
 	uint64_t cover = 1ull << k; /* ranges to scan this pass */
+	/* One pass in POLLER_TIME_EVERY is timed (poller.h), while counting
+	 * is on. The pass number is this poller's own. */
+	struct pass_tally tl = { .timed = (pl->passes % POLLER_TIME_EVERY) == 0 && stats_enabled() };
+	uint64_t t0 = tl.timed ? stats_now() : 0;
 
 	if (s->gen != pl->hot_gen) {
 		memset(pl->hot, 0, sizeof(pl->hot));
@@ -262,10 +333,11 @@ static unsigned scan(struct poller *pl, const struct snapshot *s)
 		bool use_hot = (uint64_t)__builtin_popcountll(cover) * n / count > 512;
 		for (uint64_t m = cover; m; m &= m - 1) {
 			unsigned j = (unsigned)__builtin_ctzll(m);
-			work += scan_range(pl, t, (uint32_t)(j * n / count), (uint32_t)((j + 1) * n / count),
+			work += scan_range(pl, &tl, t, (uint32_t)(j * n / count), (uint32_t)((j + 1) * n / count),
 					   use_hot);
 		}
 	}
+	tally_flush(pl, &tl, work, t0);
 	return work;
 }
 
@@ -308,13 +380,16 @@ static void synchronize(struct pollers *ps)
 
 /* ------------------------------------------------------------- idling */
 
-static void wake_parked(struct pollers *ps)
+static void wake_parked(struct poller *pl)
 {
+	struct pollers *ps = pl->set;
+
 	/* The common case, nobody parked, costs one load. A poller that is
 	 * just about to park misses this wake-up and sleeps until the next:
 	 * harmless, poller 0 serves what it found. */
 	if (atomic_load_explicit(&ps->parked, memory_order_relaxed) == 0)
 		return;
+	ctr_add(&pl->ctr.helper_wakes, 1);
 	pthread_mutex_lock(&ps->park_mu);
 	ps->wake_gen++;
 	pthread_cond_broadcast(&ps->park_cv);
@@ -325,6 +400,7 @@ static void park(struct poller *pl)
 {
 	struct pollers *ps = pl->set;
 
+	ctr_add(&pl->ctr.parks, 1);
 	pthread_mutex_lock(&ps->park_mu);
 	uint64_t gen = ps->wake_gen;
 	atomic_fetch_add_explicit(&ps->parked, 1, memory_order_relaxed);
@@ -426,6 +502,8 @@ static void doze(struct poller *pl)
 	uint64_t gen = 0, next_scan = 0, deep_at = now_ns() + ps->deep_ns;
 	bool recorded = false, scan_due = false;
 
+	ctr_add(&pl->ctr.dozes, 1);
+
 	for (;;) {
 		struct snapshot *s = load_snapshot(ps);
 		bool work, deep = false;
@@ -463,9 +541,11 @@ static void doze(struct poller *pl)
 		go_offline(pl);
 		if (deep) {
 			struct wake_events ev;
+			ctr_add(&pl->ctr.deep_dozes, 1);
 			int n = wake_sleep(ps->prm.wake, (int)ps->prm.safety_ms, &ev);
 			go_online(pl);
 			if (n > 0) {
+				ctr_add(&pl->ctr.wakeups, 1);
 				wake_drain(ps->prm.wake, &ev, find_chan, ps);
 				break;
 			}
@@ -510,7 +590,7 @@ static void *poller_main(void *arg)
 			 * fast by one poller, and each wake-up would cost the
 			 * helpers park_us of spinning. */
 			if (pl->index == 0 && work > 1)
-				wake_parked(ps);
+				wake_parked(pl);
 			continue;
 		}
 		cpu_relax();
@@ -657,4 +737,16 @@ int pollers_set_affinity(struct pollers *ps, unsigned i, const cpu_set_t *set)
 unsigned pollers_count(const struct pollers *ps)
 {
 	return ps->prm.count;
+}
+
+int pollers_counters(const struct pollers *ps, unsigned i, struct poller_counters *ret)
+{
+	_Static_assert(sizeof(struct poller_counters) % sizeof(uint64_t) == 0, "all uint64_t");
+	if (i >= ps->prm.count)
+		return -ERANGE;
+	const uint64_t *from = (const uint64_t *)&ps->p[i].ctr;
+	uint64_t *to = (uint64_t *)ret;
+	for (size_t k = 0; k < sizeof(*ret) / sizeof(uint64_t); k++)
+		to[k] = __atomic_load_n(&from[k], __ATOMIC_RELAXED);
+	return 0;
 }

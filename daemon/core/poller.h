@@ -47,6 +47,42 @@ void pollers_destroy(struct pollers *ps);
 int pollers_set_affinity(struct pollers *ps, unsigned i, const cpu_set_t *set);
 unsigned pollers_count(const struct pollers *ps);
 
+/* What one poller did since start (gpusysctl pollers, gpusys-bench rtt
+ * --breakdown). Counts are exact and always kept: each poller tallies a
+ * pass in registers and stores the totals once per pass, relaxed, on a
+ * cache line of its own. The times are sampled: one pass in
+ * POLLER_TIME_EVERY is timed (two TSC reads, and two more around each port
+ * it serves), while per-opcode counting is on (config key "stats"); off,
+ * nothing is timed and the *_ns fields stay where they were. */
+#define POLLER_TIME_EVERY 16u
+struct poller_counters {
+	uint64_t passes;        /* scans of the poller's share (and of parked pollers' shares) */
+	uint64_t empty_passes;  /* passes that made no progress */
+	uint64_t ports_scanned; /* client words read by passes */
+	uint64_t found;         /* ports whose client word had moved past seen[] */
+	uint64_t served;        /* steps that made progress: one per packet, one per single-packet request */
+	uint64_t collisions;    /* found, but another poller held the port or served it first */
+	uint64_t held;          /* found, but a call (pool, pending later) holds the port */
+	uint64_t hot_hits;      /* of served: by the re-check of recently busy ports */
+	uint64_t dozes;         /* poller 0: times it went to naps */
+	uint64_t deep_dozes;    /* poller 0: sleeps until woken */
+	uint64_t wakeups;       /* poller 0: deep dozes ended by a client's wake */
+	uint64_t parks;         /* pollers 1..: times parked */
+	uint64_t helper_wakes;  /* poller 0: broadcasts that woke parked pollers */
+	/* The sample: passes timed, their total time and, within it, the time
+	 * spent on found ports (claim, copy-out, service, answer); the rest of
+	 * a timed pass is scanning. */
+	uint64_t timed_passes;
+	uint64_t timed_pass_ns;
+	uint64_t timed_serve_ns;
+	uint64_t timed_served;  /* steps with progress in the timed passes */
+	uint64_t timed_found;   /* found ports in the timed passes */
+};
+
+/* Poller i's counters (racy relaxed reads: each field is exact, fields
+ * may be a pass apart). -ERANGE for no such poller. */
+int pollers_counters(const struct pollers *ps, unsigned i, struct poller_counters *ret);
+
 /* Main thread: make tables[0..n) the channels to serve. When it returns no
  * poller touches a table left out of the list any more. Allocates nothing;
  * 0, or -E2BIG for more than capacity tables. */

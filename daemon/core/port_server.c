@@ -438,6 +438,11 @@ enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progr
 	return r;
 }
 
+bool port_held_by_call(const struct port_table *t, uint32_t p)
+{
+	return __atomic_load_n(&t->state[p].phase, __ATOMIC_RELAXED) == PHASE_BUSY;
+}
+
 bool port_server_activity(const struct port_table *t, uint32_t p, struct port_activity *ret)
 {
 	const struct port_state *st = &t->state[p];

@@ -112,6 +112,10 @@ static inline bool port_in_use(const struct port_table *t, uint32_t p)
 	return atomic_load_explicit(&t->claim[p], memory_order_relaxed) || port_pending(t, p);
 }
 
+/* For the pollers' counters: a call (on the pool, or pending later) holds
+ * port p, rather than another poller. A racy read of the holder's phase. */
+bool port_held_by_call(const struct port_table *t, uint32_t p);
+
 static inline bool port_try_claim(struct port_table *t, uint32_t p)
 {
 	unsigned char expected = 0;

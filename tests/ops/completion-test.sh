@@ -15,5 +15,6 @@ check clients gpusysctl cl
 check watch gpusysctl --json w
 check --runtime-dir gpusysctl status --run
 check gpu-fail gpusysctl gpu
+check pollers gpusysctl po
 complete -p gpusysctl > /dev/null || { echo "FAIL: not registered"; exit 1; }
 echo "completion: ok"
