@@ -103,6 +103,25 @@ int bench_run_warps(unsigned n, void *(*fn)(void *), void *args, size_t arg_size
 void bench_gbs_header(void);
 void bench_gbs_row(double gbs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The daemon's side of a benchmark row (bench/daemon_counters.c): its
+ * pollers' counters (gpusysctl pollers) summed, and where its poller
+ * threads ran (pid > 0: /proc/pid/task). */
+#define BENCH_MAX_POLLERS 64
+struct bench_pollers {
+	uint64_t t_ns; /* when read (a difference: the interval) */
+	unsigned n;    /* pollers */
+	unsigned long long passes, empty, scanned, found, served, collisions, held, hot, parks, dozes;
+	unsigned long long timed_passes, timed_pass_ns, timed_serve_ns, timed_served;
+	unsigned long long served_each[BENCH_MAX_POLLERS], pass_each[BENCH_MAX_POLLERS];
+	unsigned long long preempted[BENCH_MAX_POLLERS]; /* involuntary context switches */
+	int cpu[BENCH_MAX_POLLERS];                      /* last CPU, -1: unknown */
+};
+int bench_pollers_read(const char *runtime_dir, int pid, struct bench_pollers *ret);
+/* d = b - a (counts and the interval); d's CPUs are b's. */
+void bench_pollers_since(const struct bench_pollers *a, const struct bench_pollers *b, struct bench_pollers *d);
+void bench_pollers_header(void);
+void bench_pollers_row(const char *what, const char *kind, const struct bench_pollers *d);
+
 int bench_rtt_emulated(int argc, char **argv);
 int bench_print_emulated(int argc, char **argv);
 /* print benchmarks: attach (attach(arg), which says why it failed) with

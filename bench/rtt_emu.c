@@ -46,19 +46,21 @@ static void *warp_main(void *p)
 static void usage(void)
 {
 	fprintf(stderr, "usage: gpusys-bench rtt --emulate [--warps N] [--lanes L] [--iters N]\n"
-			"                          [--runtime-dir DIR | --daemon PATH] [--json]\n");
+			"                          [--runtime-dir DIR | --daemon PATH] [--json] [--breakdown]\n"
+			"  --breakdown  also the daemon's side: its pollers' counters over the run\n");
 }
 
 int bench_rtt_emulated(int argc, char **argv)
 {
 	unsigned warps = 1, lanes = 32, iters = 100000;
 	const char *runtime_dir = NULL, *daemon = NULL;
-	int json = 0, opt;
+	int json = 0, breakdown = 0, opt;
 	static const struct option opts[] = {
 		{ "emulate", no_argument, NULL, 'e' },   { "warps", required_argument, NULL, 'w' },
 		{ "lanes", required_argument, NULL, 'l' }, { "iters", required_argument, NULL, 'i' },
 		{ "runtime-dir", required_argument, NULL, 'r' }, { "daemon", required_argument, NULL, 'd' },
-		{ "json", no_argument, NULL, 'j' },      { NULL, 0, NULL, 0 },
+		{ "json", no_argument, NULL, 'j' },      { "breakdown", no_argument, NULL, 'b' },
+		{ NULL, 0, NULL, 0 },
 	};
 
 	optind = 1;
@@ -71,6 +73,7 @@ int bench_rtt_emulated(int argc, char **argv)
 		case 'r': runtime_dir = optarg; break;
 		case 'd': daemon = optarg; break;
 		case 'j': json = 1; break;
+		case 'b': breakdown = 1; break;
 		default: usage(); return 2;
 		}
 	}
@@ -106,9 +109,12 @@ int bench_rtt_emulated(int argc, char **argv)
 	for (unsigned w = 0; w < warps; w++)
 		args[w] = (struct warp_arg){ .dev = gpusys_emu_dev(emu), .mask = mask, .iters = iters,
 					     .lat = lat + (size_t)w * iters };
+	struct bench_pollers before, after, during;
+	int counted = breakdown && bench_pollers_read(runtime_dir, bd.pid, &before) == 0;
 	uint64_t t0, t1;
 	if (bench_run_warps(warps, warp_main, args, sizeof(*args), &t0, &t1))
 		return 1;
+	counted = counted && bench_pollers_read(runtime_dir, bd.pid, &after) == 0;
 	double secs = (double)(t1 - t0) / 1e9;
 	struct bench_stats s = bench_stats_of(lat, (size_t)warps * iters);
 	/* warm-up calls are in the elapsed time too */
@@ -132,6 +138,14 @@ int bench_rtt_emulated(int argc, char **argv)
 		printf("%-34s %8.2f us %8.2f us %8.2f us %14.0f\n", "gpusysd NOOP (emulated warps)", s.p50_ns / 1e3,
 		       s.p99_ns / 1e3, s.min_ns / 1e3, calls / secs);
 		printf("p50 ratio to floor: %.2fx\n", ratio);
+		if (counted) {
+			bench_pollers_since(&before, &after, &during);
+			printf("\n");
+			bench_pollers_header();
+			bench_pollers_row("gpusysd NOOP (emulated warps)", "memfd", &during);
+		} else if (breakdown) {
+			printf("(no daemon counters: gpusysctl pollers did not answer)\n");
+		}
 	}
 	free(lat);
 	free(args);

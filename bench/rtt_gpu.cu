@@ -352,6 +352,8 @@ struct row {
 	long warps;
 	struct bench_stats s;
 	double req_s, lane_s;
+	int has_daemon; /* --breakdown: the daemon's counters over the row */
+	struct bench_pollers daemon;
 };
 
 static struct row rows[64];
@@ -416,6 +418,25 @@ static gpusys_t *attach_kind(const char *dir, uint32_t kinds)
 
 static uint32_t used_ports;
 
+/* --breakdown: read gpusysd's pollers' counters around each row served by
+ * it (daemon_dir set), and its poller threads' placement (daemon_pid). */
+static const char *daemon_dir;
+static int daemon_pid;
+
+static int daemon_begin(struct bench_pollers *before)
+{
+	return daemon_dir && bench_pollers_read(daemon_dir, daemon_pid, before) == 0;
+}
+
+static void daemon_end(struct row *r, int began, const struct bench_pollers *before)
+{
+	struct bench_pollers after;
+	if (!began || bench_pollers_read(daemon_dir, daemon_pid, &after) < 0)
+		return;
+	bench_pollers_since(before, &after, &r->daemon);
+	r->has_daemon = 1;
+}
+
 /* Wait for g's kernels; a failed wait or a call that failed (*derr) ends
  * the benchmark, saying what failed. */
 static void synchronize_or_exit(gpusys_t *g, int timeout_ms, const int *derr, const char *what)
@@ -431,11 +452,14 @@ static void synchronize_or_exit(gpusys_t *g, int timeout_ms, const int *derr, co
 
 static void one_warp(gpusys_t *g, int lanes, int iters, unsigned long long *dlat, int *derr, const char *what)
 {
+	static struct bench_pollers before;
 	BENCH_CK(cudaMemset(derr, 0, sizeof(int)));
+	int began = daemon_begin(&before);
 	k_lat<<<1, 32>>>(gpusys_device(g), lanes, iters, iters / 10 + 10, dlat, derr);
 	BENCH_CK(cudaGetLastError());
 	synchronize_or_exit(g, 60000, derr, what);
 	struct row *r = add_row(what, kind_name(gpusys_memory_kind(g)), 1);
+	daemon_end(r, began, &before);
 	r->s = stats_dev(dlat, iters);
 	used_ports = gpusys_num_ports(g);
 }
@@ -455,6 +479,12 @@ static void throughput(gpusys_t *g, long warps, int sms, long total, unsigned lo
 	BENCH_CK(cudaEventCreate(&e1));
 	BENCH_CK(cudaMemset(derr, 0, sizeof(int)));
 	k_tput<<<grid, block>>>(gpusys_device(g), 5, dlat, derr); /* warm-up */
+	/* --breakdown: after the warm-up, so that the counters cover the
+	 * timed kernel (and the reads around it). */
+	if (daemon_dir)
+		BENCH_CK(cudaStreamSynchronize(0));
+	static struct bench_pollers before;
+	int began = daemon_begin(&before);
 	BENCH_CK(cudaEventRecord(e0));
 	k_tput<<<grid, block>>>(gpusys_device(g), iters, dlat, derr);
 	BENCH_CK(cudaEventRecord(e1));
@@ -466,6 +496,7 @@ static void throughput(gpusys_t *g, long warps, int sms, long total, unsigned lo
 	BENCH_CK(cudaEventElapsedTime(&ms, e0, e1));
 	snprintf(what, sizeof(what), "gpusys NOOP, %ld warp%s x 32 lanes", w, w == 1 ? "" : "s");
 	struct row *r = add_row(what, kind_name(gpusys_memory_kind(g)), w);
+	daemon_end(r, began, &before);
 	r->s = stats_dev(dlat, iters);
 	double reqs = (double)w * iters;
 	r->req_s = reqs / (ms / 1e3);
@@ -746,6 +777,13 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 	}
 	server_stop(&mini);
 
+	if (breakdown && bd.pid > 0) {
+		daemon_dir = runtime_dir;
+		daemon_pid = bd.pid;
+	} else if (breakdown) {
+		daemon_dir = runtime_dir; /* a daemon of its own: counters, no /proc */
+	}
+
 	/* 2. One warp, each memory kind. */
 	uint32_t kinds[2] = { GPUSYS_MEMORY_CUDA_VMM, GPUSYS_MEMORY_MEMFD };
 	for (int k = 0; k < 2; k++) {
@@ -873,6 +911,24 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 			       x->s.p99_ns / 1e3, x->s.min_ns / 1e3, req, lane);
 		}
 		printf("(kernel split row: mean per host call; throughput rows: p50/p99/min of warp 0's calls)\n");
+		int any = 0;
+		for (int i = 0; i < nrows; i++) {
+			if (!rows[i].has_daemon)
+				continue;
+			if (!any++) {
+				printf("\n");
+				bench_pollers_header();
+			}
+			bench_pollers_row(rows[i].what, rows[i].kind, &rows[i].daemon);
+		}
+		if (any)
+			printf("(gpusysd's pollers over each row (gpusysctl pollers): req/pass: steps served per scan pass;\n"
+			       " empty%%: passes that found nothing; ports/req: client words read per step served;\n"
+			       " coll/req: found while another poller held it; held/req: found while a call held it;\n"
+			       " scan/serve ns per request and ns per pass: from the sampled passes; busy%%: serving's\n"
+			       " share of the pollers' wall time, spin%%: passes' share (the rest: between passes, parked,\n"
+			       " dozing); max/avg: the busiest poller's steps over the mean; preempt: involuntary\n"
+			       " context switches of the poller threads; poller CPUs: where each last ran)\n");
 		printf("best one-warp p50 %.2f us; kernel split %.2f us = %.1fx slower; peak %.2f M warp req/s, %.0f M lane calls/s\n",
 		       best_p50 / 1e3, split_ns / 1e3, best_p50 ? split_ns / best_p50 : 0, best_req / 1e6,
 		       best_lane / 1e6);
