@@ -410,6 +410,7 @@ static int start(struct daemon *d, const char *runtime_dir)
 	r = pollers_start(d->pollers);
 	if (r < 0)
 		return r;
+	pollers_pin(d);
 	clock_gettime(CLOCK_MONOTONIC, &d->started);
 	return 0;
 }

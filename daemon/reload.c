@@ -72,6 +72,10 @@ int daemon_reload(struct daemon *d)
 		log_warn("reload: cuda_memory changed in %s: takes effect at the next start", path);
 		later++;
 	}
+	if (strcmp(n.poller_cpus, d->cfg_read.poller_cpus)) {
+		log_warn("reload: poller_cpus changed in %s: takes effect at the next start", path);
+		later++;
+	}
 	if (strcmp(n.metrics_listen, d->cfg_read.metrics_listen)) {
 		log_warn("reload: metrics_listen changed in %s: takes effect at the next start", path);
 		later++;

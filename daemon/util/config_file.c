@@ -14,6 +14,7 @@
 
 #include "gpusys/abi.h"
 #include "util/config_file.h"
+#include "util/cpulist.h"
 
 #define MAX_LINE 4096
 
@@ -62,6 +63,8 @@ static const struct key_spec core_keys[] = {
 	  sizeof(((struct gpusysd_config *)0)->cuda_memory) - 1 },
 	{ "metrics_listen", VAL_TEXT, offsetof(struct gpusysd_config, metrics_listen), 0, 0,
 	  sizeof(((struct gpusysd_config *)0)->metrics_listen) - 1 },
+	{ "poller_cpus", VAL_TEXT, offsetof(struct gpusysd_config, poller_cpus), 0, 0,
+	  sizeof(((struct gpusysd_config *)0)->poller_cpus) - 1 },
 };
 
 #define NCORE (sizeof(core_keys) / sizeof(core_keys[0]))
@@ -95,6 +98,7 @@ void config_defaults(struct gpusysd_config *cfg)
 		.metrics_listen = "none",
 		.gpu_watch = 1,
 		.cuda_memory = "memfd",
+		.poller_cpus = "none",
 	};
 }
 
@@ -436,6 +440,12 @@ int config_check(const struct gpusysd_config *cfg, char *err, size_t errlen)
 	}
 	if (strcmp(cfg->cuda_memory, "memfd") && strcmp(cfg->cuda_memory, "vmm")) {
 		snprintf(err, errlen, "cuda_memory = %s: expected memfd or vmm", cfg->cuda_memory);
+		return -EINVAL;
+	}
+	cpu_set_t cpus;
+	if (strcmp(cfg->poller_cpus, "none") &&
+	    (cpulist_parse(cfg->poller_cpus, &cpus) < 0 || CPU_COUNT(&cpus) == 0)) {
+		snprintf(err, errlen, "poller_cpus = %s: expected a CPU list (0-7,16) or none", cfg->poller_cpus);
 		return -EINVAL;
 	}
 	return 0;

@@ -48,6 +48,7 @@ struct gpusysd_config {
 	char metrics_listen[128];      /* "HOST:PORT" of the Prometheus endpoint; "none" */
 	unsigned gpu_watch;            /* 1: watch CUDA clients' doorbells from the GPU (wake.h) */
 	char cuda_memory[8];           /* channel kind for CUDA clients that can take both: memfd, vmm */
+	char poller_cpus[256];         /* CPU list: poller i runs on its i-th CPU (wrapping); "none": unpinned */
 
 	/* Settings registered by services (config_add_keys), with their values. */
 	unsigned nextra;

@@ -172,6 +172,17 @@ static void test_limits(void **state)
 	assert_int_equal(config_check(&c, err, sizeof(err)), 0);
 	c.workers = 32;
 	assert_int_equal(config_check(&c, err, sizeof(err)), -EINVAL);
+
+	/* poller_cpus: a CPU list or none; checked, not just stored. */
+	config_defaults(&c);
+	assert_string_equal(c.poller_cpus, "none");
+	assert_int_equal(config_check(&c, err, sizeof(err)), 0);
+	assert_int_equal(config_set(&c, "poller_cpus", "2-9,12", err, sizeof(err)), 0);
+	assert_string_equal(c.poller_cpus, "2-9,12");
+	assert_int_equal(config_check(&c, err, sizeof(err)), 0);
+	assert_int_equal(config_set(&c, "poller_cpus", "two", err, sizeof(err)), 0);
+	assert_int_equal(config_check(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "poller_cpus"));
 }
 
 static void test_errors_have_line(void **state)
@@ -308,7 +319,7 @@ static void test_example_file(void **state)
 	}
 	fclose(f);
 	/* The core's keys and the services' (services_add_settings). */
-	assert_int_equal(keys, 32);
+	assert_int_equal(keys, 33);
 	config_defaults(&def);
 	services_use(gpusysd_services);
 	assert_int_equal(services_add_settings(&def), 0);
