@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# bench/poller-profile.sh: issue 14's daemon-side profile on the GPU machine.
+# `gpusys-bench rtt --breakdown` ROUNDS times, alternating pollers left to the
+# scheduler and pollers pinned one per physical core (poller_cpus, the last
+# cores of the machine, one hardware thread each), so that drift of the
+# machine hits both alike. Each run's table goes to $OUT/{free,pinned}-R.txt.
+#   bash scripts/device-build; eval "$(scripts/device-build --env)"
+#   OUT=/tmp/out ROUNDS=2 bench/poller-profile.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+ROUNDS=${ROUNDS:-2}
+B=build-gpu/bench/gpusys-bench D=build-gpu/daemon/gpusysd
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+lscpu > "$OUT/lscpu.txt"
+grep -m1 "model name" /proc/cpuinfo
+# One hardware thread per core (the first of its siblings), the last 8 cores.
+cpus=$(for c in /sys/devices/system/cpu/cpu[0-9]*; do
+	n=${c##*cpu}
+	first=$(sed 's/[,-].*//' "$c/topology/thread_siblings_list")
+	[[ $first == "$n" ]] && echo "$n"
+done | sort -n | tail -8 | paste -sd,)
+echo "cpus $(nproc), pinned pollers on: $cpus"
+printf 'poller_cpus = %s\n' "$cpus" > /tmp/poller-pin.conf
+for r in $(seq "$ROUNDS"); do
+	for v in free pinned; do
+		args=()
+		[[ $v == pinned ]] && args=(--daemon-args "--config /tmp/poller-pin.conf")
+		s=$SECONDS
+		timeout 150 "$B" rtt --breakdown --daemon "$D" "${args[@]}" > "$OUT/$v-$r.txt" 2> "$OUT/$v-$r.err"
+		echo "== $v round $r: rc $?, $((SECONDS - s)) s: $(grep '^best one-warp' "$OUT/$v-$r.txt")"
+	done
+done
