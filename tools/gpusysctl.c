@@ -427,7 +427,7 @@ static int show_pollers(json_t *r, bool hist)
 	printf("(found: ports whose client word moved; served: steps that made progress, one per single-packet\n"
 	       " request; collided: found while another poller held it or served it first; held: found while a\n"
 	       " call held it; scan ns: per pass, serve ns: per found port, busy: serving's share of pass time,\n"
-	       " from one pass in %lld%s)\n",
+	       " from one pass in %lld at random%s)\n",
 	       num(r, "time_every"), json_is_true(json_object_get(r, "timed")) ? "" : "; timing is off (stats = false)");
 	return 0;
 }

@@ -120,6 +120,7 @@ struct poller {
 	 * only: a table may be gone in the next. */
 	uint64_t hot_gen;
 	unsigned hot_next;
+	uint32_t sample_rng; /* xorshift32: which passes are timed */
 	struct {
 		struct port_table *t;
 		uint32_t p;
@@ -308,9 +309,14 @@ static unsigned scan(struct poller *pl, const struct snapshot *s)
 	struct pollers *ps = pl->set;
 	unsigned work = 0, k = pl->index, count = ps->prm.count;
 	uint64_t cover = 1ull << k; /* ranges to scan this pass */
-	/* One pass in POLLER_TIME_EVERY is timed (poller.h), while counting
-	 * is on. The pass number is this poller's own. */
-	struct pass_tally tl = { .timed = (pl->passes % POLLER_TIME_EVERY) == 0 && stats_enabled() };
+	/* One pass in POLLER_TIME_EVERY, at random, is timed (poller.h),
+	 * while counting is on. */
+	uint32_t x = pl->sample_rng;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	pl->sample_rng = x;
+	struct pass_tally tl = { .timed = (x % POLLER_TIME_EVERY) == 0 && stats_enabled() };
 	uint64_t t0 = tl.timed ? stats_now() : 0;
 
 	if (s->gen != pl->hot_gen) {
@@ -649,6 +655,7 @@ int pollers_create(const struct poller_params *prm, uint32_t capacity, struct po
 	for (unsigned i = 0; i < prm->count; i++) {
 		ps->p[i].set = ps;
 		ps->p[i].index = i;
+		ps->p[i].sample_rng = 2463534242u + i; /* any nonzero seed */
 		/* Not started counts as offline: grace periods skip it. */
 		atomic_init(&ps->p[i].offline, true);
 		atomic_init(&ps->p[i].quiescent, 0);
