@@ -3,9 +3,13 @@
 # `gpusys-bench rtt --breakdown` ROUNDS times, alternating pollers left to the
 # scheduler and pollers pinned one per physical core (poller_cpus, the last
 # cores of the machine, one hardware thread each), so that drift of the
-# machine hits both alike. Each run's table goes to $OUT/{free,pinned}-R.txt.
+# machine hits both alike. Each run's table goes to $OUT/VARIANT-R.txt.
 #   bash scripts/device-build; eval "$(scripts/device-build --env)"
 #   OUT=/tmp/out ROUNDS=2 bench/poller-profile.sh
+# VARIANTS (default "free pinned") may also name old (the gpusysd built in
+# $OLD/build-gpu, a checkout of an older tree: an A/B of a change) and
+# stats-off (this tree's gpusysd with GPUSYSD_STATS=0: no per-opcode counting,
+# so no sampled times either).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -23,11 +27,15 @@ done | sort -n | tail -8 | paste -sd,)
 echo "cpus $(nproc), pinned pollers on: $cpus"
 printf 'poller_cpus = %s\n' "$cpus" > /tmp/poller-pin.conf
 for r in $(seq "$ROUNDS"); do
-	for v in free pinned; do
-		args=()
-		[[ $v == pinned ]] && args=(--daemon-args "--config /tmp/poller-pin.conf")
+	for v in ${VARIANTS:-free pinned}; do
+		args=() env=() d=$D
+		case $v in
+		pinned) args=(--daemon-args "--config /tmp/poller-pin.conf") ;;
+		old) d=${OLD:?OLD=checkout}/build-gpu/daemon/gpusysd ;;
+		stats-off) env=(GPUSYSD_STATS=0) ;;
+		esac
 		s=$SECONDS
-		timeout 150 "$B" rtt --breakdown --daemon "$D" "${args[@]}" > "$OUT/$v-$r.txt" 2> "$OUT/$v-$r.err"
+		env "${env[@]}" timeout 150 "$B" rtt --breakdown --daemon "$d" "${args[@]}" > "$OUT/$v-$r.txt" 2> "$OUT/$v-$r.err"
 		echo "== $v round $r: rc $?, $((SECONDS - s)) s: $(grep '^best one-warp' "$OUT/$v-$r.txt")"
 	done
 done

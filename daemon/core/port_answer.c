@@ -70,8 +70,8 @@ void port_count_completion(struct port_table *t, unsigned slot)
 {
 	/* This thread is the only writer of its counter and progress word
 	 * (PORT_LATER_SLOT's writers hold later_slot_lock). */
-	uint64_t n = atomic_load_explicit(&t->completed[slot], memory_order_relaxed) + 1;
-	atomic_store_explicit(&t->completed[slot], n, memory_order_relaxed);
+	uint64_t n = atomic_load_explicit(&t->completed[slot].n, memory_order_relaxed) + 1;
+	atomic_store_explicit(&t->completed[slot].n, n, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
 	t->hdr->progress[slot].completed = n;
 }
