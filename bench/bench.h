@@ -111,7 +111,7 @@ struct bench_pollers {
 	uint64_t t_ns; /* when read (a difference: the interval) */
 	unsigned n;    /* pollers */
 	unsigned long long passes, empty, scanned, found, served, collisions, held, hot, parks, dozes;
-	unsigned long long timed_passes, timed_pass_ns, timed_serve_ns, timed_served;
+	unsigned long long timed_passes, timed_pass_ns, timed_serve_ns, timed_answer_ns, timed_count_ns, timed_served;
 	unsigned long long served_each[BENCH_MAX_POLLERS], pass_each[BENCH_MAX_POLLERS];
 	unsigned long long preempted[BENCH_MAX_POLLERS]; /* involuntary context switches */
 	int cpu[BENCH_MAX_POLLERS];                      /* last CPU, -1: unknown */

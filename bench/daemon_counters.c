@@ -129,6 +129,8 @@ int bench_pollers_read(const char *runtime_dir, int pid, struct bench_pollers *r
 		ret->timed_passes += F("timed_passes");
 		ret->timed_pass_ns += F("timed_pass_ns");
 		ret->timed_serve_ns += F("timed_serve_ns");
+		ret->timed_answer_ns += F("timed_answer_ns");
+		ret->timed_count_ns += F("timed_count_ns");
 		ret->timed_served += F("timed_served");
 		ret->served_each[i] = F("served");
 		ret->pass_each[i] = F("passes");
@@ -147,7 +149,7 @@ void bench_pollers_since(const struct bench_pollers *a, const struct bench_polle
 	d->t_ns = b->t_ns - a->t_ns;
 #define D(f) d->f = b->f - a->f
 	D(passes); D(empty); D(scanned); D(found); D(served); D(collisions); D(held); D(hot); D(parks); D(dozes);
-	D(timed_passes); D(timed_pass_ns); D(timed_serve_ns); D(timed_served);
+	D(timed_passes); D(timed_pass_ns); D(timed_serve_ns); D(timed_answer_ns); D(timed_count_ns); D(timed_served);
 	for (unsigned i = 0; i < BENCH_MAX_POLLERS; i++) {
 		D(served_each[i]);
 		D(pass_each[i]);
@@ -158,9 +160,9 @@ void bench_pollers_since(const struct bench_pollers *a, const struct bench_polle
 
 void bench_pollers_header(void)
 {
-	printf("%-32s %-6s %8s %7s %9s %8s %8s %11s %12s %9s %6s %6s %7s %7s  %s\n", "daemon side", "memory", "req/pass",
-	       "empty%", "ports/req", "coll/req", "held/req", "scan ns/req", "serve ns/req", "ns/pass", "busy%",
-	       "spin%", "max/avg", "preempt", "poller CPUs");
+	printf("%-32s %-6s %8s %7s %9s %8s %8s %11s %12s %7s %7s %9s %6s %6s %7s %7s  %s\n", "daemon side", "memory",
+	       "req/pass", "empty%", "ports/req", "coll/req", "held/req", "scan ns/req", "serve ns/req", "answer", "count",
+	       "ns/pass", "busy%", "spin%", "max/avg", "preempt", "poller CPUs");
 }
 
 void bench_pollers_row(const char *what, const char *kind, const struct bench_pollers *d)
@@ -178,10 +180,12 @@ void bench_pollers_row(const char *what, const char *kind, const struct bench_po
 	char cpus[8 * BENCH_MAX_POLLERS] = "", *at = cpus;
 	for (unsigned i = 0; i < d->n && at < cpus + sizeof(cpus) - 8; i++)
 		at += sprintf(at, "%s%d", i ? "," : "", d->cpu[i]);
-	printf("%-32s %-6s %8.3f %7.1f %9.1f %8.3f %8.3f %11.0f %12.0f %9.0f %6.1f %6.1f %7.2f %7llu  %s\n", what, kind,
+	double per = d->timed_served ? (double)d->timed_served : 1.0;
+	printf("%-32s %-6s %8.3f %7.1f %9.1f %8.3f %8.3f %11.0f %12.0f %7.0f %7.0f %9.0f %6.1f %6.1f %7.2f %7llu  %s\n",
+	       what, kind,
 	       (double)d->served / passes, 100.0 * (double)d->empty / passes, (double)d->scanned / served,
 	       (double)d->collisions / served, (double)d->held / served, (pass_ns - serve_ns) / served,
-	       d->timed_served ? (double)d->timed_serve_ns / (double)d->timed_served : 0.0,
+	       (double)d->timed_serve_ns / per, (double)d->timed_answer_ns / per, (double)d->timed_count_ns / per,
 	       d->timed_passes ? (double)d->timed_pass_ns / (double)d->timed_passes : 0.0, 100.0 * serve_ns / wall,
 	       100.0 * pass_ns / wall, d->served && d->n ? (double)most / ((double)d->served / d->n) : 0.0, pre, cpus);
 }

@@ -925,7 +925,8 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 			printf("(gpusysd's pollers over each row (gpusysctl pollers): req/pass: steps served per scan pass;\n"
 			       " empty%%: passes that found nothing; ports/req: client words read per step served;\n"
 			       " coll/req: found while another poller held it; held/req: found while a call held it;\n"
-			       " scan/serve ns per request and ns per pass: from the sampled passes; busy%%: serving's\n"
+			       " scan/serve ns per request and ns per pass: from the sampled passes, answer and count:\n"
+			       " the parts of serve spent writing the answer and counting it; busy%%: serving's\n"
 			       " share of the pollers' wall time, spin%%: passes' share (the rest: between passes, parked,\n"
 			       " dozing); max/avg: the busiest poller's steps over the mean; preempt: involuntary\n"
 			       " context switches of the poller threads; poller CPUs: where each last ran)\n");

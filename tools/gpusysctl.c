@@ -392,16 +392,17 @@ static int show_pollers(json_t *r, bool hist)
 {
 	static const char *const keys[] = { "passes", "empty_passes", "ports_scanned", "found", "served",
 					    "collisions", "held", "hot_hits", "dozes", "parks",
-					    "timed_passes", "timed_pass_ns", "timed_serve_ns", "timed_found" };
-	enum { PASSES, EMPTY, SCANNED, FOUND, SERVED, COLL, HELD, HOT, DOZES, PARKS, TP, TPNS, TSNS, TF, NKEYS };
+					    "timed_passes", "timed_pass_ns", "timed_serve_ns", "timed_found",
+					    "timed_answer_ns" };
+	enum { PASSES, EMPTY, SCANNED, FOUND, SERVED, COLL, HELD, HOT, DOZES, PARKS, TP, TPNS, TSNS, TF, TANS, NKEYS };
 	long long total[NKEYS] = { 0 };
 	json_t *list = json_object_get(r, "pollers"), *p;
 	size_t i;
 	(void)hist;
 
-	printf("%-6s %12s %7s %10s %12s %12s %10s %10s %10s %7s %7s %9s %9s %6s\n", "POLLER", "PASSES", "EMPTY%",
+	printf("%-6s %12s %7s %10s %12s %12s %10s %10s %10s %7s %7s %9s %9s %9s %6s\n", "POLLER", "PASSES", "EMPTY%",
 	       "PORTS/PASS", "FOUND", "SERVED", "COLLIDED", "HELD", "HOT", "DOZES", "PARKS", "SCAN ns", "SERVE ns",
-	       "BUSY%");
+	       "ANSWER ns", "BUSY%");
 	for (i = 0; i <= json_array_size(list); i++) {
 		long long v[NKEYS];
 		char name[16];
@@ -419,14 +420,16 @@ static int show_pollers(json_t *r, bool hist)
 		/* scan ns: per timed pass, the pass time not spent serving. */
 		double scan = v[TP] ? (double)(v[TPNS] - v[TSNS]) / (double)v[TP] : 0.0;
 		double serve = v[TF] ? (double)v[TSNS] / (double)v[TF] : 0.0;
+		double answer = v[TF] ? (double)v[TANS] / (double)v[TF] : 0.0;
 		double busy = v[TPNS] ? 100.0 * (double)v[TSNS] / (double)v[TPNS] : 0.0;
-		printf("%-6s %12lld %7.1f %10.1f %12lld %12lld %10lld %10lld %10lld %7lld %7lld %9.0f %9.0f %6.1f\n", name,
-		       v[PASSES], 100.0 * (double)v[EMPTY] / passes, (double)v[SCANNED] / passes, v[FOUND], v[SERVED],
-		       v[COLL], v[HELD], v[HOT], v[DOZES], v[PARKS], scan, serve, busy);
+		printf("%-6s %12lld %7.1f %10.1f %12lld %12lld %10lld %10lld %10lld %7lld %7lld %9.0f %9.0f %9.0f %6.1f\n",
+		       name, v[PASSES], 100.0 * (double)v[EMPTY] / passes, (double)v[SCANNED] / passes, v[FOUND],
+		       v[SERVED], v[COLL], v[HELD], v[HOT], v[DOZES], v[PARKS], scan, serve, answer, busy);
 	}
 	printf("(found: ports whose client word moved; served: steps that made progress, one per single-packet\n"
 	       " request; collided: found while another poller held it or served it first; held: found while a\n"
-	       " call held it; scan ns: per pass, serve ns: per found port, busy: serving's share of pass time,\n"
+	       " call held it; scan ns: per pass, serve ns: per found port, answer ns: the part of serve spent\n"
+	       " writing fast-path answers into the channel; busy: serving's share of pass time,\n"
 	       " from one pass in %lld at random%s)\n",
 	       num(r, "time_every"), json_is_true(json_object_get(r, "timed")) ? "" : "; timing is off (stats = false)");
 	return 0;

@@ -199,7 +199,7 @@ json_t *inspect_pollers(const struct pollers *ps)
 				      "held", (json_int_t)c.held,
 				      "hot_hits", (json_int_t)c.hot_hits,
 				      "dozes", (json_int_t)c.dozes);
-		json_t *more = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+		json_t *more = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 					 "deep_dozes", (json_int_t)c.deep_dozes,
 					 "wakeups", (json_int_t)c.wakeups,
 					 "parks", (json_int_t)c.parks,
@@ -207,6 +207,8 @@ json_t *inspect_pollers(const struct pollers *ps)
 					 "timed_passes", (json_int_t)c.timed_passes,
 					 "timed_pass_ns", (json_int_t)c.timed_pass_ns,
 					 "timed_serve_ns", (json_int_t)c.timed_serve_ns,
+					 "timed_answer_ns", (json_int_t)c.timed_answer_ns,
+					 "timed_count_ns", (json_int_t)c.timed_count_ns,
 					 "timed_served", (json_int_t)c.timed_served,
 					 "timed_found", (json_int_t)c.timed_found);
 		if (!o || !more || json_object_update(o, more) < 0) {

@@ -27,7 +27,8 @@ json_t *inspect_transfers(struct registry *reg, unsigned window_ms, const struct
 
 /* {"pollers": [{index, passes, empty_passes, ports_scanned, found, served,
  * collisions, held, hot_hits, dozes, deep_dozes, wakeups, parks,
- * helper_wakes, timed_passes, timed_pass_ns, timed_serve_ns, timed_served,
+ * helper_wakes, timed_passes, timed_pass_ns, timed_serve_ns,
+ * timed_answer_ns, timed_count_ns, timed_served,
  * timed_found}...], "time_every": N, "timed": bool}: each poller's counters
  * since start (core/poller.h). Nothing about any client: anyone may ask. */
 struct pollers;

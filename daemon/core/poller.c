@@ -290,6 +290,10 @@ static void tally_flush(struct poller *pl, const struct pass_tally *tl, unsigned
 	}
 	if (tl->timed) {
 		uint64_t t1 = stats_now();
+		port_timing.on = false;
+		ctr_add(&c->timed_answer_ns, stats_elapsed_ns(0, port_timing.answer));
+		ctr_add(&c->timed_count_ns, stats_elapsed_ns(0, port_timing.count));
+		port_timing.answer = port_timing.count = 0;
 		ctr_add(&c->timed_passes, 1);
 		ctr_add(&c->timed_pass_ns, stats_elapsed_ns(t0, t1));
 		ctr_add(&c->timed_serve_ns, stats_elapsed_ns(0, tl->serve_ticks));
@@ -318,6 +322,7 @@ static unsigned scan(struct poller *pl, const struct snapshot *s)
 	pl->sample_rng = x;
 	struct pass_tally tl = { .timed = (x % POLLER_TIME_EVERY) == 0 && stats_enabled() };
 	uint64_t t0 = tl.timed ? stats_now() : 0;
+	port_timing.on = tl.timed;
 
 	if (s->gen != pl->hot_gen) {
 		memset(pl->hot, 0, sizeof(pl->hot));

@@ -78,6 +78,8 @@ struct poller_counters {
 	uint64_t timed_passes;
 	uint64_t timed_pass_ns;
 	uint64_t timed_serve_ns;
+	uint64_t timed_answer_ns; /* of serve: writing fast-path answers into the channel */
+	uint64_t timed_count_ns;  /* of serve: counting fast-path requests (stats, completed) */
 	uint64_t timed_served;  /* steps with progress in the timed passes */
 	uint64_t timed_found;   /* found ports in the timed passes */
 };

@@ -24,6 +24,8 @@
 #include "core/pending.h"
 #include "core/port_server.h"
 
+_Thread_local struct port_timing port_timing;
+
 /* What the client word says about a request. */
 struct request_head {
 	uint16_t opcode;
@@ -197,7 +199,10 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 	call.bytes_in = bytes_in;
 	svc->op->handle(&call);
 	uint32_t off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES];
+	bool timed = port_timing.on;
+	uint64_t a0 = timed ? stats_now() : 0;
 	uint32_t chunks = port_respond(t, p, cs, &call, off, part);
+	uint64_t a1 = timed ? stats_now() : 0;
 	port_count_call(t, &call, slot);
 	if (chunks) {
 		/* The response outgrew its packet: keep it for streaming. Its
@@ -233,6 +238,10 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 	port_uncharge(t, call.charged);
 	free(call.resp_buf);
 	port_count_completion(t, slot);
+	if (timed) {
+		port_timing.answer += a1 - a0;
+		port_timing.count += stats_now() - a1;
+	}
 }
 
 /* Answer a request refused before a service saw it. */

@@ -155,6 +155,17 @@ static inline void port_release_off_poller(struct port_table *t, uint32_t p)
 		t->owner.rescan(t->owner.owner);
 }
 
+/* The pollers' sampled time split (core/poller.h): while on is set on this
+ * thread, the fast path (one packet, served on the poller) adds the
+ * stats_now() ticks it spends writing the answer into the channel to
+ * answer, and counting the request (per-opcode stats, completed) to count.
+ * Off, it costs a thread-local load per request. */
+struct port_timing {
+	bool on;
+	uint64_t answer, count;
+};
+extern _Thread_local struct port_timing port_timing;
+
 enum port_step {
 	PORT_STEP_NONE,  /* nothing to do (the client had not moved after all) */
 	PORT_STEP_DONE,  /* progress made; the claim is released, or a pending call holds it */

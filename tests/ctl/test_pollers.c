@@ -39,6 +39,7 @@ static char *ctl(const struct gd *d, const char *a1, const char *a2)
 /* The counters summed over the pollers. */
 struct totals {
 	long long passes, empty, scanned, found, served, collisions, held, hot, timed, pass_ns, serve_ns;
+	long long answer_ns, count_ns, timed_served;
 	size_t pollers;
 };
 
@@ -65,6 +66,9 @@ static struct totals read_totals(const struct gd *d)
 		t.timed += F("timed_passes");
 		t.pass_ns += F("timed_pass_ns");
 		t.serve_ns += F("timed_serve_ns");
+		t.answer_ns += F("timed_answer_ns");
+		t.count_ns += F("timed_count_ns");
+		t.timed_served += F("timed_served");
 #undef F
 	}
 	t.pollers = json_array_size(json_object_get(r, "pollers"));
@@ -140,6 +144,12 @@ static void test_counters_add_up(void **state)
 	/* Counting is on by default: one pass in 16 timed, serving a part of it. */
 	assert_true(t.timed > 0 && t.timed <= t.passes);
 	assert_true(t.pass_ns > 0 && t.serve_ns <= t.pass_ns);
+	/* Answering and counting are parts of serving; ECHOs of 16 bytes take
+	 * the fast path, so a timed pass that served one timed both. */
+	assert_true(t.answer_ns + t.count_ns <= t.serve_ns);
+	assert_true(t.timed_served <= t.served);
+	if (t.timed_served)
+		assert_true(t.answer_ns > 0 && t.count_ns > 0);
 
 	/* Calls pending later hold their ports: found while held, not served
 	 * and not collisions, until they complete. */
@@ -187,6 +197,7 @@ static void test_untimed_when_stats_off(void **state)
 	assert_int_equal(t.found, t.served + t.collisions + t.held);
 	assert_int_equal(t.timed, 0);
 	assert_int_equal(t.pass_ns, 0);
+	assert_int_equal(t.answer_ns + t.count_ns, 0);
 	char *out = ctl(&d, "pollers", NULL);
 	assert_non_null(strstr(out, "timing is off"));
 	free(out);
