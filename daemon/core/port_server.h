@@ -86,6 +86,8 @@ struct port_table {
 	bool svc_ready;
 };
 
+_Static_assert(sizeof(((struct port_table *)0)->completed[0]) == 64, "one completed counter per cache line");
+
 /* Set up t over a formatted channel and create every service's state for
  * client (services_client_init). 0 or -errno. */
 int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports, const struct client *client,
