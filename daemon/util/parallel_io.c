@@ -14,13 +14,12 @@
 
 /*
  * One thread copies page cache to memory at about 10 GB/s; the link to the
- * GPU does 50. A large bulk transfer is cut into chunks that the worker
- * serving it and a few I/O threads take in turn. The I/O threads only ever
- * pread/pwrite descriptors already open (as the client), wait for nothing
- * but work, and never take a lock a worker holds while waiting for them, so
+ * GPU does 50. A large bulk transfer is cut into chunks (io.chunk bytes, 1
+ * MiB unless set) that the worker serving it and a few I/O threads take in
+ * turn. The I/O threads only ever pread/pwrite descriptors already open (as
+ * the client), wait for nothing but work, and never take a lock a worker holds while waiting for them, so
  * workers and I/O threads cannot deadlock.
  */
-#define IO_CHUNK (UINT64_C(1) << 20)
 
 struct io_job {
 	int fd;
@@ -29,6 +28,7 @@ struct io_job {
 	uint8_t *buf;
 	int64_t off;
 	uint64_t len;
+	uint64_t chunk; /* bytes per chunk (io.chunk when the job started) */
 	uint32_t nchunks;
 	atomic_uint next;
 	atomic_uint done;
@@ -46,10 +46,13 @@ struct io_threads {
 	unsigned users;    /* parallel_io_start() calls not yet stopped */
 	bool stopping;
 	unsigned threads;
+	uint64_t chunk;
 	pthread_t tid[PARALLEL_IO_MAX_THREADS];
 };
 
-static struct io_threads io = { .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+static struct io_threads io = {
+	.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .chunk = PARALLEL_IO_DEFAULT_CHUNK,
+};
 
 /* Copies into a mapping of a file fault with SIGBUS where the page is not
  * there any more (another process truncated the file) or cannot be had (a
@@ -103,7 +106,7 @@ static bool copy_guarded(uint8_t *dst, const uint8_t *src, uint64_t n)
 
 static int64_t chunk_copy(const struct io_job *j, uint32_t c)
 {
-	uint64_t lo = (uint64_t)c * IO_CHUNK, n = j->len - lo < IO_CHUNK ? j->len - lo : IO_CHUNK;
+	uint64_t lo = (uint64_t)c * j->chunk, n = j->len - lo < j->chunk ? j->len - lo : j->chunk;
 	uint64_t done = 0;
 	if (j->map && copy_guarded(j->map + lo, j->buf + lo, n))
 		return (int64_t)n;
@@ -166,12 +169,13 @@ static void *io_thread(void *arg)
 	return NULL;
 }
 
-int parallel_io_start(unsigned nthreads)
+int parallel_io_start(unsigned nthreads, uint64_t chunk)
 {
 	int r = 0;
 	pthread_mutex_lock(&io.lock);
 	if (io.users++ == 0) {
 		io.stopping = false;
+		io.chunk = chunk < PARALLEL_IO_MIN_CHUNK ? PARALLEL_IO_DEFAULT_CHUNK : chunk & ~(PARALLEL_IO_MIN_CHUNK - 1);
 		if (nthreads > PARALLEL_IO_MAX_THREADS)
 			nthreads = PARALLEL_IO_MAX_THREADS;
 		for (io.threads = 0; io.threads < nthreads; io.threads++) {
@@ -208,14 +212,18 @@ void parallel_io_stop(void)
 
 static int64_t run_job(int fd, bool write_op, uint8_t *map, uint8_t *buf, int64_t off, uint64_t len)
 {
-	uint32_t nchunks = (uint32_t)((len + IO_CHUNK - 1) / IO_CHUNK);
+	pthread_mutex_lock(&io.lock);
+	const uint64_t chunk = io.chunk;
+	const bool helped = io.threads > 0;
+	pthread_mutex_unlock(&io.lock);
+	uint32_t nchunks = (uint32_t)((len + chunk - 1) / chunk);
 	int64_t res_small[64];
 	int64_t *res = nchunks <= 64 ? res_small : malloc(nchunks * sizeof(*res));
 	if (!res)
 		return -ENOMEM;
 	struct io_job j = {
-		.fd = fd, .write_op = write_op, .map = map, .buf = buf, .off = off, .len = len, .nchunks = nchunks,
-		.res = res,
+		.fd = fd, .write_op = write_op, .map = map, .buf = buf, .off = off, .len = len, .chunk = chunk,
+		.nchunks = nchunks, .res = res,
 	};
 	atomic_init(&j.next, 0);
 	atomic_init(&j.done, 0);
@@ -223,9 +231,6 @@ static int64_t run_job(int fd, bool write_op, uint8_t *map, uint8_t *buf, int64_
 	pthread_mutex_init(&j.lock, NULL);
 	pthread_cond_init(&j.cv, NULL);
 
-	pthread_mutex_lock(&io.lock);
-	bool helped = io.threads > 0;
-	pthread_mutex_unlock(&io.lock);
 	if (helped) {
 		pthread_mutex_lock(&io.lock);
 		j.qnext = io.head;
@@ -255,7 +260,7 @@ static int64_t run_job(int fd, bool write_op, uint8_t *map, uint8_t *buf, int64_
 
 	int64_t total = 0;
 	for (uint32_t c = 0; c < nchunks; c++) {
-		uint64_t want = len - (uint64_t)c * IO_CHUNK < IO_CHUNK ? len - (uint64_t)c * IO_CHUNK : IO_CHUNK;
+		uint64_t want = len - (uint64_t)c * chunk < chunk ? len - (uint64_t)c * chunk : chunk;
 		if (res[c] < 0) {
 			if (total == 0)
 				total = res[c];

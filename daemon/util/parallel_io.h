@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Large transfers between a descriptor and memory, cut into 1 MiB chunks
- * that the calling thread and a few shared I/O threads take in turn: one
- * thread copies page cache at about 10 GB/s, the link to a GPU does 50.
+ * Large transfers between a descriptor and memory, cut into chunks (1 MiB
+ * unless set) that the calling thread and a few shared I/O threads take in
+ * turn: one thread copies page cache at about 10 GB/s, the link to a GPU
+ * does 50.
  * Used by the services that move bulk data (files today); each starts the
  * threads in its start hook and stops them in its stop hook (counted: the
  * last stop joins them).
@@ -17,8 +18,14 @@
 /* Below this a transfer is not worth splitting. */
 #define PARALLEL_IO_MIN (UINT64_C(2) << 20)
 
-/* 0 or -errno. nthreads 0: the caller's thread alone does the work. */
-int parallel_io_start(unsigned nthreads);
+/* Chunks: at least 64 KiB, multiples of it (a smaller figure, 0 included,
+ * means the default). */
+#define PARALLEL_IO_MIN_CHUNK (UINT64_C(64) << 10)
+#define PARALLEL_IO_DEFAULT_CHUNK (UINT64_C(1) << 20)
+
+/* 0 or -errno. nthreads 0: the caller's thread alone does the work. chunk:
+ * bytes per chunk, set by the first caller (later ones share its threads). */
+int parallel_io_start(unsigned nthreads, uint64_t chunk);
 void parallel_io_stop(void);
 
 /* pread (write_op false) or pwrite len bytes between buf and fd at off, in

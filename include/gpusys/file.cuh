@@ -579,6 +579,32 @@ static __device__ __noinline__ long long gpusys_block_io_packets(const gpusys_de
 	return sh_ret;
 }
 
+/* Benchmarks may see where a read's time goes: defining
+ * GPUSYS_BLOCK_IO_TIMING as a number of blocks before including this header
+ * adds gpusys_block_io_times[that many], summed over calls by reads of the
+ * block of that index (nanoseconds, %globaltimer): thread 0 waiting for the
+ * daemon to fill a half, the first copier copying one, and the whole call.
+ * Without it the timing compiles to nothing. */
+#ifdef GPUSYS_BLOCK_IO_TIMING
+struct gpusys_block_io_time {
+	unsigned long long daemon_ns, copy_ns, call_ns, halves;
+};
+static __device__ struct gpusys_block_io_time gpusys_block_io_times[GPUSYS_BLOCK_IO_TIMING];
+static __device__ __forceinline__ unsigned long long gpusys_block_io_clock(void)
+{
+	unsigned long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+#define GPUSYS_BLOCK_IO_ADD(field, since)                                                                  \
+	atomicAdd(&gpusys_block_io_times[blockIdx.x].field, gpusys_block_io_clock() - (since))
+#define GPUSYS_BLOCK_IO_COUNT(field) atomicAdd(&gpusys_block_io_times[blockIdx.x].field, 1ull)
+#else
+#define gpusys_block_io_clock() 0ull
+#define GPUSYS_BLOCK_IO_ADD(field, since) ((void)(since))
+#define GPUSYS_BLOCK_IO_COUNT(field) ((void)0)
+#endif
+
 /*
  * The pipelined block transfer. The slot is two halves. Reading: while
  * thread 0 has the daemon fill one half with the next chunk, warps 1.. copy
@@ -615,8 +641,11 @@ static __device__ long long gpusys_block_io(const gpusys_dev_t &dev, gpusys_fd_t
 	long long result = 0;
 
 	if (!write_op) {
-		if (tid == 0)
+		const unsigned long long call_t0 = gpusys_block_io_clock();
+		if (tid == 0) {
 			sh_res[0] = gpusys_block_rpc(dev, op, h, GPUSYS_AT(0), len < H ? len : H, slot_off);
+			GPUSYS_BLOCK_IO_ADD(daemon_ns, call_t0);
+		}
 		__syncthreads();
 		for (uint32_t i = 0;; i++) {
 			const uint32_t cur = i & 1u;
@@ -635,11 +664,18 @@ static __device__ long long gpusys_block_io(const gpusys_dev_t &dev, gpusys_fd_t
 				gpusys_bulk_copy_in(buf + done, half0 + cur * H, (uint64_t)got, cidx, ccnt);
 				__syncthreads();
 			}
-			if (tid == 0 && more)
+			const unsigned long long t0 = gpusys_block_io_clock();
+			if (tid == 0 && more) {
 				sh_res[cur ^ 1u] = gpusys_block_rpc(dev, op, h, GPUSYS_AT(next), next_want,
 								   slot_off + (cur ^ 1u) * H);
-			else if (overlap && copier)
+				GPUSYS_BLOCK_IO_ADD(daemon_ns, t0);
+			} else if (overlap && copier) {
 				gpusys_bulk_copy_in(buf + done, half0 + cur * H, (uint64_t)got, cidx, ccnt);
+				if (tid == 32) {
+					GPUSYS_BLOCK_IO_ADD(copy_ns, t0);
+					GPUSYS_BLOCK_IO_COUNT(halves);
+				}
+			}
 			__syncthreads();
 			done += (uint64_t)got;
 			if (!more) {
@@ -647,6 +683,8 @@ static __device__ long long gpusys_block_io(const gpusys_dev_t &dev, gpusys_fd_t
 				break;
 			}
 		}
+		if (tid == 0)
+			GPUSYS_BLOCK_IO_ADD(call_ns, call_t0);
 	} else {
 		gpusys_bulk_copy_out(half0, buf, len < H ? len : H, tid, nthr);
 		__syncthreads();

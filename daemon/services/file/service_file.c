@@ -35,6 +35,9 @@ static const struct config_key settings[] = {
 	/* I/O threads that share large transfers with the worker serving
 	 * them (util/parallel_io.h). */
 	{ "file_io_threads", CONFIG_COUNT, 0, PARALLEL_IO_MAX_THREADS, 4 },
+	/* Bytes each of them takes at a time: one block's 8 MiB half of a
+	 * bulk slot is 8 chunks of the default, so at most 8 threads help it. */
+	{ "file_io_chunk", CONFIG_BYTES, PARALLEL_IO_MIN_CHUNK, UINT64_C(64) << 20, PARALLEL_IO_DEFAULT_CHUNK },
 	/* Open files, directories and sockets per client (one space). */
 	{ "max_handles_per_client", CONFIG_COUNT, 16, GPUSYS_FILE_HANDLES_LIMIT, GPUSYS_FILE_DEFAULT_MAX_HANDLES },
 	{ NULL, 0, 0, 0, 0 },
@@ -43,7 +46,8 @@ static const struct config_key settings[] = {
 static int file_start(const struct service_env *env)
 {
 	file_table_set_max((uint32_t)config_value(env->cfg, "max_handles_per_client"));
-	return parallel_io_start((unsigned)config_value(env->cfg, "file_io_threads"));
+	return parallel_io_start((unsigned)config_value(env->cfg, "file_io_threads"),
+				 config_value(env->cfg, "file_io_chunk"));
 }
 
 static void file_stop(void)
