@@ -30,6 +30,7 @@ extern "C" {
 #define GPUSYS_BLOCK_IO_TIMING 1024
 #include "gpusys/file.cuh"
 #include "file_floors.h"
+#include "file_depth4.h"
 
 static __global__ void k_open(gpusys_dev_t dev, const char *path, int flags, long long *h)
 {
@@ -292,7 +293,7 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 	int ndev = 0, ret = 1;
 	gpusys_t *g = NULL;
 	uint8_t *dbuf = NULL, *pinned = NULL;
-	double r1 = -1, rn = -1, w1 = -1, wn = -1, h2d_pin, h2d_page, d2h_pin, d2h_page, staged;
+	double r1 = -1, rn = -1, r1_d4 = -1, rn_d4 = -1, w1 = -1, wn = -1, h2d_pin, h2d_page, d2h_pin, d2h_page, staged;
 	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
 		fprintf(stderr, "gpusys-bench: no usable GPU; use file --emulate\n");
 		ret = 77;
@@ -333,9 +334,12 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			goto out;
 		}
 		struct read_split s1 = { 0, 0, 0 }, sn = { 0, 0, 0 };
+		r1_d4 = file_read_depth4(g, h, dbuf, size, 1, threads, reps);
 		r1 = gpu_move(g, h, dbuf, size, 0, 1, threads, reps, &s1);
+		rn_d4 = file_read_depth4(g, h, dbuf, size, blocks, threads, reps);
 		rn = gpu_move(g, h, dbuf, size, 0, blocks, threads, reps, &sn);
-		/* The device copy must be the file. */
+		/* The device copy must be the file (read last by the library's
+		 * own loop). */
 		cudaMemcpy(pinned, dbuf, size, cudaMemcpyDeviceToHost);
 		if (memcmp(pinned, host, size) != 0) {
 			fprintf(stderr, "gpusys-bench: the data read differs from the file\n");
@@ -408,16 +412,17 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 		const int npreads = floors ? 3 : 0;
 		for (int i = 0; i < npreads; i++)
 			fl_pread[i] = floor_host_pread(in_path, pinned, size, pread_threads[i], reps);
-		/* blocks, host threads, half, copy loop: gpusysd's own shape
-		 * (8 MiB halves; one block served by the worker and 4 I/O
-		 * threads), then more threads, smaller halves, the 8-deep loop. */
+		/* blocks, host threads, half, copy loop: gpusysd's shape
+		 * before (8 MiB halves; one block served by the worker and 4
+		 * I/O threads), then 16 threads (now), the 8-deep loop (now),
+		 * smaller and larger halves. */
 		static const struct {
 			int blocks, threads;
 			uint64_t half;
 			int variant;
 		} pipes[] = {
-			{ 1, 5, 8u << 20, 0 },  { 1, 16, 8u << 20, 0 }, { 1, 16, 8u << 20, 1 }, { 1, 16, 2u << 20, 1 },
-			{ 0, 0, 8u << 20, 0 },  { 0, 0, 8u << 20, 1 },
+			{ 1, 5, 8u << 20, 0 },	{ 1, 16, 8u << 20, 0 }, { 1, 16, 8u << 20, 1 }, { 1, 16, 2u << 20, 1 },
+			{ 1, 16, 16u << 20, 1 }, { 0, 0, 8u << 20, 0 },	 { 0, 0, 8u << 20, 1 },
 		};
 		const int npipes = floors ? (int)(sizeof(pipes) / sizeof(pipes[0])) : 0;
 		double fl_pipe[8], fl_wait[8];
@@ -440,6 +445,8 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			bench_gbs_header();
 			bench_gbs_row(r1, "gpusys_pread_block, file -> device, 1 block x %d threads", threads);
 			bench_gbs_row(rn, "gpusys_pread_block, file -> device, %d blocks x %d threads", blocks, threads);
+			bench_gbs_row(r1_d4, "gpusys_pread_block, 1 block, copy loop 4 deep (before)");
+			bench_gbs_row(rn_d4, "gpusys_pread_block, %d blocks, copy loop 4 deep (before)", blocks);
 			bench_gbs_row(w1, "gpusys_pwrite_block, device -> file, 1 block x %d threads", threads);
 			bench_gbs_row(wn, "gpusys_pwrite_block, device -> file, %d blocks x %d threads", blocks, threads);
 			bench_gbs_row(staged, "pread(2) into pinned + cudaMemcpy H2D (file -> device, host-driven)");

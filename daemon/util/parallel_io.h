@@ -23,9 +23,19 @@
 #define PARALLEL_IO_MIN_CHUNK (UINT64_C(64) << 10)
 #define PARALLEL_IO_DEFAULT_CHUNK (UINT64_C(1) << 20)
 
-/* 0 or -errno. nthreads 0: the caller's thread alone does the work. chunk:
- * bytes per chunk, set by the first caller (later ones share its threads). */
-int parallel_io_start(unsigned nthreads, uint64_t chunk);
+/* Set by the first caller of parallel_io_start (later ones share its
+ * threads). threads: 0, the caller's thread alone does the work; at most
+ * PARALLEL_IO_MAX_THREADS and one less than the CPUs online. chunk: bytes
+ * per chunk. spin_us: how long an idle I/O thread, and a caller waiting
+ * for its job's other chunks, spin before sleeping (0: never). */
+struct parallel_io_config {
+	unsigned threads;
+	uint64_t chunk;
+	unsigned spin_us;
+};
+
+/* 0 or -errno. */
+int parallel_io_start(const struct parallel_io_config *cfg);
 void parallel_io_stop(void);
 
 /* pread (write_op false) or pwrite len bytes between buf and fd at off, in

@@ -485,9 +485,21 @@ static __device__ __forceinline__ uint32_t gpusys_block_threads(void)
 	return blockDim.x * blockDim.y * blockDim.z;
 }
 
+/* 16-byte loads each copier of a block read keeps in flight. A program may
+ * define it (4 or 8) before including this header. */
+#ifndef GPUSYS_BULK_COPY_DEPTH
+#define GPUSYS_BULK_COPY_DEPTH 8
+#endif
+
 /* Copy n bytes from the bulk area (host memory the daemon just wrote) to
- * dst, as thread idx of cnt. Loads bypass the caches (ld.cv): a slot's
- * earlier contents must never be seen. */
+ * dst, as thread idx of cnt. Loads bypass the caches (ld.cv: a cached
+ * line of system memory is treated as stale and fetched again): a slot's
+ * earlier contents must never be seen. In gpusys-bench file (2026-11-25)
+ * weak loads after the acquire fence (ld.L1::no_allocate), ld.relaxed.sys
+ * and ld.nc (which may return stale data) were no faster than ld.cv by
+ * more than the run-to-run spread, so the loads that need no argument
+ * about the memory model stay. GPUSYS_BULK_COPY_DEPTH loads in flight per
+ * thread: bench/RESULTS.md has 4 against 8. */
 static __device__ void gpusys_bulk_copy_in(uint8_t *dst, const uint8_t *src, uint64_t n, uint32_t idx, uint32_t cnt)
 {
 	uint64_t n16 = 0;
@@ -498,16 +510,18 @@ static __device__ void gpusys_bulk_copy_in(uint8_t *dst, const uint8_t *src, uin
 		n16 = n / 16;
 		const uint4 *s = (const uint4 *)src;
 		uint4 *d = (uint4 *)dst;
+		const uint64_t c = cnt;
 		uint64_t i = idx;
-		for (; i + 3ull * cnt < n16; i += 4ull * cnt) {
-			uint4 a = __ldcv(s + i), b = __ldcv(s + i + cnt), c = __ldcv(s + i + 2ull * cnt),
-			      e = __ldcv(s + i + 3ull * cnt);
-			d[i] = a;
-			d[i + cnt] = b;
-			d[i + 2ull * cnt] = c;
-			d[i + 3ull * cnt] = e;
+		for (; i + (GPUSYS_BULK_COPY_DEPTH - 1) * c < n16; i += GPUSYS_BULK_COPY_DEPTH * c) {
+			uint4 v[GPUSYS_BULK_COPY_DEPTH];
+#pragma unroll
+			for (int k = 0; k < GPUSYS_BULK_COPY_DEPTH; k++)
+				v[k] = __ldcv(s + i + k * c);
+#pragma unroll
+			for (int k = 0; k < GPUSYS_BULK_COPY_DEPTH; k++)
+				d[i + k * c] = v[k];
 		}
-		for (; i < n16; i += cnt)
+		for (; i < n16; i += c)
 			d[i] = __ldcv(s + i);
 	}
 	const volatile uint8_t *vs = src;
