@@ -414,18 +414,19 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			fl_pread[i] = floor_host_pread(in_path, pinned, size, pread_threads[i], reps);
 		/* blocks, host threads, half, copy loop: gpusysd's shape
 		 * before (8 MiB halves; one block served by the worker and 4
-		 * I/O threads), then 16 threads (now), the 8-deep loop (now),
-		 * smaller and larger halves. */
+		 * I/O threads), the 8-deep loop, 8 and 16 threads (gpusysd's
+		 * default now), smaller and larger halves. */
 		static const struct {
 			int blocks, threads;
 			uint64_t half;
 			int variant;
 		} pipes[] = {
-			{ 1, 5, 8u << 20, 0 },	{ 1, 16, 8u << 20, 0 }, { 1, 16, 8u << 20, 1 }, { 1, 16, 2u << 20, 1 },
-			{ 1, 16, 16u << 20, 1 }, { 0, 0, 8u << 20, 0 },	 { 0, 0, 8u << 20, 1 },
+			{ 1, 5, 8u << 20, 0 },	 { 1, 5, 8u << 20, 1 },	  { 1, 8, 8u << 20, 1 },
+			{ 1, 16, 8u << 20, 0 },	 { 1, 16, 8u << 20, 1 },  { 1, 16, 2u << 20, 1 },
+			{ 1, 16, 16u << 20, 1 }, { 0, 0, 8u << 20, 0 },	  { 0, 0, 8u << 20, 1 },
 		};
 		const int npipes = floors ? (int)(sizeof(pipes) / sizeof(pipes[0])) : 0;
-		double fl_pipe[8], fl_wait[8];
+		double fl_pipe[16], fl_wait[16];
 		for (int i = 0; i < npipes; i++) {
 			int b = pipes[i].blocks ? pipes[i].blocks : blocks, t = pipes[i].threads ? pipes[i].threads : blocks;
 			fl_wait[i] = 0;
