@@ -497,9 +497,11 @@ static __device__ __forceinline__ uint32_t gpusys_block_threads(void)
  * earlier contents must never be seen. In gpusys-bench file (2026-11-25)
  * weak loads after the acquire fence (ld.L1::no_allocate), ld.relaxed.sys
  * and ld.nc (which may return stale data) were no faster than ld.cv by
- * more than the run-to-run spread, so the loads that need no argument
- * about the memory model stay. GPUSYS_BULK_COPY_DEPTH loads in flight per
- * thread: bench/RESULTS.md has 4 against 8. */
+ * more than 2%, so the loads that need no argument about the memory model
+ * stay. GPUSYS_BULK_COPY_DEPTH loads in flight per thread: 8 copy 29% faster
+ * than 4 from one block in a kernel with the registers for them (44.8
+ * against 34.8 GB/s); kernels calling the block calls are compiled to 32
+ * registers, where both depths read alike (bench/RESULTS.md). */
 static __device__ void gpusys_bulk_copy_in(uint8_t *dst, const uint8_t *src, uint64_t n, uint32_t idx, uint32_t cnt)
 {
 	uint64_t n16 = 0;

@@ -38,8 +38,10 @@ static const struct config_key settings[] = {
 	/* Bytes each of them takes at a time: one block's 8 MiB half of a
 	 * bulk slot is 16 chunks of 512 KiB, one for each thread. */
 	{ "file_io_chunk", CONFIG_BYTES, PARALLEL_IO_MIN_CHUNK, UINT64_C(64) << 20, UINT64_C(512) << 10 },
-	/* Microseconds they spin for the next chunk before sleeping. */
-	{ "file_io_spin_us", CONFIG_COUNT, 0, 10000, 100 },
+	/* Microseconds they spin for the next chunk before sleeping: 0, as
+	 * 100 gained nothing consistent in gpusys-bench file (bench/RESULTS.md,
+	 * 2026-11-25) and costs CPU after every transfer. */
+	{ "file_io_spin_us", CONFIG_COUNT, 0, 10000, 0 },
 	/* Open files, directories and sockets per client (one space). */
 	{ "max_handles_per_client", CONFIG_COUNT, 16, GPUSYS_FILE_HANDLES_LIMIT, GPUSYS_FILE_DEFAULT_MAX_HANDLES },
 	{ NULL, 0, 0, 0, 0 },
