@@ -86,8 +86,9 @@ static void read_split_of(int blocks, struct read_split *ret)
 	cudaMemcpyFromSymbol(t, gpusys_block_io_times, (size_t)blocks * sizeof(t[0]));
 	double d = 0, c = 0, call = 0;
 	for (int b = 0; b < blocks; b++) {
-		/* daemon_ns counts the first fill too: one more than halves. */
-		d += t[b].halves ? (double)t[b].daemon_ns / (double)(t[b].halves + 1) : 0;
+		/* One request per half: the first before the loop, then one
+		 * beside each copy but the last. */
+		d += t[b].halves ? (double)t[b].daemon_ns / (double)t[b].halves : 0;
 		c += t[b].halves ? (double)t[b].copy_ns / (double)t[b].halves : 0;
 		call += (double)t[b].call_ns;
 	}
