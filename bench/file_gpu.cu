@@ -4,7 +4,9 @@
  * memory written to a file, by cooperative block calls through gpusysd's bulk
  * area (include/gpusys/file.cuh); against, in the same run, what a CUDA
  * program does today: cudaMemcpy of the same size from pinned and from
- * pageable memory, and pread(2) into a pinned buffer followed by cudaMemcpy.
+ * pageable memory, and pread(2) into a pinned buffer followed by cudaMemcpy;
+ * and the floors of reads (bench/file_floors.cu): the GPU's copy loop alone,
+ * host threads' pread alone, and both pipelined without gpusysd.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +26,11 @@ extern "C" {
 #include "bench.h"
 }
 #include "gpusys/gpusys.h"
+/* Where reads' time goes, per block (file.cuh): the breakdown rows. */
+#define GPUSYS_BLOCK_IO_TIMING 1024
 #include "gpusys/file.cuh"
+#include "file_floors.h"
+#include "file_depth4.h"
 
 static __global__ void k_open(gpusys_dev_t dev, const char *path, int flags, long long *h)
 {
@@ -53,10 +59,12 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: gpusys-bench file [--size BYTES] [--blocks N] [--threads T] [--dir DIR] [--reps N]\n"
-		"                         [--daemon PATH | --runtime-dir DIR] [--json]\n"
+		"                         [--daemon PATH | --runtime-dir DIR] [--json] [--reads-only] [--no-floors]\n"
 		"  A file of --size bytes (default 1 GiB) in --dir (default /dev/shm, else /tmp) read into\n"
 		"  device memory by 1 and by --blocks blocks (default 16) of --threads threads (1024), and\n"
-		"  written back; best of --reps (3). --daemon starts that gpusysd with a bulk area allowed.\n");
+		"  written back; best of --reps (3). --daemon starts that gpusysd with a bulk area allowed.\n"
+		"  Then the floors of reads: the copy loop alone, host threads' pread alone, both\n"
+		"  pipelined without gpusysd (--no-floors: not). --reads-only: no writes.\n");
 }
 
 static double secs_since(uint64_t t0)
@@ -66,11 +74,36 @@ static double secs_since(uint64_t t0)
 
 static long long *d_res;
 
+/* Reads' breakdown of the best rep, averaged over blocks: per half, thread
+ * 0 waiting on gpusysd and the first copier copying (us); the call (ms). */
+struct read_split {
+	double daemon_us, copy_us, call_ms;
+};
+
+static void read_split_of(int blocks, struct read_split *ret)
+{
+	static struct gpusys_block_io_time t[1024];
+	cudaMemcpyFromSymbol(t, gpusys_block_io_times, (size_t)blocks * sizeof(t[0]));
+	double d = 0, c = 0, call = 0;
+	for (int b = 0; b < blocks; b++) {
+		/* One request per half: the first before the loop, then one
+		 * beside each copy but the last. */
+		d += t[b].halves ? (double)t[b].daemon_ns / (double)t[b].halves : 0;
+		c += t[b].halves ? (double)t[b].copy_ns / (double)t[b].halves : 0;
+		call += (double)t[b].call_ns;
+	}
+	ret->daemon_us = d / blocks / 1e3;
+	ret->copy_us = c / blocks / 1e3;
+	ret->call_ms = call / blocks / 1e6;
+}
+
 static double gpu_move(gpusys_t *g, long long h, uint8_t *dbuf, uint64_t size, int write_op, int blocks, int threads,
-		       int reps)
+		       int reps, struct read_split *split)
 {
 	double best = 0;
 	for (int r = 0; r < reps; r++) {
+		static const struct gpusys_block_io_time zero[1024] = {};
+		cudaMemcpyToSymbol(gpusys_block_io_times, zero, sizeof(zero));
 		cudaMemset(d_res, 0xff, (size_t)blocks * sizeof(long long)); /* -1: never written */
 		cudaDeviceSynchronize();
 		uint64_t t0 = bench_now_ns();
@@ -92,6 +125,8 @@ static double gpu_move(gpusys_t *g, long long h, uint8_t *dbuf, uint64_t size, i
 			}
 		}
 		double gbs = (double)size / s / 1e9;
+		if (gbs > best && split)
+			read_split_of(blocks, split);
 		best = gbs > best ? gbs : best;
 	}
 	return best;
@@ -184,13 +219,14 @@ static double memcpy_gbs(void *dst, const void *src, uint64_t size, cudaMemcpyKi
 extern "C" int bench_file_gpu(int argc, char **argv)
 {
 	uint64_t size = UINT64_C(1) << 30;
-	int blocks = 16, threads = 1024, reps = 3, json = 0, opt;
+	int blocks = 16, threads = 1024, reps = 3, json = 0, reads_only = 0, floors = 1, opt;
 	const char *dir = NULL, *daemon = NULL, *runtime_dir = NULL;
 	static const struct option opts[] = {
 		{ "size", required_argument, NULL, 's' },  { "blocks", required_argument, NULL, 'b' },
 		{ "threads", required_argument, NULL, 't' }, { "dir", required_argument, NULL, 'D' },
 		{ "reps", required_argument, NULL, 'n' },  { "daemon", required_argument, NULL, 'd' },
 		{ "runtime-dir", required_argument, NULL, 'r' }, { "json", no_argument, NULL, 'j' },
+		{ "reads-only", no_argument, NULL, 'R' }, { "no-floors", no_argument, NULL, 'F' },
 		{ NULL, 0, NULL, 0 },
 	};
 	optind = 1;
@@ -204,6 +240,8 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 		case 'd': daemon = optarg; break;
 		case 'r': runtime_dir = optarg; break;
 		case 'j': json = 1; break;
+		case 'R': reads_only = 1; break;
+		case 'F': floors = 0; break;
 		default: usage(); return 2;
 		}
 	}
@@ -256,7 +294,7 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 	int ndev = 0, ret = 1;
 	gpusys_t *g = NULL;
 	uint8_t *dbuf = NULL, *pinned = NULL;
-	double r1 = -1, rn = -1, w1 = -1, wn = -1, h2d_pin, h2d_page, d2h_pin, d2h_page, staged;
+	double r1 = -1, rn = -1, r1_d4 = -1, rn_d4 = -1, w1 = -1, wn = -1, h2d_pin, h2d_page, d2h_pin, d2h_page, staged;
 	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
 		fprintf(stderr, "gpusys-bench: no usable GPU; use file --emulate\n");
 		ret = 77;
@@ -296,16 +334,22 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			fprintf(stderr, "gpusys-bench: gpusys_open: %s\n", gpusys_strerror((int)(h < 0 ? h : hw)));
 			goto out;
 		}
-		r1 = gpu_move(g, h, dbuf, size, 0, 1, threads, reps);
-		rn = gpu_move(g, h, dbuf, size, 0, blocks, threads, reps);
-		/* The device copy must be the file. */
+		struct read_split s1 = { 0, 0, 0 }, sn = { 0, 0, 0 };
+		r1_d4 = file_read_depth4(g, h, dbuf, size, 1, threads, reps);
+		r1 = gpu_move(g, h, dbuf, size, 0, 1, threads, reps, &s1);
+		rn_d4 = file_read_depth4(g, h, dbuf, size, blocks, threads, reps);
+		rn = gpu_move(g, h, dbuf, size, 0, blocks, threads, reps, &sn);
+		/* The device copy must be the file (read last by the library's
+		 * own loop). */
 		cudaMemcpy(pinned, dbuf, size, cudaMemcpyDeviceToHost);
 		if (memcmp(pinned, host, size) != 0) {
 			fprintf(stderr, "gpusys-bench: the data read differs from the file\n");
 			goto out;
 		}
-		w1 = gpu_move(g, hw, dbuf, size, 1, 1, threads, reps);
-		wn = gpu_move(g, hw, dbuf, size, 1, blocks, threads, reps);
+		if (!reads_only) {
+			w1 = gpu_move(g, hw, dbuf, size, 1, 1, threads, reps, NULL);
+			wn = gpu_move(g, hw, dbuf, size, 1, blocks, threads, reps, NULL);
+		}
 		k_close<<<1, 1>>>(dev, h);
 		k_close<<<1, 1>>>(dev, hw);
 		gpusys_synchronize(g, NULL, -1);
@@ -333,9 +377,9 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 		}
 		/* Writes: the host-driven path (cudaMemcpy into pinned, then
 		 * pwrite) and the host-threads floor, into the same file. */
-		double staged_w = 0, floor_pw[3], floor_map[3];
+		double staged_w = -1, floor_pw[3] = { -1, -1, -1 }, floor_map[3] = { -1, -1, -1 };
 		static const int floor_threads[3] = { 1, 4, 16 };
-		for (int r = 0; r < reps; r++) {
+		for (int r = 0; r < reps && !reads_only; r++) {
 			uint64_t t0 = bench_now_ns();
 			cudaMemcpy(pinned, dbuf, size, cudaMemcpyDeviceToHost);
 			int out = open(out_path, O_WRONLY | O_CLOEXEC);
@@ -350,9 +394,45 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			double gbs = (double)size / secs_since(t0) / 1e9;
 			staged_w = gbs > staged_w ? gbs : staged_w;
 		}
-		for (int i = 0; i < 3; i++) {
+		for (int i = 0; i < 3 && !reads_only; i++) {
 			floor_pw[i] = write_floor(out_path, pinned, size, floor_threads[i], 0, reps);
 			floor_map[i] = write_floor(out_path, pinned, size, floor_threads[i], 1, reps);
+		}
+
+		/* The floors of reads. pinned holds the file's bytes (the
+		 * source of the copy floor, what the pipeline must deliver). */
+		memcpy(pinned, host, size);
+		double fl_copy[16][2];
+		const int nvariants = floors ? floor_nvariants : 0;
+		for (int v = 0; v < nvariants; v++) {
+			fl_copy[v][0] = floor_sm_copy(dbuf, pinned, size, 1, v, reps);
+			fl_copy[v][1] = floor_sm_copy(dbuf, pinned, size, blocks, v, reps);
+		}
+		static const int pread_threads[3] = { 1, 5, 16 };
+		double fl_pread[3];
+		const int npreads = floors ? 3 : 0;
+		for (int i = 0; i < npreads; i++)
+			fl_pread[i] = floor_host_pread(in_path, pinned, size, pread_threads[i], reps);
+		/* blocks, host threads, half, copy loop: gpusysd's shape
+		 * before (8 MiB halves; one block served by the worker and 4
+		 * I/O threads), the 8-deep loop, 8 and 16 threads (gpusysd's
+		 * default now), smaller and larger halves. */
+		static const struct {
+			int blocks, threads;
+			uint64_t half;
+			int variant;
+		} pipes[] = {
+			{ 1, 5, 8u << 20, 0 },	 { 1, 5, 8u << 20, 1 },	  { 1, 8, 8u << 20, 1 },
+			{ 1, 16, 8u << 20, 0 },	 { 1, 16, 8u << 20, 1 },  { 1, 16, 2u << 20, 1 },
+			{ 1, 16, 16u << 20, 1 }, { 0, 0, 8u << 20, 0 },	  { 0, 0, 8u << 20, 1 },
+		};
+		const int npipes = floors ? (int)(sizeof(pipes) / sizeof(pipes[0])) : 0;
+		double fl_pipe[16], fl_wait[16];
+		for (int i = 0; i < npipes; i++) {
+			int b = pipes[i].blocks ? pipes[i].blocks : blocks, t = pipes[i].threads ? pipes[i].threads : blocks;
+			fl_wait[i] = 0;
+			fl_pipe[i] = floor_pipeline(in_path, dbuf, pinned, size, b, t, pipes[i].half, pipes[i].variant, reps,
+						    &fl_wait[i]);
 		}
 		if (json) {
 			printf("{\"size\":%llu,\"blocks\":%d,\"threads\":%d,\"read_1_block_gbs\":%.2f,"
@@ -367,6 +447,8 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			bench_gbs_header();
 			bench_gbs_row(r1, "gpusys_pread_block, file -> device, 1 block x %d threads", threads);
 			bench_gbs_row(rn, "gpusys_pread_block, file -> device, %d blocks x %d threads", blocks, threads);
+			bench_gbs_row(r1_d4, "gpusys_pread_block, 1 block, copy loop 4 deep (before)");
+			bench_gbs_row(rn_d4, "gpusys_pread_block, %d blocks, copy loop 4 deep (before)", blocks);
 			bench_gbs_row(w1, "gpusys_pwrite_block, device -> file, 1 block x %d threads", threads);
 			bench_gbs_row(wn, "gpusys_pwrite_block, device -> file, %d blocks x %d threads", blocks, threads);
 			bench_gbs_row(staged, "pread(2) into pinned + cudaMemcpy H2D (file -> device, host-driven)");
@@ -381,8 +463,32 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			bench_gbs_row(h2d_page, "cudaMemcpy H2D pageable (memory only)");
 			bench_gbs_row(d2h_pin, "cudaMemcpy D2H pinned (memory only)");
 			bench_gbs_row(d2h_page, "cudaMemcpy D2H pageable (memory only)");
+			for (int v = 0; v < nvariants; v++) {
+				bench_gbs_row(fl_copy[v][0], "read floor (a) GPU copy pinned -> device, 1 block: %s",
+					      floor_variants[v].name);
+				bench_gbs_row(fl_copy[v][1], "read floor (a) GPU copy pinned -> device, %d blocks: %s", blocks,
+					      floor_variants[v].name);
+			}
+			for (int i = 0; i < npreads; i++)
+				bench_gbs_row(fl_pread[i], "read floor (b) %d host thread%s pread(2) file -> pinned",
+					      pread_threads[i], pread_threads[i] > 1 ? "s" : "");
+			for (int i = 0; i < npipes; i++) {
+				int b = pipes[i].blocks ? pipes[i].blocks : blocks;
+				int t = pipes[i].threads ? pipes[i].threads : blocks;
+				bench_gbs_row(fl_pipe[i],
+					      "read floor (c) pipelined, %d block%s, %d host threads, %llu MiB halves, %s; "
+					      "waits %.0f%%",
+					      b, b > 1 ? "s" : "", t, (unsigned long long)(pipes[i].half >> 20),
+					      floor_variants[pipes[i].variant].name, 100 * fl_wait[i]);
+			}
+			printf("\nreads, where a block's time goes (best rep, mean over blocks), per %u MiB half:\n",
+			       dev.bulk_slot_bytes >> 21);
+			printf("  1 block:  gpusysd filling %.0f us (thread 0 in the request), copying %.0f us (warps 1..), call %.1f ms\n",
+			       s1.daemon_us, s1.copy_us, s1.call_ms);
+			printf("  %d blocks: gpusysd filling %.0f us, copying %.0f us, call %.1f ms\n", blocks, sn.daemon_us,
+			       sn.copy_us, sn.call_ms);
 		}
-		ret = r1 < 0 || rn < 0 || w1 < 0 || wn < 0;
+		ret = r1 < 0 || rn < 0 || (!reads_only && (w1 < 0 || wn < 0));
 	}
 out:
 	if (g)

@@ -8,19 +8,19 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/parallel_io.h"
 
 /*
  * One thread copies page cache to memory at about 10 GB/s; the link to the
- * GPU does 50. A large bulk transfer is cut into chunks that the worker
- * serving it and a few I/O threads take in turn. The I/O threads only ever
- * pread/pwrite descriptors already open (as the client), wait for nothing
- * but work, and never take a lock a worker holds while waiting for them, so
+ * GPU does 50. A large bulk transfer is cut into chunks (io.chunk bytes, 1
+ * MiB unless set) that the worker serving it and a few I/O threads take in
+ * turn. The I/O threads only ever pread/pwrite descriptors already open (as
+ * the client), wait for nothing but work, and never take a lock a worker holds while waiting for them, so
  * workers and I/O threads cannot deadlock.
  */
-#define IO_CHUNK (UINT64_C(1) << 20)
 
 struct io_job {
 	int fd;
@@ -29,6 +29,7 @@ struct io_job {
 	uint8_t *buf;
 	int64_t off;
 	uint64_t len;
+	uint64_t chunk; /* bytes per chunk (io.chunk when the job started) */
 	uint32_t nchunks;
 	atomic_uint next;
 	atomic_uint done;
@@ -46,10 +47,15 @@ struct io_threads {
 	unsigned users;    /* parallel_io_start() calls not yet stopped */
 	bool stopping;
 	unsigned threads;
+	uint64_t chunk;
+	uint64_t spin_ns;     /* how long an idle thread looks for work before sleeping */
+	atomic_uint posted;   /* jobs queued so far: what spinning threads watch */
 	pthread_t tid[PARALLEL_IO_MAX_THREADS];
 };
 
-static struct io_threads io = { .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+static struct io_threads io = {
+	.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .chunk = PARALLEL_IO_DEFAULT_CHUNK,
+};
 
 /* Copies into a mapping of a file fault with SIGBUS where the page is not
  * there any more (another process truncated the file) or cannot be had (a
@@ -103,7 +109,7 @@ static bool copy_guarded(uint8_t *dst, const uint8_t *src, uint64_t n)
 
 static int64_t chunk_copy(const struct io_job *j, uint32_t c)
 {
-	uint64_t lo = (uint64_t)c * IO_CHUNK, n = j->len - lo < IO_CHUNK ? j->len - lo : IO_CHUNK;
+	uint64_t lo = (uint64_t)c * j->chunk, n = j->len - lo < j->chunk ? j->len - lo : j->chunk;
 	uint64_t done = 0;
 	if (j->map && copy_guarded(j->map + lo, j->buf + lo, n))
 		return (int64_t)n;
@@ -137,6 +143,43 @@ static void job_work(struct io_job *j)
 	}
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* Spin up to spin_ns until cond(arg) holds: true if it did. A GPU block's
+ * requests come back to back (the next half is asked for as soon as the
+ * last is copied), tens of microseconds apart; a thread asleep on a
+ * condition variable takes about as long again to wake. */
+static bool spin_until(bool (*cond)(const void *), const void *arg, uint64_t spin_ns)
+{
+	if (!spin_ns)
+		return cond(arg);
+	const uint64_t end = now_ns() + spin_ns;
+	for (unsigned i = 0;; i++) {
+		if (cond(arg))
+			return true;
+		cpu_relax();
+		if ((i & 63u) == 63u && now_ns() > end)
+			return cond(arg);
+	}
+}
+
+static bool posted_since(const void *arg)
+{
+	return atomic_load_explicit(&io.posted, memory_order_relaxed) != *(const unsigned *)arg;
+}
+
 static void *io_thread(void *arg)
 {
 	(void)arg;
@@ -144,7 +187,16 @@ static void *io_thread(void *arg)
 	while (!io.stopping) {
 		struct io_job *j = io.head;
 		if (!j) {
-			pthread_cond_wait(&io.cv, &io.lock);
+			/* Look for the next job for a while before sleeping,
+			 * then check again under the lock (a job posted since
+			 * is seen there; one posted later wakes us). */
+			unsigned seen = atomic_load_explicit(&io.posted, memory_order_relaxed);
+			uint64_t spin = io.spin_ns;
+			pthread_mutex_unlock(&io.lock);
+			bool more = spin_until(posted_since, &seen, spin);
+			pthread_mutex_lock(&io.lock);
+			if (!more && !io.head && !io.stopping)
+				pthread_cond_wait(&io.cv, &io.lock);
 			continue;
 		}
 		if (atomic_load_explicit(&j->next, memory_order_relaxed) >= j->nchunks) {
@@ -166,14 +218,23 @@ static void *io_thread(void *arg)
 	return NULL;
 }
 
-int parallel_io_start(unsigned nthreads)
+int parallel_io_start(const struct parallel_io_config *cfg)
 {
 	int r = 0;
 	pthread_mutex_lock(&io.lock);
 	if (io.users++ == 0) {
+		uint64_t chunk = cfg->chunk;
+		unsigned nthreads = cfg->threads;
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		io.stopping = false;
+		io.chunk = chunk < PARALLEL_IO_MIN_CHUNK ? PARALLEL_IO_DEFAULT_CHUNK : chunk & ~(PARALLEL_IO_MIN_CHUNK - 1);
+		io.spin_ns = (uint64_t)cfg->spin_us * 1000u;
 		if (nthreads > PARALLEL_IO_MAX_THREADS)
 			nthreads = PARALLEL_IO_MAX_THREADS;
+		/* Each thread copies as fast as a CPU can: past one per CPU
+		 * besides the worker's own they only take turns. */
+		if (cpus > 0 && nthreads > (unsigned long)cpus - 1)
+			nthreads = (unsigned)cpus - 1;
 		for (io.threads = 0; io.threads < nthreads; io.threads++) {
 			r = -pthread_create(&io.tid[io.threads], NULL, io_thread, NULL);
 			if (r < 0)
@@ -206,16 +267,27 @@ void parallel_io_stop(void)
 		pthread_join(io.tid[i], NULL);
 }
 
+static bool job_finished(const void *arg)
+{
+	const struct io_job *j = arg;
+	return atomic_load_explicit(&j->done, memory_order_acquire) >= j->nchunks &&
+	       atomic_load_explicit(&j->users, memory_order_acquire) == 0;
+}
+
 static int64_t run_job(int fd, bool write_op, uint8_t *map, uint8_t *buf, int64_t off, uint64_t len)
 {
-	uint32_t nchunks = (uint32_t)((len + IO_CHUNK - 1) / IO_CHUNK);
+	pthread_mutex_lock(&io.lock);
+	const uint64_t chunk = io.chunk, spin = io.spin_ns;
+	const bool helped = io.threads > 0;
+	pthread_mutex_unlock(&io.lock);
+	uint32_t nchunks = (uint32_t)((len + chunk - 1) / chunk);
 	int64_t res_small[64];
 	int64_t *res = nchunks <= 64 ? res_small : malloc(nchunks * sizeof(*res));
 	if (!res)
 		return -ENOMEM;
 	struct io_job j = {
-		.fd = fd, .write_op = write_op, .map = map, .buf = buf, .off = off, .len = len, .nchunks = nchunks,
-		.res = res,
+		.fd = fd, .write_op = write_op, .map = map, .buf = buf, .off = off, .len = len, .chunk = chunk,
+		.nchunks = nchunks, .res = res,
 	};
 	atomic_init(&j.next, 0);
 	atomic_init(&j.done, 0);
@@ -223,13 +295,11 @@ static int64_t run_job(int fd, bool write_op, uint8_t *map, uint8_t *buf, int64_
 	pthread_mutex_init(&j.lock, NULL);
 	pthread_cond_init(&j.cv, NULL);
 
-	pthread_mutex_lock(&io.lock);
-	bool helped = io.threads > 0;
-	pthread_mutex_unlock(&io.lock);
 	if (helped) {
 		pthread_mutex_lock(&io.lock);
 		j.qnext = io.head;
 		io.head = &j;
+		atomic_fetch_add_explicit(&io.posted, 1, memory_order_relaxed);
 		pthread_cond_broadcast(&io.cv);
 		pthread_mutex_unlock(&io.lock);
 	}
@@ -246,6 +316,9 @@ static int64_t run_job(int fd, bool write_op, uint8_t *map, uint8_t *buf, int64_
 			}
 		}
 		pthread_mutex_unlock(&io.lock);
+		/* The other chunks are being copied now: spin for them first
+		 * (the I/O threads' signal would come after a sleep). */
+		spin_until(job_finished, &j, spin);
 		pthread_mutex_lock(&j.lock);
 		while (atomic_load_explicit(&j.done, memory_order_acquire) < nchunks ||
 		       atomic_load_explicit(&j.users, memory_order_acquire) > 0)
@@ -255,7 +328,7 @@ static int64_t run_job(int fd, bool write_op, uint8_t *map, uint8_t *buf, int64_
 
 	int64_t total = 0;
 	for (uint32_t c = 0; c < nchunks; c++) {
-		uint64_t want = len - (uint64_t)c * IO_CHUNK < IO_CHUNK ? len - (uint64_t)c * IO_CHUNK : IO_CHUNK;
+		uint64_t want = len - (uint64_t)c * chunk < chunk ? len - (uint64_t)c * chunk : chunk;
 		if (res[c] < 0) {
 			if (total == 0)
 				total = res[c];

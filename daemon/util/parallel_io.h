@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Large transfers between a descriptor and memory, cut into 1 MiB chunks
- * that the calling thread and a few shared I/O threads take in turn: one
- * thread copies page cache at about 10 GB/s, the link to a GPU does 50.
+ * Large transfers between a descriptor and memory, cut into chunks (1 MiB
+ * unless set) that the calling thread and a few shared I/O threads take in
+ * turn: one thread copies page cache at about 10 GB/s, the link to a GPU
+ * does 50.
  * Used by the services that move bulk data (files today); each starts the
  * threads in its start hook and stops them in its stop hook (counted: the
  * last stop joins them).
@@ -17,8 +18,24 @@
 /* Below this a transfer is not worth splitting. */
 #define PARALLEL_IO_MIN (UINT64_C(2) << 20)
 
-/* 0 or -errno. nthreads 0: the caller's thread alone does the work. */
-int parallel_io_start(unsigned nthreads);
+/* Chunks: at least 64 KiB, multiples of it (a smaller figure, 0 included,
+ * means the default). */
+#define PARALLEL_IO_MIN_CHUNK (UINT64_C(64) << 10)
+#define PARALLEL_IO_DEFAULT_CHUNK (UINT64_C(1) << 20)
+
+/* Set by the first caller of parallel_io_start (later ones share its
+ * threads). threads: 0, the caller's thread alone does the work; at most
+ * PARALLEL_IO_MAX_THREADS and one less than the CPUs online. chunk: bytes
+ * per chunk. spin_us: how long an idle I/O thread, and a caller waiting
+ * for its job's other chunks, spin before sleeping (0: never). */
+struct parallel_io_config {
+	unsigned threads;
+	uint64_t chunk;
+	unsigned spin_us;
+};
+
+/* 0 or -errno. */
+int parallel_io_start(const struct parallel_io_config *cfg);
 void parallel_io_stop(void);
 
 /* pread (write_op false) or pwrite len bytes between buf and fd at off, in

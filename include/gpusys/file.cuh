@@ -485,9 +485,23 @@ static __device__ __forceinline__ uint32_t gpusys_block_threads(void)
 	return blockDim.x * blockDim.y * blockDim.z;
 }
 
+/* 16-byte loads each copier of a block read keeps in flight. A program may
+ * define it (4 or 8) before including this header. */
+#ifndef GPUSYS_BULK_COPY_DEPTH
+#define GPUSYS_BULK_COPY_DEPTH 8
+#endif
+
 /* Copy n bytes from the bulk area (host memory the daemon just wrote) to
- * dst, as thread idx of cnt. Loads bypass the caches (ld.cv): a slot's
- * earlier contents must never be seen. */
+ * dst, as thread idx of cnt. Loads bypass the caches (ld.cv: a cached
+ * line of system memory is treated as stale and fetched again): a slot's
+ * earlier contents must never be seen. In gpusys-bench file (2026-11-25)
+ * weak loads after the acquire fence (ld.L1::no_allocate), ld.relaxed.sys
+ * and ld.nc (which may return stale data) were no faster than ld.cv by
+ * more than 2%, so the loads that need no argument about the memory model
+ * stay. GPUSYS_BULK_COPY_DEPTH loads in flight per thread: 8 copy 29% faster
+ * than 4 from one block in a kernel with the registers for them (44.8
+ * against 34.8 GB/s); kernels calling the block calls are compiled to 32
+ * registers, where both depths read alike (bench/RESULTS.md). */
 static __device__ void gpusys_bulk_copy_in(uint8_t *dst, const uint8_t *src, uint64_t n, uint32_t idx, uint32_t cnt)
 {
 	uint64_t n16 = 0;
@@ -498,16 +512,18 @@ static __device__ void gpusys_bulk_copy_in(uint8_t *dst, const uint8_t *src, uin
 		n16 = n / 16;
 		const uint4 *s = (const uint4 *)src;
 		uint4 *d = (uint4 *)dst;
+		const uint64_t c = cnt;
 		uint64_t i = idx;
-		for (; i + 3ull * cnt < n16; i += 4ull * cnt) {
-			uint4 a = __ldcv(s + i), b = __ldcv(s + i + cnt), c = __ldcv(s + i + 2ull * cnt),
-			      e = __ldcv(s + i + 3ull * cnt);
-			d[i] = a;
-			d[i + cnt] = b;
-			d[i + 2ull * cnt] = c;
-			d[i + 3ull * cnt] = e;
+		for (; i + (GPUSYS_BULK_COPY_DEPTH - 1) * c < n16; i += GPUSYS_BULK_COPY_DEPTH * c) {
+			uint4 v[GPUSYS_BULK_COPY_DEPTH];
+#pragma unroll
+			for (int k = 0; k < GPUSYS_BULK_COPY_DEPTH; k++)
+				v[k] = __ldcv(s + i + k * c);
+#pragma unroll
+			for (int k = 0; k < GPUSYS_BULK_COPY_DEPTH; k++)
+				d[i + k * c] = v[k];
 		}
-		for (; i < n16; i += cnt)
+		for (; i < n16; i += c)
 			d[i] = __ldcv(s + i);
 	}
 	const volatile uint8_t *vs = src;
@@ -579,6 +595,32 @@ static __device__ __noinline__ long long gpusys_block_io_packets(const gpusys_de
 	return sh_ret;
 }
 
+/* Benchmarks may see where a read's time goes: defining
+ * GPUSYS_BLOCK_IO_TIMING as a number of blocks before including this header
+ * adds gpusys_block_io_times[that many], summed over calls by reads of the
+ * block of that index (nanoseconds, %globaltimer): thread 0 waiting for the
+ * daemon to fill a half, the first copier copying one, and the whole call.
+ * Without it the timing compiles to nothing. */
+#ifdef GPUSYS_BLOCK_IO_TIMING
+struct gpusys_block_io_time {
+	unsigned long long daemon_ns, copy_ns, call_ns, halves;
+};
+static __device__ struct gpusys_block_io_time gpusys_block_io_times[GPUSYS_BLOCK_IO_TIMING];
+static __device__ __forceinline__ unsigned long long gpusys_block_io_clock(void)
+{
+	unsigned long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+#define GPUSYS_BLOCK_IO_ADD(field, since)                                                                  \
+	atomicAdd(&gpusys_block_io_times[blockIdx.x].field, gpusys_block_io_clock() - (since))
+#define GPUSYS_BLOCK_IO_COUNT(field) atomicAdd(&gpusys_block_io_times[blockIdx.x].field, 1ull)
+#else
+#define gpusys_block_io_clock() 0ull
+#define GPUSYS_BLOCK_IO_ADD(field, since) ((void)(since))
+#define GPUSYS_BLOCK_IO_COUNT(field) ((void)0)
+#endif
+
 /*
  * The pipelined block transfer. The slot is two halves. Reading: while
  * thread 0 has the daemon fill one half with the next chunk, warps 1.. copy
@@ -615,8 +657,11 @@ static __device__ long long gpusys_block_io(const gpusys_dev_t &dev, gpusys_fd_t
 	long long result = 0;
 
 	if (!write_op) {
-		if (tid == 0)
+		const unsigned long long call_t0 = gpusys_block_io_clock();
+		if (tid == 0) {
 			sh_res[0] = gpusys_block_rpc(dev, op, h, GPUSYS_AT(0), len < H ? len : H, slot_off);
+			GPUSYS_BLOCK_IO_ADD(daemon_ns, call_t0);
+		}
 		__syncthreads();
 		for (uint32_t i = 0;; i++) {
 			const uint32_t cur = i & 1u;
@@ -635,11 +680,18 @@ static __device__ long long gpusys_block_io(const gpusys_dev_t &dev, gpusys_fd_t
 				gpusys_bulk_copy_in(buf + done, half0 + cur * H, (uint64_t)got, cidx, ccnt);
 				__syncthreads();
 			}
-			if (tid == 0 && more)
+			const unsigned long long t0 = gpusys_block_io_clock();
+			if (tid == 0 && more) {
 				sh_res[cur ^ 1u] = gpusys_block_rpc(dev, op, h, GPUSYS_AT(next), next_want,
 								   slot_off + (cur ^ 1u) * H);
-			else if (overlap && copier)
+				GPUSYS_BLOCK_IO_ADD(daemon_ns, t0);
+			} else if (overlap && copier) {
 				gpusys_bulk_copy_in(buf + done, half0 + cur * H, (uint64_t)got, cidx, ccnt);
+				if (tid == 32) {
+					GPUSYS_BLOCK_IO_ADD(copy_ns, t0);
+					GPUSYS_BLOCK_IO_COUNT(halves);
+				}
+			}
 			__syncthreads();
 			done += (uint64_t)got;
 			if (!more) {
@@ -647,6 +699,8 @@ static __device__ long long gpusys_block_io(const gpusys_dev_t &dev, gpusys_fd_t
 				break;
 			}
 		}
+		if (tid == 0)
+			GPUSYS_BLOCK_IO_ADD(call_ns, call_t0);
 	} else {
 		gpusys_bulk_copy_out(half0, buf, len < H ? len : H, tid, nthr);
 		__syncthreads();

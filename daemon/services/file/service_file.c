@@ -34,7 +34,14 @@
 static const struct config_key settings[] = {
 	/* I/O threads that share large transfers with the worker serving
 	 * them (util/parallel_io.h). */
-	{ "file_io_threads", CONFIG_COUNT, 0, PARALLEL_IO_MAX_THREADS, 4 },
+	{ "file_io_threads", CONFIG_COUNT, 0, PARALLEL_IO_MAX_THREADS, 15 },
+	/* Bytes each of them takes at a time: one block's 8 MiB half of a
+	 * bulk slot is 16 chunks of 512 KiB, one for each thread. */
+	{ "file_io_chunk", CONFIG_BYTES, PARALLEL_IO_MIN_CHUNK, UINT64_C(64) << 20, UINT64_C(512) << 10 },
+	/* Microseconds they spin for the next chunk before sleeping: 0, as
+	 * 100 gained nothing consistent in gpusys-bench file (bench/RESULTS.md,
+	 * 2026-11-25) and costs CPU after every transfer. */
+	{ "file_io_spin_us", CONFIG_COUNT, 0, 10000, 0 },
 	/* Open files, directories and sockets per client (one space). */
 	{ "max_handles_per_client", CONFIG_COUNT, 16, GPUSYS_FILE_HANDLES_LIMIT, GPUSYS_FILE_DEFAULT_MAX_HANDLES },
 	{ NULL, 0, 0, 0, 0 },
@@ -43,7 +50,12 @@ static const struct config_key settings[] = {
 static int file_start(const struct service_env *env)
 {
 	file_table_set_max((uint32_t)config_value(env->cfg, "max_handles_per_client"));
-	return parallel_io_start((unsigned)config_value(env->cfg, "file_io_threads"));
+	struct parallel_io_config io = {
+		.threads = (unsigned)config_value(env->cfg, "file_io_threads"),
+		.chunk = config_value(env->cfg, "file_io_chunk"),
+		.spin_us = (unsigned)config_value(env->cfg, "file_io_spin_us"),
+	};
+	return parallel_io_start(&io);
 }
 
 static void file_stop(void)
