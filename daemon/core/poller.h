@@ -54,9 +54,12 @@ unsigned pollers_count(const struct pollers *ps);
  * POLLER_TIME_EVERY, chosen at random, is timed (two TSC reads, and two more
  * around each port it serves), while per-opcode counting is on (config key
  * "stats"); off, nothing is timed and the *_ns fields stay where they were.
- * NOTE: a fixed stride (every 16th pass) locked onto the rhythm of busy and
- * empty passes under load on the H100 machine: the sampled passes' time,
- * scaled up, came to 110-120% of the wall time. */
+ * At random rather than every 16th pass, so that the sample cannot lock
+ * onto a rhythm of busy and empty passes. NOTE: a timed pass pays its own
+ * TSC reads (up to five per request it serves, ~25-30 ns each in the H100
+ * machine's guest), so the times are upper bounds: scaled up, the sampled
+ * passes came to 110-135% of the pollers' wall time there. Counts are
+ * exact. */
 #define POLLER_TIME_EVERY 16u
 struct poller_counters {
 	uint64_t passes;        /* scans of the poller's share (and of parked pollers' shares) */
