@@ -91,7 +91,7 @@ GPUSYS_FN int gpusys_rpc_v0(const gpusys_dev_t *dev, uint16_t opcode, uint16_t f
 		if (!rcu) {
 			owned = 1, rcu = (uint32_t)GPUSYS_SW_STATUS(sw);
 			if (!(GPUSYS_WORD_FLAGS(sw) & GPUSYS_SW_TRIVIAL))
-				gpusys_fence_acquire(); /* the lanes read the response next */
+				gpusys_fence_acquire(&dev->server_word[p]); /* the lanes read the response next */
 		}
 	}
 	rc = (int)gpusys_lane_bcast_u32(mask, rcu);

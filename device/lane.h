@@ -112,9 +112,11 @@ GPUSYS_FN void gpusys_store_shared_u64(volatile uint64_t *p, uint64_t v)
 /* Orders this lane's earlier channel stores before its later ones, as seen by
  * the CPU: a release fence, which is all a request's payload needs before
  * its word (an acq_rel fence then a relaxed store is a release pattern in
- * the PTX memory model). */
-GPUSYS_FN void gpusys_fence_release(void)
+ * the PTX memory model). flag: the word whose store publishes; only the
+ * host's reading uses it (host_sync.h). */
+GPUSYS_FN void gpusys_fence_release(const volatile void *flag)
 {
+	(void)flag;
 	asm volatile("fence.acq_rel.sys;" ::: "memory");
 }
 
@@ -125,8 +127,11 @@ GPUSYS_FN void gpusys_fence_flush(void)
 	__threadfence_system();
 }
 
-GPUSYS_FN void gpusys_fence_acquire(void)
+/* After a load of flag saw the other side's store: later loads see what it
+ * wrote before that store. */
+GPUSYS_FN void gpusys_fence_acquire(const volatile void *flag)
 {
+	(void)flag;
 	asm volatile("fence.acq_rel.sys;" ::: "memory");
 }
 
@@ -227,6 +232,8 @@ GPUSYS_FN uint32_t gpusys_port_hint(void)
 #include <time.h>
 #include <unistd.h>
 
+#include "host_sync.h"
+
 #define GPUSYS_FN static inline
 #define GPUSYS_LI(l) (l)
 
@@ -299,9 +306,9 @@ static inline void gpusys_store_shared_u64(volatile uint64_t *p, uint64_t v)
 	__atomic_store_n(p, v, __ATOMIC_RELAXED);
 }
 
-static inline void gpusys_fence_release(void)
+static inline void gpusys_fence_release(const volatile void *flag)
 {
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	gpusys_host_release_before(flag);
 }
 
 static inline void gpusys_fence_flush(void)
@@ -309,9 +316,9 @@ static inline void gpusys_fence_flush(void)
 	/* Nothing to push out: a store reaches the coherent cache at once. */
 }
 
-static inline void gpusys_fence_acquire(void)
+static inline void gpusys_fence_acquire(const volatile void *flag)
 {
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	gpusys_host_acquire_after(flag);
 }
 
 static inline void gpusys_spin_pause(void)
@@ -385,7 +392,7 @@ static inline uint32_t gpusys_port_hint(void)
  * call (no system calls there): the daemon watches a GPU's doorbell. */
 static inline void gpusys_wake_daemon(const volatile uint32_t *dozing, int32_t wake_fd)
 {
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	gpusys_host_full_fence();
 	if (wake_fd >= 0 && __atomic_load_n(dozing, __ATOMIC_RELAXED)) {
 		/* A daemon that died dozing left no reader: the write raises
 		 * SIGPIPE, which would kill the client instead of the call

@@ -165,7 +165,7 @@ GPUSYS_FN int gpusys_wait_owned_ex(const gpusys_dev_t *dev, uint32_t p, uint32_t
 		}
 	}
 	if (acquire)
-		gpusys_fence_acquire();
+		gpusys_fence_acquire(&dev->server_word[p]);
 	*ret_word = w;
 	return 0;
 }
@@ -185,7 +185,7 @@ GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32
 	/* An EMPTY request wrote nothing to the channel: no release fence
 	 * (on a GPU a system fence before the flag store costs about 1 us). */
 	if (!(word & GPUSYS_CW_EMPTY))
-		gpusys_fence_release();
+		gpusys_fence_release(&dev->client_word[p]);
 	gpusys_lane_sync(mask);
 	seq++; /* the word carries the low bits; we keep them all */
 	if (gpusys_lane_is_leader(mask)) {
@@ -725,7 +725,7 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 		if (!rcu) {
 			owned = 1, rcu = (uint32_t)GPUSYS_SW_STATUS(sw);
 			if (!(GPUSYS_WORD_FLAGS(sw) & GPUSYS_SW_TRIVIAL))
-				gpusys_fence_acquire(); /* the lanes read the response next */
+				gpusys_fence_acquire(&dev->server_word[p]); /* the lanes read the response next */
 		}
 	}
 	rc = (int)gpusys_lane_bcast_u32(mask, rcu);

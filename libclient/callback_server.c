@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "gpusys/callback.h"
+#include "gpusys/device/host_sync.h"
 #include "dev_handle.h"
 
 #define SPIN_NS (200u * 1000u)         /* poller spins this long after work */
@@ -124,8 +125,8 @@ static void cpu_relax(void)
 static void ack(struct gpusys_callbacks *cb, uint32_t p, uint32_t seq, uint32_t sw_flags, int32_t status)
 {
 	__atomic_store_n(&cb->seen[p], (uint16_t)(seq & GPUSYS_SEQ_MASK), __ATOMIC_RELAXED);
-	atomic_thread_fence(memory_order_release);
-	cb->server_word[p] = gpusys_server_word(seq, sw_flags, status);
+	gpusys_host_release_before(&cb->server_word[p]);
+	__atomic_store_n(&cb->server_word[p], gpusys_server_word(seq, sw_flags, status), __ATOMIC_RELAXED);
 }
 
 /* Wait for the client's next packet on p (its sequence moves past seen).
@@ -133,9 +134,9 @@ static void ack(struct gpusys_callbacks *cb, uint32_t p, uint32_t seq, uint32_t 
 static bool wait_client(struct gpusys_callbacks *cb, uint32_t p, uint64_t *ret_word)
 {
 	for (unsigned spins = 0;; spins++) {
-		uint64_t w = cb->client_word[p];
-		if (GPUSYS_WORD_SEQ(w) != cb->seen[p]) {
-			atomic_thread_fence(memory_order_acquire);
+		uint64_t w = __atomic_load_n(&cb->client_word[p], __ATOMIC_RELAXED);
+		if (GPUSYS_WORD_SEQ(w) != __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED)) {
+			gpusys_host_acquire_after(&cb->client_word[p]);
 			*ret_word = w;
 			return true;
 		}
@@ -184,9 +185,9 @@ static void stream_copy(uint8_t *packet, uint32_t k, const uint32_t *off, const 
 static void count_completion(struct gpusys_callbacks *cb, unsigned slot)
 {
 	/* This worker is the only writer of its progress word. */
-	uint64_t n = cb->hdr->progress[slot].completed + 1;
-	atomic_thread_fence(memory_order_release);
-	cb->hdr->progress[slot].completed = n;
+	uint64_t n = __atomic_load_n(&cb->hdr->progress[slot].completed, __ATOMIC_RELAXED) + 1;
+	gpusys_host_release_before(&cb->hdr->progress[slot].completed);
+	__atomic_store_n(&cb->hdr->progress[slot].completed, n, __ATOMIC_RELAXED);
 }
 
 /* Serve the message that starts with word on port p, from packet 0 to the
@@ -194,8 +195,8 @@ static void count_completion(struct gpusys_callbacks *cb, unsigned slot)
 static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 {
 	struct gpusys_port *port = &cb->ports[p];
-	uint64_t word = cb->client_word[p];
-	atomic_thread_fence(memory_order_acquire);
+	uint64_t word = __atomic_load_n(&cb->client_word[p], __ATOMIC_RELAXED);
+	gpusys_host_acquire_after(&cb->client_word[p]);
 	uint32_t cs = GPUSYS_WORD_SEQ(word);
 	uint64_t mask = GPUSYS_CW_MASK(word);
 	uint16_t opcode = GPUSYS_CW_OPCODE(word);
@@ -350,13 +351,13 @@ out:
  * client word in *ret_word. */
 static bool claim_port(struct gpusys_callbacks *cb, uint32_t p, uint64_t *ret_word)
 {
-	if (GPUSYS_WORD_SEQ(cb->client_word[p]) == __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED))
+	if (GPUSYS_WORD_SEQ(__atomic_load_n(&cb->client_word[p], __ATOMIC_RELAXED)) == __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED))
 		return false;
 	unsigned char expected = 0;
 	if (!atomic_compare_exchange_strong(&cb->claim[p], &expected, 1))
 		return false; /* another thread has it */
 	/* Re-check under the claim: a worker may have acked just now. */
-	uint64_t w = cb->client_word[p];
+	uint64_t w = __atomic_load_n(&cb->client_word[p], __ATOMIC_RELAXED);
 	if (GPUSYS_WORD_SEQ(w) == __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED)) {
 		atomic_store(&cb->claim[p], 0);
 		return false;
@@ -451,7 +452,7 @@ static void *worker_main(void *arg)
 				break;
 			/* While spinners exist the poller leaves rings to them:
 			 * claiming the port here saves the hand-off. */
-			uint64_t b = cb->hdr->doorbell;
+			uint64_t b = __atomic_load_n(&cb->hdr->doorbell, __ATOMIC_RELAXED);
 			if (b != bell) {
 				bell = b;
 				if (claim_any(cb, &cursor, &p)) {
@@ -551,12 +552,12 @@ static void kick(struct gpusys_callbacks *cb)
 static void *poller_main(void *arg)
 {
 	struct gpusys_callbacks *cb = arg;
-	uint64_t bell = cb->hdr->doorbell, last_work = now_ns(), last_full = 0;
+	uint64_t bell = __atomic_load_n(&cb->hdr->doorbell, __ATOMIC_RELAXED), last_work = now_ns(), last_full = 0;
 	unsigned spins = 0;
 
 	while (!atomic_load_explicit(&cb->stop, memory_order_relaxed)) {
 		uint64_t now = now_ns();
-		uint64_t b = cb->hdr->doorbell;
+		uint64_t b = __atomic_load_n(&cb->hdr->doorbell, __ATOMIC_RELAXED);
 		bool rang = b != bell;
 		bell = b;
 		/* The doorbell says when to look; a full pass now and then
@@ -582,9 +583,9 @@ static void *poller_main(void *arg)
 			continue;
 		}
 		/* Deep sleep: announce, full fence, look once more. */
-		cb->hdr->dozing = 1;
-		atomic_thread_fence(memory_order_seq_cst);
-		if (cb->hdr->doorbell == bell && !scan(cb, cb->nworkers)) {
+		__atomic_store_n(&cb->hdr->dozing, 1, __ATOMIC_RELAXED);
+		gpusys_host_full_fence();
+		if (__atomic_load_n(&cb->hdr->doorbell, __ATOMIC_RELAXED) == bell && !scan(cb, cb->nworkers)) {
 			until = atomic_load_explicit(&cb->expect_until, memory_order_relaxed);
 			if (!(until > now_ns()) && !atomic_load(&cb->stop)) {
 				struct pollfd pf = { .fd = cb->efd, .events = POLLIN };
@@ -592,7 +593,7 @@ static void *poller_main(void *arg)
 					drain_efd(cb);
 			}
 		}
-		cb->hdr->dozing = 0;
+		__atomic_store_n(&cb->hdr->dozing, 0, __ATOMIC_RELAXED);
 		last_work = now_ns();
 		last_full = 0;
 	}
@@ -684,7 +685,8 @@ void gpusys_callbacks_destroy(struct gpusys_callbacks *cb)
 	if (!cb)
 		return;
 	atomic_store(&cb->stop, 1);
-	cb->hdr->server_state = GPUSYS_SERVER_STOPPED;
+	gpusys_host_release_before(&cb->hdr->server_state);
+	__atomic_store_n(&cb->hdr->server_state, GPUSYS_SERVER_STOPPED, __ATOMIC_RELAXED);
 	if (cb->efd_w >= 0)
 		kick(cb);
 	if (cb->poller)
@@ -774,8 +776,8 @@ const gpusys_dev_t *gpusys_callbacks_emu_dev(struct gpusys_callbacks *cb)
 void gpusys_callbacks_expect(struct gpusys_callbacks *cb, uint64_t until_ns)
 {
 	atomic_store_explicit(&cb->expect_until, until_ns, memory_order_relaxed);
-	atomic_thread_fence(memory_order_seq_cst);
-	if (until_ns && cb->hdr->dozing)
+	gpusys_host_full_fence();
+	if (until_ns && __atomic_load_n(&cb->hdr->dozing, __ATOMIC_RELAXED))
 		kick(cb);
 }
 

@@ -38,6 +38,7 @@
 #include "gpusys/emulator.h" /* gpusys_channel_progress */
 #include "gpusys/gpusys.h"
 #include "gpusys/wire.h"
+#include "gpusys/device/host_sync.h"
 #include "client.h"
 #include "dev_handle.h"
 #include "../common/cuda_driver.h"
@@ -607,7 +608,7 @@ gpusys_dev_t gpusys_device(const gpusys_t *g)
 	/* A daemon already sleeping deeply must hear it now, not at the
 	 * kernel's first call (the same store, fence, load dozing handshake
 	 * as an emulated warp's, device/lane.h). */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	gpusys_host_full_fence();
 	int wake_fd = gpusys_client_wake_fd(g->client);
 	if (wake_fd >= 0 && __atomic_load_n(&h->dozing, __ATOMIC_RELAXED)) {
 		/* Its GPU watch on our doorbell is pending too. Left alone it

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gpusys/wire.h"
+#include "gpusys/device/host_sync.h"
 #include "core/channel.h"
 
 const struct channel_ops *channel_pick(int32_t cuda_device, uint32_t memory_kinds)
@@ -41,8 +42,8 @@ void channel_mark_stopped(struct channel *ch)
 		return;
 	/* Everything we wrote before (responses, progress) stays visible to a
 	 * client that sees STOPPED. */
-	atomic_thread_fence(memory_order_release);
-	channel_header(ch)->server_state = GPUSYS_SERVER_STOPPED;
+	gpusys_host_release_before(&channel_header(ch)->server_state);
+	__atomic_store_n(&channel_header(ch)->server_state, GPUSYS_SERVER_STOPPED, __ATOMIC_RELAXED);
 }
 
 void channel_destroy(struct channel *ch)

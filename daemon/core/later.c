@@ -76,9 +76,14 @@ int call_later(struct port_call *call, uint64_t timeout_ns, const struct call_la
 
 	/* Only ops flagged SERVICE_OP_LATER are given a struct pending (the
 	 * fast path's calls live on a poller's stack). */
-	if (!pd->op || !(pd->op->flags & SERVICE_OP_LATER) || pd->later != LATER_NONE)
+	if (!pd->op || !(pd->op->flags & SERVICE_OP_LATER))
 		return -EINVAL;
 	pthread_mutex_lock(&t->later_lock);
+	if (pd->later != LATER_NONE) {
+		/* Twice: the first may be completing on another thread. */
+		pthread_mutex_unlock(&t->later_lock);
+		return -EINVAL;
+	}
 	if (t->later_closing) {
 		pthread_mutex_unlock(&t->later_lock);
 		return -ESHUTDOWN;
@@ -139,6 +144,11 @@ static void take_back(struct port_table *t, struct pending *pd, enum call_cancel
 bool later_after_handler(struct port_table *t, struct pending *pd)
 {
 	pthread_mutex_lock(&t->later_lock);
+	if (pd->later == LATER_NONE) {
+		/* The handler answers now, without call_later. */
+		pthread_mutex_unlock(&t->later_lock);
+		return false;
+	}
 	if (pd->later == LATER_DONE_EARLY || t->later_closing) {
 		bool cancelled = pd->later != LATER_DONE_EARLY;
 		list_remove(t, pd);

@@ -23,6 +23,16 @@ struct port_state {
 	struct pending *pending;
 };
 
+/* gpusysctl ports reads phase, opcode, later and since from the main thread
+ * while the port's holder writes them (port_server_activity, a racy read by
+ * design): so the holder stores them atomically, relaxed (a plain mov; a
+ * plain store racing that read is undefined, and ThreadSanitizer says so).
+ * Its own reads of them need nothing: it is their only writer. */
+static inline void port_state_set_phase(struct port_state *st, enum port_phase phase)
+{
+	__atomic_store_n(&st->phase, (uint8_t)phase, __ATOMIC_RELAXED);
+}
+
 
 /* Where a call that completes later stands (under its table's later_lock). */
 enum later_state {

@@ -433,13 +433,13 @@ static void park(struct poller *pl)
 static void record_doorbells(struct snapshot *s)
 {
 	for (uint32_t i = 0; i < s->n; i++)
-		s->doze_seen[i] = s->t[i]->hdr->doorbell;
+		s->doze_seen[i] = __atomic_load_n(&s->t[i]->hdr->doorbell, __ATOMIC_RELAXED);
 }
 
 static bool doorbell_rang(const struct snapshot *s)
 {
 	for (uint32_t i = 0; i < s->n; i++)
-		if (s->t[i]->hdr->doorbell != s->doze_seen[i])
+		if (__atomic_load_n(&s->t[i]->hdr->doorbell, __ATOMIC_RELAXED) != s->doze_seen[i])
 			return true;
 	return false;
 }
@@ -464,8 +464,8 @@ static bool timed_scan(struct poller *pl, const struct snapshot *s, uint64_t *re
 static void set_dozing(const struct snapshot *s, uint32_t v)
 {
 	for (uint32_t i = 0; i < s->n; i++)
-		if (s->t[i]->hdr->dozing != v)
-			s->t[i]->hdr->dozing = v;
+		if (__atomic_load_n(&s->t[i]->hdr->dozing, __ATOMIC_RELAXED) != v)
+			__atomic_store_n(&s->t[i]->hdr->dozing, v, __ATOMIC_RELAXED);
 }
 
 /* Have every channel of s able to wake us: host clients always are (their
@@ -478,7 +478,7 @@ static bool kernels_in_flight(const struct snapshot *s)
 {
 	uint64_t now = now_ns();
 	for (uint32_t i = 0; i < s->n; i++) {
-		uint64_t until = s->t[i]->hdr->active_until_ns;
+		uint64_t until = __atomic_load_n(&s->t[i]->hdr->active_until_ns, __ATOMIC_RELAXED);
 		if (until > now && until - now <= GPUSYS_ACTIVE_HOLD_NS)
 			return true;
 	}
@@ -547,7 +547,7 @@ static void doze(struct poller *pl)
 			 * the other). The check above keeps dozing quiet while
 			 * kernels are in flight; the one below closes the race. */
 			set_dozing(s, 1);
-			atomic_thread_fence(memory_order_seq_cst);
+			gpusys_host_full_fence();
 			work = doorbell_rang(s);
 			deep = !work && !kernels_in_flight(s) && arm_all(ps, s);
 			if (!work && !deep)

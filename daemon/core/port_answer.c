@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/accounts.h"
+#include "gpusys/device/host_sync.h"
 #include "core/client.h"
 #include "core/pending.h"
 
@@ -62,8 +63,8 @@ void port_pending_free(struct port_table *t, struct pending *pd)
 void port_ack(struct port_table *t, uint32_t p, uint32_t seq, uint32_t sw_flags, int32_t status)
 {
 	atomic_store_explicit(&t->seen[p], (uint16_t)(seq & GPUSYS_SEQ_MASK), memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
-	t->server_word[p] = gpusys_server_word(seq, sw_flags, status);
+	gpusys_host_release_before(&t->server_word[p]);
+	__atomic_store_n(&t->server_word[p], gpusys_server_word(seq, sw_flags, status), __ATOMIC_RELAXED);
 }
 
 void port_count_completion(struct port_table *t, unsigned slot)
@@ -72,8 +73,8 @@ void port_count_completion(struct port_table *t, unsigned slot)
 	 * (PORT_LATER_SLOT's writers hold later_slot_lock). */
 	uint64_t n = atomic_load_explicit(&t->completed[slot].n, memory_order_relaxed) + 1;
 	atomic_store_explicit(&t->completed[slot].n, n, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
-	t->hdr->progress[slot].completed = n;
+	gpusys_host_release_before(&t->hdr->progress[slot].completed);
+	__atomic_store_n(&t->hdr->progress[slot].completed, n, __ATOMIC_RELAXED);
 }
 
 uint32_t port_packets_for(uint64_t stream_bytes)
@@ -171,15 +172,15 @@ void port_answer(struct port_table *t, struct pending *pd, unsigned slot)
 	if (pd->op)
 		port_count_call(t, &pd->call, slot);
 	if (chunks) {
-		st->phase = PHASE_SEND;
-		st->later = false;
+		port_state_set_phase(st, PHASE_SEND);
+		__atomic_store_n(&st->later, false, __ATOMIC_RELAXED);
 		st->chunk = 0;
 		st->chunks = chunks;
 		st->pending = pd;
 		return;
 	}
-	st->phase = PHASE_IDLE;
-	st->later = false;
+	port_state_set_phase(st, PHASE_IDLE);
+	__atomic_store_n(&st->later, false, __ATOMIC_RELAXED);
 	st->pending = NULL;
 	port_pending_free(t, pd);
 	port_count_completion(t, slot);

@@ -121,7 +121,11 @@ static bool run_service(struct port_table *t, struct pending *pd)
 		return false;
 	pd->call.state = t->svc_state[pd->service];
 	pd->op->handle(&pd->call);
-	return pd->later != LATER_NONE && later_after_handler(t, pd);
+	/* Only an op flagged SERVICE_OP_LATER can have called call_later, and
+	 * whether it did is read under the lock: a completion on another
+	 * thread may be moving pd->later on right now (ThreadSanitizer caught
+	 * the unlocked read racing call_complete). */
+	return (pd->op->flags & SERVICE_OP_LATER) && later_after_handler(t, pd);
 }
 
 /* The request is assembled: run its service here, or leave it to the
@@ -132,7 +136,7 @@ static enum port_step dispatch(struct port_table *t, uint32_t p, uint32_t cs, st
 	struct port_state *st = &t->state[p];
 
 	pd->cs = cs;
-	st->phase = PHASE_BUSY;
+	port_state_set_phase(st, PHASE_BUSY);
 	st->pending = pd;
 	if (pd->call.status == 0 && pd->op->run == SERVICE_ON_POOL) {
 		*ret_call = &pd->call;
@@ -215,7 +219,7 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 			/* Too late to refuse: the client already has packet 0
 			 * and waits for the rest. Mark the channel dead for
 			 * this client rather than leave it spinning. */
-			t->hdr->server_state = GPUSYS_SERVER_STOPPED;
+			__atomic_store_n(&t->hdr->server_state, GPUSYS_SERVER_STOPPED, __ATOMIC_RELAXED);
 			port_uncharge(t, call.charged);
 			free(call.resp_buf);
 			port_count_completion(t, slot);
@@ -232,7 +236,12 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 		pd->call = call;
 		memcpy(pd->off, off, sizeof(off));
 		memcpy(pd->part, part, sizeof(part));
-		t->state[p] = (struct port_state){ .phase = PHASE_SEND, .chunk = 0, .chunks = chunks, .pending = pd };
+		struct port_state *st = &t->state[p];
+		st->chunk = 0;
+		st->chunks = chunks;
+		st->pending = pd;
+		port_state_set_phase(st, PHASE_SEND);
+		__atomic_store_n(&st->later, false, __ATOMIC_RELAXED);
 		return;
 	}
 	port_uncharge(t, call.charged);
@@ -350,8 +359,8 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 		pd->service = svc.service;
 		call->op_id = svc.op_id;
 	}
-	t->state[p].opcode = h.opcode;
-	t->state[p].since = t_start;
+	__atomic_store_n(&t->state[p].opcode, h.opcode, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->state[p].since, t_start, __ATOMIC_RELAXED);
 	memcpy(call->len, len, sizeof(len));
 	memcpy(call->cap, cap, sizeof(cap));
 	uint64_t stream = port_stream_layout(h.lane_mask, len, pd->off, pd->part);
@@ -369,7 +378,7 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 	if (stream) {
 		/* A failed request still takes its stream, so the client's
 		 * next packets are not mistaken for a new request. */
-		t->state[p].phase = PHASE_RECV;
+		port_state_set_phase(&t->state[p], PHASE_RECV);
 		t->state[p].chunk = 0;
 		t->state[p].chunks = port_packets_for(stream);
 		t->state[p].pending = pd;
@@ -401,7 +410,7 @@ static enum port_step send_packet(struct port_table *t, uint32_t p, uint32_t cs,
 
 	stream_copy(t->ports[p].data, st->chunk, pd->off, pd->part, (uint8_t *const *)pd->call.resp_data, 1);
 	if (++st->chunk == st->chunks) {
-		st->phase = PHASE_IDLE;
+		port_state_set_phase(st, PHASE_IDLE);
 		st->pending = NULL;
 		port_pending_free(t, pd);
 		port_count_completion(t, slot);
@@ -424,7 +433,7 @@ enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progr
 		return PORT_STEP_NONE;
 	}
 	/* Pairs with the client's release before its flag store. */
-	atomic_thread_fence(memory_order_acquire);
+	gpusys_host_acquire_after(&t->client_word[p]);
 
 	switch (t->state[p].phase) {
 	case PHASE_IDLE:

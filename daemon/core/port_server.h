@@ -23,6 +23,7 @@
 #include "core/service.h"
 #include "core/stats.h"
 #include "gpusys/abi.h"
+#include "gpusys/device/host_sync.h"
 
 struct port_state; /* private to port_server.c */
 struct pending;
@@ -152,7 +153,7 @@ static inline void port_release(struct port_table *t, uint32_t p)
 static inline void port_release_off_poller(struct port_table *t, uint32_t p)
 {
 	port_release(t, p);
-	atomic_thread_fence(memory_order_seq_cst);
+	gpusys_host_full_fence();
 	if (port_pending(t, p) && t->owner.rescan)
 		t->owner.rescan(t->owner.owner);
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/accounts.h"
+#include "gpusys/device/host_sync.h"
 #include "util/log.h"
 #include "core/gpus.h"
 #include "core/session.h"
@@ -40,7 +41,7 @@ static void owner_rescan(void *arg)
 	struct gpusys_channel_header *hdr = s->ports.hdr;
 	uint64_t v = (UINT64_C(1) << 62) | (atomic_fetch_add_explicit(&rings, 1, memory_order_relaxed) & ((UINT64_C(1) << 62) - 1));
 	__atomic_store_n(&hdr->doorbell, v, __ATOMIC_RELAXED);
-	atomic_thread_fence(memory_order_seq_cst);
+	gpusys_host_full_fence();
 	if (s->wake && __atomic_load_n(&hdr->dozing, __ATOMIC_RELAXED))
 		wake_kick(s->wake);
 }

@@ -507,7 +507,7 @@ static __device__ void gpusys_bulk_copy_in(uint8_t *dst, const uint8_t *src, uin
 	uint64_t n16 = 0;
 	/* Thread 0 saw the daemon's answer (and acquired); the block barrier
 	 * since then orders us after it; this orders our loads too. */
-	gpusys_fence_acquire();
+	gpusys_fence_acquire(src);
 	if ((((uintptr_t)dst | (uintptr_t)src) & 15u) == 0) {
 		n16 = n / 16;
 		const uint4 *s = (const uint4 *)src;

@@ -28,6 +28,7 @@
 #include "gpusys/gpusys.h"
 #include "libclient/client.h" /* the connection layer itself, linked from the library's objects */
 #include "gpusys/emulator.h"
+#include "gpusys/device/host_sync.h"
 #include "harness.h"
 
 /* CPU time of every thread of pid, in ns (schedstat: exact, unlike the
@@ -127,19 +128,19 @@ static void test_idle(void **state)
 static bool wait_ack(volatile uint64_t *server_word, uint32_t seq, int ms)
 {
 	long t0 = now_ms();
-	while (GPUSYS_WORD_SEQ(*server_word) != (seq & GPUSYS_SEQ_MASK)) {
+	while (GPUSYS_WORD_SEQ(__atomic_load_n(server_word, __ATOMIC_RELAXED)) != (seq & GPUSYS_SEQ_MASK)) {
 		if (now_ms() - t0 > ms)
 			return false;
 		usleep(100);
 	}
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	gpusys_host_acquire_after(server_word);
 	return true;
 }
 
 static void publish(volatile uint64_t *client_word, uint64_t word)
 {
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	*client_word = word;
+	gpusys_host_release_before(client_word);
+	__atomic_store_n(client_word, word, __ATOMIC_RELAXED);
 }
 
 /* What a host client does after publishing a packet: ring the doorbell,
@@ -149,7 +150,7 @@ static void publish(volatile uint64_t *client_word, uint64_t word)
 static void ring(struct gpusys_channel_header *h, uint64_t value, int wake_fd)
 {
 	__atomic_store_n(&h->doorbell, value, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	gpusys_host_full_fence();
 	if (wake_fd >= 0 && __atomic_load_n(&h->dozing, __ATOMIC_RELAXED)) {
 		char one = 1;
 		assert_int_equal(write(wake_fd, &one, 1), 1);
@@ -283,7 +284,7 @@ static void test_attach_while_dozing(void **state)
 static void say_active(struct gpusys_channel_header *h, uint64_t until, int wake_fd)
 {
 	__atomic_store_n(&h->active_until_ns, until, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	gpusys_host_full_fence();
 	if (__atomic_load_n(&h->dozing, __ATOMIC_RELAXED)) {
 		char one = 1;
 		assert_int_equal(write(wake_fd, &one, 1), 1);

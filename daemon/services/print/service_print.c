@@ -328,6 +328,10 @@ static void print_client_fini(const struct client *c, void *state)
 			break;
 	}
 	bool done = st->writer_done;
+	/* Taken under the lock: once abandoned is set and the lock dropped,
+	 * the writer may free st at any moment (ThreadSanitizer caught the
+	 * detach reading st->writer from freed memory). */
+	pthread_t writer = st->writer;
 	if (!done) {
 		pthread_mutex_lock(&orphans_mu);
 		orphans++;
@@ -336,10 +340,10 @@ static void print_client_fini(const struct client *c, void *state)
 	}
 	pthread_mutex_unlock(&st->mu);
 	if (done) {
-		pthread_join(st->writer, NULL);
+		pthread_join(writer, NULL);
 		state_free(st);
 	} else {
-		pthread_detach(st->writer);
+		pthread_detach(writer);
 	}
 }
 
