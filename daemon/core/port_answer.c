@@ -73,7 +73,7 @@ void port_count_completion(struct port_table *t, unsigned slot)
 	uint64_t n = atomic_load_explicit(&t->completed[slot], memory_order_relaxed) + 1;
 	atomic_store_explicit(&t->completed[slot], n, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
-	t->hdr->progress[slot].completed = n;
+	t->hdr->progress[slot].completed = t->progress_base[slot] + n;
 }
 
 uint32_t port_packets_for(uint64_t stream_bytes)
