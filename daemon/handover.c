@@ -7,8 +7,10 @@
  * end either idle or holding a request packet 0 nobody has read. In order:
  *   1. drain: no request starts; those receiving, in service or sending go
  *      on with the pollers and the pool, for up to restart_drain_ms;
- *   2. pollers and pool stop (a client still in service then is lost:
- *      STOPPED, its connection hung up first so a blocked worker lets go);
+ *   2. the pollers stop; calls in the pool may finish until
+ *      restart_grace_ms, then the pool stops (a client still in service
+ *      then is lost: STOPPED, its connection hung up first so a blocked
+ *      worker lets go);
  *   3. a port still receiving is refused at the client's next packet
  *      (GPUSYS_SW_ABORT, -ECONNABORTED: its service never saw it), waiting
  *      for that packet until restart_grace_ms; a client that does not send
@@ -44,6 +46,20 @@ static void nap(void)
 static bool any_busy(struct daemon *d)
 {
 	registry_for_each(&d->reg, s) if (port_table_busy(&s->ports)) return true;
+	return false;
+}
+
+static bool claimed(struct session *s)
+{
+	for (uint32_t p = 0; p < s->ports.num_ports; p++)
+		if (atomic_load_explicit(&s->ports.claim[p], memory_order_acquire))
+			return true;
+	return false;
+}
+
+static bool any_claimed(struct daemon *d)
+{
+	registry_for_each(&d->reg, s) if (claimed(s)) return true;
 	return false;
 }
 
@@ -90,18 +106,19 @@ void daemon_handover(struct daemon *d)
 	while (any_busy(d) && now_ms() < drain_end)
 		nap();
 
-	/* 2. Pollers first (no step is half done after this), then the pool:
-	 * a client whose call is still in service now is lost, and hung up
-	 * before the pool is joined so that its worker gives up. */
+	/* 2. Pollers first (no step is half done after this). Calls in the
+	 * pool need nothing from their client: they may finish until
+	 * restart_grace_ms. A client whose call is still in service then is
+	 * lost, and hung up before the pool is joined so that its worker
+	 * gives up. */
 	pollers_stop(d->pollers);
+	while (any_claimed(d) && now_ms() < grace_end)
+		nap();
 	unsigned lost = 0;
 	registry_for_each(&d->reg, s)
 	{
-		bool busy = false;
-		for (uint32_t p = 0; p < s->ports.num_ports && !busy; p++)
-			busy = atomic_load_explicit(&s->ports.claim[p], memory_order_acquire);
-		if (busy) {
-			lose(s, "a request was still in service at restart_drain_ms");
+		if (claimed(s)) {
+			lose(s, "a request was still in service at restart_grace_ms");
 			lost++;
 		}
 	}
@@ -119,7 +136,7 @@ void daemon_handover(struct daemon *d)
 			nap();
 		aborted += (unsigned)(atomic_load_explicit(&s->ports.aborted, memory_order_relaxed) - before);
 		if (!ready) {
-			lose(s, ran ? "a request was still in service or sending at restart_drain_ms"
+			lose(s, ran ? "a response was still streaming at restart_drain_ms"
 				    : "a request stream did not go on within restart_grace_ms");
 			lost++;
 			continue;
