@@ -455,6 +455,7 @@ const char *gpusys_strerror(int err)
 	case 0: return "success";
 	/* The protocol's own meanings (include/gpusys/abi.h). */
 	case -ESHUTDOWN: return "gpusysd stopped or went away";
+	case -ECONNABORTED: return "gpusysd restarted and refused the call, which did not run";
 	case -EPROTO: return "protocol mismatch between client and gpusysd";
 	case -ENOSYS: return "unknown or unsupported opcode";
 	case -E2BIG: return "a lane's payload exceeds the per-lane limit";
