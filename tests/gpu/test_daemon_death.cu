@@ -104,9 +104,9 @@ static pid_t restart_daemon(void)
 
 static void run_restart(void)
 {
+	/* Every daemon of this case hands over (the restarted ones too). */
 	setenv("GPUSYSD_RESTART_GRACE_MS", "5000", 1);
 	gt_start_daemon(NULL);
-	unsetenv("GPUSYSD_RESTART_GRACE_MS");
 	gpusys_t *g = gt_attach(1u << GPUSYS_MEMORY_MEMFD, 0);
 	struct {
 		int bad_rc;
@@ -156,6 +156,7 @@ static void run_restart(void)
 	GT_CUDA(cudaFreeHost(stop));
 	gpusys_detach(g);
 	gt_stop_daemon();
+	unsetenv("GPUSYSD_RESTART_GRACE_MS");
 }
 
 int main(void)
