@@ -225,6 +225,11 @@ static int check_channel(const struct gpusys_channel_header *h, const struct gpu
 	return 0;
 }
 
+static int reconnect_cb(void *c, int stop_fd)
+{
+	return gpusys_client_reconnect(c, stop_fd);
+}
+
 int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_client **ret)
 {
 	/* Zeroed although only read after recv_welcome filled it: gcc cannot
@@ -304,7 +309,7 @@ int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_cl
 	if (r < 0)
 		goto fail;
 	/* Emulated warps over this mapping find it (gpusys_emu_open). */
-	gpusys_channel_register(base, c->wake_fd, c->sock, c);
+	gpusys_channel_register(base, c->wake_fd, c->sock, reconnect_cb, c);
 	*ret = c;
 	return 0;
 fail:

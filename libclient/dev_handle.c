@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "client.h"
 #include "dev_handle.h"
 
 int gpusys_channel_check(const struct gpusys_channel_header *hdr, uint64_t mapped_bytes)
@@ -85,7 +84,8 @@ struct watched {
 	pthread_t thread;
 	int running;
 	pid_t owner; /* the process that started the thread (a forked child has none) */
-	struct gpusys_client *client; /* for a re-offer after a restart, or NULL */
+	gpusys_reconnect_fn reconnect; /* a re-offer after a restart, or NULL */
+	void *reconnect_ctx;
 	struct watched *next;
 };
 
@@ -101,7 +101,7 @@ static struct watched **find(const void *base)
 	return w;
 }
 
-int gpusys_channel_register(void *base, int wake_fd, int sock_fd, struct gpusys_client *client)
+int gpusys_channel_register(void *base, int wake_fd, int sock_fd, gpusys_reconnect_fn reconnect, void *ctx)
 {
 	struct watched *w = calloc(1, sizeof(*w));
 	if (!w)
@@ -109,7 +109,8 @@ int gpusys_channel_register(void *base, int wake_fd, int sock_fd, struct gpusys_
 	w->base = base;
 	w->wake_fd = wake_fd;
 	w->sock_fd = sock_fd;
-	w->client = client;
+	w->reconnect = reconnect;
+	w->reconnect_ctx = ctx;
 	w->stop[0] = w->stop[1] = -1;
 	pthread_mutex_lock(&lock);
 	w->next = list;
@@ -167,7 +168,7 @@ static void *watchdog_main(void *arg)
 		if (p[0].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
 			/* A restart that handed the channel over: give it to
 			 * the next daemon; the connection keeps its number. */
-			int r = w->client ? gpusys_client_reconnect(w->client, w->stop[0]) : -ESHUTDOWN;
+			int r = w->reconnect ? w->reconnect(w->reconnect_ctx, w->stop[0]) : -ESHUTDOWN;
 			if (r == 0)
 				continue;
 			if (r == -ECANCELED)
