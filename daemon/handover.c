@@ -130,6 +130,13 @@ void daemon_handover(struct daemon *d)
 	{
 		if (s->chan.base && channel_header(&s->chan)->server_state == GPUSYS_SERVER_STOPPED)
 			continue; /* lost above */
+		if (s->chan.ops != &channel_memfd_ops) {
+			/* CUDA VMM memory is our allocation, not a file the
+			 * next daemon could take. */
+			lose(s, "its channel memory (CUDA VMM) cannot be handed over");
+			lost++;
+			continue;
+		}
 		uint64_t before = atomic_load_explicit(&s->ports.aborted, memory_order_relaxed);
 		bool ran = false, ready;
 		while (!(ready = settle(s, &ran)) && !ran && now_ms() < grace_end)

@@ -369,8 +369,8 @@ static int reoffer(struct gpusys_client *c)
 	close(mem_fd);
 	close(wake_fd);
 	close(sock);
-	if (r == 0)
-		c->client_id = w.client_id;
+	if (r == 0) /* read by gpusys_client_conn_id on other threads */
+		__atomic_store_n(&c->client_id, w.client_id, __ATOMIC_RELAXED);
 	return r;
 }
 
@@ -436,7 +436,7 @@ uint32_t gpusys_client_num_ports(const struct gpusys_client *c)
 
 uint32_t gpusys_client_conn_id(const struct gpusys_client *c)
 {
-	return c->client_id;
+	return __atomic_load_n(&c->client_id, __ATOMIC_RELAXED);
 }
 
 int gpusys_client_memory_fd(const struct gpusys_client *c)
