@@ -465,7 +465,6 @@ bool port_server_activity(const struct port_table *t, uint32_t p, struct port_ac
 	return true;
 }
 
-
 /* ------------------------------------------------------------ handover */
 
 void port_table_drain(struct port_table *t)
