@@ -25,6 +25,7 @@
 #include "core/dispatch.h"
 #include "core/gpus.h"
 #include "gpu_health.h"
+#include "handover.h"
 #include "metrics.h"
 #include "numa_spread.h"
 #include "reload.h"
@@ -201,6 +202,26 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 	uint32_t max_ports = d->cfg.max_ports < GPUSYS_MAX_PORTS ? d->cfg.max_ports : GPUSYS_MAX_PORTS;
 	uint32_t num_ports = h->num_ports < 1 ? 1 : h->num_ports > max_ports ? max_ports : h->num_ports;
 	uint64_t bulk = h->bulk_bytes < d->cfg.channel_bulk_bytes ? h->bulk_bytes : d->cfg.channel_bulk_bytes;
+	/* A channel re-offered after a restart (docs/RESTART.md): served as
+	 * it is if it passes channel_memfd_adopt's checks; its port count and
+	 * bulk area are the ones it has, within this daemon's bounds. The
+	 * identity is this connection's (SO_PEERCRED), never the channel's. */
+	struct channel adopted;
+	bool adopt = h->fd_mask & GPUSYS_HELLO_FD_CHANNEL;
+	if (adopt) {
+		int r = channel_memfd_adopt(&adopted, fds[HELLO_FD_CHANNEL], max_ports, d->cfg.channel_bulk_bytes,
+					    h->reserved, why, sizeof(why));
+		if (r < 0) {
+			log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
+			close_fds(fds, HELLO_NFDS);
+			refuse(fd, r, why);
+			return;
+		}
+		fds[HELLO_FD_CHANNEL] = -1; /* the channel's now */
+		ops = &channel_memfd_ops;
+		num_ports = adopted.num_ports;
+		bulk = adopted.layout.bulk_bytes;
+	}
 	struct session_params prm = {
 		.id = registry_new_id(&d->reg),
 		.peer = peer,
@@ -216,6 +237,7 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 		.cuda_device = device,
 		.client_ordinal = h->cuda_device,
 		.gpu = gpu,
+		.adopted = adopt ? &adopted : NULL,
 	};
 	struct session *s;
 	int r = session_create(&prm, &s);
@@ -239,8 +261,11 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 	}
 
 	/* Serve first, then welcome: a client may send its first request the
-	 * moment it has the welcome. */
+	 * moment it has the welcome. An adopted channel's warps are already
+	 * waiting: RUNNING once the pollers have it. */
 	registry_add(&d->reg, s);
+	if (adopt)
+		channel_mark_running(&s->chan);
 
 	struct gpusys_welcome w = {
 		.magic = GPUSYS_WELCOME_MAGIC,
@@ -262,9 +287,15 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 		detach(d, s, "welcome not delivered");
 		return;
 	}
-	log_info("client %u attached: pid %d uid %d comm '%s', %u ports, %llu KiB %s channel%s%s%s", s->id,
-		 (int)peer->pid, (int)peer->uid, peer->comm, num_ports, (unsigned long long)(s->chan.bytes >> 10),
-		 ops->name, gpu ? ", GPU " : "", gpu ? gpu->uuid_text : "", gpu && gpu->ordinal < 0 ? " (emulated)" : "");
+	if (adopt)
+		log_info("client %u attached: pid %d uid %d comm '%s' took back its channel (client %u before the "
+			 "restart), %u ports, %llu KiB", s->id, (int)peer->pid, (int)peer->uid, peer->comm, h->reserved,
+			 num_ports, (unsigned long long)(s->chan.bytes >> 10));
+	else
+		log_info("client %u attached: pid %d uid %d comm '%s', %u ports, %llu KiB %s channel%s%s%s", s->id,
+			 (int)peer->pid, (int)peer->uid, peer->comm, num_ports, (unsigned long long)(s->chan.bytes >> 10),
+			 ops->name, gpu ? ", GPU " : "", gpu ? gpu->uuid_text : "",
+			 gpu && gpu->ordinal < 0 ? " (emulated)" : "");
 	notify_status(d->reg.count, daemon_requests_served(d));
 }
 
@@ -283,7 +314,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	struct daemon *d = arg;
 
 	(void)what;
-	log_info("%s: stopping", strsignal((int)sig));
+	d->handover = sig == SIGTERM && d->cfg.restart_grace_ms > 0;
+	log_info("%s: stopping%s", strsignal((int)sig), d->handover ? ", handing clients over to the next gpusysd" : "");
 	event_base_loopbreak(d->base);
 }
 
@@ -429,11 +461,18 @@ static int start(struct daemon *d, const char *runtime_dir)
 static void stop(struct daemon *d)
 {
 	notify_stopping();
+	/* A restart: drain, and leave each channel that drained in HANDOVER
+	 * for the next daemon (handover.c); it stops the pollers and the
+	 * pool. */
+	if (d->handover && d->pollers && d->pool) {
+		daemon_handover(d);
+		d->pool = NULL;
+	}
 	/* Clients first learn that nothing more will be served, so their
-	 * warps stop waiting while we wind down. Hanging up their
-	 * connections also tells a worker blocked on a client's behalf to
-	 * give up (the file service polls the connection for that), so the
-	 * pool below drains promptly. */
+	 * warps stop waiting while we wind down (a handed-over channel stays
+	 * HANDOVER). Hanging up their connections also tells a worker
+	 * blocked on a client's behalf to give up (the file service polls
+	 * the connection for that), so the pool below drains promptly. */
 	registry_for_each(&d->reg, s)
 	{
 		channel_mark_stopped(&s->chan);

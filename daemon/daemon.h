@@ -45,6 +45,7 @@ struct daemon {
 	struct registry reg;
 	struct timespec started; /* CLOCK_MONOTONIC */
 	atomic_uint_fast64_t retired_requests; /* of sessions already freed */
+	bool handover; /* stopping on SIGTERM with restart_grace_ms: hand clients over (handover.c) */
 };
 
 /* Serve until SIGTERM/SIGINT. Returns the process exit status. */

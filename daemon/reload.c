@@ -29,7 +29,8 @@ int daemon_read_config(struct gpusysd_config *cfg, const char *path, char *err, 
  * under running clients. */
 #define LIVE_KEYS(X)                                                                                   \
 	X(max_clients_per_uid) X(max_ports) X(channel_bulk_bytes) X(client_mem_budget) X(max_pending_calls)   \
-	X(user_mem_budget) X(max_handles_per_uid) X(max_pending_calls_per_uid)
+	X(user_mem_budget) X(max_handles_per_uid) X(max_pending_calls_per_uid) X(restart_grace_ms)                \
+	X(restart_drain_ms)
 
 int daemon_reload(struct daemon *d)
 {

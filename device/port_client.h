@@ -147,7 +147,8 @@ GPUSYS_FN int gpusys_channel_dead(const gpusys_dev_t *dev)
 }
 
 /* Wait until the port is the client's (the sequence in the server word is
- * ours); returns the server word in *ret_word. Leader only. acquire: fence
+ * ours); returns the server word in *ret_word, or -ECONNABORTED when the
+ * daemon handed it back refusing the request (GPUSYS_SW_ABORT: a restart). Leader only. acquire: fence
  * so that channel reads that follow see what the daemon wrote before its
  * word; a caller that reads nothing more (a TRIVIAL response) passes 0 and
  * saves a system-scope fence (about a microsecond on a GPU). */
@@ -164,6 +165,10 @@ GPUSYS_FN int gpusys_wait_owned_ex(const gpusys_dev_t *dev, uint32_t p, uint32_t
 			gpusys_spin_yield();
 		}
 	}
+	/* A restarting daemon refused the packet we published (the request
+	 * did not run): the port is ours again, at this sequence. */
+	if (GPUSYS_WORD_FLAGS(w) & GPUSYS_SW_ABORT)
+		return -ECONNABORTED;
 	if (acquire)
 		gpusys_fence_acquire(&dev->server_word[p]);
 	*ret_word = w;
@@ -609,8 +614,14 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 		}
 		if (!async || sync || (flags & GPUSYS_REQ_NOREPLY))
 			p = gpusys_port_lock(dev, &must_wait, &seq);
-		if (must_wait)
+		if (must_wait) {
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
+			/* The previous holder's fire-and-forget request was
+			 * refused by a restarting daemon: the port is ours
+			 * all the same. */
+			if ((int)rcu == -ECONNABORTED)
+				rcu = 0;
+		}
 	}
 	if (async) {
 		pd->warp_slot = gpusys_lane_bcast_u32(mask, slot);
@@ -667,7 +678,8 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 unlock:
 	gpusys_lane_sync(mask);
 	if (gpusys_lane_is_leader(mask)) {
-		gpusys_port_give_back(dev, p, seq, 0);
+		/* -ECONNABORTED: the daemon handed the port back at seq. */
+		gpusys_port_give_back(dev, p, seq, rc == -ECONNABORTED);
 		if (pd->warp_slot != ~0u)
 			gpusys_count_sub_u32(&dev->warp_futures[pd->warp_slot], 1u);
 	}
@@ -726,6 +738,8 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 			owned = 1, rcu = (uint32_t)GPUSYS_SW_STATUS(sw);
 			if (!(GPUSYS_WORD_FLAGS(sw) & GPUSYS_SW_TRIVIAL))
 				gpusys_fence_acquire(&dev->server_word[p]); /* the lanes read the response next */
+		} else if ((int)rcu == -ECONNABORTED) {
+			owned = 1; /* refused at our last request packet */
 		}
 	}
 	rc = (int)gpusys_lane_bcast_u32(mask, rcu);
@@ -757,7 +771,7 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 		seq = gpusys_publish(dev, mask, p, seq, word, 0);
 		if (gpusys_lane_is_leader(mask)) {
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
-			owned = rcu == 0;
+			owned = rcu == 0 || (int)rcu == -ECONNABORTED;
 		}
 		rc = (int)gpusys_lane_bcast_u32(mask, rcu);
 		if (rc)

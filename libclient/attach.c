@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/fdpass.h"
@@ -33,6 +34,14 @@ struct gpusys_client {
 	uint32_t num_ports;
 	uint32_t client_id;
 	uint32_t memory_kind;
+	/* For a re-offer after a daemon restart (gpusys_client_reconnect):
+	 * the hello as first sent (descriptors aside), whether stdout and
+	 * stderr went with it, and the working directory it passed, kept
+	 * open so the next daemon gets the same one (or -1). */
+	struct gpusys_hello hello;
+	bool pass_stdio;
+	int cwd_fd;
+	char dir[108]; /* the runtime directory (a socket path fits sun_path) */
 };
 
 static _Thread_local char last_error[256];
@@ -91,7 +100,7 @@ static int connect_daemon(const char *dir)
 	return fd;
 }
 
-static int send_hello(int sock, const struct gpusys_attach_opts *o)
+static struct gpusys_hello make_hello(const struct gpusys_attach_opts *o)
 {
 	struct gpusys_hello h = {
 		.magic = GPUSYS_HELLO_MAGIC,
@@ -102,14 +111,23 @@ static int send_hello(int sock, const struct gpusys_attach_opts *o)
 		.memory_kinds = o->memory_kinds ? o->memory_kinds : 1u << GPUSYS_MEMORY_MEMFD,
 		.bulk_bytes = o->bulk_bytes,
 	};
-	int fds[3], nfds = 0, cwd = -1;
-
 	read_comm(h.comm, sizeof(h.comm));
 	if (o->gpu_uuid)
 		memcpy(h.gpu_uuid, o->gpu_uuid, sizeof(h.gpu_uuid));
+	return h;
+}
+
+/* Send hello h with the descriptors it may carry: stdout and stderr
+ * (pass_stdio), the working directory cwd (or -1), the channel (or -1: a
+ * re-offer, wire.h). */
+static int send_hello(int sock, struct gpusys_hello h, bool pass_stdio, int cwd, int channel)
+{
+	int fds[4], nfds = 0;
+
+	h.fd_mask = 0;
 	/* Only descriptors that are open: a daemon without stdout is not an
 	 * error, it just gets none. */
-	if (o->pass_stdio) {
+	if (pass_stdio) {
 		if (fcntl(STDOUT_FILENO, F_GETFD) >= 0) {
 			fds[nfds++] = STDOUT_FILENO;
 			h.fd_mask |= GPUSYS_HELLO_FD_STDOUT;
@@ -119,17 +137,15 @@ static int send_hello(int sock, const struct gpusys_attach_opts *o)
 			h.fd_mask |= GPUSYS_HELLO_FD_STDERR;
 		}
 	}
-	if (o->pass_cwd) {
-		cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (cwd < 0)
-			return fail(-errno, "cannot open the working directory: %s", strerror(errno));
+	if (cwd >= 0) {
 		fds[nfds++] = cwd;
 		h.fd_mask |= GPUSYS_HELLO_FD_CWD;
 	}
-
+	if (channel >= 0) {
+		fds[nfds++] = channel;
+		h.fd_mask |= GPUSYS_HELLO_FD_CHANNEL;
+	}
 	ssize_t n = fdpass_send(sock, &h, sizeof(h), fds, (unsigned)nfds, MSG_NOSIGNAL);
-	if (cwd >= 0)
-		close(cwd);
 	if (n < 0)
 		return fail((int)n, "cannot send the hello: %s", strerror((int)-n));
 	return 0;
@@ -209,6 +225,11 @@ static int check_channel(const struct gpusys_channel_header *h, const struct gpu
 	return 0;
 }
 
+static int reconnect_cb(void *c, int stop_fd)
+{
+	return gpusys_client_reconnect(c, stop_fd);
+}
+
 int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_client **ret)
 {
 	/* Zeroed although only read after recv_welcome filled it: gcc cannot
@@ -229,12 +250,23 @@ int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_cl
 		return fail(-ENOMEM, "out of memory");
 	c->mem_fd = -1;
 	c->wake_fd = -1;
+	c->cwd_fd = -1;
+	c->hello = make_hello(opts);
+	c->pass_stdio = opts->pass_stdio;
+	snprintf(c->dir, sizeof(c->dir), "%s", dir);
+	if (opts->pass_cwd) {
+		c->cwd_fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (c->cwd_fd < 0) {
+			r = fail(-errno, "cannot open the working directory: %s", strerror(errno));
+			goto fail;
+		}
+	}
 	c->sock = connect_daemon(dir);
 	if (c->sock < 0) {
 		r = c->sock;
 		goto fail;
 	}
-	r = send_hello(c->sock, opts);
+	r = send_hello(c->sock, c->hello, c->pass_stdio, c->cwd_fd, -1);
 	if (r < 0)
 		goto fail;
 	r = recv_welcome(c->sock, &w, &mem_fd, &wake_fd);
@@ -277,7 +309,7 @@ int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_cl
 	if (r < 0)
 		goto fail;
 	/* Emulated warps over this mapping find it (gpusys_emu_open). */
-	gpusys_channel_register(base, c->wake_fd, c->sock);
+	gpusys_channel_register(base, c->wake_fd, c->sock, reconnect_cb, c);
 	*ret = c;
 	return 0;
 fail:
@@ -299,7 +331,92 @@ void gpusys_client_detach(struct gpusys_client *c)
 		close(c->wake_fd);
 	if (c->sock >= 0)
 		close(c->sock);
+	if (c->cwd_fd >= 0)
+		close(c->cwd_fd);
 	free(c);
+}
+
+/* ------------------------------------------------------------ restart */
+
+/* One re-offer (wire.h, GPUSYS_HELLO_FD_CHANNEL): connect, send the first
+ * hello again with the channel and our client id, take the welcome. The
+ * new connection and wake pipe then replace the old ones under the same
+ * descriptor numbers (dup3 is atomic), so whatever holds them (the
+ * watchdogs, emulated warps' dev.wake_fd) goes on with the new daemon. */
+static int reoffer(struct gpusys_client *c)
+{
+	struct gpusys_welcome w;
+	int mem_fd = -1, wake_fd = -1, r;
+	int sock = connect_daemon(c->dir);
+	if (sock < 0)
+		return sock;
+	struct gpusys_hello h = c->hello;
+	h.reserved = c->client_id;
+	r = send_hello(sock, h, c->pass_stdio, c->cwd_fd, c->mem_fd);
+	if (r == 0)
+		r = recv_welcome(sock, &w, &mem_fd, &wake_fd);
+	if (r < 0) {
+		close(sock);
+		return r;
+	}
+	/* The daemon sends the channel back: it must be ours, unchanged. */
+	struct stat a, b;
+	if (fstat(mem_fd, &a) < 0 || fstat(c->mem_fd, &b) < 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev ||
+	    w.num_ports != c->num_ports || w.channel_bytes != c->bytes || w.memory_kind != c->memory_kind)
+		r = fail(-EPROTO, "gpusysd adopted our channel but describes another one");
+	if (r == 0 && (dup3(sock, c->sock, O_CLOEXEC) < 0 || dup3(wake_fd, c->wake_fd, O_CLOEXEC) < 0))
+		r = fail(-errno, "cannot take the new connection: %s", strerror(errno));
+	close(mem_fd);
+	close(wake_fd);
+	close(sock);
+	if (r == 0) /* read by gpusys_client_conn_id on other threads */
+		__atomic_store_n(&c->client_id, w.client_id, __ATOMIC_RELAXED);
+	return r;
+}
+
+int gpusys_client_reconnect_ms(void)
+{
+	const char *e = getenv(GPUSYS_RECONNECT_ENV);
+	if (!e || !*e)
+		return GPUSYS_RECONNECT_DEFAULT_MS;
+	char *end;
+	long v = strtol(e, &end, 10);
+	return *end || v < 0 ? GPUSYS_RECONNECT_DEFAULT_MS : v > 3600000 ? 3600000 : (int)v;
+}
+
+int gpusys_client_reconnect(struct gpusys_client *c, int stop_fd)
+{
+	const struct gpusys_channel_header *h = c->base;
+	int ms = gpusys_client_reconnect_ms(), r = -ESHUTDOWN;
+
+	/* Only a memfd channel that its daemon drained and marked: after a
+	 * kill -9 (RUNNING) or an ordinary stop (STOPPED) nothing is safe to
+	 * serve again (docs/RESTART.md). */
+	if (ms == 0 || !h || c->memory_kind != GPUSYS_MEMORY_MEMFD ||
+	    __atomic_load_n(&h->server_state, __ATOMIC_ACQUIRE) != GPUSYS_SERVER_HANDOVER)
+		return -ESHUTDOWN;
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		r = reoffer(c);
+		if (r == 0)
+			return 0;
+		/* Refused for a reason of its own (the channel, the version,
+		 * too many clients): trying again changes nothing. */
+		if (r != -ENOENT && r != -ECONNREFUSED && r != -ECONNRESET && r != -ETIMEDOUT && r != -EAGAIN &&
+		    r != -EPIPE)
+			return r;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		long long left = ms - ((long long)(t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+		if (left <= 0) {
+			char why[sizeof(last_error)];
+			memcpy(why, last_error, sizeof(why));
+			return fail(-ESHUTDOWN, "no gpusysd took our channel back within %d ms (%s)", ms, why);
+		}
+		struct pollfd p = { .fd = stop_fd, .events = POLLIN };
+		if (poll(&p, stop_fd >= 0 ? 1 : 0, left < 5 ? (int)left : 5) > 0)
+			return -ECANCELED; /* detach */
+	}
 }
 
 void *gpusys_client_channel(const struct gpusys_client *c)
@@ -319,7 +436,7 @@ uint32_t gpusys_client_num_ports(const struct gpusys_client *c)
 
 uint32_t gpusys_client_conn_id(const struct gpusys_client *c)
 {
-	return c->client_id;
+	return __atomic_load_n(&c->client_id, __ATOMIC_RELAXED);
 }
 
 int gpusys_client_memory_fd(const struct gpusys_client *c)
@@ -343,6 +460,7 @@ const char *gpusys_strerror(int err)
 	case 0: return "success";
 	/* The protocol's own meanings (include/gpusys/abi.h). */
 	case -ESHUTDOWN: return "gpusysd stopped or went away";
+	case -ECONNABORTED: return "gpusysd restarted and refused the call, which did not run";
 	case -EPROTO: return "protocol mismatch between client and gpusysd";
 	case -ENOSYS: return "unknown or unsupported opcode";
 	case -E2BIG: return "a lane's payload exceeds the per-lane limit";

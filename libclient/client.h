@@ -75,6 +75,18 @@ int gpusys_client_wake_fd(const struct gpusys_client *c);
  * that the daemon went away. */
 int gpusys_client_socket_fd(const struct gpusys_client *c);
 
+/* Daemon restarts (docs/RESTART.md). When the daemon hangs up with the
+ * channel in GPUSYS_SERVER_HANDOVER, the watchdogs (dev_handle.c, cuda.c)
+ * call gpusys_client_reconnect: it re-offers the channel to the next daemon
+ * for up to GPUSYS_RECONNECT_MS (environment, milliseconds; 0: never,
+ * today's -ESHUTDOWN) and returns 0 once one took it (the connection and
+ * wake descriptors keep their numbers), -ECANCELED when stop_fd (or -1)
+ * became readable, or -ESHUTDOWN / the refusal: then the caller aborts. */
+#define GPUSYS_RECONNECT_ENV "GPUSYS_RECONNECT_MS"
+#define GPUSYS_RECONNECT_DEFAULT_MS 10000
+int gpusys_client_reconnect(struct gpusys_client *c, int stop_fd);
+int gpusys_client_reconnect_ms(void);
+
 /* Set what gpusys_last_error() says in this thread (printf format);
  * returns err. Every failing step of gpusys_attach says why through it. */
 int gpusys_set_last_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -18,7 +18,9 @@
  * (a dead daemon writes nothing), and the host thread that could tell it is
  * usually blocked in a stream synchronisation. So one small thread per
  * attach sleeps in poll() on the daemon socket (no CPU use while idle) and,
- * when the daemon hangs up, writes client_host_state = ABORT in the channel:
+ * when the daemon hangs up, re-offers a handed-over channel to the next
+ * daemon (a restart, docs/RESTART.md) or else writes client_host_state =
+ * ABORT in the channel:
  * spinning warps then return -ESHUTDOWN within GPUSYS_SPIN_CHECK_EVERY polls.
  * gpusys_synchronize checks the same flag and the daemon's state word.
  */
@@ -147,6 +149,15 @@ static void *watchdog_main(void *arg)
 		if (n < 0 || p[1].revents)
 			return NULL; /* detach */
 		if (p[0].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
+			/* A restart that handed the channel over (memfd
+			 * channels only): re-offer it; kernels keep spinning
+			 * on the still registered mapping meanwhile, so they
+			 * see a pause, not an error (docs/RESTART.md). */
+			int r = gpusys_client_reconnect(g->client, g->wake[0]);
+			if (r == 0)
+				continue;
+			if (r == -ECANCELED)
+				return NULL; /* detach */
 			mark_abort(g);
 			return NULL;
 		}

@@ -68,7 +68,9 @@ void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks)
  * Watchdog: a warp spinning on a port cannot learn that the daemon died (a
  * dead daemon writes nothing). The first gpusys_emu_open over a channel
  * starts one thread that sleeps in poll() on the connection (no CPU while
- * idle) and, when the daemon hangs up, writes client_host_state = ABORT in
+ * idle) and, when the daemon hangs up, re-offers the channel to the next
+ * daemon if it was handed over for a restart (gpusys_client_reconnect,
+ * docs/RESTART.md), and otherwise writes client_host_state = ABORT in
  * the channel: spinning warps then return -ESHUTDOWN within
  * GPUSYS_SPIN_CHECK_EVERY polls, as the CUDA path's watchdog makes kernels
  * do (libclient/cuda.c). The thread belongs to the attachment: detach stops
@@ -82,6 +84,8 @@ struct watched {
 	pthread_t thread;
 	int running;
 	pid_t owner; /* the process that started the thread (a forked child has none) */
+	gpusys_reconnect_fn reconnect; /* a re-offer after a restart, or NULL */
+	void *reconnect_ctx;
 	struct watched *next;
 };
 
@@ -97,7 +101,7 @@ static struct watched **find(const void *base)
 	return w;
 }
 
-int gpusys_channel_register(void *base, int wake_fd, int sock_fd)
+int gpusys_channel_register(void *base, int wake_fd, int sock_fd, gpusys_reconnect_fn reconnect, void *ctx)
 {
 	struct watched *w = calloc(1, sizeof(*w));
 	if (!w)
@@ -105,6 +109,8 @@ int gpusys_channel_register(void *base, int wake_fd, int sock_fd)
 	w->base = base;
 	w->wake_fd = wake_fd;
 	w->sock_fd = sock_fd;
+	w->reconnect = reconnect;
+	w->reconnect_ctx = ctx;
 	w->stop[0] = w->stop[1] = -1;
 	pthread_mutex_lock(&lock);
 	w->next = list;
@@ -160,6 +166,13 @@ static void *watchdog_main(void *arg)
 		if (n < 0 || p[1].revents)
 			return NULL; /* detach */
 		if (p[0].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
+			/* A restart that handed the channel over: give it to
+			 * the next daemon; the connection keeps its number. */
+			int r = w->reconnect ? w->reconnect(w->reconnect_ctx, w->stop[0]) : -ESHUTDOWN;
+			if (r == 0)
+				continue;
+			if (r == -ECANCELED)
+				return NULL; /* detach */
 			struct gpusys_channel_header *h = w->base;
 			__atomic_store_n(&h->client_host_state, GPUSYS_CLIENT_HOST_ABORT, __ATOMIC_RELEASE);
 			return NULL;

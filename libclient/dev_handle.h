@@ -24,7 +24,12 @@ void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks);
  * registers each mapping with its wake descriptor and its connection to the
  * daemon, and unregisters it (stopping its watchdog) before unmapping it.
  * 0 or -ENOMEM (then emulated warps over it neither ring nor are watched). */
-int gpusys_channel_register(void *base, int wake_fd, int sock_fd);
+/* reconnect(ctx, stop_fd): the watchdog's re-offer after a daemon restart
+ * (gpusys_client_reconnect, libclient/client.h), or NULL. A pointer, so
+ * that programs linking the emulator without the attach code (in-process
+ * tests) need none. */
+typedef int (*gpusys_reconnect_fn)(void *ctx, int stop_fd);
+int gpusys_channel_register(void *base, int wake_fd, int sock_fd, gpusys_reconnect_fn reconnect, void *ctx);
 void gpusys_channel_unregister(const void *base);
 
 /* The wake descriptor that goes with the channel mapped at base, so
@@ -33,8 +38,10 @@ void gpusys_channel_unregister(const void *base);
 int gpusys_wake_fd_of(const void *base);
 
 /* Start the watchdog of the channel mapped at base, once: when the daemon
- * hangs up, it sets client_host_state = ABORT, and warps waiting on the
- * daemon return -ESHUTDOWN. 0 (also for a channel not registered) or
+ * hangs up, it re-offers the channel if the daemon handed it over for a
+ * restart (warps wait meanwhile), else (or when no daemon takes it) sets
+ * client_host_state = ABORT, and warps waiting on the daemon return
+ * -ESHUTDOWN. 0 (also for a channel not registered) or
  * -errno. */
 int gpusys_channel_watch(const void *base);
 

@@ -38,7 +38,7 @@ int channel_create(struct channel *ch, const struct channel_ops *ops, uint32_t n
 
 void channel_mark_stopped(struct channel *ch)
 {
-	if (!ch->base)
+	if (!ch->base || ch->handover)
 		return;
 	/* Everything we wrote before (responses, progress) stays visible to a
 	 * client that sees STOPPED. */
@@ -54,4 +54,21 @@ void channel_destroy(struct channel *ch)
 	ch->ops->free(ch);
 	memset(ch, 0, sizeof(*ch));
 	ch->fd = -1;
+}
+
+void channel_mark_handover(struct channel *ch)
+{
+	if (!ch->base)
+		return;
+	/* Every answer and progress word we wrote is visible to a client
+	 * that sees HANDOVER (it re-offers the channel on that word). */
+	atomic_thread_fence(memory_order_release);
+	channel_header(ch)->server_state = GPUSYS_SERVER_HANDOVER;
+	ch->handover = true;
+}
+
+void channel_mark_running(struct channel *ch)
+{
+	atomic_thread_fence(memory_order_release);
+	channel_header(ch)->server_state = GPUSYS_SERVER_RUNNING;
 }

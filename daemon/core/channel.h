@@ -8,6 +8,7 @@
 #ifndef GPUSYSD_CHANNEL_H
 #define GPUSYSD_CHANNEL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "gpusys/abi.h"
@@ -35,6 +36,9 @@ struct channel {
 	uint32_t num_ports;
 	int numa_node; /* host node to place the memory on, or -1: anywhere */
 	void *priv;    /* backend's own state */
+	/* Handed over to the next daemon (docs/RESTART.md): its server_state
+	 * says HANDOVER and stays so; nothing marks it STOPPED any more. */
+	bool handover;
 };
 
 extern const struct channel_ops channel_memfd_ops;
@@ -51,6 +55,15 @@ void channel_cuda_prefer(uint32_t kind);
  * (hello fields). NULL if no backend fits. */
 const struct channel_ops *channel_pick(int32_t cuda_device, uint32_t memory_kinds);
 
+/* Map a channel memfd a client re-offers after a restart (docs/RESTART.md),
+ * if it is sealed, its header and size match the layout of its port count,
+ * it has at most max_ports ports and max_bulk bulk bytes, belonged to
+ * old_id and its server_state is HANDOVER. On success ch owns fd (and the
+ * header is left as it is: the caller writes RUNNING when it serves it);
+ * on failure msg says why and fd is still the caller's. 0 or -errno. */
+int channel_memfd_adopt(struct channel *ch, int fd, uint32_t max_ports, uint64_t max_bulk, uint32_t old_id,
+			char *msg, size_t msglen);
+
 /* Allocate through ops and write the header (magic, offsets, client_id,
  * server_state = RUNNING), on host NUMA node numa_node where the backend can
  * (the client's GPU's node; -1: anywhere). 0 or -errno; ch is untouched on
@@ -65,6 +78,11 @@ static inline struct gpusys_channel_header *channel_header(const struct channel 
 
 /* Tell the client's code no request will be served any more. */
 void channel_mark_stopped(struct channel *ch);
+/* A drained channel goes to the next daemon: server_state = HANDOVER, and
+ * from now on channel_mark_stopped leaves it so (docs/RESTART.md). */
+void channel_mark_handover(struct channel *ch);
+/* An adopted channel is served: server_state = RUNNING. */
+void channel_mark_running(struct channel *ch);
 
 /* Mark stopped, then release. Safe on a zeroed channel. */
 void channel_destroy(struct channel *ch);

@@ -9,7 +9,7 @@
 #include "gpusys/wire.h"
 #include "core/session.h"
 
-enum { HELLO_FD_STDOUT, HELLO_FD_STDERR, HELLO_FD_CWD, HELLO_NFDS };
+enum { HELLO_FD_STDOUT, HELLO_FD_STDERR, HELLO_FD_CWD, HELLO_FD_CHANNEL, HELLO_NFDS };
 
 /*
  * Receive one hello from fd (non-blocking). On 0, *ret_hello is checked

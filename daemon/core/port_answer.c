@@ -74,7 +74,7 @@ void port_count_completion(struct port_table *t, unsigned slot)
 	uint64_t n = atomic_load_explicit(&t->completed[slot].n, memory_order_relaxed) + 1;
 	atomic_store_explicit(&t->completed[slot].n, n, memory_order_relaxed);
 	gpusys_host_release_before(&t->hdr->progress[slot].completed);
-	__atomic_store_n(&t->hdr->progress[slot].completed, n, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->hdr->progress[slot].completed, t->progress_base[slot] + n, __ATOMIC_RELAXED);
 }
 
 uint32_t port_packets_for(uint64_t stream_bytes)

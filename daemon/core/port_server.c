@@ -42,11 +42,21 @@ int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports
 	memset(t, 0, sizeof(*t));
 	if (num_ports < GPUSYS_MIN_PORTS || num_ports > GPUSYS_MAX_PORTS || hdr->num_ports != num_ports)
 		return -EINVAL;
+	/* The offsets as we compute them, never as the header says: a
+	 * channel re-offered after a restart (docs/RESTART.md) has been in
+	 * the client's hands, header included. The words and ports depend on
+	 * the port count alone. */
+	struct gpusys_channel_layout l = gpusys_channel_layout(num_ports, 0, 0);
 	t->num_ports = num_ports;
 	t->hdr = hdr;
-	t->client_word = (volatile uint64_t *)(base + hdr->client_word_offset);
-	t->server_word = (volatile uint64_t *)(base + hdr->server_word_offset);
-	t->ports = (struct gpusys_port *)(base + hdr->ports_offset);
+	t->client_word = (volatile uint64_t *)(base + l.client_word_offset);
+	t->server_word = (volatile uint64_t *)(base + l.server_word_offset);
+	t->ports = (struct gpusys_port *)(base + l.ports_offset);
+	/* Progress goes on from what the client has seen (a new channel:
+	 * zero): its gpusys_synchronize compares the sum with what it
+	 * submitted. Our own counts start at zero. */
+	for (unsigned i = 0; i < GPUSYS_PROGRESS_SLOTS; i++)
+		t->progress_base[i] = hdr->progress[i].completed;
 	t->client = client;
 	t->mem_budget = mem_budget;
 	t->later_max = GPUSYS_MAX_PORTS;
@@ -437,6 +447,10 @@ enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progr
 
 	switch (t->state[p].phase) {
 	case PHASE_IDLE:
+		/* Draining for a restart: packet 0 of a new request is left
+		 * unread for the next daemon (the one safe case). */
+		if (atomic_load_explicit(&t->handover, memory_order_relaxed))
+			break;
 		r = start_request(t, p, word, progress_slot, ret_call, &keep);
 		break;
 	case PHASE_RECV:
@@ -474,3 +488,43 @@ bool port_server_activity(const struct port_table *t, uint32_t p, struct port_ac
 	return true;
 }
 
+/* ------------------------------------------------------------ handover */
+
+void port_table_drain(struct port_table *t)
+{
+	atomic_store_explicit(&t->handover, true, memory_order_relaxed);
+}
+
+bool port_table_busy(const struct port_table *t)
+{
+	for (uint32_t p = 0; p < t->num_ports; p++)
+		if (__atomic_load_n(&t->state[p].phase, __ATOMIC_RELAXED) != PHASE_IDLE ||
+		    atomic_load_explicit(&t->claim[p], memory_order_relaxed))
+			return true;
+	return false;
+}
+
+enum port_handover port_handover_step(struct port_table *t, uint32_t p)
+{
+	struct port_state *st = &t->state[p];
+
+	if (st->phase == PHASE_IDLE && !atomic_load_explicit(&t->claim[p], memory_order_relaxed))
+		return PORT_HANDOVER_READY;
+	if (st->phase != PHASE_RECV)
+		return PORT_HANDOVER_LOST; /* it ran (BUSY, SEND) or is held */
+	uint64_t word = __atomic_load_n(&t->client_word[p], __ATOMIC_ACQUIRE);
+	uint32_t cs = GPUSYS_WORD_SEQ(word);
+	if (cs == atomic_load_explicit(&t->seen[p], memory_order_relaxed))
+		return PORT_HANDOVER_WAIT; /* still writing its next packet */
+	/* The client published a packet of an unfinished request: refuse
+	 * it at that sequence, so both words agree and the next daemon sees
+	 * an idle port. The request never reached its service. */
+	port_pending_free(t, st->pending);
+	*st = (struct port_state){ .phase = PHASE_IDLE };
+	port_ack(t, p, cs, GPUSYS_SW_ABORT, -ECONNABORTED);
+	pthread_mutex_lock(&t->later_slot_lock);
+	port_count_completion(t, PORT_LATER_SLOT);
+	pthread_mutex_unlock(&t->later_slot_lock);
+	atomic_fetch_add_explicit(&t->aborted, 1, memory_order_relaxed);
+	return PORT_HANDOVER_READY;
+}

@@ -73,6 +73,12 @@ struct port_table {
 		char pad[64 - sizeof(atomic_uint_fast64_t)];
 	} completed[GPUSYS_PROGRESS_SLOTS];
 	atomic_uint_fast64_t rejected;     /* requests refused as malformed */
+	atomic_uint_fast64_t aborted;      /* requests refused by a restart (GPUSYS_SW_ABORT) */
+	/* What the client's progress words held when this table took the
+	 * channel (a channel adopted after a restart goes on counting). */
+	uint64_t progress_base[GPUSYS_PROGRESS_SLOTS];
+	/* Draining for a restart: no new request starts (port_table_drain). */
+	atomic_bool handover;
 	pthread_mutex_t later_slot_lock;   /* the PORT_LATER_SLOT writer */
 	/* Calls that complete later (core/later.c). */
 	pthread_mutex_t later_lock;
@@ -198,5 +204,22 @@ bool port_server_activity(const struct port_table *t, uint32_t p, struct port_ac
  * cancel hook runs, the calls are answered -ECANCELED and freed. Main
  * thread. Returns how many were cancelled. */
 unsigned port_table_cancel_later(struct port_table *t);
+
+/* Restart handover (docs/RESTART.md). Drain: from now on no request starts
+ * (a packet 0 stays unread for the next daemon); requests under way go on. */
+void port_table_drain(struct port_table *t);
+/* Whether any port is receiving, in service or sending (a racy read while
+ * pollers run; exact once they stopped). */
+bool port_table_busy(const struct port_table *t);
+
+enum port_handover {
+	PORT_HANDOVER_READY, /* idle, or a packet 0 nobody read: the next daemon may serve it */
+	PORT_HANDOVER_WAIT,  /* receiving, the client has not published its next packet yet */
+	PORT_HANDOVER_LOST,  /* in service or sending: it ran, so it cannot be handed over */
+};
+/* With no poller or worker left on t: where port p stands. A port receiving
+ * whose client has published its next packet is refused now
+ * (GPUSYS_SW_ABORT, -ECONNABORTED: not run) and is then READY. */
+enum port_handover port_handover_step(struct port_table *t, uint32_t p);
 
 #endif /* GPUSYSD_PORT_SERVER_H */

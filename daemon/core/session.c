@@ -71,6 +71,11 @@ static void client_fill(struct session *s, const struct session_params *prm)
 	c->client_ordinal = prm->client_ordinal;
 	c->gpu = prm->gpu;
 	c->account = account_get(c->creds.uid);
+	struct gpusys_channel_header *hdr = s->chan.base;
+	/* An adopted channel: handles start past the old daemon's (read
+	 * once; a client that spoiled it only spoils its own handles). */
+	c->handle_gen_start = prm->adopted ? __atomic_load_n(&hdr->handle_gen_floor, __ATOMIC_RELAXED) : 1;
+	c->handle_gen_floor = &hdr->handle_gen_floor;
 }
 
 mode_t client_umask_of(pid_t pid)
@@ -96,8 +101,11 @@ int session_create(const struct session_params *prm, struct session **ret)
 	struct session *s = calloc(1, sizeof(*s));
 	int r;
 
-	if (!s)
+	if (!s) {
+		if (prm->adopted)
+			channel_destroy(prm->adopted);
 		return -ENOMEM;
+	}
 	atomic_init(&s->refs, 1);
 	s->id = prm->id;
 	s->peer = *prm->peer;
@@ -107,10 +115,20 @@ int session_create(const struct session_params *prm, struct session **ret)
 	s->wake_wfd = -1;
 	s->wakec.rfd = -1;
 
-	r = channel_create(&s->chan, prm->ops, prm->num_ports, prm->bulk_bytes, prm->id,
-			   prm->gpu ? prm->gpu->numa_node : -1);
-	if (r < 0)
-		goto fail;
+	if (prm->adopted) {
+		/* The daemon's words of the header are ours again: the new
+		 * id, nobody dozing. server_state stays HANDOVER until the
+		 * caller serves it (channel_mark_running). */
+		s->chan = *prm->adopted;
+		struct gpusys_channel_header *hdr = s->chan.base;
+		hdr->client_id = prm->id;
+		hdr->dozing = 0;
+	} else {
+		r = channel_create(&s->chan, prm->ops, prm->num_ports, prm->bulk_bytes, prm->id,
+				   prm->gpu ? prm->gpu->numa_node : -1);
+		if (r < 0)
+			goto fail;
+	}
 	client_fill(s, prm);
 	r = port_table_init(&s->ports, s->chan.base, prm->num_ports, &s->client, prm->mem_budget);
 	if (r < 0)

@@ -80,6 +80,10 @@ struct session_params {
 	int32_t client_ordinal; /* the hello's cuda_device: the client's own numbering */
 	struct gpu *gpu;     /* the GPU it named (core/gpus.h), or NULL */
 	atomic_uint_fast64_t *retired_requests;
+	/* A channel re-offered after a restart and mapped by
+	 * channel_memfd_adopt (docs/RESTART.md), or NULL: make a new one.
+	 * The session takes it over, on failure too. */
+	struct channel *adopted;
 };
 
 /* Create the channel and the port table (and with it every service's state

@@ -59,6 +59,8 @@ static const struct key_spec core_keys[] = {
 	{ "emulated_gpus", VAL_TEXT, offsetof(struct gpusysd_config, emulated_gpus), 0, 0,
 	  sizeof(((struct gpusysd_config *)0)->emulated_gpus) - 1 },
 	U(gpu_watch, VAL_COUNT, 0, 1),
+	U(restart_grace_ms, VAL_COUNT, 0, 600000),
+	U(restart_drain_ms, VAL_COUNT, 0, 600000),
 	{ "cuda_memory", VAL_TEXT, offsetof(struct gpusysd_config, cuda_memory), 0, 0,
 	  sizeof(((struct gpusysd_config *)0)->cuda_memory) - 1 },
 	{ "metrics_listen", VAL_TEXT, offsetof(struct gpusysd_config, metrics_listen), 0, 0,
@@ -97,6 +99,8 @@ void config_defaults(struct gpusysd_config *cfg)
 		.emulated_gpus = "none",
 		.metrics_listen = "none",
 		.gpu_watch = 1,
+		.restart_grace_ms = 0,
+		.restart_drain_ms = 1000,
 		.cuda_memory = "memfd",
 		.poller_cpus = "none",
 	};

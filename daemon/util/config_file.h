@@ -49,6 +49,8 @@ struct gpusysd_config {
 	unsigned gpu_watch;            /* 1: watch CUDA clients' doorbells from the GPU (wake.h) */
 	char cuda_memory[8];           /* channel kind for CUDA clients that can take both: memfd, vmm */
 	char poller_cpus[256];         /* CPU list: poller i runs on its i-th CPU (wrapping); "none": unpinned */
+	unsigned restart_grace_ms;     /* SIGTERM: hand clients over within this (0: end them, -ESHUTDOWN) */
+	unsigned restart_drain_ms;     /* of which requests under way may take this long */
 
 	/* Settings registered by services (config_add_keys), with their values. */
 	unsigned nextra;

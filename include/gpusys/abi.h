@@ -74,7 +74,9 @@
 #endif
 
 #define GPUSYS_CHANNEL_MAGIC UINT32_C(0x53595347) /* "GSYS" little endian */
-#define GPUSYS_ABI_VERSION 4u
+/* 5: GPUSYS_SERVER_HANDOVER, GPUSYS_SW_ABORT, header.handle_gen_floor
+ * (daemon restart, docs/RESTART.md). */
+#define GPUSYS_ABI_VERSION 5u
 
 #define GPUSYS_WARP_LANES 32u     /* lanes per packet (one NVIDIA warp) */
 #define GPUSYS_SLOT_BYTES 64u     /* one lane's share of a packet */
@@ -144,6 +146,11 @@ enum gpusys_req_flags {
  *                response
  */
 #define GPUSYS_SW_TRIVIAL (1u << 12) /* every lane: len 0, status 0; len[]/aux[] not written */
+/* The daemon was stopping for a restart and refused this packet of a request
+ * stream without running the request: the status is -ECONNABORTED and the
+ * port is the client's again (docs/RESTART.md). Only ever written at the
+ * sequence of a packet the client published, so both words agree. */
+#define GPUSYS_SW_ABORT (1u << 13)
 
 GPUSYS_ABI_FN uint64_t gpusys_client_word(uint32_t seq, uint32_t cw_flags, uint32_t opcode, uint64_t mask)
 {
@@ -172,12 +179,18 @@ GPUSYS_ABI_FN uint64_t gpusys_server_word(uint32_t seq, uint32_t sw_flags, int32
 /*   -EMSGSIZE   the response does not fit the capacity the lane gave        */
 /*   -ENOMEM     the daemon's per-client memory budget is exhausted          */
 /*   -ESHUTDOWN  the daemon is stopping or has gone (client side)            */
+/*   -ECONNABORTED  a restarting daemon refused the request: it did not run  */
 
 /* Daemon state word (header.server_state). */
 enum gpusys_server_state {
 	GPUSYS_SERVER_STARTING = 0,
 	GPUSYS_SERVER_RUNNING = 1,
 	GPUSYS_SERVER_STOPPED = 2, /* channel is dead: no request will be served */
+	/* The daemon is restarting and drained this channel: every port is
+	 * the client's or holds a request packet 0 nobody has read. libgpusys
+	 * re-offers the channel to the next daemon (docs/RESTART.md); warps
+	 * keep waiting meanwhile. */
+	GPUSYS_SERVER_HANDOVER = 3,
 };
 
 /* How long a device handle keeps the daemon's fast wake-up without another
@@ -218,6 +231,12 @@ struct gpusys_channel_header {
 	 * reads it (it cannot make a system call): the daemon watches a CUDA
 	 * client's doorbell with a stream memory operation instead. */
 	volatile uint32_t dozing;
+	/* The lowest handle generation this daemon has not handed out on this
+	 * channel (services/file/file_table.c): a daemon that adopts the
+	 * channel after a restart starts its handles there, so a handle of the
+	 * old daemon fails -EBADF instead of naming a new file. Only a hint
+	 * the client could spoil for itself. */
+	volatile uint32_t handle_gen_floor;
 
 	/* line 2: written by the client host library only */
 	volatile uint32_t client_host_state __attribute__((aligned(64)));

@@ -50,8 +50,10 @@
  * ends a client for a reason of its own (status < 0 and the message say
  * why: -ENODEV, "GPU ... failed: Xid 79"); the hang-up follows. */
 #define GPUSYS_GOODBYE_MAGIC UINT32_C(0x45594247) /* "GBYE" */
-/* 2: the hello names the client's GPU by UUID (gpu_uuid). */
-#define GPUSYS_WIRE_VERSION 2u
+/* 2: the hello names the client's GPU by UUID (gpu_uuid).
+ * 3: a hello may re-offer a channel after a daemon restart
+ *    (GPUSYS_HELLO_FD_CHANNEL). */
+#define GPUSYS_WIRE_VERSION 3u
 
 #define GPUSYS_SOCKET_NAME "gpusysd.sock"
 #define GPUSYS_CONTROL_NAME "control.sock"
@@ -63,7 +65,15 @@ enum gpusys_hello_fds {
 	GPUSYS_HELLO_FD_STDOUT = 1u << 0,
 	GPUSYS_HELLO_FD_STDERR = 1u << 1,
 	GPUSYS_HELLO_FD_CWD = 1u << 2,
-	GPUSYS_HELLO_FD_KNOWN = 0x7u,
+	/* Re-offer (docs/RESTART.md): the channel memfd this client got from
+	 * a daemon that has since stopped with the channel in HANDOVER, last
+	 * in the list; hello.reserved holds the client id it had. The daemon
+	 * adopts it only if it is a memfd sealed against shrinking and growing
+	 * whose size and header match the layout its port count implies, and
+	 * whose server_state is HANDOVER. The rest of the hello is the one the
+	 * client first sent. */
+	GPUSYS_HELLO_FD_CHANNEL = 1u << 3,
+	GPUSYS_HELLO_FD_KNOWN = 0xfu,
 };
 
 /* How the channel memory is shared. */
@@ -83,7 +93,8 @@ struct gpusys_hello {
 				    informational: logs), or -1: no GPU */
 	uint32_t memory_kinds;   /* bit (1 << kind) for each kind the client can import */
 	uint32_t fd_mask;        /* enum gpusys_hello_fds */
-	uint32_t reserved;
+	uint32_t reserved;       /* with GPUSYS_HELLO_FD_CHANNEL: the client id the
+				    channel had; else 0 */
 	uint64_t bulk_bytes;     /* requested bulk area; the daemon may lower it */
 	char comm[32];           /* informational program name, NUL-terminated */
 	/* The GPU this client's kernels run on, as cuDeviceGetUuid gives it

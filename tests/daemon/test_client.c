@@ -168,7 +168,7 @@ static void test_good_fake(void **state)
 	o.pass_stdio = true;
 	o.pass_cwd = true;
 	assert_int_equal(attach_to_fake(GOOD, &o, &c, &f), 0);
-	assert_int_equal(f.hello.fd_mask, GPUSYS_HELLO_FD_KNOWN);
+	assert_int_equal(f.hello.fd_mask, GPUSYS_HELLO_FD_STDOUT | GPUSYS_HELLO_FD_STDERR | GPUSYS_HELLO_FD_CWD);
 	assert_int_equal(f.hello_fds, 3);
 }
 

@@ -80,7 +80,9 @@ static void test_every_key(void **state)
 			       "max_clients_per_uid = 5\n"
 			       "control_conns_per_uid = 2\n"
 			       "control_idle_timeout_ms = 700\n"
-			       "admin_group = 4321\n",
+			       "admin_group = 4321\n"
+			       "restart_grace_ms = 3000\n"
+			       "restart_drain_ms = 20\n",
 			       err, sizeof(err)),
 			 0);
 	assert_int_equal(c.pollers, 3);
@@ -96,6 +98,8 @@ static void test_every_key(void **state)
 	assert_int_equal(c.control_conns_per_uid, 2);
 	assert_int_equal(c.control_idle_timeout_ms, 700);
 	assert_int_equal(c.admin_gid, 4321);
+	assert_int_equal(c.restart_grace_ms, 3000);
+	assert_int_equal(c.restart_drain_ms, 20);
 }
 
 /* admin_group: a number, or a name looked up in the group database. */
@@ -319,7 +323,7 @@ static void test_example_file(void **state)
 	}
 	fclose(f);
 	/* The core's keys and the services' (services_add_settings). */
-	assert_int_equal(keys, 35);
+	assert_int_equal(keys, 37);
 	config_defaults(&def);
 	services_use(gpusysd_services);
 	assert_int_equal(services_add_settings(&def), 0);

@@ -220,7 +220,7 @@ static void test_good_raw_hello(void **state)
 	/* The reference: the same path with a correct hello succeeds, so
 	 * the refusals above are about what they changed. */
 	hello_init(&h);
-	h.fd_mask = GPUSYS_HELLO_FD_KNOWN;
+	h.fd_mask = GPUSYS_HELLO_FD_STDOUT | GPUSYS_HELLO_FD_STDERR | GPUSYS_HELLO_FD_CWD;
 	assert_int_equal(exchange(f, &h, sizeof(h), fds, 3, msg), 0);
 	close(fds[2]);
 	assert_unharmed(f);

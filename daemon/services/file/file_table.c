@@ -19,6 +19,7 @@ struct file_table *file_table_new(uint32_t max)
 		return NULL;
 	pthread_mutex_init(&ft->lock, NULL);
 	ft->max = max < 1 ? 1 : max > GPUSYS_FILE_HANDLES_LIMIT ? GPUSYS_FILE_HANDLES_LIMIT : max;
+	ft->gen_start = ft->gen_next = 1;
 	return ft;
 }
 
@@ -39,7 +40,7 @@ static int grow_locked(struct file_table *ft)
 		return -EMFILE;
 	for (uint32_t i = 0; i < FILE_CHUNK; i++) {
 		c[i].fd = -1;
-		c[i].gen = 1;
+		c[i].gen = ft->gen_start;
 		pthread_mutex_init(&c[i].dir_lock, NULL);
 	}
 	ft->chunk[ft->nchunks++] = c;
@@ -110,6 +111,11 @@ struct file_table *file_table_acquire(const struct client *owner)
 	if (!ft && (ft = file_table_new(file_tables.max))) {
 		ft->owner = owner;
 		ft->account = owner ? owner->account : NULL;
+		if (owner && owner->handle_gen_start >= 1 && owner->handle_gen_start <= FILE_GEN_MAX)
+			ft->gen_start = ft->gen_next = owner->handle_gen_start;
+		ft->gen_floor = owner ? owner->handle_gen_floor : NULL;
+		if (ft->gen_floor)
+			*ft->gen_floor = ft->gen_next;
 		ft->next = file_tables.head;
 		file_tables.head = ft;
 	}
@@ -182,6 +188,12 @@ int file_table_insert_obj(struct file_table *ft, int fd, enum file_kind kind, in
 	atomic_store_explicit(&e->bulk_last_ns, 0, memory_order_relaxed);
 	ft->count++;
 	int32_t h = make_handle(i, e->gen);
+	if (e->gen >= ft->gen_next) {
+		/* A generation past the wrap starts over at 1, as close does. */
+		ft->gen_next = e->gen == FILE_GEN_MAX ? 1 : e->gen + 1;
+		if (ft->gen_floor)
+			*ft->gen_floor = ft->gen_next;
+	}
 	pthread_mutex_unlock(&ft->lock);
 	return h;
 }

@@ -74,6 +74,14 @@ struct file_table {
 	uint32_t hint;
 	uint32_t max;       /* handles at most (EMFILE past it) */
 	struct account *account; /* the user's quota of handles, or NULL */
+	/* Generations: new entries start at gen_start (1, or where the
+	 * daemon before a restart stopped, client.handle_gen_start); every
+	 * handle handed out moves gen_floor (the channel header's
+	 * handle_gen_floor, or NULL) past its generation, for the next
+	 * daemon (docs/RESTART.md). */
+	uint32_t gen_start;
+	uint32_t gen_next;
+	volatile uint32_t *gen_floor;
 	uint32_t nchunks;   /* chunk[0..nchunks) are allocated */
 	struct file_entry *chunk[FILE_CHUNKS];
 };
