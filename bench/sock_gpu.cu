@@ -128,7 +128,7 @@ static __global__ void k_echo(gpusys_dev_t dev, int port, int rounds, unsigned l
 	*rc = r;
 }
 
-static __global__ void __launch_bounds__(1024) k_bulk(gpusys_dev_t dev, int port, const uint8_t *src, unsigned long long n, long long *rc)
+static __global__ void __launch_bounds__(1024, 1) k_bulk(gpusys_dev_t dev, int port, const uint8_t *src, unsigned long long n, long long *rc)
 {
 	__shared__ long long c;
 	if (threadIdx.x == 0) {

@@ -29,7 +29,7 @@ static __global__ void k_open2(gpusys_dev_t dev, const char *src, const char *ds
 }
 
 /* Move [base, base + len) of the file to or from buf: block b its share. */
-static __global__ void __launch_bounds__(1024) k_move(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long base,
+static __global__ void __launch_bounds__(1024, 1) k_move(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long base,
 			      unsigned long long len, int write_op, long long *res)
 {
 	unsigned long long per = (len / gridDim.x + 4095) & ~4095ull, lo = per * blockIdx.x;

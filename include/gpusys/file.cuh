@@ -29,9 +29,12 @@
  * the file) or -errno. Keep blocks of one grid on separate file ranges.
  *
  * Blocks of 1024 threads: the block calls' copy loops plus the request code
- * need more than 64 registers per thread; declare such kernels
- * __launch_bounds__(1024) (or use up to 768 threads), else the launch fails
- * with "too many resources requested".
+ * would take more than the 64 registers per thread such a block may have;
+ * declare such kernels __launch_bounds__(1024, 1) (or use up to 768
+ * threads), else the launch fails with "too many resources requested".
+ * Say the 1: with __launch_bounds__(1024) alone, ptxas (CUDA 13.0, sm_90)
+ * caps a kernel that calls the block calls at 32 registers, and the copy
+ * loop spills (bench/RESULTS.md, "GPU-initiated reads").
  *
  * Local memory: calls that take a path use a 4 KiB + 48 B local buffer
  * (rename twice that), so kernels calling them reserve that much per thread.

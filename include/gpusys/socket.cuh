@@ -33,8 +33,8 @@
  * through the channel's bulk area: every thread of the block calls them
  * with the same arguments; see file.cuh for the bulk area and its needs.
  * A kernel that calls both with blocks of 1024 threads needs more than 64
- * registers per thread: declare it __launch_bounds__(1024), else the launch
- * fails with "too many resources requested".
+ * registers per thread: declare it __launch_bounds__(1024, 1), else the
+ * launch fails with "too many resources requested" (file.cuh says why the 1).
  *
  * Local memory: send/sendto/recvfrom use a 4 KiB local buffer per thread,
  * getaddrinfo/getnameinfo about 1.1 KiB.

@@ -133,7 +133,7 @@ static __global__ void k_close(gpusys_dev_t dev, long long h, long long *r)
 }
 
 /* Block b moves bytes [b*len/B, (b+1)*len/B) with one cooperative call. */
-static __global__ void __launch_bounds__(1024) k_block(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long len, int write_op,
+static __global__ void __launch_bounds__(1024, 1) k_block(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long len, int write_op,
 			       long long *res)
 {
 	unsigned long long per = len / gridDim.x, lo = per * blockIdx.x;

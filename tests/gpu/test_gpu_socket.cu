@@ -243,7 +243,7 @@ static void *many_clients(void *arg)
 
 /* ---------------------------------------------------------- bulk */
 
-static __global__ void __launch_bounds__(1024) k_bulk(gpusys_dev_t dev, struct server *s, uint8_t *out, uint8_t *in, long long *res)
+static __global__ void __launch_bounds__(1024, 1) k_bulk(gpusys_dev_t dev, struct server *s, uint8_t *out, uint8_t *in, long long *res)
 {
 	__shared__ long long c;
 	if (threadIdx.x == 0) {
