@@ -146,12 +146,14 @@ int channel_memfd_adopt(struct channel *ch, int fd, uint32_t max_ports, uint64_t
 		snprintf(msg, msglen, "cannot map the re-offered channel: %s", strerror(e));
 		return -e;
 	}
-	ch->ops = &channel_memfd_ops;
-	ch->layout = l;
-	ch->base = base;
-	ch->bytes = l.total_bytes;
-	ch->fd = fd;
-	ch->num_ports = h.num_ports;
-	ch->numa_node = -1;
+	/* Every other field zero (not handed over, no CUDA state), as a
+	 * channel fresh from channel_create would have them. */
+	*ch = (struct channel){ .ops = &channel_memfd_ops,
+				.layout = l,
+				.base = base,
+				.bytes = l.total_bytes,
+				.fd = fd,
+				.num_ports = h.num_ports,
+				.numa_node = -1 };
 	return 0;
 }
