@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "control/inspect.h"
@@ -177,6 +179,33 @@ json_t *inspect_transfers(struct registry *reg, unsigned window_ms, const struct
 	return json_pack("{s:o, s:I}", "transfers", x.list, "window_ms", (json_int_t)window_ms);
 }
 
+/* The counters of struct poller_counters by name, in their order. */
+static const struct {
+	const char *name;
+	size_t offset;
+} poller_counter_fields[] = {
+	{ "passes", offsetof(struct poller_counters, passes) },
+	{ "empty_passes", offsetof(struct poller_counters, empty_passes) },
+	{ "ports_scanned", offsetof(struct poller_counters, ports_scanned) },
+	{ "found", offsetof(struct poller_counters, found) },
+	{ "served", offsetof(struct poller_counters, served) },
+	{ "collisions", offsetof(struct poller_counters, collisions) },
+	{ "held", offsetof(struct poller_counters, held) },
+	{ "hot_hits", offsetof(struct poller_counters, hot_hits) },
+	{ "dozes", offsetof(struct poller_counters, dozes) },
+	{ "deep_dozes", offsetof(struct poller_counters, deep_dozes) },
+	{ "wakeups", offsetof(struct poller_counters, wakeups) },
+	{ "parks", offsetof(struct poller_counters, parks) },
+	{ "helper_wakes", offsetof(struct poller_counters, helper_wakes) },
+	{ "timed_passes", offsetof(struct poller_counters, timed_passes) },
+	{ "timed_pass_ns", offsetof(struct poller_counters, timed_pass_ns) },
+	{ "timed_serve_ns", offsetof(struct poller_counters, timed_serve_ns) },
+	{ "timed_answer_ns", offsetof(struct poller_counters, timed_answer_ns) },
+	{ "timed_count_ns", offsetof(struct poller_counters, timed_count_ns) },
+	{ "timed_served", offsetof(struct poller_counters, timed_served) },
+	{ "timed_found", offsetof(struct poller_counters, timed_found) },
+};
+
 /* gpusysctl pollers: the counters as they are; rates and ratios are the
  * reader's (two readings and a clock). */
 json_t *inspect_pollers(const struct pollers *ps)
@@ -188,36 +217,17 @@ json_t *inspect_pollers(const struct pollers *ps)
 		struct poller_counters c;
 		if (pollers_counters(ps, i, &c) < 0)
 			break;
-		json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-				      "index", (json_int_t)i,
-				      "passes", (json_int_t)c.passes,
-				      "empty_passes", (json_int_t)c.empty_passes,
-				      "ports_scanned", (json_int_t)c.ports_scanned,
-				      "found", (json_int_t)c.found,
-				      "served", (json_int_t)c.served,
-				      "collisions", (json_int_t)c.collisions,
-				      "held", (json_int_t)c.held,
-				      "hot_hits", (json_int_t)c.hot_hits,
-				      "dozes", (json_int_t)c.dozes);
-		json_t *more = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-					 "deep_dozes", (json_int_t)c.deep_dozes,
-					 "wakeups", (json_int_t)c.wakeups,
-					 "parks", (json_int_t)c.parks,
-					 "helper_wakes", (json_int_t)c.helper_wakes,
-					 "timed_passes", (json_int_t)c.timed_passes,
-					 "timed_pass_ns", (json_int_t)c.timed_pass_ns,
-					 "timed_serve_ns", (json_int_t)c.timed_serve_ns,
-					 "timed_answer_ns", (json_int_t)c.timed_answer_ns,
-					 "timed_count_ns", (json_int_t)c.timed_count_ns,
-					 "timed_served", (json_int_t)c.timed_served,
-					 "timed_found", (json_int_t)c.timed_found);
-		if (!o || !more || json_object_update(o, more) < 0) {
-			json_decref(o);
-			json_decref(more);
+		json_t *o = json_pack("{s:I}", "index", (json_int_t)i);
+		for (size_t f = 0; o && f < sizeof(poller_counter_fields) / sizeof(poller_counter_fields[0]); f++) {
+			uint64_t v;
+			memcpy(&v, (const char *)&c + poller_counter_fields[f].offset, sizeof(v));
+			if (json_object_set_new(o, poller_counter_fields[f].name, json_integer((json_int_t)v)) < 0)
+				json_decref(o), o = NULL;
+		}
+		if (!o) {
 			json_decref(list);
 			return NULL;
 		}
-		json_decref(more);
 		json_array_append_new(list, o);
 	}
 	return json_pack("{s:o, s:I, s:b}", "pollers", list, "time_every", (json_int_t)POLLER_TIME_EVERY, "timed",

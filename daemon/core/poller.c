@@ -99,6 +99,7 @@
 #include <time.h>
 
 #include "util/log.h"
+#include "util/clock.h"
 #include "core/port_server.h"
 #include "core/poller.h"
 #include "core/wake.h"
@@ -159,22 +160,6 @@ struct pollers {
 
 	struct poller *p; /* count entries, 64-byte aligned */
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
 
 static struct snapshot *snapshot_alloc(uint32_t capacity)
 {

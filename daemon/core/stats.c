@@ -7,6 +7,7 @@
 #include "core/port_server.h"
 #include "core/service.h"
 #include "core/stats.h"
+#include "util/clock.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
@@ -46,20 +47,13 @@ bool stats_sample(void)
 	return stats_enabled() && (++tick & (STATS_SAMPLE - 1u)) == 0;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 #ifdef HAVE_TSC
 /* The TSC's rate against the monotonic clock, over 5 ms, once. */
 static void calibrate(void)
 {
-	uint64_t n0 = mono_ns(), t0 = __rdtsc();
+	uint64_t n0 = now_ns(), t0 = __rdtsc();
 	nanosleep(&(struct timespec){ .tv_nsec = 5000000 }, NULL);
-	uint64_t n1 = mono_ns(), t1 = __rdtsc();
+	uint64_t n1 = now_ns(), t1 = __rdtsc();
 	g.ns_per_tick = t1 > t0 ? (double)(n1 - n0) / (double)(t1 - t0) : 1.0;
 }
 #endif
@@ -69,7 +63,7 @@ uint64_t stats_now(void)
 #ifdef HAVE_TSC
 	return __rdtsc();
 #else
-	return mono_ns();
+	return now_ns();
 #endif
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "util/parallel_io.h"
+#include "util/clock.h"
 
 /*
  * One thread copies page cache to memory at about 10 GB/s; the link to the
@@ -141,20 +142,6 @@ static void job_work(struct io_job *j)
 			pthread_mutex_unlock(&j->lock);
 		}
 	}
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
 }
 
 /* Spin up to spin_ns until cond(arg) holds: true if it did. A GPU block's

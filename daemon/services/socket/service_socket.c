@@ -52,6 +52,7 @@
 #include "services/socket/service_socket.h"
 #include "services/socket/sock_obj.h"
 #include "services/socket/sock_policy.h"
+#include "util/clock.h"
 
 /* ------------------------------------------------------------ settings */
 
@@ -146,13 +147,6 @@ struct sock_client {
 	const struct client *c;
 	struct file_table *ft;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ------------------------------------------------------ socket objects */
 
