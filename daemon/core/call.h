@@ -44,6 +44,11 @@ struct port_call {
 	uint32_t op_id;
 	uint64_t t_start;
 	uint64_t bytes_in;
+	/* Set by port_respond, for the counters: the answer's bytes (what
+	 * was sent: none for NOREPLY or a refused lane) and whether the
+	 * request or any lane failed. */
+	uint64_t bytes_out;
+	bool failed;
 };
 
 /* Count bytes a service is about to allocate for the call's response against

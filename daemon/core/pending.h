@@ -78,9 +78,9 @@ void port_uncharge(struct port_table *t, uint64_t bytes);
 void port_ack(struct port_table *t, uint32_t p, uint32_t seq, uint32_t sw_flags, int32_t status);
 /* One request done, on progress slot slot (its only writer). */
 void port_count_completion(struct port_table *t, unsigned slot);
-/* Count a call in the per-opcode statistics. */
+/* Count a call in the per-opcode statistics (after port_respond, which
+ * sets what it counts). */
 void port_count_call(struct port_table *t, const struct port_call *call, unsigned slot);
-uint64_t port_resp_bytes(const struct port_call *call);
 
 /* Stream layout: each lane's bytes beyond its inline slot, in lane order;
  * the stream's size. And how many packets carry it. */

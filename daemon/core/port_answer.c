@@ -100,10 +100,25 @@ uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, struct por
 			uint32_t *part)
 {
 	struct gpusys_port *port = &t->ports[p];
-	uint32_t chunks = 0, trivial = 1;
+	uint32_t chunks = 0, trivial = 1, longest = 0;
 
+	call->bytes_out = 0;
+	call->failed = call->status != 0;
 	if (call->flags & GPUSYS_REQ_NOREPLY) {
+		for (uint64_t m = call->lane_mask; m; m &= m - 1)
+			call->failed |= call->lane_status[__builtin_ctzll(m)] != 0;
 		port_ack(t, p, seq, 0, 0);
+		return 0;
+	}
+	/* The common answer first: no lane has bytes or a status (every
+	 * NOOP). One OR over the whole arrays, branch-free; it holds only if
+	 * inactive lanes are zero too, and a call that leaves garbage there
+	 * takes the loop below, which clears them. */
+	uint32_t any = 0;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
+		any |= call->resp_len[l] | (uint32_t)call->lane_status[l];
+	if (!any) {
+		port_ack(t, p, seq, GPUSYS_SW_TRIVIAL, call->status);
 		return 0;
 	}
 	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
@@ -118,6 +133,9 @@ uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, struct por
 			call->lane_status[l] = -EMSGSIZE;
 		}
 		call->resp_len[l] = n;
+		call->bytes_out += n;
+		call->failed |= call->lane_status[l] != 0;
+		longest = n > longest ? n : longest;
 		trivial &= n == 0 && call->lane_status[l] == 0;
 	}
 	if (!trivial) {
@@ -131,36 +149,17 @@ uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, struct por
 				memcpy(port->data + l * GPUSYS_INLINE_BYTES, call->resp_data[l],
 				       n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
 		}
-		if (off)
+		/* Streamed only past a lane's inline slot. */
+		if (off && longest > GPUSYS_INLINE_BYTES)
 			chunks = port_packets_for(port_stream_layout(call->lane_mask, call->resp_len, off, part));
 	}
 	port_ack(t, p, seq, trivial ? GPUSYS_SW_TRIVIAL : 0, call->status);
 	return chunks;
 }
 
-/* Whether a call failed, for the counters: the request or any lane. */
-static bool call_failed(const struct port_call *call)
-{
-	if (call->status)
-		return true;
-	for (uint64_t m = call->lane_mask; m; m &= m - 1)
-		if (call->lane_status[__builtin_ctzll(m)])
-			return true;
-	return false;
-}
-
-uint64_t port_resp_bytes(const struct port_call *call)
-{
-	uint64_t n = 0;
-	for (uint64_t m = call->lane_mask; m; m &= m - 1)
-		n += call->resp_len[__builtin_ctzll(m)];
-	return n;
-}
-
 void port_count_call(struct port_table *t, const struct port_call *call, unsigned slot)
 {
-	stats_record(&t->stats, slot, call->op_id, call->t_start, call_failed(call), call->bytes_in,
-		     port_resp_bytes(call));
+	stats_record(&t->stats, slot, call->op_id, call->t_start, call->failed, call->bytes_in, call->bytes_out);
 }
 
 void port_answer(struct port_table *t, struct pending *pd, unsigned slot)
