@@ -9,7 +9,8 @@
 # VARIANTS (default "free pinned") may also name old (the gpusysd built in
 # $OLD/build-gpu, a checkout of an older tree: an A/B of a change) and
 # stats-off (this tree's gpusysd with GPUSYSD_STATS=0: no per-opcode counting,
-# so no sampled times either).
+# so no sampled times either), and pollersN (this tree's gpusysd with N pollers,
+# e.g. pollers12: what the knob buys where the pollers' CPU is the bound).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -33,6 +34,7 @@ for r in $(seq "$ROUNDS"); do
 		pinned) args=(--daemon-args "--config /tmp/poller-pin.conf") ;;
 		old) d=${OLD:?OLD=checkout}/build-gpu/daemon/gpusysd ;;
 		stats-off) env=(GPUSYSD_STATS=0) ;;
+		pollers[0-9]*) args=(--daemon-args "--pollers ${v#pollers}") ;;
 		esac
 		s=$SECONDS
 		env "${env[@]}" timeout 150 "$B" rtt --breakdown --daemon "$d" "${args[@]}" > "$OUT/$v-$r.txt" 2> "$OUT/$v-$r.err"
