@@ -27,7 +27,6 @@
 #include <string.h>
 
 #include "gpusys/abi.h"
-#include "gpusys/dev.h" /* GPUSYS_WAIT_HOT_SPINS */
 
 #if defined(__CUDACC__)
 /* ------------------------------------------------------------------ CUDA */
@@ -138,13 +137,6 @@ GPUSYS_FN void gpusys_fence_acquire(const volatile void *flag)
 
 GPUSYS_FN void gpusys_spin_pause(void)
 {
-}
-
-/* Between polls of a wait for an answer (dev.h: wait_sleep_ns). */
-GPUSYS_FN void gpusys_wait_pause(uint32_t spins, uint32_t sleep_ns)
-{
-	if (sleep_ns && spins >= GPUSYS_WAIT_HOT_SPINS)
-		__nanosleep(sleep_ns);
 }
 
 /* Called every GPUSYS_SPIN_CHECK_EVERY spins of a wait. A warp keeps
@@ -341,14 +333,6 @@ static inline void gpusys_spin_pause(void)
 /* An emulated warp that has spun this long gives its CPU away: there may be
  * more warps (threads) than cores, and the one it waits for may need this
  * core to run at all. */
-/* Host threads: a pause; sleeping is for GPU warps (dev.h). */
-static inline void gpusys_wait_pause(uint32_t spins, uint32_t sleep_ns)
-{
-	(void)spins;
-	(void)sleep_ns;
-	gpusys_spin_pause();
-}
-
 static inline void gpusys_spin_yield(void)
 {
 	sched_yield();

@@ -157,7 +157,7 @@ GPUSYS_FN int gpusys_wait_owned_ex(const gpusys_dev_t *dev, uint32_t p, uint32_t
 	uint32_t spins = 0;
 	uint64_t w;
 	while (GPUSYS_WORD_SEQ(w = gpusys_load_shared_u64(&dev->server_word[p])) != (seq & GPUSYS_SEQ_MASK)) {
-		gpusys_wait_pause(spins, dev->wait_sleep_ns);
+		gpusys_spin_pause();
 		if (++spins % GPUSYS_SPIN_CHECK_EVERY == 0) {
 			int dead = gpusys_channel_dead(dev);
 			if (dead)

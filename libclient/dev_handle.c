@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -23,24 +22,6 @@ int gpusys_channel_check(const struct gpusys_channel_header *hdr, uint64_t mappe
 	    l.bulk_offset + l.bulk_bytes > hdr->total_bytes)
 		return -EPROTO;
 	return 0;
-}
-
-/* GPUSYS_WAIT_SLEEP_NS (dev.h: wait_sleep_ns), bounded; unset or bad: the
- * default. Read once. */
-static uint32_t gpusys_wait_sleep_ns(void)
-{
-	static _Atomic int64_t cached = -1;
-	int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
-	if (v < 0) {
-		const char *s = getenv("GPUSYS_WAIT_SLEEP_NS");
-		char *end = NULL;
-		unsigned long n = s && *s ? strtoul(s, &end, 10) : GPUSYS_WAIT_SLEEP_NS_DEFAULT;
-		if (end && *end)
-			n = GPUSYS_WAIT_SLEEP_NS_DEFAULT;
-		v = n > GPUSYS_WAIT_SLEEP_NS_MAX ? GPUSYS_WAIT_SLEEP_NS_MAX : (int64_t)n;
-		atomic_store_explicit(&cached, v, memory_order_relaxed);
-	}
-	return (uint32_t)v;
 }
 
 void gpusys_dev_fill(gpusys_dev_t *dev, void *base, const struct gpusys_channel_header *hdr,
@@ -63,7 +44,7 @@ void gpusys_dev_fill(gpusys_dev_t *dev, void *base, const struct gpusys_channel_
 	dev->bulk_locks = 0;
 	dev->warp_futures = 0;
 	dev->warp_slots = 0;
-	dev->wait_sleep_ns = gpusys_wait_sleep_ns();
+	dev->reserved_ = 0;
 	dev->callbacks = 0;
 }
 

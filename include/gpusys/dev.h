@@ -21,14 +21,6 @@ struct gpusys_port_lock {
 	uint32_t seq;
 } __attribute__((aligned(8))); /* one 64-bit word (device/lane.h, gpusys_lock_pair_take) */
 
-/* wait_sleep_ns: its default, and the most GPUSYS_WAIT_SLEEP_NS may ask. */
-#define GPUSYS_WAIT_SLEEP_NS_DEFAULT 1000u
-#define GPUSYS_WAIT_SLEEP_NS_MAX 100000u
-/* Back-to-back polls of a wait before wait_sleep_ns applies: about the
- * round trip of one warp alone (a poll is ~1 us across PCIe), so a lone
- * warp's latency does not pay for it. */
-#define GPUSYS_WAIT_HOT_SPINS 8u
-
 typedef struct gpusys_dev {
 	struct gpusys_channel_header *hdr;  /* shared */
 	volatile uint64_t *client_word;     /* shared, written by this client */
@@ -51,12 +43,7 @@ typedef struct gpusys_dev {
 	 * every asynchronous call is then made synchronously). */
 	uint32_t *warp_futures;
 	uint32_t warp_slots;
-	/* A warp waiting for its answer polls the server word back to back
-	 * GPUSYS_WAIT_HOT_SPINS times, then sleeps this long between polls
-	 * (GPU only; 0: never sleeps). Each poll is a read across PCIe: with
-	 * thousands of warps waiting, back-to-back polls crowd the link and
-	 * the lines the daemon writes. Set from GPUSYS_WAIT_SLEEP_NS. */
-	uint32_t wait_sleep_ns;
+	uint32_t reserved_;
 	/* User host callbacks (include/gpusys/callback.h): the handle of the
 	 * client's own callback channel, served by libgpusys threads in the
 	 * client process (private memory; NULL: none, user opcodes fail with
