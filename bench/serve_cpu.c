@@ -13,7 +13,8 @@
  * code can be judged here in seconds. The rest of the real figure is the
  * cache lines moving between the GPU, the pollers and this code.
  *
- * usage: gpusys-bench-serve [--iters N] [--ports N] [--stats 0|1]
+ * usage: gpusys-bench-serve [--iters N] [--ports N] [--stats 0|1] [--row K]
+ *   --row K: only the K-th row of the table (0..3), for a profiler
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -78,11 +79,12 @@ static double run_row(struct port_table *t, const struct row *r, uint32_t ports,
 int main(int argc, char **argv)
 {
 	unsigned iters = 2000000, ports = 1056;
-	int stats = 1, opt;
+	int stats = 1, only = -1, opt;
 	static const struct option opts[] = {
 		{ "iters", required_argument, NULL, 'i' },
 		{ "ports", required_argument, NULL, 'p' },
 		{ "stats", required_argument, NULL, 's' },
+		{ "row", required_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -90,8 +92,9 @@ int main(int argc, char **argv)
 		case 'i': iters = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'p': ports = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 's': stats = atoi(optarg); break;
+		case 'r': only = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: gpusys-bench-serve [--iters N] [--ports N] [--stats 0|1]\n");
+			fprintf(stderr, "usage: gpusys-bench-serve [--iters N] [--ports N] [--stats 0|1] [--row K]\n");
 			return 2;
 		}
 	}
@@ -129,7 +132,8 @@ int main(int argc, char **argv)
 	       iters, stats ? "on" : "off");
 	printf("%-28s %12s\n", "request", "ns/request");
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-		printf("%-28s %12.1f\n", rows[i].name, run_row(&t, &rows[i], ports, iters));
+		if (only < 0 || (size_t)only == i)
+			printf("%-28s %12.1f\n", rows[i].name, run_row(&t, &rows[i], ports, iters));
 	port_table_fini(&t);
 	munmap(base, l.total_bytes);
 	return 0;

@@ -12,6 +12,7 @@
 #include "core/accounts.h"
 #include "gpusys/device/host_sync.h"
 #include "core/client.h"
+#include "core/lanes.h"
 #include "core/pending.h"
 
 /* The one place bytes are counted against the client's budget. */
@@ -139,12 +140,13 @@ uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, struct por
 		trivial &= n == 0 && call->lane_status[l] == 0;
 	}
 	if (!trivial) {
-		/* Inactive lanes too: the client reads only its lanes, but
-		 * stale words from an earlier message help nobody. */
-		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-			uint32_t n = call->resp_len[l];
-			port->len[l] = n;
-			port->aux[l] = (uint32_t)call->lane_status[l];
+		/* Inactive lanes too (the loop above zeroed them): the client
+		 * reads only its lanes, but stale words from an earlier
+		 * message help nobody. */
+		lanes_copy(port->len, call->resp_len);
+		lanes_copy(port->aux, call->lane_status);
+		for (uint64_t m = call->lane_mask; m; m &= m - 1) {
+			uint32_t l = (uint32_t)__builtin_ctzll(m), n = call->resp_len[l];
 			if (n)
 				memcpy(port->data + l * GPUSYS_INLINE_BYTES, call->resp_data[l],
 				       n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/lanes.h"
 #include "core/pending.h"
 #include "core/port_server.h"
 
@@ -205,15 +206,17 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 	 * gpusys-bench-serve); whole-array stores of every field instead made a
 	 * one-lane call a third slower. resp_data[] is read only where resp_len
 	 * is set, so it is left alone. */
-	memset(call.lane_status, 0, sizeof(call.lane_status));
-	memset(call.resp_len, 0, sizeof(call.resp_len));
+	lanes_zero(call.lane_status);
+	lanes_zero(call.resp_len);
 	for (uint64_t m = call.lane_mask; m; m &= m - 1) {
 		uint32_t l = (uint32_t)__builtin_ctzll(m);
 		call.len[l] = len[l];
 		call.cap[l] = cap[l];
 		call.data[l] = payload + l * GPUSYS_INLINE_BYTES;
+		/* The whole slot, a fixed size (inline moves, no libc call):
+		 * it is one cache line, fetched for len bytes anyway. */
 		if (len[l])
-			memcpy(call.data[l], shared + l * GPUSYS_INLINE_BYTES, len[l]);
+			memcpy(call.data[l], shared + l * GPUSYS_INLINE_BYTES, GPUSYS_INLINE_BYTES);
 	}
 	svc->op->handle(&call);
 	uint32_t off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES];
@@ -291,27 +294,24 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 	/* Fast-path requests are timed one in STATS_SAMPLE (core/stats.h). */
 	uint64_t t_start = stats_sample() ? stats_now() : 0;
 
-	/* Copy out once; from here on only the copies are looked at. */
-	if (GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_EMPTY) {
-		memset(len, 0, sizeof(len));
-		memset(cap, 0, sizeof(cap));
-	} else {
-		memcpy(len, port->len, sizeof(len));
-		memcpy(cap, port->aux, sizeof(cap));
-	}
-
+	/* Copy out once; from here on only the copies are looked at. Inactive
+	 * lanes' entries are zero; only active lanes are walked. */
 	uint64_t bytes = 0;
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES && !(GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_EMPTY); l++) {
-		if (!(h.lane_mask >> l & 1)) {
-			len[l] = cap[l] = 0;
-			continue;
+	lanes_zero(len);
+	lanes_zero(cap);
+	if (!(GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_EMPTY)) {
+		uint32_t len_in[GPUSYS_WARP_LANES], cap_in[GPUSYS_WARP_LANES];
+		lanes_copy(len_in, port->len);
+		lanes_copy(cap_in, port->aux);
+		for (uint64_t m = h.lane_mask; m; m &= m - 1) {
+			uint32_t l = (uint32_t)__builtin_ctzll(m);
+			len[l] = len_in[l];
+			/* A capacity is only a limit: nothing larger is ever sent. */
+			cap[l] = cap_in[l] < GPUSYS_MAX_LANE_PAYLOAD ? cap_in[l] : GPUSYS_MAX_LANE_PAYLOAD;
+			if (len[l] > GPUSYS_MAX_LANE_PAYLOAD)
+				status = -E2BIG;
+			bytes += len[l];
 		}
-		if (len[l] > GPUSYS_MAX_LANE_PAYLOAD)
-			status = -E2BIG;
-		/* A capacity is only a limit: nothing larger is ever sent. */
-		if (cap[l] > GPUSYS_MAX_LANE_PAYLOAD)
-			cap[l] = GPUSYS_MAX_LANE_PAYLOAD;
-		bytes += len[l];
 	}
 	if (h.lane_mask == 0 || (GPUSYS_WORD_FLAGS(word) & ~GPUSYS_CW_KNOWN))
 		status = -EINVAL;
