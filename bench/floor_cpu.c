@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,11 +41,17 @@ int bench_floor_cpu(unsigned iters, struct bench_stats *ret)
 	if (pg == MAP_FAILED)
 		return -errno;
 
+	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
-		/* the "server": a separate process, as gpusysd is */
+		/* the "server": a separate process, as gpusysd is. It spins
+		 * until told to stop, so it must go with the benchmark if that
+		 * is killed mid-floor (a test's timeout), or it spins forever. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
 		uint32_t seen = 0;
 		for (;;) {
 			uint32_t v = __atomic_load_n(&pg->ping, __ATOMIC_ACQUIRE);

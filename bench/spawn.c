@@ -6,11 +6,13 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,6 +61,19 @@ static void exec_daemon(const struct bench_daemon *d, const char *path)
 	_exit(127);
 }
 
+static bool accepts(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return false;
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
 /* Returns the pid or -errno. */
 static int spawn(struct bench_daemon *d, const char *path)
 {
@@ -75,10 +90,14 @@ static int spawn(struct bench_daemon *d, const char *path)
 		return -errno;
 	if (pid == 0)
 		exec_daemon(d, path);
-	snprintf(sock, sizeof(sock), "%s/%s", d->dir, GPUSYS_SOCKET_NAME);
+	/* Up once control.sock accepts a connection: gpusysd listens on
+	 * gpusysd.sock before it even creates control.sock. Not the mere file
+	 * of gpusysd.sock: that exists from bind(), before listen(), and an
+	 * attach in between is refused (seen once in ~80 runs on the 2-vCPU
+	 * VM: "gpusysd is not running"). */
+	snprintf(sock, sizeof(sock), "%s/%s", d->dir, GPUSYS_CONTROL_NAME);
 	for (int i = 0; i < 500; i++) {
-		struct stat st;
-		if (stat(sock, &st) == 0)
+		if (accepts(sock))
 			return pid;
 		if (waitpid(pid, NULL, WNOHANG) == pid)
 			return -ECHILD;

@@ -208,6 +208,14 @@ char *gd_log(const struct gd *d)
 
 int run_capture(const char *const *argv, char **ret_out, char **ret_err)
 {
+	int st = run_capture_ms(argv, 10000, ret_out, ret_err);
+	if (st < 0)
+		fail_msg("%s did not finish within 10 s", argv[0]);
+	return st;
+}
+
+int run_capture_ms(const char *const *argv, int ms, char **ret_out, char **ret_err)
+{
 	char out_path[] = "/tmp/gpusys-out.XXXXXX", err_path[] = "/tmp/gpusys-err.XXXXXX";
 	int out = mkstemp(out_path), err = mkstemp(err_path);
 	assert_true(out >= 0 && err >= 0);
@@ -222,11 +230,10 @@ int run_capture(const char *const *argv, char **ret_out, char **ret_err)
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
-	int st = wait_exit(pid, 10000);
+	int st = wait_exit(pid, ms);
 	if (st < 0) {
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
-		fail_msg("%s did not finish within 10 s", argv[0]);
 	}
 	lseek(out, 0, SEEK_SET);
 	lseek(err, 0, SEEK_SET);

@@ -54,6 +54,9 @@ int wait_exit(pid_t pid, int ms);
 /* Run argv to completion with output captured (malloc'd strings); returns
  * the wait status. */
 int run_capture(const char *const *argv, char **ret_out, char **ret_err);
+/* The same, but a run longer than ms is killed and returns -1 (with what it
+ * wrote so far) instead of failing the test. */
+int run_capture_ms(const char *const *argv, int ms, char **ret_out, char **ret_err);
 
 /* One request on the control socket; the parsed reply or NULL. */
 json_t *control_request(const char *runtime, const char *line);
