@@ -469,15 +469,18 @@ enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progr
 		break;
 	}
 	/* The one release of the poller's path: unless the call now holds
-	 * the port (on the pool, or pending later). */
-	if (!keep)
+	 * the port (on the pool, or pending later), which is marked so. Only
+	 * from our own mark: a call pending later may have been completed on
+	 * another thread already, which released the port (a plain store
+	 * here would claim it forever). The mark feeds counters only. */
+	if (!keep) {
 		port_release(t, p);
+	} else {
+		unsigned char mine = PORT_CLAIM_THREAD;
+		atomic_compare_exchange_strong_explicit(&t->claim[p], &mine, PORT_CLAIM_CALL, memory_order_relaxed,
+							memory_order_relaxed);
+	}
 	return r;
-}
-
-bool port_held_by_call(const struct port_table *t, uint32_t p)
-{
-	return __atomic_load_n(&t->state[p].phase, __ATOMIC_RELAXED) == PHASE_BUSY;
 }
 
 bool port_server_activity(const struct port_table *t, uint32_t p, struct port_activity *ret)

@@ -16,8 +16,13 @@
  * while the NOOP drops only to 0.30-0.45 us: its 0.2-0.3 us of protocol
  * work above the floor does not shrink with it, and the ratio is 2.1-3.2,
  * with this code and with the code of 2026-11-21 whose 1.60-1.88x set the
- * target. This test then fails all its attempts: 3 of 32 runs there,
- * every attempt at 2.08-2.94.
+ * target. A floor that fast is two vCPUs placed so that a cache line
+ * crosses between them in ~60 ns, a state the 2x bound was never measured
+ * in and cannot hold in (the NOOP moves more than one line each way). So an
+ * attempt whose floor is under MIN_FLOOR_NS is reported as not comparable
+ * and counts neither way; if no attempt was comparable the test is
+ * skipped (exit 77) with that reason. Before this rule, 3 of 32 runs there
+ * failed, every attempt at 2.08-2.94.
  *
  * A 2-core CI machine is noisy: a job beside us can take a core for a
  * while. So up to ATTEMPTS runs, and the test passes on the first within
@@ -50,7 +55,14 @@
 #include "../daemon/harness.h"
 
 #define MAX_RATIO 2.0
-#define ATTEMPTS 3
+#define ATTEMPTS 5
+/* Below this floor p50 an attempt is not comparable (see above). */
+#define MIN_FLOOR_NS 250
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+
+/* Set when the test skips for the machine's state: main says why. */
+static const char *skip_reason;
 /* 100 000 calls after 10 001 warm-up calls, as in bench/RESULTS.md: ~0.3 s
  * a run on the quiet 2-vCPU VM. Not fewer: there a session's
  * first calls are at times ~0.3 ms each, for up to several seconds, and
@@ -102,6 +114,7 @@ static void noop_within_2x_floor(void **state)
 	const char *argv[] = { bench, "rtt", "--emulate", "--daemon", gpusysd, "--warps", "1", "--lanes", "32",
 			       "--iters", ITERS, "--json", NULL };
 	double bound = max_ratio();
+	int compared = 0;
 
 	for (int a = 1; a <= ATTEMPTS; a++) {
 		char *out, *err;
@@ -121,6 +134,18 @@ static void noop_within_2x_floor(void **state)
 					&ratio))
 				fail_msg("gpusys-bench JSON lacks floor_p50_ns, p50_ns or ratio: %s", out);
 			json_decref(j);
+			if (floor_ns < MIN_FLOOR_NS) {
+				printf("attempt %d/%d: floor p50 %lld ns, NOOP p50 %lld ns, ratio %.3f: floor under %d ns, "
+				       "not comparable\n",
+				       a, ATTEMPTS, (long long)floor_ns, (long long)p50_ns, ratio, MIN_FLOOR_NS);
+				fflush(stdout);
+				free(out);
+				free(err);
+				if (a < ATTEMPTS)
+					sleep(1);
+				continue;
+			}
+			compared++;
 			bool ok = ratio <= bound;
 			printf("attempt %d/%d: floor p50 %lld ns, NOOP p50 %lld ns, ratio %.3f (bound %.2f), %ld ms: %s\n",
 			       a, ATTEMPTS, (long long)floor_ns, (long long)p50_ns, ratio, bound, ms,
@@ -138,7 +163,12 @@ static void noop_within_2x_floor(void **state)
 		if (a < ATTEMPTS)
 			sleep(1);
 	}
-	fail_msg("NOOP p50 over %.2fx its floor in all %d attempts (each one's figures on stdout)", bound, ATTEMPTS);
+	if (!compared) {
+		skip_reason = "every attempt's floor was under " STRINGIFY(MIN_FLOOR_NS) " ns: not comparable on this machine now";
+		skip();
+	}
+	fail_msg("NOOP p50 over %.2fx its floor in all %d comparable attempts (each one's figures on stdout)", bound,
+		 compared);
 }
 
 int main(void)
@@ -147,6 +177,10 @@ int main(void)
 		cmocka_unit_test(noop_within_2x_floor),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	if (!rc && skip_reason) {
+		fprintf(stderr, "SKIP: %s\n", skip_reason);
+		return 77;
+	}
 #ifdef GPUSYS_PERF_SANITIZED
 	/* Exit 77, so that meson counts it as skipped, not passed; scripts/test
 	 * lists it with this line, the last one that mentions skipping. */
