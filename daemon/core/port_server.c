@@ -472,7 +472,10 @@ enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progr
 	 * the port (on the pool, or pending later), which is marked so. Only
 	 * from our own mark: a call pending later may have been completed on
 	 * another thread already, which released the port (a plain store
-	 * here would claim it forever). The mark feeds counters only. */
+	 * here would claim it forever). The mark feeds counters only: if
+	 * the port was released and claimed by another poller in between,
+	 * that poller's claim reads as a call's until it ends its step (a
+	 * few passes' "held" instead of "collision"). */
 	if (!keep) {
 		port_release(t, p);
 	} else {
