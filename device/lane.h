@@ -139,6 +139,16 @@ GPUSYS_FN void gpusys_spin_pause(void)
 {
 }
 
+/* After a load of flag saw the other side's store, where nothing it wrote
+ * is read next (a TRIVIAL answer): our later stores must not pass that
+ * load, so the daemon's reads of the port come before our next writes. A
+ * warp's stores wait for the load they depend on; no fence (a system-scope
+ * one costs about a microsecond). */
+GPUSYS_FN void gpusys_order_after(const volatile void *flag)
+{
+	(void)flag;
+}
+
 /* Called every GPUSYS_SPIN_CHECK_EVERY spins of a wait. A warp keeps
  * spinning: its SM has other warps to run meanwhile. */
 GPUSYS_FN void gpusys_spin_yield(void)
@@ -317,6 +327,14 @@ static inline void gpusys_fence_flush(void)
 }
 
 static inline void gpusys_fence_acquire(const volatile void *flag)
+{
+	gpusys_host_acquire_after(flag);
+}
+
+/* The host: C11 orders our later stores after that load only with an
+ * acquire (free on x86, a compiler barrier), and ThreadSanitizer needs it
+ * to see the daemon's reads of the port before our next request's writes. */
+static inline void gpusys_order_after(const volatile void *flag)
 {
 	gpusys_host_acquire_after(flag);
 }

@@ -171,6 +171,8 @@ GPUSYS_FN int gpusys_wait_owned_ex(const gpusys_dev_t *dev, uint32_t p, uint32_t
 		return -ECONNABORTED;
 	if (acquire)
 		gpusys_fence_acquire(&dev->server_word[p]);
+	else
+		gpusys_order_after(&dev->server_word[p]);
 	*ret_word = w;
 	return 0;
 }
