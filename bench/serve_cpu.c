@@ -21,20 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "core/port_server.h"
 #include "core/client.h"
 #include "core/stats.h"
 #include "services.h"
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 struct row {
 	const char *name;
@@ -49,7 +42,7 @@ static double run_row(struct port_table *t, const struct row *r, uint32_t ports,
 {
 	double best = 1e30;
 	for (int round = 0; round < 5; round++) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = bench_now_ns();
 		for (unsigned i = 0; i < iters; i++) {
 			uint32_t p = i % ports;
 			uint32_t seq = (atomic_load_explicit(&t->seen[p], memory_order_relaxed) + 1u) & GPUSYS_SEQ_MASK;
@@ -69,7 +62,7 @@ static double run_row(struct port_table *t, const struct row *r, uint32_t ports,
 				exit(1);
 			}
 		}
-		double ns = (double)(now_ns() - t0) / iters;
+		double ns = (double)(bench_now_ns() - t0) / iters;
 		if (ns < best)
 			best = ns;
 	}

@@ -283,6 +283,21 @@ json_t *daemon_status(const char *runtime)
 	return st;
 }
 
+void gd_wait_up(const struct gd *d)
+{
+	long t0 = now_ms();
+	for (;;) {
+		json_t *st = control_request(d->runtime, "{\"cmd\":\"status\"}\n");
+		if (st) {
+			json_decref(st);
+			return;
+		}
+		if (now_ms() - t0 > 5000)
+			fail_msg("restarted gpusysd not up within 5 s");
+		usleep(2000);
+	}
+}
+
 json_t *status_client(json_t *st, unsigned id)
 {
 	size_t i;

@@ -61,6 +61,9 @@ int run_capture_ms(const char *const *argv, int ms, char **ret_out, char **ret_e
 /* One request on the control socket; the parsed reply or NULL. */
 json_t *control_request(const char *runtime, const char *line);
 json_t *daemon_status(const char *runtime);
+/* Wait up to 5 s until d's daemon (started again, say) answers status on
+ * its control socket; fails the test past that. */
+void gd_wait_up(const struct gd *d);
 
 /* The status entry of the client with this id, or NULL (borrowed from st). */
 json_t *status_client(json_t *st, unsigned id);

@@ -116,21 +116,6 @@ static void test_hostile_reoffers(void **state)
 	gd_finish(&d);
 }
 
-static void wait_up(struct gd *d)
-{
-	long t0 = now_ms();
-	for (;;) {
-		json_t *st = control_request(d->runtime, "{\"cmd\":\"status\"}\n");
-		if (st) {
-			json_decref(st);
-			return;
-		}
-		if (now_ms() - t0 > 5000)
-			fail_msg("restarted gpusysd not up within 5 s");
-		usleep(2000);
-	}
-}
-
 static int open_file(const gpusys_dev_t *dev, const char *p, int32_t *ret)
 {
 	const char *path[L] = { p };
@@ -187,7 +172,7 @@ static void test_stale_handles(void **state)
 	int ws = gd_stop(&d, &ms);
 	assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
 	d.pid = gd_spawn(&d, NULL);
-	wait_up(&d);
+	gd_wait_up(&d);
 	/* The library re-offers by itself: this call waits through it. */
 	assert_int_equal(open_file(dev, b, &new_h), 0);
 	assert_int_not_equal(new_h, old_h);
@@ -238,7 +223,7 @@ static void test_no_handover_by_default(void **state)
 	long ms;
 	gd_stop(&d, &ms);
 	d.pid = gd_spawn(&d, NULL);
-	wait_up(&d);
+	gd_wait_up(&d);
 	const struct gpusys_channel_header *hdr = gpusys_client_channel(c);
 	assert_int_equal(hdr->server_state, GPUSYS_SERVER_STOPPED);
 	assert_int_equal(write_at(gpusys_emu_dev(emu), h, 1, 0), -ESHUTDOWN);

@@ -179,21 +179,6 @@ out:
 	return NULL;
 }
 
-static void wait_up(struct gd *d)
-{
-	long t0 = now_ms();
-	for (;;) {
-		json_t *st = control_request(d->runtime, "{\"cmd\":\"status\"}\n");
-		if (st) {
-			json_decref(st);
-			return;
-		}
-		if (now_ms() - t0 > 5000)
-			fail_msg("restarted gpusysd not up within 5 s");
-		usleep(2000);
-	}
-}
-
 /* Load on this daemon: every client has met restart r (its stale handle)
  * and done a few calls since. */
 static void wait_load(struct worker *w, unsigned r)
@@ -250,7 +235,7 @@ static void test_restart_under_load(void **state)
 		if (ms > stop_ms_max)
 			stop_ms_max = ms;
 		d.pid = gd_spawn(&d, NULL);
-		wait_up(&d);
+		gd_wait_up(&d);
 		up_at[r] = now_ms();
 	}
 	wait_load(w, NRESTARTS);
@@ -389,7 +374,7 @@ static void test_kill9_no_adoption(void **state)
 	/* The next daemon is up at once: a client that re-offered would find
 	 * it (and must not be taken). */
 	d.pid = gd_spawn(&d, NULL);
-	wait_up(&d);
+	gd_wait_up(&d);
 	for (int i = 0; i < 2; i++) {
 		pthread_join(t[i], NULL);
 		assert_int_equal(k[i].failed_with, -ESHUTDOWN);
@@ -520,7 +505,7 @@ static void test_abort_unfinished_streams(void **state)
 		int ws = gd_stop(&d, &ms);
 		assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
 		d.pid = gd_spawn(&d, NULL);
-		wait_up(&d);
+		gd_wait_up(&d);
 		restarts++;
 		aborted = 0;
 		for (int i = 0; i < ABORT_CLIENTS; i++)
