@@ -56,6 +56,7 @@ static __global__ void k_flush(gpusys_dev_t dev, int *rc)
 
 struct gpu_attach {
 	const char *runtime_dir;
+	uint32_t ports; /* 0: the library's default */
 	gpusys_t *g;
 };
 
@@ -66,6 +67,7 @@ static int do_attach(void *p)
 	memset(&o, 0, sizeof(o));
 	o.runtime_dir = a->runtime_dir;
 	o.cuda_device = 0;
+	o.num_ports = a->ports;
 	int rc = gpusys_attach(&o, &a->g); /* passes our stdout (the file now) to gpusysd */
 	if (rc)
 		fprintf(stderr, "gpusys-bench: gpusys_attach: %s\n", gpusys_last_error());
@@ -75,18 +77,20 @@ static int do_attach(void *p)
 static void usage(void)
 {
 	fprintf(stderr, "usage: gpusys-bench print [--blocks-per-sm N] [--threads N] [--lines N (per thread)]\n"
-			"                          [--out FILE] [--runtime-dir DIR | --daemon PATH] [--json]\n");
+			"                          [--out FILE] [--ports N] [--runtime-dir DIR | --daemon PATH] [--json]\n");
 }
 
 extern "C" int bench_print_gpu(int argc, char **argv)
 {
 	int per_sm = 2, threads = 256, lines = 8, json = 0, opt;
+	uint32_t ports = 0;
 	const char *runtime_dir = NULL, *daemon = NULL, *out = NULL;
 	static const struct option opts[] = {
 		{ "blocks-per-sm", required_argument, NULL, 'b' }, { "threads", required_argument, NULL, 't' },
 		{ "lines", required_argument, NULL, 'l' },         { "out", required_argument, NULL, 'o' },
 		{ "runtime-dir", required_argument, NULL, 'r' },   { "daemon", required_argument, NULL, 'd' },
-		{ "json", no_argument, NULL, 'j' },                { NULL, 0, NULL, 0 },
+		{ "json", no_argument, NULL, 'j' },                { "ports", required_argument, NULL, 'p' },
+		{ NULL, 0, NULL, 0 },
 	};
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -98,6 +102,7 @@ extern "C" int bench_print_gpu(int argc, char **argv)
 		case 'r': runtime_dir = optarg; break;
 		case 'd': daemon = optarg; break;
 		case 'j': json = 1; break;
+		case 'p': ports = (uint32_t)strtoul(optarg, NULL, 0); break;
 		default: usage(); return 2;
 		}
 	}
@@ -132,7 +137,7 @@ extern "C" int bench_print_gpu(int argc, char **argv)
 	size_t fifo = (size_t)total * 512 + (64u << 20);
 	BENCH_CK(cudaDeviceSetLimit(cudaLimitPrintfFifoSize, fifo));
 
-	struct gpu_attach at = { runtime_dir, NULL };
+	struct gpu_attach at = { runtime_dir, ports, NULL };
 	int file = bench_print_attach_to_file(out, do_attach, &at);
 	if (file < 0) {
 		bench_daemon_stop(&bd);

@@ -226,9 +226,13 @@ static __global__ void k_floor(struct floor_slot *slots, int nwarps, int iters, 
 
 /* Where the client's time goes (--breakdown): the raw mailbox with one
  * piece of the client's fast path added at a time. bits: 1 the port lock
- * (acquiring CAS before, releasing store after, device memory), 2 the
- * request count (a reduction) and a second sysmem store (the doorbell),
- * 4 the whole warp takes part (activemask, shuffles, warp syncs). */
+ * (acquiring exchange before, releasing store after, device memory: the
+ * client's), 2 the request count (a reduction) and a second sysmem store
+ * (the doorbell), 4 the whole warp takes part (activemask, shuffles, warp
+ * syncs). Lock flavours, in place of 1: 8 relaxed exchange and relaxed
+ * store (no ordering), 16 the exchange alone (no release), 32 a ticket
+ * lock's shape (acquiring add before, releasing reduction after). 64: the
+ * count and the doorbell after the flushing fence instead of before it. */
 static __global__ void k_floor_parts(struct floor_slot *slots, unsigned bits, int iters, int warm,
 				     unsigned long long *lat, unsigned *lock, unsigned long long *counter)
 {
@@ -238,29 +242,52 @@ static __global__ void k_floor_parts(struct floor_slot *slots, unsigned bits, in
 	struct floor_slot *s = &slots[0];
 	uint64_t base = s->resp;
 	volatile uint64_t *bell = &slots[1].req;
+	unsigned long long *pair = (unsigned long long *)lock;
 	for (int i = 1; i <= iters + warm; i++) {
 		unsigned long long t0 = gtimer();
-		unsigned mask = 1, old = 0;
+		unsigned mask = 1;
+		unsigned long long old = 0;
 		if (bits & 4) {
 			mask = __activemask();
 			mask = __shfl_sync(mask, mask, 0);
 		}
 		if (lane == 0) {
-			if (bits & 1)
-				asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], %2, %3;"
-					     : "=r"(old)
-					     : "l"(lock), "r"(0u), "r"(1u)
+			if (bits & (1 | 16))
+				asm volatile("atom.acquire.gpu.global.exch.b64 %0, [%1], %2;"
+					     : "=l"(old)
+					     : "l"(pair), "l"(1ull)
 					     : "memory");
-			if (bits & 2)
+			if (bits & 8)
+				asm volatile("atom.relaxed.gpu.global.exch.b64 %0, [%1], %2;"
+					     : "=l"(old)
+					     : "l"(pair), "l"(1ull)
+					     : "memory");
+			if (bits & 32)
+				asm volatile("atom.acquire.gpu.global.add.u64 %0, [%1], %2;"
+					     : "=l"(old)
+					     : "l"(pair), "l"(1ull << 49)
+					     : "memory");
+			if ((bits & 2) && !(bits & 64))
 				atomicAdd(counter, 1ull);
-			s->req = base + (uint64_t)i + old;
-			if (bits & 2)
+			/* the request depends on the lock's answer, as the
+			 * client's does (it carries the sequence from it) */
+			s->req = base + (uint64_t)i + (old & 2u);
+			if ((bits & 2) && !(bits & 64))
 				*bell = gtimer();
 			__threadfence_system();
+			if ((bits & 2) && (bits & 64)) {
+				*bell = gtimer();
+				atomicAdd(counter, 1ull);
+			}
 			while (s->resp != base + (uint64_t)i) {
 			}
 			if (bits & 1)
-				asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(lock), "r"(0u) : "memory");
+				asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(pair), "l"(0ull) : "memory");
+			if (bits & 8)
+				asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(pair), "l"(0ull) : "memory");
+			if (bits & 32)
+				asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(pair), "l"(1ull << 34)
+					     : "memory");
 		}
 		if (bits & 4) {
 			__syncwarp(mask);
@@ -708,10 +735,18 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 		r->req_s = (double)sms * fiters / (ms / 1e3);
 	}
 	if (breakdown) {
-		static const char *names[] = { "", "floor + port lock", "floor + count, doorbell",
-					       "floor + lock, count, doorbell", "floor + warp collectives", "",
-					       "", "floor + all of the above" };
-		static const unsigned variants[] = { 1, 2, 3, 4, 7 };
+		static const unsigned variants[] = { 1, 8, 16, 32, 2, 2 | 64, 3, 4, 7, 7 | 64, 8 | 2 | 64 | 4 };
+		static const char *names[] = { "floor + port lock",
+					       "floor + port lock, relaxed (no ordering)",
+					       "floor + lock's exchange alone (no release)",
+					       "floor + ticket lock (add, release reduction)",
+					       "floor + count, doorbell",
+					       "floor + count, doorbell after the flush",
+					       "floor + lock, count, doorbell",
+					       "floor + warp collectives",
+					       "floor + all of the above",
+					       "floor + all, count and doorbell after flush",
+					       "floor + all, relaxed lock, bell after flush" };
 		unsigned *dlock;
 		unsigned long long *dcount;
 		BENCH_CK(cudaMalloc(&dlock, 64));
@@ -720,7 +755,7 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 		for (unsigned v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
 			k_floor_parts<<<1, 32>>>(dslots, variants[v], iters, 100, dlat, dlock, dcount);
 			BENCH_CK(cudaDeviceSynchronize());
-			r = add_row(names[variants[v]], "memfd", 1);
+			r = add_row(names[v], "memfd", 1);
 			r->s = stats_dev(dlat, iters);
 		}
 		BENCH_CK(cudaFree(dlock));

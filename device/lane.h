@@ -189,6 +189,22 @@ GPUSYS_FN void gpusys_lock_pair_release(void *pair, uint32_t state, uint32_t seq
 	asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(pair), "l"(v) : "memory");
 }
 
+/* The same, for a holder whose accesses to the port are ordered before this
+ * store already: its stores by the fence that published them (fence.sc.sys;
+ * a fence then a strong store is a release pattern in the PTX memory model)
+ * and its loads by use, as in gpusys_order_after: the last one read the
+ * server word that ended the wait, and this store is issued after the loop
+ * that needed its value (a warp issues in order). The release store's
+ * fence.acq_rel.gpu measured 0.26 us of a 1.7 us round trip on an H200
+ * (bench/RESULTS.md); the PTX model itself does not order a load before a
+ * later relaxed store, which is why only that case (a TRIVIAL answer, or
+ * nothing read after the publishing fence) comes here. */
+GPUSYS_FN void gpusys_lock_pair_release_ordered(void *pair, uint32_t state, uint32_t seq)
+{
+	uint64_t v = (uint64_t)seq << 32 | state;
+	asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(pair), "l"(v) : "memory");
+}
+
 /* Per-warp future counts (port_client.h): add and return the old value;
  * take away without waiting for the answer (a fire-and-forget reduction). */
 GPUSYS_FN uint32_t gpusys_count_add_u32(uint32_t *c, uint32_t v)
@@ -207,31 +223,42 @@ GPUSYS_FN uint64_t gpusys_counter_next(unsigned long long *c)
 	return (uint64_t)atomicAdd(c, 1ull) + 1u;
 }
 
-/* Count a request and return a fresh doorbell value. On a GPU the count is
- * a fire-and-forget reduction (no round trip to L2 in front of the
- * request: 0.5 us or more) and the value is %globaltimer, nanoseconds of
- * one clock for the whole GPU: it only grows, so every ring differs from
- * what the daemon last read (a request within the same nanosecond as the
- * last one it saw is seen by its busy pollers anyway: it dozes only after
- * milliseconds without any). Below bit 62, apart from stream rings. */
-GPUSYS_FN uint64_t gpusys_count_and_ring(unsigned long long *c)
+/* A fresh doorbell value for a message's first packet. On a GPU it is
+ * %globaltimer, nanoseconds of one clock for the whole GPU: it only grows,
+ * so every ring differs from what the daemon last read (a request within
+ * the same nanosecond as the last one it saw is seen by its busy pollers
+ * anyway: it dozes only after milliseconds without any). Below bit 62,
+ * apart from stream rings. The request is counted by gpusys_count_sent. */
+GPUSYS_FN uint64_t gpusys_ring_value(unsigned long long *c)
 {
 	uint64_t t;
-	atomicAdd(c, 1ull);
+	(void)c;
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
 	return (t & ((1ull << 62) - 1)) | 1u;
 }
 
+/* Count a request once its word is out (gpusys_publish): a fire-and-forget
+ * reduction after the flushing fence, so that the fence does not wait for
+ * its trip to L2 (before the fence, count and doorbell cost 0.41 us of a
+ * round trip on an H200; after it, 0.25: bench/RESULTS.md). The count is
+ * read only once the kernels are done (gpusys_synchronize). */
+GPUSYS_FN void gpusys_count_sent(unsigned long long *c)
+{
+	atomicAdd(c, 1ull);
+}
+
 /* Where to start looking for a free port: the warp's hardware slot. Every
- * resident warp has its own (SM, warp slot) pair, so with one port per
- * resident warp the first try always succeeds. Only a hint: %warpid can change
- * under preemption, which costs a probe, never correctness. */
+ * resident warp has its own (SM, warp slot) pair, numbered SM-major with
+ * %nwarpid slots per SM, so with one port per resident warp (the default,
+ * libclient/cuda.c) the first try always succeeds. Only a hint: %warpid can
+ * change under preemption, which costs a probe, never correctness. */
 GPUSYS_FN uint32_t gpusys_port_hint(void)
 {
-	uint32_t sm, warp;
+	uint32_t sm, warp, warps;
 	asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
 	asm volatile("mov.u32 %0, %%warpid;" : "=r"(warp));
-	return sm * 64u + warp;
+	asm("mov.u32 %0, %%nwarpid;" : "=r"(warps));
+	return sm * warps + warp;
 }
 
 #else
@@ -377,6 +404,13 @@ static inline void gpusys_lock_pair_release(void *pair, uint32_t state, uint32_t
 	__atomic_store_n((uint64_t *)pair, (uint64_t)seq << 32 | state, __ATOMIC_RELEASE);
 }
 
+/* The host keeps the release: it is free on x86, and C11 (and
+ * ThreadSanitizer) order nothing without it. */
+static inline void gpusys_lock_pair_release_ordered(void *pair, uint32_t state, uint32_t seq)
+{
+	gpusys_lock_pair_release(pair, state, seq);
+}
+
 static inline uint32_t gpusys_count_add_u32(uint32_t *c, uint32_t v)
 {
 	return __atomic_fetch_add(c, v, __ATOMIC_RELAXED);
@@ -392,9 +426,16 @@ static inline uint64_t gpusys_counter_next(unsigned long long *c)
 	return (uint64_t)__atomic_add_fetch(c, 1ull, __ATOMIC_RELAXED);
 }
 
-static inline uint64_t gpusys_count_and_ring(unsigned long long *c)
+/* On the host the count is the doorbell value (a host warp has no fence to
+ * keep it away from), and gpusys_count_sent has nothing left to do. */
+static inline uint64_t gpusys_ring_value(unsigned long long *c)
 {
 	return gpusys_counter_next(c);
+}
+
+static inline void gpusys_count_sent(unsigned long long *c)
+{
+	(void)c;
 }
 
 static inline uint32_t gpusys_port_hint(void)

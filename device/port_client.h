@@ -184,8 +184,8 @@ GPUSYS_FN int gpusys_wait_owned(const gpusys_dev_t *dev, uint32_t p, uint32_t se
 
 /* Hand the port to the daemon: every lane's stores first, then the word.
  * word is the client word less its sequence. ring: for a message's first
- * packet, the leader's fresh doorbell value (gpusys_count_and_ring); 0 for
- * the packets after it. */
+ * packet, the leader's fresh doorbell value (gpusys_ring_value), and the
+ * request is counted; 0 for the packets after it. */
 GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32_t p, uint32_t seq, uint64_t word,
 				  uint64_t ring)
 {
@@ -198,17 +198,22 @@ GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32
 	if (gpusys_lane_is_leader(mask)) {
 		/* Every packet rings, so a dozing daemon wakes for the rest of
 		 * a message too. A message's first packet rings with a fresh
-		 * value (gpusys_count_and_ring, which also counts the request
-		 * for gpusys_synchronize); later packets with their port and
-		 * sequence, tagged by the top bit,
-		 * so every value differs from the last one the daemon saw.
-		 * Word, then doorbell, then one flushing fence for both (the
-		 * floor's store-then-fence; the counter was read before). */
+		 * value (gpusys_ring_value) and is counted for
+		 * gpusys_synchronize; later packets ring with their port and
+		 * sequence, tagged by the top bit, so every value differs from
+		 * the last one the daemon saw. The word, then the flushing
+		 * fence (the floor's store-then-fence), then the doorbell and
+		 * the count, which nothing waits for: busy pollers find the
+		 * word by scanning, and a dozing daemon wakes on the doorbell
+		 * a moment later (measured: bench/RESULTS.md). */
+		uint64_t first = ring;
 		if (!ring)
 			ring = (1ull << 63) | ((uint64_t)p << 32) | seq;
 		gpusys_store_shared_u64(&dev->client_word[p], word | (seq & GPUSYS_SEQ_MASK));
-		gpusys_store_shared_u64(&dev->hdr->doorbell, ring);
 		gpusys_fence_flush();
+		gpusys_store_shared_u64(&dev->hdr->doorbell, ring);
+		if (first)
+			gpusys_count_sent(dev->submitted);
 	}
 #ifndef __CUDACC__
 	/* A host warp is one thread, its own leader: wake a dozing daemon. */
@@ -241,10 +246,17 @@ GPUSYS_FN int gpusys_port_take(const gpusys_dev_t *dev, uint32_t p, int *must_wa
 }
 
 /* Leader: give port p back, with its sequence; owned: the last thing seen
- * was the daemon's hand-back. */
-GPUSYS_FN void gpusys_port_give_back(const gpusys_dev_t *dev, uint32_t p, uint32_t seq, int owned)
+ * was the daemon's hand-back. ordered: every lane's accesses to the port
+ * are ordered before the give-back already (gpusys_lock_pair_release_ordered:
+ * nothing read after the last publishing fence but the server word that
+ * ended the wait). */
+GPUSYS_FN void gpusys_port_give_back(const gpusys_dev_t *dev, uint32_t p, uint32_t seq, int owned, int ordered)
 {
-	gpusys_lock_pair_release(&dev->locks[p], owned ? GPUSYS_PORT_FREE_OWNED : GPUSYS_PORT_FREE_UNACKED, seq);
+	uint32_t state = owned ? GPUSYS_PORT_FREE_OWNED : GPUSYS_PORT_FREE_UNACKED;
+	if (ordered)
+		gpusys_lock_pair_release_ordered(&dev->locks[p], state, seq);
+	else
+		gpusys_lock_pair_release(&dev->locks[p], state, seq);
 }
 
 /* Leader: lock a port (private lock), starting at this warp's hint.
@@ -476,10 +488,11 @@ GPUSYS_FN void gpusys_stream_packet(uint64_t mask, uint8_t *packet, uint32_t k, 
  *    waits on another warp, even when every resident warp does so at once.
  *
  *  - Fairness. One warp may hold at most GPUSYS_FUTURES_PER_WARP futures
- *    (counted per hardware warp slot in private memory): with the default
- *    8 ports per SM a few warps would otherwise take every asynchronous
- *    port of the GPU, and 8 calls in flight already cover a warp's round
- *    trip (~5 us for a NOOP on an H100) with ~0.6 us of issue each. A warp
+ *    (counted per hardware warp slot in private memory): there is about
+ *    one port per warp slot, so each future beyond a warp's first takes a
+ *    neighbour's port, and a few warps would otherwise take every
+ *    asynchronous port of the GPU; 8 calls in flight already cover a warp's
+ *    round trip (~5 us for a NOOP on an H100) with ~0.6 us of issue each. A warp
  *    at the bound makes its next call synchronously: it waits for that
  *    call, its own, never for another warp's.
  *
@@ -604,7 +617,7 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	 * (a fire-and-forget request of a previous holder may be in flight). */
 	if (gpusys_lane_is_leader(mask)) {
 		int must_wait = 0;
-		ring = gpusys_count_and_ring(dev->submitted);
+		ring = gpusys_ring_value(dev->submitted);
 		if (async && !(flags & GPUSYS_REQ_NOREPLY)) {
 			slot = gpusys_warp_future_take(dev);
 			if (slot == ~0u || gpusys_port_trylock_async(dev, &must_wait, &p, &seq) < 0) {
@@ -680,8 +693,9 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 unlock:
 	gpusys_lane_sync(mask);
 	if (gpusys_lane_is_leader(mask)) {
-		/* -ECONNABORTED: the daemon handed the port back at seq. */
-		gpusys_port_give_back(dev, p, seq, rc == -ECONNABORTED);
+		/* -ECONNABORTED: the daemon handed the port back at seq. A
+		 * fire-and-forget request read nothing after publishing. */
+		gpusys_port_give_back(dev, p, seq, rc == -ECONNABORTED, rc == 0);
 		if (pd->warp_slot != ~0u)
 			gpusys_count_sub_u32(&dev->warp_futures[pd->warp_slot], 1u);
 	}
@@ -727,6 +741,7 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 	uint32_t seq = pd->seq, total, rcu = 0;
 	struct gpusys_port *port = &dev->ports[p];
 	int owned = 0; /* leader: the daemon has handed the port back to us */
+	int trivial = 0; /* a TRIVIAL answer: nothing read but the server word */
 	uint64_t sw = 0;
 	int rc;
 
@@ -754,6 +769,7 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 			out_len[GPUSYS_LI(l)] = 0;
 			lane_status[GPUSYS_LI(l)] = 0;
 		}
+		trivial = 1;
 		goto unlock;
 	}
 	gpusys_lane_sync(mask);
@@ -787,7 +803,7 @@ unlock:
 	if (gpusys_lane_is_leader(mask)) {
 		/* owned: the last thing seen was the daemon's hand-back (a
 		 * response stream ends with one). */
-		gpusys_port_give_back(dev, p, seq, owned);
+		gpusys_port_give_back(dev, p, seq, owned, trivial);
 		if (pd->warp_slot != ~0u)
 			gpusys_count_sub_u32(&dev->warp_futures[pd->warp_slot], 1u);
 	}

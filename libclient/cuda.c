@@ -369,18 +369,25 @@ int gpusys_attach(const struct gpusys_options *opts, gpusys_t **ret)
 		v = 0;
 	g->numa_id = v;
 
-	/* Default: 8 ports per SM, not one per resident warp (64 per SM). No
-	 * warp waits on another for a port except while that one's request is
-	 * in flight, so fewer ports cannot deadlock (tests/gpu/test_allwarps
-	 * runs every resident warp over 7 ports); but the daemon's pollers scan
-	 * every port on every pass (~1.1 ns a port): with 8448 ports a one-warp
-	 * NOOP took 6.3-12.8 us p50 on the H100, with 1056 or 132 ports
-	 * 4.4-4.7 us, at the same peak throughput (bench/RESULTS.md). */
+	/* Default: one port per resident warp slot (SMs x warps per SM), so
+	 * that every warp of a full GPU finds its own port (the hint,
+	 * device/lane.h) and none waits on another's call. Fewer ports work
+	 * too (no warp waits on another for a port except while that one's
+	 * request is in flight, so they cannot deadlock: tests/gpu/test_allwarps
+	 * runs every resident warp over 7 ports), but the lock then decides who
+	 * goes next, unfairly: with 8 ports per SM, 8448 warps on an H200 saw
+	 * a p99 10x their p50 and 38 M requests/s; with one port each, 1.8x
+	 * and 45 M, and a single warp the same 3.0 us (bench/RESULTS.md). The
+	 * cost is channel memory: 2.3 KiB a port (19 MiB for 8448). Before the
+	 * pollers' scans got cheap, 8448 ports had slowed one warp to 6-13 us,
+	 * and the default was 8 per SM. */
 	uint32_t ports = opts ? opts->num_ports : 0;
 	if (!ports) {
-		int sms = 0;
+		int sms = 0, threads = 0;
 		cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->cudev);
-		uint64_t n = (uint64_t)(sms > 0 ? sms : 1) * 8u;
+		cu->cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, g->cudev);
+		uint64_t warps = threads >= 32 ? (uint64_t)threads / 32u : 64u;
+		uint64_t n = (uint64_t)(sms > 0 ? sms : 1) * warps;
 		ports = n > GPUSYS_MAX_PORTS ? GPUSYS_MAX_PORTS : (uint32_t)n;
 	}
 
@@ -501,9 +508,15 @@ struct gpusys_callbacks *gpusys_callbacks_of(gpusys_t *g)
 	if (g->cb)
 		goto out;
 	struct gpusys_callbacks *cb;
-	/* As many ports as the daemon's channel: the same number of warps
-	 * may call at once. */
-	struct gpusys_callbacks_opts o = { .num_ports = g->dev.num_ports };
+	/* 8 ports per SM (at most the daemon channel's count), not one per
+	 * warp slot: the callback server's threads scan every port on each
+	 * pass, and with 8448 ports an empty callback took 4.3 us on an H200
+	 * against 3.4 us with 1056 (bench/RESULTS.md). Callbacks are host
+	 * work of microseconds; their ports are shared by a few warps each. */
+	uint32_t cb_ports = g->warp_slots / 8u;
+	if (cb_ports < 1u || cb_ports > g->dev.num_ports)
+		cb_ports = g->dev.num_ports;
+	struct gpusys_callbacks_opts o = { .num_ports = cb_ports };
 	if (gpusys_callbacks_create(&o, &cb) < 0)
 		goto out;
 	g->cb_host = gpusys_callbacks_channel(cb, &g->cb_bytes);

@@ -51,8 +51,9 @@ struct gpusys_options {
 	const char *runtime_dir; /* NULL: $GPUSYS_RUNTIME_DIR, else /run/gpusysd */
 	int cuda_device;         /* device ordinal (in this process's numbering);
 				    unused with GPUSYS_ATTACH_EMULATED */
-	uint32_t num_ports;      /* 0: 8 per SM (see libclient/cuda.c for why not
-				    one per resident warp), capped at GPUSYS_MAX_PORTS;
+	uint32_t num_ports;      /* 0: one per resident warp slot (SMs x warps
+				    per SM; libclient/cuda.c says why), capped at
+				    GPUSYS_MAX_PORTS;
 				    emulated: as asked (0 counts as 1); the daemon
 				    may grant fewer */
 	uint64_t bulk_bytes;     /* bulk area for block file transfers; 0: the

@@ -109,6 +109,14 @@ static void run(uint32_t kind)
 	gpusys_t *g = gt_attach(1u << kind, 0);
 	GT_CHECK(gpusys_memory_kind(g) == kind, "asked for %s, got %s", gt_kind_name(kind),
 		 gt_kind_name(gpusys_memory_kind(g)));
+	/* The default: one port per resident warp slot (libclient/cuda.c),
+	 * which the daemon's default max_ports grants. */
+	cudaDeviceProp prop;
+	GT_CUDA(cudaGetDeviceProperties(&prop, 0));
+	unsigned want = (unsigned)prop.multiProcessorCount * (unsigned)(prop.maxThreadsPerMultiProcessor / 32);
+	want = want > GPUSYS_MAX_PORTS ? GPUSYS_MAX_PORTS : want;
+	GT_CHECK(gpusys_num_ports(g) == want, "default ports: %u, expected %u (one per warp slot)", gpusys_num_ports(g),
+		 want);
 	gpusys_dev_t dev = gpusys_device(g);
 	struct result *r, h;
 	GT_CUDA(cudaMalloc(&r, sizeof(*r)));
