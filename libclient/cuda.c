@@ -546,6 +546,7 @@ struct gpusys_callbacks *gpusys_callbacks_of(gpusys_t *g)
 		d->warp_futures = (uint32_t *)(uintptr_t)(g->cb_priv + (size_t)n * sizeof(struct gpusys_port_lock) +
 							  sizeof(unsigned long long));
 		d->warp_slots = g->warp_slots;
+		d->ring_flushed = 1; /* the callback server finds work by the doorbell */
 		if ((r = cu->cuMemAlloc(&g->cb_dev, sizeof(*d))) != CUDA_SUCCESS) {
 			g->cb_dev = 0;
 			rc = cu_err(g, r, "cuMemAlloc(callbacks)");
