@@ -128,6 +128,7 @@ struct poller {
 	 * only: a table may be gone in the next. */
 	uint64_t hot_gen;
 	unsigned hot_next;
+	unsigned last_work; /* ports the last pass served */
 	uint32_t sample_rng; /* xorshift32: which passes are timed */
 	struct {
 		struct port_table *t;
@@ -340,16 +341,16 @@ static unsigned scan(struct poller *pl, const struct snapshot *s)
 	for (uint32_t i = 0; i < s->n; i++) {
 		struct port_table *t = s->t[i];
 		uint64_t n = t->num_ports;
-		/* The hot ports matter when a pass is long: few warps calling,
-		 * one poller covering the shares of parked ones (or the only
-		 * poller of a small machine). Under load every poller is awake
-		 * with a share of its own, and the checks measured as a loss
-		 * there (H100: 12.6 M against 18.1 M warp requests/s); with
-		 * one port per warp slot (8448) a share is 1056 ports, and
-		 * serving the ports that had work first let some warps finish
-		 * their prints early and others late (print 4.7-4.9 M lines/s
-		 * against 6.8-7.9 M with 1056 ports, H200). */
-		bool use_hot = (shares > 1 || count == 1) && shares * n / count > 512;
+		/* The hot ports matter when a pass is long and finds little:
+		 * few warps calling, each waiting a whole pass for its next
+		 * call to be seen (one warp over 8448 ports with them: 2.6 us;
+		 * without: 4.1 us, H200). Under load they are a loss: the
+		 * checks cost (H100: 12.6 M against 18.1 M warp requests/s),
+		 * and serving the ports that had work first lets some warps
+		 * finish early and others late (print 4.7-4.9 M lines/s
+		 * against 6.8-7.9 M, H200). So only after a pass that served
+		 * no more than there are hot ports. */
+		bool use_hot = shares * n / count > 512 && pl->last_work <= HOT_PORTS;
 		for (uint64_t m = cover; m; m &= m - 1) {
 			unsigned j = (unsigned)__builtin_ctzll(m);
 			work += scan_range(pl, &tl, t, (uint32_t)(j * n / count), (uint32_t)((j + 1) * n / count),
@@ -357,6 +358,7 @@ static unsigned scan(struct poller *pl, const struct snapshot *s)
 		}
 	}
 	tally_flush(pl, &tl, work, t0);
+	pl->last_work = work;
 	return work;
 }
 
