@@ -60,6 +60,12 @@ json_t *control_handle_line(const char *line, size_t len, const struct control_p
 
 	if (!req) {
 		snprintf(msg, sizeof(msg), "bad JSON: %s", jerr.text);
+		/* jansson quotes the bytes near the error, which may be half
+		 * a UTF-8 character: no JSON string, and the reply would be
+		 * lost (found by tests/fuzz/fuzz_control). ASCII only. */
+		for (char *c = msg; *c; c++)
+			if ((unsigned char)*c >= 0x80 || (unsigned char)*c < 0x20)
+				*c = '?';
 		return error_reply(msg);
 	}
 	if (!json_is_object(req)) {

@@ -420,6 +420,17 @@ struct streamer {
 	int other;
 };
 
+/* open_file, again while a restarting daemon refuses it unrun
+ * (-ECONNABORTED: the path streams past packet 0, so a restart can catch it
+ * half sent, as it catches the writes); any other result is returned. */
+static int open_file_retrying(const struct streamer *w, struct gpusys_emu *emu, int32_t *ret_handle)
+{
+	int r;
+	while ((r = open_file(w->path, emu, ret_handle)) == -ECONNABORTED && !atomic_load(&w->stop))
+		usleep(1000);
+	return r;
+}
+
 static void *streamer_main(void *arg)
 {
 	struct streamer *w = arg;
@@ -431,7 +442,7 @@ static void *streamer_main(void *arg)
 	gpusys_emu_set_warp(0);
 	struct gpusys_attach_opts o = { .runtime_dir = w->d->runtime, .num_ports = 2, .cuda_device = -1 };
 	if (gpusys_client_attach(&o, &c) < 0 || gpusys_emu_open(gpusys_client_channel(c), &emu) < 0 ||
-	    open_file(w->path, emu, &handle) < 0) {
+	    open_file_retrying(w, emu, &handle) < 0) {
 		w->other = -EIO;
 		goto out;
 	}
@@ -456,7 +467,7 @@ static void *streamer_main(void *arg)
 			w->outcome[seq] = WRITE_STALE;
 			w->stale++;
 			atomic_store(&w->ok_since_restart, 0);
-			if ((r = open_file(w->path, emu, &handle)) < 0) {
+			if ((r = open_file_retrying(w, emu, &handle)) < 0) {
 				w->other = r;
 				break;
 			}
