@@ -38,7 +38,7 @@ GPUSYS_FN int gpusys_rpc_v0(const gpusys_dev_t *dev, uint16_t opcode, uint16_t f
 	 * (a fire-and-forget request of a previous holder may be in flight). */
 	if (gpusys_lane_is_leader(mask)) {
 		int must_wait;
-		ring = gpusys_ring_value(dev->submitted);
+		ring = gpusys_count_and_ring(dev->submitted);
 		p = gpusys_port_lock(dev, &must_wait, &seq); /* today's lock (one exchange) on both sides of the A/B */
 		if (must_wait)
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);

@@ -223,35 +223,32 @@ GPUSYS_FN uint64_t gpusys_counter_next(unsigned long long *c)
 	return (uint64_t)atomicAdd(c, 1ull) + 1u;
 }
 
-/* A fresh doorbell value for a message's first packet. On a GPU it is
+/* Count a request and return a fresh doorbell value. On a GPU the count is
+ * a fire-and-forget reduction (no round trip to L2 in front of the
+ * request: 0.5 us or more). Nothing orders it before the request's word,
+ * but it is issued first, before the port lock's round trip, so that it
+ * lands long before the daemon could complete the request: gpusys_synchronize
+ * relies on every completed request being counted. The value is
  * %globaltimer, nanoseconds of one clock for the whole GPU: it only grows,
  * so every ring differs from what the daemon last read (a request within
  * the same nanosecond as the last one it saw is seen by its busy pollers
  * anyway: it dozes only after milliseconds without any). Below bit 62,
- * apart from stream rings. The request is counted by gpusys_count_sent. */
-GPUSYS_FN uint64_t gpusys_ring_value(unsigned long long *c)
+ * apart from stream rings. */
+GPUSYS_FN uint64_t gpusys_count_and_ring(unsigned long long *c)
 {
 	uint64_t t;
-	(void)c;
+	atomicAdd(c, 1ull);
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
 	return (t & ((1ull << 62) - 1)) | 1u;
 }
 
-/* Count a request once its word is out (gpusys_publish): a fire-and-forget
- * reduction after the flushing fence, so that the fence does not wait for
- * its trip to L2 (before the fence, count and doorbell cost 0.41 us of a
- * round trip on an H200; after it, 0.25: bench/RESULTS.md). The count is
- * read only once the kernels are done (gpusys_synchronize). */
-GPUSYS_FN void gpusys_count_sent(unsigned long long *c)
-{
-	atomicAdd(c, 1ull);
-}
-
 /* Where to start looking for a free port: the warp's hardware slot. Every
  * resident warp has its own (SM, warp slot) pair, numbered SM-major with
- * %nwarpid slots per SM, so with one port per resident warp (the default,
- * libclient/cuda.c) the first try always succeeds. Only a hint: %warpid can
- * change under preemption, which costs a probe, never correctness. */
+ * %nwarpid slots per SM, so with a port per slot (the default, libclient/
+ * cuda.c, counts SMs x maxThreadsPerMultiProcessor / 32, which is the same
+ * number on the GPUs measured) the first try succeeds. Only a hint: %warpid
+ * can change under preemption, and where the counts differ hints wrap; either
+ * costs a probe, never correctness. */
 GPUSYS_FN uint32_t gpusys_port_hint(void)
 {
 	uint32_t sm, warp, warps;
@@ -426,16 +423,9 @@ static inline uint64_t gpusys_counter_next(unsigned long long *c)
 	return (uint64_t)__atomic_add_fetch(c, 1ull, __ATOMIC_RELAXED);
 }
 
-/* On the host the count is the doorbell value (a host warp has no fence to
- * keep it away from), and gpusys_count_sent has nothing left to do. */
-static inline uint64_t gpusys_ring_value(unsigned long long *c)
+static inline uint64_t gpusys_count_and_ring(unsigned long long *c)
 {
 	return gpusys_counter_next(c);
-}
-
-static inline void gpusys_count_sent(unsigned long long *c)
-{
-	(void)c;
 }
 
 static inline uint32_t gpusys_port_hint(void)

@@ -184,8 +184,8 @@ GPUSYS_FN int gpusys_wait_owned(const gpusys_dev_t *dev, uint32_t p, uint32_t se
 
 /* Hand the port to the daemon: every lane's stores first, then the word.
  * word is the client word less its sequence. ring: for a message's first
- * packet, the leader's fresh doorbell value (gpusys_ring_value), and the
- * request is counted; 0 for the packets after it. */
+ * packet, the leader's fresh doorbell value (gpusys_count_and_ring); 0 for
+ * the packets after it. */
 GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32_t p, uint32_t seq, uint64_t word,
 				  uint64_t ring)
 {
@@ -198,28 +198,23 @@ GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32
 	if (gpusys_lane_is_leader(mask)) {
 		/* Every packet rings, so a dozing daemon wakes for the rest of
 		 * a message too. A message's first packet rings with a fresh
-		 * value (gpusys_ring_value) and is counted for
-		 * gpusys_synchronize; later packets ring with their port and
-		 * sequence, tagged by the top bit, so every value differs from
-		 * the last one the daemon saw. The word, then the flushing
-		 * fence (the floor's store-then-fence), then the doorbell and
-		 * the count, which nothing waits for: busy pollers find the
-		 * word by scanning, and a dozing daemon wakes on the doorbell
-		 * a moment later (measured: bench/RESULTS.md). A server that
-		 * finds requests by the doorbell (ring_flushed: the callback
-		 * channel) gets it flushed with the word: left to drain, it
-		 * cost an empty callback 0.9 us. */
-		uint64_t first = ring;
+		 * value (gpusys_count_and_ring, which also counts the request
+		 * for gpusys_synchronize); later packets with their port and
+		 * sequence, tagged by the top bit,
+		 * so every value differs from the last one the daemon saw.
+		 * Word, then doorbell, then one flushing fence for both (the
+		 * floor's store-then-fence; the counter was read before).
+		 * NOTE: ringing and counting after the fence measured no
+		 * faster in the real client (trace: publish 0.67 us either
+		 * way, H200), and a count that lands after the daemon has
+		 * completed the request can let gpusys_synchronize return
+		 * early while another stream's kernels call
+		 * (bench/RESULTS.md, 2026-11-27). */
 		if (!ring)
 			ring = (1ull << 63) | ((uint64_t)p << 32) | seq;
 		gpusys_store_shared_u64(&dev->client_word[p], word | (seq & GPUSYS_SEQ_MASK));
-		if (dev->ring_flushed)
-			gpusys_store_shared_u64(&dev->hdr->doorbell, ring);
+		gpusys_store_shared_u64(&dev->hdr->doorbell, ring);
 		gpusys_fence_flush();
-		if (!dev->ring_flushed)
-			gpusys_store_shared_u64(&dev->hdr->doorbell, ring);
-		if (first)
-			gpusys_count_sent(dev->submitted);
 	}
 #ifndef __CUDACC__
 	/* A host warp is one thread, its own leader: wake a dozing daemon. */
@@ -592,7 +587,7 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	uint32_t off[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	struct gpusys_port *port;
 	uint32_t p = 0, seq = 0, total, rcu = 0, slot = ~0u, sync = 0;
-	uint64_t ring = 0; /* leader: the request counter's new value */
+	uint64_t ring = 0; /* leader: the doorbell value (gpusys_count_and_ring) */
 	uint64_t word, sw = 0;
 	int rc = 0;
 
@@ -623,7 +618,7 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	 * (a fire-and-forget request of a previous holder may be in flight). */
 	if (gpusys_lane_is_leader(mask)) {
 		int must_wait = 0;
-		ring = gpusys_ring_value(dev->submitted);
+		ring = gpusys_count_and_ring(dev->submitted);
 		if (async && !(flags & GPUSYS_REQ_NOREPLY)) {
 			slot = gpusys_warp_future_take(dev);
 			if (slot == ~0u || gpusys_port_trylock_async(dev, &must_wait, &p, &seq) < 0) {

@@ -437,8 +437,9 @@ again:
 	}
 	if (rc == 0 && (r = cu->cuMemsetD8(g->priv, 0, priv_bytes)) != CUDA_SUCCESS)
 		rc = cu_err(g, r, "cuMemsetD8");
-	/* Futures per warp: one count per hardware warp slot (SM x 64, the
-	 * port hint of device/lane.h). */
+	/* Futures per warp: one count per hardware warp slot, found by the
+	 * port hint of device/lane.h modulo this count (SMs x 64: at least
+	 * SMs x %nwarpid, the hint's range, on the GPUs we know). */
 	int sm_count = 0;
 	cu->cuDeviceGetAttribute(&sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->cudev);
 	g->warp_slots = (uint32_t)(sm_count > 0 ? sm_count : 1) * 64u;
@@ -546,7 +547,6 @@ struct gpusys_callbacks *gpusys_callbacks_of(gpusys_t *g)
 		d->warp_futures = (uint32_t *)(uintptr_t)(g->cb_priv + (size_t)n * sizeof(struct gpusys_port_lock) +
 							  sizeof(unsigned long long));
 		d->warp_slots = g->warp_slots;
-		d->ring_flushed = 1; /* the callback server finds work by the doorbell */
 		if ((r = cu->cuMemAlloc(&g->cb_dev, sizeof(*d))) != CUDA_SUCCESS) {
 			g->cb_dev = 0;
 			rc = cu_err(g, r, "cuMemAlloc(callbacks)");

@@ -44,7 +44,7 @@ void gpusys_dev_fill(gpusys_dev_t *dev, void *base, const struct gpusys_channel_
 	dev->bulk_locks = 0;
 	dev->warp_futures = 0;
 	dev->warp_slots = 0;
-	dev->ring_flushed = 0;
+	dev->reserved_ = 0;
 	dev->callbacks = 0;
 }
 

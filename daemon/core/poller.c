@@ -3,7 +3,8 @@
  * The hot path: a tight scan of the client words of every channel against
  * the daemon's private seen[], no locks, no allocation. Poller k scans the
  * k-th share of each channel's ports (poller 0 also the shares of parked
- * pollers, re-checking recently busy ports between chunks).
+ * pollers). A poller whose passes are long and find little re-checks
+ * recently busy ports between chunks of its scan (scan(), use_hot).
  *
  * Idle policy. While work was seen in the last spin_us every poller spins
  * (a hand-off to a sleeping thread costs microseconds, see DESIGN-NOTES).
@@ -128,7 +129,7 @@ struct poller {
 	 * only: a table may be gone in the next. */
 	uint64_t hot_gen;
 	unsigned hot_next;
-	unsigned last_work; /* ports the last pass served */
+	unsigned last_work; /* ports the last pass's scan served (hot checks not counted) */
 	uint32_t sample_rng; /* xorshift32: which passes are timed */
 	struct {
 		struct port_table *t;
@@ -348,8 +349,8 @@ static unsigned scan(struct poller *pl, const struct snapshot *s)
 		 * checks cost (H100: 12.6 M against 18.1 M warp requests/s),
 		 * and serving the ports that had work first lets some warps
 		 * finish early and others late (print 4.7-4.9 M lines/s
-		 * against 6.8-7.9 M, H200). So only after a pass that served
-		 * no more than there are hot ports. */
+		 * against 6.8-7.9 M, H200). So only after a pass whose scan
+		 * served no more ports than there are hot ones. */
 		bool use_hot = shares * n / count > 512 && pl->last_work <= HOT_PORTS;
 		for (uint64_t m = cover; m; m &= m - 1) {
 			unsigned j = (unsigned)__builtin_ctzll(m);
@@ -358,7 +359,9 @@ static unsigned scan(struct poller *pl, const struct snapshot *s)
 		}
 	}
 	tally_flush(pl, &tl, work, t0);
-	pl->last_work = work;
+	/* What the scan itself found: a lone warp served by the hot checks
+	 * several times in one long pass must not switch them off. */
+	pl->last_work = work - (unsigned)tl.hot_hits;
 	return work;
 }
 

@@ -43,11 +43,7 @@ typedef struct gpusys_dev {
 	 * every asynchronous call is then made synchronously). */
 	uint32_t *warp_futures;
 	uint32_t warp_slots;
-	/* Nonzero where the server finds requests by the doorbell rather than
-	 * by scanning the ports (the client's own callback channel): a GPU
-	 * then rings before the fence that flushes the word, not after it
-	 * (device/port_client.h, gpusys_publish). */
-	uint32_t ring_flushed;
+	uint32_t reserved_;
 	/* User host callbacks (include/gpusys/callback.h): the handle of the
 	 * client's own callback channel, served by libgpusys threads in the
 	 * client process (private memory; NULL: none, user opcodes fail with

@@ -468,7 +468,9 @@ static void *streamer_main(void *arg)
 			w->stale++;
 			atomic_store(&w->ok_since_restart, 0);
 			if ((r = open_file_retrying(w, emu, &handle)) < 0) {
-				w->other = r;
+				/* -ECONNABORTED only once told to stop */
+				if (r != -ECONNABORTED)
+					w->other = r;
 				break;
 			}
 		} else {
