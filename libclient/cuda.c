@@ -72,6 +72,7 @@ struct gpusys {
 	char goodbye[256];          /* its message, written before goodbye_status */
 	CUdeviceptr warp_futures; /* per-warp future counts (SMs x 64 words) */
 	uint32_t warp_slots;
+	uint32_t sms;             /* the GPU's SM count (at least 1) */
 
 	/* User host callbacks: the server of this client's own callback
 	 * channel, made at the first registration (callback.h). */
@@ -381,13 +382,15 @@ int gpusys_attach(const struct gpusys_options *opts, gpusys_t **ret)
 	 * cost is channel memory: 2.3 KiB a port (19 MiB for 8448). Before the
 	 * pollers' scans got cheap, 8448 ports had slowed one warp to 6-13 us,
 	 * and the default was 8 per SM. */
+	int sms = 0;
+	cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->cudev);
+	g->sms = sms > 0 ? (uint32_t)sms : 1u;
 	uint32_t ports = opts ? opts->num_ports : 0;
 	if (!ports) {
-		int sms = 0, threads = 0;
-		cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->cudev);
+		int threads = 0;
 		cu->cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, g->cudev);
 		uint64_t warps = threads >= 32 ? (uint64_t)threads / 32u : 64u;
-		uint64_t n = (uint64_t)(sms > 0 ? sms : 1) * warps;
+		uint64_t n = (uint64_t)g->sms * warps;
 		ports = n > GPUSYS_MAX_PORTS ? GPUSYS_MAX_PORTS : (uint32_t)n;
 	}
 
@@ -440,9 +443,7 @@ again:
 	/* Futures per warp: one count per hardware warp slot, found by the
 	 * port hint of device/lane.h modulo this count (SMs x 64: at least
 	 * SMs x %nwarpid, the hint's range, on the GPUs we know). */
-	int sm_count = 0;
-	cu->cuDeviceGetAttribute(&sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->cudev);
-	g->warp_slots = (uint32_t)(sm_count > 0 ? sm_count : 1) * 64u;
+	g->warp_slots = g->sms * 64u;
 	if (rc == 0 && (r = cu->cuMemAlloc(&g->warp_futures, g->warp_slots * sizeof(uint32_t))) != CUDA_SUCCESS) {
 		g->warp_futures = 0;
 		rc = cu_err(g, r, "cuMemAlloc");
@@ -514,8 +515,8 @@ struct gpusys_callbacks *gpusys_callbacks_of(gpusys_t *g)
 	 * pass, and with 8448 ports an empty callback took 4.3 us on an H200
 	 * against 3.4 us with 1056 (bench/RESULTS.md). Callbacks are host
 	 * work of microseconds; their ports are shared by a few warps each. */
-	uint32_t cb_ports = g->warp_slots / 8u;
-	if (cb_ports < 1u || cb_ports > g->dev.num_ports)
+	uint32_t cb_ports = g->sms * 8u;
+	if (cb_ports > g->dev.num_ports)
 		cb_ports = g->dev.num_ports;
 	struct gpusys_callbacks_opts o = { .num_ports = cb_ports };
 	if (gpusys_callbacks_create(&o, &cb) < 0)
