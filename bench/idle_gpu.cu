@@ -6,8 +6,10 @@
  *   1. the daemon's CPU time (every thread, schedstat) over 5 s with the
  *      client attached and no kernel running;
  *   2. a kernel that idles 1 s (__nanosleep on %globaltimer) then calls
- *      gpusys_noop, ROUNDS times: each call timed on the GPU with
- *      %globaltimer; and the daemon's CPU while that kernel runs;
+ *      gpusys_noop, IDLE_ROUNDS times (default 5, at most 64): each call
+ *      timed on the GPU with %globaltimer; and the daemon's CPU while that
+ *      kernel runs. The same warp calls every round, or with IDLE_SPREAD=1
+ *      a new one each round (one block a round);
  *   3. a compute-bound kernel's duration before the daemon has a context on
  *      the GPU and again while it watches the client's doorbell (the
  *      watch's cost to a kernel that makes no calls).
@@ -33,7 +35,7 @@
 #include "gpusys/wire.h"
 #include "gpusys/device.cuh"
 
-#define ROUNDS 5
+#define MAX_ROUNDS 64
 
 /* The daemon's threads and their CPU time (schedstat, ns). */
 static struct proc_tasks tasks_of(pid_t pid)
@@ -57,20 +59,29 @@ static __global__ void k_warm(gpusys_dev_t dev, int n, int *err)
 			atomicAdd(err, 1);
 }
 
-/* One thread: idle idle_ns, then one NOOP, timed; ROUNDS times. Then one
- * more NOOP right after the last (the daemon busy) for reference. */
-static __global__ void k_idle_then_call(gpusys_dev_t dev, uint64_t idle_ns, uint64_t *lat, int *err)
+/* One thread a block: idle idle_ns, then one NOOP, timed; rounds times.
+ * Then one more NOOP right after the last (the daemon busy) for reference.
+ * With one block every round's call is the same warp's; with a block a
+ * round (IDLE_SPREAD=1), round r is block r's, a warp (and port) that has
+ * not called before: the daemon cannot know it from its recent work. */
+static __global__ void k_idle_then_call(gpusys_dev_t dev, uint64_t idle_ns, int rounds, uint64_t *lat, int *err)
 {
-	for (int r = 0; r <= ROUNDS; r++) {
-		if (r < ROUNDS) {
-			uint64_t until = gtimer() + idle_ns;
+	uint64_t start = gtimer();
+	for (int r = 0; r <= rounds; r++) {
+		if (r < rounds) {
+			uint64_t until = start + (uint64_t)(r + 1) * idle_ns;
 			while (gtimer() < until)
 				__nanosleep(100000);
 		}
+		int mine = gridDim.x == 1 || (int)blockIdx.x == (r < rounds ? r : rounds - 1);
+		if (!mine)
+			continue;
 		uint64_t t0 = gtimer();
 		if (gpusys_noop(dev))
 			atomicAdd(err, 1);
 		lat[r] = gtimer() - t0;
+		if (r < rounds)
+			start = gtimer() - (uint64_t)(r + 1) * idle_ns; /* quiet idle_ns after this call */
 	}
 }
 
@@ -149,8 +160,15 @@ int main(int argc, char **argv)
 	uint64_t *lat;
 	BENCH_CK(cudaMalloc(&err, sizeof(int)));
 	BENCH_CK(cudaMemset(err, 0, sizeof(int)));
-	uint64_t hlat[ROUNDS + 1];
-	BENCH_CK(cudaMalloc(&lat, (ROUNDS + 1) * sizeof(uint64_t)));
+	/* IDLE_ROUNDS: first calls to time (5 unless told; each costs 1 s). */
+	const char *rounds_env = getenv("IDLE_ROUNDS");
+	int rounds = rounds_env ? atoi(rounds_env) : 5;
+	if (rounds < 1 || rounds > MAX_ROUNDS) {
+		fprintf(stderr, "IDLE_ROUNDS must be 1 to %d\n", MAX_ROUNDS);
+		return 2;
+	}
+	uint64_t hlat[MAX_ROUNDS + 1];
+	BENCH_CK(cudaMalloc(&lat, (MAX_ROUNDS + 1) * sizeof(uint64_t)));
 	k_warm<<<1, 32>>>(dev, 1000, err);
 	BENCH_CK(cudaDeviceSynchronize());
 	/* As a program does after its kernels: it also tells the daemon none
@@ -177,7 +195,9 @@ int main(int argc, char **argv)
 	t0 = bench_now_s();
 	/* A handle asked for at launch, as gpusys.h says: the daemon naps
 	 * while the kernel may call. */
-	k_idle_then_call<<<1, 1>>>(gpusys_device(g), 1000000000ull, lat, err);
+	const char *spread = getenv("IDLE_SPREAD");
+	int blocks = spread && atoi(spread) ? rounds : 1;
+	k_idle_then_call<<<blocks, 1>>>(gpusys_device(g), 1000000000ull, rounds, lat, err);
 	BENCH_CK(cudaDeviceSynchronize());
 	rc = gpusys_synchronize(g, NULL, 10000);
 	if (rc) {
@@ -188,16 +208,17 @@ int main(int argc, char **argv)
 	t1 = bench_now_s();
 	int h_err = 0;
 	BENCH_CK(cudaMemcpy(&h_err, err, sizeof(int), cudaMemcpyDeviceToHost));
-	BENCH_CK(cudaMemcpy(hlat, lat, sizeof(hlat), cudaMemcpyDeviceToHost));
-	uint64_t s[ROUNDS];
-	memcpy(s, hlat, sizeof(s));
-	struct bench_stats first = bench_stats_of(s, ROUNDS);
-	printf("2. kernel idle 1 s then NOOP, %d rounds: first-call latency p50 %.1f us, min %.1f, max %.1f "
+	BENCH_CK(cudaMemcpy(hlat, lat, (rounds + 1) * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+	uint64_t s[MAX_ROUNDS];
+	memcpy(s, hlat, rounds * sizeof(uint64_t));
+	struct bench_stats first = bench_stats_of(s, rounds);
+	printf("2. kernel idle 1 s then NOOP, %d rounds%s: first-call latency p50 %.1f us, min %.1f, max %.1f "
 	       "(each: ",
-	       ROUNDS, first.p50_ns / 1e3, first.min_ns / 1e3, first.max_ns / 1e3);
-	for (int i = 0; i < ROUNDS; i++)
+	       rounds, blocks > 1 ? " (a new warp each round)" : "", first.p50_ns / 1e3, first.min_ns / 1e3,
+	       first.max_ns / 1e3);
+	for (int i = 0; i < rounds; i++)
 		printf("%.1f ", hlat[i] / 1e3);
-	printf("us); a NOOP right after: %.1f us; daemon CPU %.3f%% over %.1f s; errors %d\n", hlat[ROUNDS] / 1e3,
+	printf("us); a NOOP right after: %.1f us; daemon CPU %.3f%% over %.1f s; errors %d\n", hlat[rounds] / 1e3,
 	       100.0 * (c1 - c0) / 1e9 / (t1 - t0), t1 - t0, h_err);
 
 	/* 3b. Compute while the daemon watches (or naps). */

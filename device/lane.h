@@ -223,23 +223,24 @@ GPUSYS_FN uint64_t gpusys_counter_next(unsigned long long *c)
 	return (uint64_t)atomicAdd(c, 1ull) + 1u;
 }
 
-/* Count a request and return a fresh doorbell value. On a GPU the count is
- * a fire-and-forget reduction (no round trip to L2 in front of the
- * request: 0.5 us or more). Nothing orders it before the request's word,
- * but it is issued first, before the port lock's round trip, so that it
- * lands long before the daemon could complete the request: gpusys_synchronize
- * relies on every completed request being counted. The value is
- * %globaltimer, nanoseconds of one clock for the whole GPU: it only grows,
- * so every ring differs from what the daemon last read (a request within
- * the same nanosecond as the last one it saw is seen by its busy pollers
- * anyway: it dozes only after milliseconds without any). Below bit 62,
- * apart from stream rings. */
+/* Count a request and return a fresh doorbell stamp (abi.h GPUSYS_RING_*:
+ * gpusys_publish adds the port). On a GPU the count is a fire-and-forget
+ * reduction (no round trip to L2 in front of the request: 0.5 us or more).
+ * Nothing orders it before the request's word, but it is issued first,
+ * before the port lock's round trip, so that it lands long before the
+ * daemon could complete the request: gpusys_synchronize relies on every
+ * completed request being counted. The stamp is %globaltimer in 32 ns
+ * units, one clock for the whole GPU: it only grows (its 47 bits wrap
+ * after 52 days), so every ring differs from what the daemon last read (a
+ * request within the same 32 ns as the last one it saw, on the same port,
+ * is seen by its busy pollers anyway: it dozes only after milliseconds
+ * without any). */
 GPUSYS_FN uint64_t gpusys_count_and_ring(unsigned long long *c)
 {
 	uint64_t t;
 	atomicAdd(c, 1ull);
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	return (t & ((1ull << 62) - 1)) | 1u;
+	return GPUSYS_RING_STAMP(t >> 5);
 }
 
 /* Where to start looking for a free port: the warp's hardware slot. Every
@@ -425,7 +426,7 @@ static inline uint64_t gpusys_counter_next(unsigned long long *c)
 
 static inline uint64_t gpusys_count_and_ring(unsigned long long *c)
 {
-	return gpusys_counter_next(c);
+	return GPUSYS_RING_STAMP(gpusys_counter_next(c));
 }
 
 static inline uint32_t gpusys_port_hint(void)

@@ -184,8 +184,8 @@ GPUSYS_FN int gpusys_wait_owned(const gpusys_dev_t *dev, uint32_t p, uint32_t se
 
 /* Hand the port to the daemon: every lane's stores first, then the word.
  * word is the client word less its sequence. ring: for a message's first
- * packet, the leader's fresh doorbell value (gpusys_count_and_ring); 0 for
- * the packets after it. */
+ * packet, the leader's fresh doorbell stamp (gpusys_count_and_ring), to
+ * which the port is added; 0 for the packets after it. */
 GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32_t p, uint32_t seq, uint64_t word,
 				  uint64_t ring)
 {
@@ -198,10 +198,12 @@ GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32
 	if (gpusys_lane_is_leader(mask)) {
 		/* Every packet rings, so a dozing daemon wakes for the rest of
 		 * a message too. A message's first packet rings with a fresh
-		 * value (gpusys_count_and_ring, which also counts the request
-		 * for gpusys_synchronize); later packets with their port and
-		 * sequence, tagged by the top bit,
-		 * so every value differs from the last one the daemon saw.
+		 * stamp (gpusys_count_and_ring, which also counts the request
+		 * for gpusys_synchronize) and its port; later packets with
+		 * their port and sequence, tagged by the top bit (abi.h
+		 * GPUSYS_RING_*): every value differs from the last one the
+		 * daemon saw, and names the port a woken daemon looks at
+		 * first.
 		 * Word, then doorbell, then one flushing fence for both (the
 		 * floor's store-then-fence; the counter was read before).
 		 * NOTE: ringing and counting after the fence measured no
@@ -210,8 +212,7 @@ GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32
 		 * completed the request can let gpusys_synchronize return
 		 * early while another stream's kernels call
 		 * (bench/RESULTS.md, 2026-11-27). */
-		if (!ring)
-			ring = (1ull << 63) | ((uint64_t)p << 32) | seq;
+		ring = ring ? ring | p : GPUSYS_RING_STREAM | (uint64_t)p << 32 | seq;
 		gpusys_store_shared_u64(&dev->client_word[p], word | (seq & GPUSYS_SEQ_MASK));
 		gpusys_store_shared_u64(&dev->hdr->doorbell, ring);
 		gpusys_fence_flush();
@@ -587,7 +588,7 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	uint32_t off[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	struct gpusys_port *port;
 	uint32_t p = 0, seq = 0, total, rcu = 0, slot = ~0u, sync = 0;
-	uint64_t ring = 0; /* leader: the doorbell value (gpusys_count_and_ring) */
+	uint64_t ring = 0; /* leader: the doorbell stamp (gpusys_count_and_ring) */
 	uint64_t word, sw = 0;
 	int rc = 0;
 

@@ -36,8 +36,9 @@
  *     (header.active_until_ns, set by gpusys_device, cleared by
  *     gpusys_synchronize): a GPU's watch takes ~0.4 ms to wake us, naps
  *     ~0.05 ms. Attach (a channel
- *     that was not told) and stop kick the eventfd. On waking, dozing is
- *     cleared and poller 0 spins again.
+ *     that was not told) and stop kick the eventfd. On waking, poller 0
+ *     serves the port each channel's last ring names (serve_rung), clears
+ *     dozing and spins again.
  *
  * Lost wake-ups are bounded by the safety rescan: a client that ignores
  * its pipe, a GPU doorbell value stored out of order by racing warps (the
@@ -450,6 +451,34 @@ static bool doorbell_rang(const struct snapshot *s)
 	return false;
 }
 
+/* A woken poller 0 serves the port each channel's last ring names (abi.h
+ * GPUSYS_RING_*) before its first pass: a warp that calls after a quiet
+ * spell rings with its port, and the pass would reach it only after the
+ * ports before it (with 8448 ports a pass of cold lines is tens of us).
+ * The value is the client's to scribble on: bounded by the channel's
+ * ports, and a port with nothing pending costs one look. A pass of its own
+ * for the counters, and for the grace periods: s stays valid until the
+ * next pass_done. */
+static void serve_rung(struct poller *pl, const struct snapshot *s)
+{
+	struct pass_tally tl = { .timed = false };
+	unsigned work = 0;
+	for (uint32_t i = 0; i < s->n; i++) {
+		struct port_table *t = s->t[i];
+		uint64_t ring = __atomic_load_n(&t->hdr->doorbell, __ATOMIC_RELAXED);
+		uint32_t p = GPUSYS_RING_PORT(ring);
+		if (p >= t->num_ports)
+			continue;
+		tl.ports++;
+		if (serve_port(pl, &tl, t, p)) {
+			work++;
+			if (s->gen == pl->hot_gen)
+				remember_hot(pl, t, p);
+		}
+	}
+	tally_flush(pl, &tl, work, 0);
+}
+
 /* Scan for a dozing poller 0, and how long that took: the safety rescan
  * is spaced so that it costs at most 1/RESCAN_SHARE of a core however many
  * ports there are. */
@@ -583,10 +612,13 @@ static void doze(struct poller *pl)
 		if (atomic_load_explicit(&ps->stop, memory_order_relaxed))
 			break;
 	}
-	/* Spinning again: clients need not wake us. Channels that left while
-	 * we slept are not in this snapshot and are not touched. */
+	/* Serve what woke us first, then spin again: clients need not wake
+	 * us. Channels that left while we slept are not in this snapshot and
+	 * are not touched. */
+	struct snapshot *s = load_snapshot(ps);
+	serve_rung(pl, s);
 	if (ps->prm.wake)
-		set_dozing(load_snapshot(ps), 0);
+		set_dozing(s, 0);
 }
 
 static void *poller_main(void *arg)

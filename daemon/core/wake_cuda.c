@@ -19,12 +19,13 @@
  *
  * Why AND ~seen and not GEQ seen + 1: the doorbell is not monotonic. A
  * message's later packets ring with (1 << 63) | port | seq, its first with
- * the request counter, and racing warps may store counter values out of
- * order. (*addr & ~seen) != 0 fires as soon as the word has a bit that
- * seen lacks: every counter value above seen does (a number above seen
- * cannot be a bit subset of it), and so does nearly every other change. A
- * change to a bit subset of seen (a counter value stored late, below one
- * already seen) is missed; the safety rescan (1 s) serves it.
+ * a time stamp above its port (abi.h GPUSYS_RING_*), and racing warps may
+ * store their values out of order. (*addr & ~seen) != 0 fires as soon as
+ * the word has a bit that seen lacks: every first-packet value with a later
+ * stamp does (a number above seen cannot be a bit subset of it), and so
+ * does nearly every other change. A change to a bit subset of seen (a value
+ * stored late, below one already seen, or a stamp past its wrap every 52
+ * days) is missed; the safety rescan (1 s) serves it.
  *
  * A wait stays pending across dozes until it fires: poller 0 re-arms a
  * channel only after its host function ran (g->fired), so at most one wait

@@ -253,11 +253,12 @@ struct gpusys_channel_header {
 
 	/* line 3: written by the client only: its device code (or emulator),
 	 * and its host library when it wakes a sleeping daemon (bit 62).
-	 * Every packet stores a fresh value here (a request counter kept in
-	 * private device memory, or port and sequence for stream packets);
-	 * the daemon's idle poll reads this one word instead of scanning every
-	 * port. Plain stores from many warps are fine: any write after the
-	 * daemon's last read makes the word differ from what it saw. */
+	 * Every packet stores a fresh value here (GPUSYS_RING_* below: a
+	 * request's first packet a growing stamp and its port, a stream
+	 * packet its port and sequence); the daemon's idle poll reads this one
+	 * word instead of scanning every port. Plain stores from many warps
+	 * are fine: any write after the daemon's last read makes the word
+	 * differ from what it saw. */
 	volatile uint64_t doorbell __attribute__((aligned(64)));
 
 	/* lines 4..: requests completed, one word per daemon thread (single
@@ -268,6 +269,38 @@ struct gpusys_channel_header {
 		uint8_t pad_[56];
 	} progress[GPUSYS_PROGRESS_SLOTS] __attribute__((aligned(64)));
 };
+
+/*
+ * Doorbell values (header.doorbell), by their top bits:
+ *   bit 63 set   a stream packet: GPUSYS_RING_STREAM | port << 32 | sequence
+ *   bit 62 set   the client's host library waking a sleeping daemon: no port
+ *   neither      a request's first packet: a stamp that grows with time (or
+ *                with the emulator's request count) in bits 15-61, bit 14
+ *                set, and the port in bits 0-13
+ * A daemon woken by a ring serves the port it names before it scans the
+ * rest (poller.c). The port is only a hint: the word is the client's to
+ * scribble on, so it is bounded by the channel's ports, and a port named
+ * wrongly costs one look at it. The stamp keeps a first packet's value
+ * above every earlier one, which the GPU doorbell watch needs (wake_cuda.c).
+ */
+#define GPUSYS_RING_STREAM (UINT64_C(1) << 63)
+#define GPUSYS_RING_HOST (UINT64_C(1) << 62)
+#define GPUSYS_RING_PORT_BITS 14
+#define GPUSYS_RING_STAMP_MASK (((UINT64_C(1) << 62) - 1) & ~((UINT64_C(1) << GPUSYS_RING_PORT_BITS) - 1))
+GPUSYS_STATIC_ASSERT(GPUSYS_MAX_PORTS <= (1u << GPUSYS_RING_PORT_BITS), "a ring's port field must hold every port");
+
+/* A first packet's stamp from a growing count (time, requests): the count's
+ * low 47 bits above the stamp field's lowest bit, which is always set so
+ * that a stamp is never 0. */
+#define GPUSYS_RING_STAMP(count)                                                                                 \
+	((((uint64_t)(count) << (GPUSYS_RING_PORT_BITS + 1)) & GPUSYS_RING_STAMP_MASK) |                          \
+	 (UINT64_C(1) << GPUSYS_RING_PORT_BITS))
+
+/* The port a doorbell value names, or UINT32_MAX where it names none. */
+#define GPUSYS_RING_PORT(ring)                                                                                   \
+	(((ring) & GPUSYS_RING_STREAM) ? (uint32_t)(((ring) >> 32) & 0x7fffffffu)                                \
+	 : ((ring) & GPUSYS_RING_HOST) ? UINT32_MAX                                                              \
+				       : (uint32_t)((ring) & ((UINT64_C(1) << GPUSYS_RING_PORT_BITS) - 1)))
 
 GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_channel_header) <= GPUSYS_HEADER_BYTES,
 		     "channel header must fit its pages");

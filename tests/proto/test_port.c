@@ -312,6 +312,54 @@ static void test_scribbled_channel(void **state)
 	inproc_stop(s);
 }
 
+/* Every ring names its port (abi.h GPUSYS_RING_*): a first packet's value
+ * has a stamp above every earlier one, which the GPU doorbell watch needs,
+ * and a stream packet's carries port and sequence; a woken daemon serves
+ * the named port first (poller.c serve_rung). */
+static void test_doorbell_names_port(void **state)
+{
+	(void)state;
+	struct inproc *s = inproc_start(16, 1);
+	struct gpusys_emu *emu;
+	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
+	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
+	uint64_t last = dev->hdr->doorbell;
+
+	for (uint32_t warp = 0; warp < 40; warp += 3) {
+		gpusys_emu_set_warp(warp);
+		assert_int_equal(gpusys_emu_noop(dev, 1), 0);
+		uint64_t ring = dev->hdr->doorbell;
+		assert_int_equal(ring & (GPUSYS_RING_STREAM | GPUSYS_RING_HOST), 0);
+		assert_int_equal(GPUSYS_RING_PORT(ring), warp % 16);
+		/* Above the last ring, so no bit subset of it. */
+		assert_true((ring & GPUSYS_RING_STAMP_MASK) > (last & GPUSYS_RING_STAMP_MASK));
+		assert_true((ring & ~last) != 0);
+		last = ring;
+	}
+
+	/* A request that streams: its later packets ring with port, sequence
+	 * and the top bit. */
+	uint32_t len[GPUSYS_WARP_LANES] = { [0] = 3 * GPUSYS_PACKET_BYTES };
+	uint64_t rng = 7;
+	gpusys_emu_set_warp(9);
+	echo_and_check(dev, 1, len, &rng);
+	uint64_t ring = dev->hdr->doorbell;
+	assert_true(ring & GPUSYS_RING_STREAM);
+	assert_int_equal(GPUSYS_RING_PORT(ring), 9);
+
+	/* The host library's wake names none; nor does a scribbled value past
+	 * the port field's range (the daemon bounds it by its ports). */
+	assert_int_equal(GPUSYS_RING_PORT(GPUSYS_RING_HOST | 5), UINT32_MAX);
+	assert_true(GPUSYS_RING_PORT(GPUSYS_RING_STREAM | (UINT64_C(0x7fffffff) << 32)) >= GPUSYS_MAX_PORTS);
+	/* A stamp is never 0, whatever the count, and keeps off the top bits. */
+	assert_true(GPUSYS_RING_STAMP(0) != 0);
+	assert_int_equal(GPUSYS_RING_STAMP(UINT64_MAX) & (GPUSYS_RING_STREAM | GPUSYS_RING_HOST), 0);
+	assert_int_equal(GPUSYS_RING_PORT(GPUSYS_RING_STAMP(UINT64_MAX)), 0);
+
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -319,6 +367,7 @@ int main(void)
 		cmocka_unit_test(test_contention),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_scribbled_channel),
+		cmocka_unit_test(test_doorbell_names_port),
 	};
 	return cmocka_run_group_tests_name("proto", tests, NULL, NULL);
 }
