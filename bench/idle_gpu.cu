@@ -239,7 +239,7 @@ int main(int argc, char **argv)
 		uint64_t w[5];
 		if (with_kernel) {
 			BENCH_CK(cudaMemset(err, 0, sizeof(int)));
-			k_idle_then_call<<<1, 1>>>(dev, 400000000ull, lat, err); /* 5 x 0.4 s, then calls */
+			k_idle_then_call<<<1, 1>>>(dev, 400000000ull, 5, lat, err); /* 5 x 0.4 s, then calls */
 			usleep(100000);
 		}
 		for (int i = 0; i < 5; i++) {
