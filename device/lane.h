@@ -224,17 +224,19 @@ GPUSYS_FN uint64_t gpusys_counter_next(unsigned long long *c)
 }
 
 /* Count a request and return a fresh doorbell stamp (abi.h GPUSYS_RING_*:
- * gpusys_publish adds the port). gpusys_synchronize relies on every request
- * the daemon has completed being counted, so the count must be performed
- * before the request's word can be seen. On a GPU it is a returning add
- * whose value the word waits for: the stamp carries the count's top bit
- * (always 0: no client makes 2^63 requests, but the compiler cannot know)
- * and gpusys_publish folds that bit into the word, so the word's store
- * issues only once the add has come back from L2, where the count is then
- * visible to the copy that reads it. Issued before the port lock's
- * exchange, its round trip overlaps that one (a fire-and-forget reduction
- * issued there before was ordered by timing alone). The stamp is
- * %globaltimer in 32 ns
+ * gpusys_publish adds the port). On a GPU the count is a fire-and-forget
+ * reduction (no round trip to L2 in front of the request: 0.5 us or more).
+ * Nothing orders it before the request's word, but it is issued first,
+ * before the port lock's round trip, so that it lands long before the
+ * daemon could complete the request: gpusys_synchronize relies on every
+ * completed request being counted.
+ * NOTE: a returning add whose value the word waited for (its top bit, always
+ * 0, folded into the word) would order it by dependency; it measured 0.19
+ * us more per call on the H100 (trace: lock 0.48 -> 0.67 us; one warp
+ * 2.75-2.91 -> 3.01-3.04 us, bench/RESULTS.md, 2026-11-27), against a
+ * window in which a reduction would have to stay unperformed through the
+ * lock's round trip, the word's trip across PCIe and the daemon's whole
+ * service. Not taken. The stamp is %globaltimer in 32 ns
  * units, one clock for the whole GPU: it only grows (its 47 bits wrap
  * after 52 days), so every ring differs from what the daemon last read (a
  * request within the same 32 ns as the last one it saw, on the same port,
@@ -242,9 +244,10 @@ GPUSYS_FN uint64_t gpusys_counter_next(unsigned long long *c)
  * without any). */
 GPUSYS_FN uint64_t gpusys_count_and_ring(unsigned long long *c)
 {
-	uint64_t t, n = atomicAdd(c, 1ull);
+	uint64_t t;
+	atomicAdd(c, 1ull);
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	return GPUSYS_RING_STAMP(t >> 5) | (n & GPUSYS_RING_STREAM);
+	return GPUSYS_RING_STAMP(t >> 5);
 }
 
 /* Where to start looking for a free port: the warp's hardware slot. Every

@@ -205,18 +205,15 @@ GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32
 		 * daemon saw, and names the port a woken daemon looks at
 		 * first.
 		 * Word, then doorbell, then one flushing fence for both (the
-		 * floor's store-then-fence). The word waits for the request's
-		 * count (a first packet's stamp carries the count's top bit,
-		 * always 0: gpusys_count_and_ring).
+		 * floor's store-then-fence; the counter was read before).
 		 * NOTE: ringing and counting after the fence measured no
 		 * faster in the real client (trace: publish 0.67 us either
 		 * way, H200), and a count that lands after the daemon has
 		 * completed the request can let gpusys_synchronize return
 		 * early while another stream's kernels call
 		 * (bench/RESULTS.md, 2026-11-27). */
-		uint64_t w = word | (seq & GPUSYS_SEQ_MASK) | ring >> 63;
 		ring = ring ? ring | p : GPUSYS_RING_STREAM | (uint64_t)p << 32 | seq;
-		gpusys_store_shared_u64(&dev->client_word[p], w);
+		gpusys_store_shared_u64(&dev->client_word[p], word | (seq & GPUSYS_SEQ_MASK));
 		gpusys_store_shared_u64(&dev->hdr->doorbell, ring);
 		gpusys_fence_flush();
 	}
