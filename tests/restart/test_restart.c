@@ -96,6 +96,18 @@ static int open_file(const char *p, struct gpusys_emu *emu, int32_t *ret_handle)
 	return r;
 }
 
+/* open_file, again while a restarting daemon refuses it unrun
+ * (-ECONNABORTED: a path that streams past packet 0 can be caught half sent
+ * by a restart, as the writes are), until stop; any other result is
+ * returned. */
+static int open_file_retrying(const char *p, const atomic_bool *stop, struct gpusys_emu *emu, int32_t *ret_handle)
+{
+	int r;
+	while ((r = open_file(p, emu, ret_handle)) == -ECONNABORTED && !atomic_load(stop))
+		usleep(1000);
+	return r;
+}
+
 static void other_error(struct worker *w, const char *op, int r)
 {
 	w->other_errors++;
@@ -157,8 +169,8 @@ static void *worker_main(void *arg)
 				w->outcome[seq] = WRITE_STALE;
 				atomic_store(&w->ok_since_restart, 0);
 				atomic_fetch_add(&w->restarts_seen, 1);
-				int ro = open_file(w->path, emu, &handle);
-				if (ro < 0)
+				int ro = open_file_retrying(w->path, &w->stop, emu, &handle);
+				if (ro < 0 && !(ro == -ECONNABORTED && atomic_load(&w->stop)))
 					other_error(w, "reopen", ro);
 			} else {
 				other_error(w, "pwrite", r);
@@ -420,17 +432,6 @@ struct streamer {
 	int other;
 };
 
-/* open_file, again while a restarting daemon refuses it unrun
- * (-ECONNABORTED: the path streams past packet 0, so a restart can catch it
- * half sent, as it catches the writes); any other result is returned. */
-static int open_file_retrying(const struct streamer *w, struct gpusys_emu *emu, int32_t *ret_handle)
-{
-	int r;
-	while ((r = open_file(w->path, emu, ret_handle)) == -ECONNABORTED && !atomic_load(&w->stop))
-		usleep(1000);
-	return r;
-}
-
 static void *streamer_main(void *arg)
 {
 	struct streamer *w = arg;
@@ -442,7 +443,7 @@ static void *streamer_main(void *arg)
 	gpusys_emu_set_warp(0);
 	struct gpusys_attach_opts o = { .runtime_dir = w->d->runtime, .num_ports = 2, .cuda_device = -1 };
 	if (gpusys_client_attach(&o, &c) < 0 || gpusys_emu_open(gpusys_client_channel(c), &emu) < 0 ||
-	    open_file_retrying(w, emu, &handle) < 0) {
+	    open_file_retrying(w->path, &w->stop, emu, &handle) < 0) {
 		w->other = -EIO;
 		goto out;
 	}
@@ -467,7 +468,7 @@ static void *streamer_main(void *arg)
 			w->outcome[seq] = WRITE_STALE;
 			w->stale++;
 			atomic_store(&w->ok_since_restart, 0);
-			if ((r = open_file_retrying(w, emu, &handle)) < 0) {
+			if ((r = open_file_retrying(w->path, &w->stop, emu, &handle)) < 0) {
 				/* -ECONNABORTED only once told to stop */
 				if (r != -ECONNABORTED)
 					w->other = r;
