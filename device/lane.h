@@ -237,11 +237,14 @@ GPUSYS_FN uint64_t gpusys_counter_next(unsigned long long *c)
  * window in which a reduction would have to stay unperformed through the
  * lock's round trip, the word's trip across PCIe and the daemon's whole
  * service. Not taken. The stamp is %globaltimer in 32 ns
- * units, one clock for the whole GPU: it only grows (its 47 bits wrap
- * after 52 days), so every ring differs from what the daemon last read (a
- * request within the same 32 ns as the last one it saw, on the same port,
- * is seen by its busy pollers anyway: it dozes only after milliseconds
- * without any). */
+ * units, one clock for the whole GPU: it only grows, so every ring differs
+ * from what the daemon last read, and a later stamp is never a bit subset
+ * of an earlier one (the GPU watch, wake_cuda.c). Exceptions, which the
+ * daemon's safety rescan (1 s) covers: the 47 bits wrap every 52 days, at
+ * instants of the wall clock (%globaltimer counts from the epoch); and two
+ * rings in the same 32 ns, from ports whose numbers are bit subsets of one
+ * another, stored out of order (a daemon that saw the first is still busy
+ * anyway: it dozes only after milliseconds without any). */
 GPUSYS_FN uint64_t gpusys_count_and_ring(unsigned long long *c)
 {
 	uint64_t t;

@@ -192,6 +192,7 @@ static const struct {
 	{ "collisions", offsetof(struct poller_counters, collisions) },
 	{ "held", offsetof(struct poller_counters, held) },
 	{ "hot_hits", offsetof(struct poller_counters, hot_hits) },
+	{ "rung_served", offsetof(struct poller_counters, rung_served) },
 	{ "dozes", offsetof(struct poller_counters, dozes) },
 	{ "deep_dozes", offsetof(struct poller_counters, deep_dozes) },
 	{ "wakeups", offsetof(struct poller_counters, wakeups) },

@@ -26,7 +26,7 @@ json_t *inspect_latency(void);
 json_t *inspect_transfers(struct registry *reg, unsigned window_ms, const struct control_peer *who);
 
 /* {"pollers": [{index, passes, empty_passes, ports_scanned, found, served,
- * collisions, held, hot_hits, dozes, deep_dozes, wakeups, parks,
+ * collisions, held, hot_hits, rung_served, dozes, deep_dozes, wakeups, parks,
  * helper_wakes, timed_passes, timed_pass_ns, timed_serve_ns,
  * timed_answer_ns, timed_count_ns, timed_served,
  * timed_found}...], "time_every": N, "timed": bool}: each poller's counters

@@ -70,6 +70,8 @@ struct poller_counters {
 	uint64_t collisions;    /* found, but another poller held the port or served it first */
 	uint64_t held;          /* found, but a call (pool, pending later) holds the port */
 	uint64_t hot_hits;      /* of served: by the re-check of recently busy ports */
+	uint64_t rung_served;   /* poller 0, of served: the port a ring named, on waking (serve_rung);
+				 * each waking also counts a pass of the ports it looked at */
 	uint64_t dozes;         /* poller 0: times it went to naps */
 	uint64_t deep_dozes;    /* poller 0: sleeps until woken */
 	uint64_t wakeups;       /* poller 0: deep dozes ended by a client's wake */

@@ -18,7 +18,7 @@
  * (~30 us, ~8% of a core).
  *
  * Why AND ~seen and not GEQ seen + 1: the doorbell is not monotonic. A
- * message's later packets ring with (1 << 63) | port | seq, its first with
+ * message's later packets ring with (1 << 63) | port << 32 | seq, its first with
  * a time stamp above its port (abi.h GPUSYS_RING_*), and racing warps may
  * store their values out of order. (*addr & ~seen) != 0 fires as soon as
  * the word has a bit that seen lacks: every first-packet value with a later

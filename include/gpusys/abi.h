@@ -296,11 +296,16 @@ GPUSYS_STATIC_ASSERT(GPUSYS_MAX_PORTS <= (1u << GPUSYS_RING_PORT_BITS), "a ring'
 	((((uint64_t)(count) << (GPUSYS_RING_PORT_BITS + 1)) & GPUSYS_RING_STAMP_MASK) |                          \
 	 (UINT64_C(1) << GPUSYS_RING_PORT_BITS))
 
-/* The port a doorbell value names, or UINT32_MAX where it names none. */
-#define GPUSYS_RING_PORT(ring)                                                                                   \
-	(((ring) & GPUSYS_RING_STREAM) ? (uint32_t)(((ring) >> 32) & 0x7fffffffu)                                \
-	 : ((ring) & GPUSYS_RING_HOST) ? UINT32_MAX                                                              \
-				       : (uint32_t)((ring) & ((UINT64_C(1) << GPUSYS_RING_PORT_BITS) - 1)))
+/* The port a doorbell value names, or UINT32_MAX where it names none. Read
+ * the doorbell once and pass the value: it is a word others write. */
+GPUSYS_ABI_FN uint32_t gpusys_ring_port(uint64_t ring)
+{
+	if (ring & GPUSYS_RING_STREAM)
+		return (uint32_t)((ring >> 32) & 0x7fffffffu);
+	if (ring & GPUSYS_RING_HOST)
+		return UINT32_MAX;
+	return (uint32_t)(ring & ((UINT64_C(1) << GPUSYS_RING_PORT_BITS) - 1));
+}
 
 GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_channel_header) <= GPUSYS_HEADER_BYTES,
 		     "channel header must fit its pages");

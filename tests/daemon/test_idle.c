@@ -23,6 +23,7 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "common/proc_tasks.h"
 #include "gpusys/gpusys.h"
@@ -279,6 +280,58 @@ static void test_attach_while_dozing(void **state)
 	gd_finish(&d);
 }
 
+/* rung_served summed over the pollers (gpusysctl pollers). */
+static long long rung_served(const struct gd *d)
+{
+	json_t *r = control_request(d->runtime, "{\"cmd\":\"pollers\"}\n");
+	assert_non_null(r);
+	json_t *p;
+	size_t i;
+	long long n = 0;
+	json_array_foreach(json_object_get(r, "pollers"), i, p)
+	{
+		json_t *v = json_object_get(p, "rung_served");
+		assert_true(json_is_integer(v));
+		n += json_integer_value(v);
+	}
+	json_decref(r);
+	return n;
+}
+
+/* A call that wakes the sleeping daemon is served from the port its ring
+ * names (poller.c serve_rung), not found by a pass over every port: here
+ * the last of 4096, which a pass reaches last. Each round the warp rings
+ * from that port into a deep doze. At most one round may be served by a
+ * pass instead: the safety rescan (1 s) can fire just as the call arrives. */
+static void test_rung_served(void **state)
+{
+	struct gd d;
+	struct gpusys_client *c;
+	struct gpusys_emu *emu;
+	enum { PORTS = 4096, ROUNDS = 3 };
+
+	(void)state;
+	gd_start(&d, NULL);
+	struct gpusys_attach_opts o = { .runtime_dir = d.runtime, .num_ports = PORTS, .cuda_device = -1 };
+	assert_int_equal(gpusys_client_attach(&o, &c), 0);
+	assert_int_equal(gpusys_emu_open(gpusys_client_channel(c), &emu), 0);
+	const struct gpusys_channel_header *h = gpusys_client_channel(c);
+	gpusys_emu_set_warp(PORTS - 1);
+	long long before = rung_served(&d);
+	for (int i = 0; i < ROUNDS; i++) {
+		assert_true(wait_dozing(h, 2000));
+		assert_int_equal(gpusys_emu_noop(gpusys_emu_dev(emu), 1), 0);
+	}
+	long long served = rung_served(&d) - before;
+	print_message("calls into a deep doze served from the port their ring named: %lld of %d\n", served, ROUNDS);
+	assert_true(served >= ROUNDS - 1 && served <= ROUNDS);
+
+	gpusys_emu_set_warp(0);
+	gpusys_emu_close(emu);
+	gpusys_client_detach(c);
+	gd_finish(&d);
+}
+
 /* What gpusys_device() does for a CUDA client: say kernels may call, and
  * wake a deeply sleeping daemon so it hears it now. */
 static void say_active(struct gpusys_channel_header *h, uint64_t until, int wake_fd)
@@ -346,6 +399,7 @@ int main(void)
 		cmocka_unit_test(test_unwoken_client),
 		cmocka_unit_test(test_attach_while_dozing),
 		cmocka_unit_test(test_kernels_in_flight),
+		cmocka_unit_test(test_rung_served),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -312,10 +312,15 @@ static void test_scribbled_channel(void **state)
 	inproc_stop(s);
 }
 
+/* A stamp is never 0, whatever the count, and keeps off the top bits. */
+_Static_assert(GPUSYS_RING_STAMP(0) != 0, "a stamp is never 0");
+_Static_assert((GPUSYS_RING_STAMP(UINT64_MAX) & (GPUSYS_RING_STREAM | GPUSYS_RING_HOST)) == 0,
+	       "a stamp keeps off the top bits");
+
 /* Every ring names its port (abi.h GPUSYS_RING_*): a first packet's value
  * has a stamp above every earlier one, which the GPU doorbell watch needs,
- * and a stream packet's carries port and sequence; a woken daemon serves
- * the named port first (poller.c serve_rung). */
+ * and a stream packet's carries port and sequence (a woken daemon serves
+ * the named port first: test_idle's test_rung_served). */
 static void test_doorbell_names_port(void **state)
 {
 	(void)state;
@@ -330,7 +335,7 @@ static void test_doorbell_names_port(void **state)
 		assert_int_equal(gpusys_emu_noop(dev, 1), 0);
 		uint64_t ring = dev->hdr->doorbell;
 		assert_int_equal(ring & (GPUSYS_RING_STREAM | GPUSYS_RING_HOST), 0);
-		assert_int_equal(GPUSYS_RING_PORT(ring), warp % 16);
+		assert_int_equal(gpusys_ring_port(ring), warp % 16);
 		/* Above the last ring, so no bit subset of it. */
 		assert_true((ring & GPUSYS_RING_STAMP_MASK) > (last & GPUSYS_RING_STAMP_MASK));
 		assert_true((ring & ~last) != 0);
@@ -345,16 +350,13 @@ static void test_doorbell_names_port(void **state)
 	echo_and_check(dev, 1, len, &rng);
 	uint64_t ring = dev->hdr->doorbell;
 	assert_true(ring & GPUSYS_RING_STREAM);
-	assert_int_equal(GPUSYS_RING_PORT(ring), 9);
+	assert_int_equal(gpusys_ring_port(ring), 9);
 
 	/* The host library's wake names none; nor does a scribbled value past
 	 * the port field's range (the daemon bounds it by its ports). */
-	assert_int_equal(GPUSYS_RING_PORT(GPUSYS_RING_HOST | 5), UINT32_MAX);
-	assert_true(GPUSYS_RING_PORT(GPUSYS_RING_STREAM | (UINT64_C(0x7fffffff) << 32)) >= GPUSYS_MAX_PORTS);
-	/* A stamp is never 0, whatever the count, and keeps off the top bits. */
-	assert_true(GPUSYS_RING_STAMP(0) != 0);
-	assert_int_equal(GPUSYS_RING_STAMP(UINT64_MAX) & (GPUSYS_RING_STREAM | GPUSYS_RING_HOST), 0);
-	assert_int_equal(GPUSYS_RING_PORT(GPUSYS_RING_STAMP(UINT64_MAX)), 0);
+	assert_int_equal(gpusys_ring_port(GPUSYS_RING_HOST | 5), UINT32_MAX);
+	assert_true(gpusys_ring_port(GPUSYS_RING_STREAM | (UINT64_C(0x7fffffff) << 32)) >= GPUSYS_MAX_PORTS);
+	assert_int_equal(gpusys_ring_port(GPUSYS_RING_STAMP(UINT64_MAX)), 0);
 
 	gpusys_emu_close(emu);
 	inproc_stop(s);
