@@ -192,13 +192,16 @@ GPUSYS_FN void gpusys_lock_pair_release(void *pair, uint32_t state, uint32_t seq
 /* The same, for a holder whose accesses to the port are ordered before this
  * store already: its stores by the fence that published them (fence.sc.sys;
  * a fence then a strong store is a release pattern in the PTX memory model)
- * and its loads by use, as in gpusys_order_after: the last one read the
- * server word that ended the wait, and this store is issued after the loop
- * that needed its value (a warp issues in order). The release store's
- * fence.acq_rel.gpu measured 0.26 us of a 1.7 us round trip on an H200
- * (bench/RESULTS.md); the PTX model itself does not order a load before a
- * later relaxed store, which is why only that case (a TRIVIAL answer, or
- * nothing read after the publishing fence) comes here. */
+ * and its loads by use, as in gpusys_order_after: each load's value was used
+ * (the server word by the wait's loop, a response's bytes by the stores
+ * that copied them out) before a warp barrier that this store follows, and
+ * a warp issues in order, so no load is still out when the next holder can
+ * write. The release store's fence.acq_rel.gpu measured 0.26 us of a 1.7 us
+ * round trip on an H200 and 0.3 us of an ECHO on the H100 (bench/RESULTS.md).
+ * The PTX model itself does not order a load before a later relaxed store:
+ * this is the hardware's order, as gpusys_order_after's is. Every finished
+ * call and a fire-and-forget request come here; a call that fails before it
+ * is sent does not. */
 GPUSYS_FN void gpusys_lock_pair_release_ordered(void *pair, uint32_t state, uint32_t seq)
 {
 	uint64_t v = (uint64_t)seq << 32 | state;

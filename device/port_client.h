@@ -744,7 +744,6 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 	uint32_t seq = pd->seq, total, rcu = 0;
 	struct gpusys_port *port = &dev->ports[p];
 	int owned = 0; /* leader: the daemon has handed the port back to us */
-	int trivial = 0; /* a TRIVIAL answer: nothing read but the server word */
 	uint64_t sw = 0;
 	int rc;
 
@@ -777,7 +776,6 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 			out_len[GPUSYS_LI(l)] = 0;
 			lane_status[GPUSYS_LI(l)] = 0;
 		}
-		trivial = 1;
 		goto unlock;
 	}
 	gpusys_lane_sync(mask);
@@ -810,8 +808,12 @@ unlock:
 	gpusys_lane_sync(mask);
 	if (gpusys_lane_is_leader(mask)) {
 		/* owned: the last thing seen was the daemon's hand-back (a
-		 * response stream ends with one). */
-		gpusys_port_give_back(dev, p, seq, owned, trivial);
+		 * response stream ends with one). Ordered on every path: each
+		 * lane's loads of the port were used before the warp barrier
+		 * above (the server word by the wait, the response by the
+		 * stores that copied it out; a piece read and dropped does not
+		 * matter), and its stores were published by fences. */
+		gpusys_port_give_back(dev, p, seq, owned, 1);
 		if (pd->warp_slot != ~0u)
 			gpusys_count_sub_u32(&dev->warp_futures[pd->warp_slot], 1u);
 	}
