@@ -251,8 +251,8 @@ GPUSYS_FN int gpusys_port_take(const gpusys_dev_t *dev, uint32_t p, int *must_wa
 /* Leader: give port p back, with its sequence; owned: the last thing seen
  * was the daemon's hand-back. ordered: every lane's accesses to the port
  * are ordered before the give-back already (gpusys_lock_pair_release_ordered:
- * nothing read after the last publishing fence but the server word that
- * ended the wait). */
+ * stores published by a fence, every load's value used before the warp
+ * barrier in front of this). */
 GPUSYS_FN void gpusys_port_give_back(const gpusys_dev_t *dev, uint32_t p, uint32_t seq, int owned, int ordered)
 {
 	uint32_t state = owned ? GPUSYS_PORT_FREE_OWNED : GPUSYS_PORT_FREE_UNACKED;
