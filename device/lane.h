@@ -64,6 +64,17 @@ GPUSYS_FN uint32_t gpusys_lane_bcast_u32(uint64_t mask, uint32_t v)
 	return __shfl_sync((unsigned)mask, v, gpusys_lane_leader_of(mask));
 }
 
+GPUSYS_FN uint64_t gpusys_lane_bcast_u64(uint64_t mask, uint64_t v)
+{
+	return __shfl_sync((unsigned)mask, (unsigned long long)v, gpusys_lane_leader_of(mask));
+}
+
+/* Whether pred holds in any lane of mask (a vote: it also reconverges them). */
+GPUSYS_FN int gpusys_lane_any(uint64_t mask, int pred)
+{
+	return __any_sync((unsigned)mask, pred);
+}
+
 GPUSYS_FN void gpusys_lane_sync(uint64_t mask)
 {
 	__syncwarp((unsigned)mask);
@@ -200,8 +211,8 @@ GPUSYS_FN void gpusys_lock_pair_release(void *pair, uint32_t state, uint32_t seq
  * round trip on an H200 and 0.3 us of an ECHO on the H100 (bench/RESULTS.md).
  * The PTX model itself does not order a load before a later relaxed store:
  * this is the hardware's order, as gpusys_order_after's is. Every finished
- * call and a fire-and-forget request come here; a call that fails before it
- * is sent does not. */
+ * call and a fire-and-forget request come here; a call that fails before
+ * its whole request is sent does not. */
 GPUSYS_FN void gpusys_lock_pair_release_ordered(void *pair, uint32_t state, uint32_t seq)
 {
 	uint64_t v = (uint64_t)seq << 32 | state;
@@ -308,6 +319,18 @@ static inline uint32_t gpusys_lane_bcast_u32(uint64_t mask, uint32_t v)
 {
 	(void)mask;
 	return v;
+}
+
+static inline uint64_t gpusys_lane_bcast_u64(uint64_t mask, uint64_t v)
+{
+	(void)mask;
+	return v;
+}
+
+static inline int gpusys_lane_any(uint64_t mask, int pred)
+{
+	(void)mask;
+	return pred;
 }
 
 static inline void gpusys_lane_sync(uint64_t mask)

@@ -148,11 +148,13 @@ GPUSYS_FN int gpusys_channel_dead(const gpusys_dev_t *dev)
 
 /* Wait until the port is the client's (the sequence in the server word is
  * ours); returns the server word in *ret_word, or -ECONNABORTED when the
- * daemon handed it back refusing the request (GPUSYS_SW_ABORT: a restart). The leader, or every lane
- * of the warp at once (gpusys_rpc_finish). acquire: fence
- * so that channel reads that follow see what the daemon wrote before its
- * word; a caller that reads nothing more (a TRIVIAL response) passes 0 and
- * saves a system-scope fence (about a microsecond on a GPU). */
+ * daemon handed it back refusing the request (GPUSYS_SW_ABORT: a restart),
+ * or -ESHUTDOWN when the channel is dead. The leader, or every lane of the
+ * warp at once (gpusys_rpc_finish, which then agrees on the result).
+ * acquire: fence so that channel reads that follow see what the daemon wrote
+ * before its word; a caller that may read nothing more passes 0 and fences
+ * itself where it does (a TRIVIAL response saves a system-scope fence,
+ * about a microsecond on a GPU). */
 GPUSYS_FN int gpusys_wait_owned_ex(const gpusys_dev_t *dev, uint32_t p, uint32_t seq, uint64_t *ret_word, int acquire)
 {
 	uint32_t spins = 0;
@@ -743,7 +745,7 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 	const uint64_t word = pd->word;
 	uint32_t seq = pd->seq, total, rcu = 0;
 	struct gpusys_port *port = &dev->ports[p];
-	int owned = 0; /* leader: the daemon has handed the port back to us */
+	int owned = 0; /* the daemon has handed the port back to us (the leader's is used) */
 	uint64_t sw = 0;
 	int rc;
 
@@ -752,13 +754,22 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 
 	/* Response packet 0: the status is in the server word. Every lane
 	 * waits for it, not the leader alone: the lanes' loads of one word are
-	 * one read across the bus, each sees the same value, and the warp
-	 * leaves the loop converged, with nothing to broadcast. Against the
-	 * leader spinning alone while the rest wait, then shuffling the word
-	 * out: best one-warp p50 2.66-2.82 us against 2.75-2.91, the client
-	 * against a minimal server 2.59-2.78 against 2.66-2.91 (H100, six
-	 * tables each, interleaved; throughput the same within its noise). */
+	 * one read across the bus, and once the word carries our sequence it
+	 * stays (the daemon writes it once per answer), so every lane leaves
+	 * with the same value. Against the leader spinning alone while the
+	 * rest wait, then shuffling the word out: best one-warp p50 2.66-2.82
+	 * us against 2.75-2.91, the client against a minimal server 2.59-2.78
+	 * against 2.66-2.91 (H100, six tables each, interleaved; throughput the
+	 * same within its noise). But a lane whose wait looked for a dead
+	 * channel (every GPUSYS_SPIN_CHECK_EVERY spins) can leave with an error
+	 * while another saw the answer: then every lane takes the leader's
+	 * view. The vote is all the fast path pays, and it reconverges the
+	 * lanes, which may have come in apart. */
 	rcu = (uint32_t)gpusys_wait_owned_ex(dev, p, seq, &sw, 0);
+	if (gpusys_lane_any(mask, rcu != 0)) {
+		rcu = gpusys_lane_bcast_u32(mask, rcu);
+		sw = gpusys_lane_bcast_u64(mask, sw);
+	}
 	if (!rcu) {
 		owned = 1, rcu = (uint32_t)GPUSYS_SW_STATUS(sw);
 		if (!(GPUSYS_WORD_FLAGS(sw) & GPUSYS_SW_TRIVIAL))
