@@ -641,11 +641,11 @@ gpusys_dev_t gpusys_device(const gpusys_t *g)
 		 * fires at the kernel's first request, and the daemon's context
 		 * then takes the GPU for ~0.3 ms in front of that request
 		 * (measured on the H100); rung now, it fires around the launch.
-		 * The value has a bit the last one lacked: bit 62 (device rings
-		 * stay below it), or, if that is already set, the lowest clear
-		 * bit under it (+1). */
+		 * The value has a bit the last one lacked: GPUSYS_RING_HOST
+		 * (bit 62; device rings stay below it, abi.h), or, if that is
+		 * already set, the lowest clear bit under it (+1). */
 		uint64_t bell = __atomic_load_n(&h->doorbell, __ATOMIC_RELAXED);
-		__atomic_store_n(&h->doorbell, (bell | (UINT64_C(1) << 62)) + ((bell >> 62 & 1) ? 1 : 0),
+		__atomic_store_n(&h->doorbell, (bell | GPUSYS_RING_HOST) + ((bell & GPUSYS_RING_HOST) ? 1 : 0),
 				 __ATOMIC_RELAXED);
 		char one = 1;
 		if (write(wake_fd, &one, 1) < 0) {

@@ -37,8 +37,8 @@
  *     gpusys_synchronize): a GPU's watch takes ~0.4 ms to wake us, naps
  *     ~0.05 ms. Attach (a channel
  *     that was not told) and stop kick the eventfd. On waking, poller 0
- *     serves the port each channel's last ring names (serve_rung), clears
- *     dozing and spins again.
+ *     clears dozing, serves the port each channel's last ring names
+ *     (serve_rung) and spins again.
  *
  * Lost wake-ups are bounded by the safety rescan: a client that ignores
  * its pipe, a GPU doorbell value stored out of order by racing warps (the
@@ -75,6 +75,7 @@
  * 8448 ports, 2026-11-27: mean 29-43 us, max 58-74 us, and 79-99 us for the
  * tree of 2026-11-26 with 1056 ports: the 50 us nap plus this guest's timer
  * wake-ups.)
+ *
  * On the 2-core dev VM, shared with other builds, test_idle gives 0.006%
  * and p50 ~240 us (the VM's scheduling; 50 us naps gave 228 us there).
  *

@@ -39,7 +39,7 @@ static void owner_rescan(void *arg)
 	static _Atomic uint64_t rings;
 	struct session *s = arg;
 	struct gpusys_channel_header *hdr = s->ports.hdr;
-	uint64_t v = (UINT64_C(1) << 62) | (atomic_fetch_add_explicit(&rings, 1, memory_order_relaxed) & ((UINT64_C(1) << 62) - 1));
+	uint64_t v = GPUSYS_RING_HOST | (atomic_fetch_add_explicit(&rings, 1, memory_order_relaxed) & (GPUSYS_RING_HOST - 1));
 	__atomic_store_n(&hdr->doorbell, v, __ATOMIC_RELAXED);
 	gpusys_host_full_fence();
 	if (s->wake && __atomic_load_n(&hdr->dozing, __ATOMIC_RELAXED))
