@@ -15,6 +15,7 @@
 #include "services/file/file_io.h"
 #include "services/file/file_ops.h"
 #include "services/file/file_paths.h"
+#include "util/path_resolve.h"
 
 #define OPEN_ALLOWED                                                                                           \
 	(O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | O_NONBLOCK | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | \
@@ -213,6 +214,14 @@ int file_op_fstat(const struct file_lane *l)
 	return r < 0 ? r : stat_out(l, &st);
 }
 
+/* The parent directory and last component of the path in body[0..n). */
+static int take_parent(const struct file_lane *l, const uint8_t *body, uint32_t n, struct path_at *at)
+{
+	char path[GPUSYS_FILE_PATH_MAX + 1];
+	int dirfd = -1, r = file_take_path(l->fc->c, body, n, path, &dirfd);
+	return r < 0 ? r : path_resolve_parent(dirfd, path, at);
+}
+
 int file_op_stat(const struct file_lane *l)
 {
 	char path[GPUSYS_FILE_PATH_MAX + 1];
@@ -223,9 +232,23 @@ int file_op_stat(const struct file_lane *l)
 		return -EINVAL;
 	if ((r = file_take_path(l->fc->c, l->body, l->body_len, path, &dirfd)) < 0)
 		return r;
-	if (fstatat(dirfd, path, &st, l->q.flags) < 0)
-		return -errno;
-	return stat_out(l, &st);
+	if (l->q.flags & AT_SYMLINK_NOFOLLOW) {
+		struct path_at at;
+		if ((r = path_resolve_parent(dirfd, path, &at)) < 0)
+			return r;
+		bool link_itself = !at.trailing_slash; /* lstat("link/") is its target's */
+		if (link_itself)
+			r = fstatat(at.dirfd, at.name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+		path_at_close(&at);
+		if (link_itself)
+			return r < 0 ? r : stat_out(l, &st);
+	}
+	int fd = path_open(dirfd, path, O_PATH, 0);
+	if (fd < 0)
+		return fd;
+	r = fstat(fd, &st) < 0 ? -errno : 0;
+	close(fd);
+	return r < 0 ? r : stat_out(l, &st);
 }
 
 int file_op_fsync(const struct file_lane *l)
@@ -252,45 +275,71 @@ int file_op_ftruncate(const struct file_lane *l)
 	return r;
 }
 
-static int path_call(const struct file_lane *l, char *path, int *dirfd)
+/* "name/" asks for a directory: what unlink(2) and rename(2) say when the
+ * object is not one (the *at call on the bare name would not check). */
+static int want_dir(const struct path_at *at, bool wanted)
 {
-	return file_take_path(l->fc->c, l->body, l->body_len, path, dirfd);
+	struct stat st;
+	if (!wanted)
+		return 0;
+	if (fstatat(at->dirfd, at->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
 int file_op_unlink(const struct file_lane *l)
 {
-	char path[GPUSYS_FILE_PATH_MAX + 1];
-	int dirfd = -1, r = path_call(l, path, &dirfd);
-	return r < 0 ? r : unlinkat(dirfd, path, 0) < 0 ? -errno : 0;
+	struct path_at at;
+	int r = take_parent(l, l->body, l->body_len, &at);
+	if (r < 0)
+		return r;
+	if ((r = want_dir(&at, at.trailing_slash)) == 0)
+		r = at.trailing_slash ? -EISDIR : unlinkat(at.dirfd, at.name, 0) < 0 ? -errno : 0;
+	path_at_close(&at);
+	return r;
 }
 
 int file_op_rmdir(const struct file_lane *l)
 {
-	char path[GPUSYS_FILE_PATH_MAX + 1];
-	int dirfd = -1, r = path_call(l, path, &dirfd);
-	return r < 0 ? r : unlinkat(dirfd, path, AT_REMOVEDIR) < 0 ? -errno : 0;
+	struct path_at at;
+	int r = take_parent(l, l->body, l->body_len, &at);
+	if (r < 0)
+		return r;
+	r = unlinkat(at.dirfd, at.name, AT_REMOVEDIR) < 0 ? -errno : 0;
+	path_at_close(&at);
+	return r;
 }
 
 int file_op_mkdir(const struct file_lane *l)
 {
-	char path[GPUSYS_FILE_PATH_MAX + 1];
-	int dirfd = -1, r = path_call(l, path, &dirfd);
-	return r < 0 ? r : mkdirat(dirfd, path, file_create_mode(l->fc->c, l->q.mode)) < 0 ? -errno : 0;
+	struct path_at at;
+	int r = take_parent(l, l->body, l->body_len, &at);
+	if (r < 0)
+		return r;
+	r = mkdirat(at.dirfd, at.name, file_create_mode(l->fc->c, l->q.mode)) < 0 ? -errno : 0;
+	path_at_close(&at);
+	return r;
 }
 
 int file_op_rename(const struct file_lane *l)
 {
-	char path[GPUSYS_FILE_PATH_MAX + 1], path2[GPUSYS_FILE_PATH_MAX + 1];
 	uint32_t n1 = l->q.path_len;
-	int dirfd = -1, r;
+	struct path_at from, to;
+	int r;
 
 	if (n1 >= l->body_len || l->body[n1] != 0)
 		return -EINVAL;
-	if ((r = file_take_path(l->fc->c, l->body, n1, path, &dirfd)) < 0)
+	if ((r = take_parent(l, l->body, n1, &from)) < 0)
 		return r;
-	if ((r = file_take_path(l->fc->c, l->body + n1 + 1, l->body_len - n1 - 1, path2, &dirfd)) < 0)
+	if ((r = take_parent(l, l->body + n1 + 1, l->body_len - n1 - 1, &to)) < 0) {
+		path_at_close(&from);
 		return r;
-	return renameat(dirfd, path, dirfd, path2) < 0 ? -errno : 0;
+	}
+	if ((r = want_dir(&from, from.trailing_slash || to.trailing_slash)) == 0)
+		r = renameat(from.dirfd, from.name, to.dirfd, to.name) < 0 ? -errno : 0;
+	path_at_close(&from);
+	path_at_close(&to);
+	return r;
 }
 
 int file_op_readdir(const struct file_lane *l)

@@ -2,51 +2,24 @@
 /*
  * Paths and creation for the file service: a client path is never resolved
  * against the daemon's working directory (relative paths go through the
- * directory the client passed at attach), opening uses openat2 with
- * RESOLVE_NO_MAGICLINKS where the kernel has it (so /proc/self/fd/N names no
- * descriptor of the daemon), and files are created with the client's umask.
+ * directory the client passed at attach), every path goes through the one
+ * resolver (util/path_resolve.h: no magic link, none of gpusysd's own /proc
+ * entries), and files are created with the client's umask.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "gpusys/file.h"
 #include "services/file/file_paths.h"
-
-#ifndef RESOLVE_NO_MAGICLINKS
-#define RESOLVE_NO_MAGICLINKS 0x02
-#endif
-struct open_how_compat {
-	uint64_t flags;
-	uint64_t mode;
-	uint64_t resolve;
-};
-#ifndef SYS_openat2
-#define SYS_openat2 437
-#endif
-
-static atomic_int have_openat2 = 1;
+#include "util/path_resolve.h"
 
 int file_open_as_client(int dirfd, const char *path, int flags, mode_t mode)
 {
-	if (atomic_load_explicit(&have_openat2, memory_order_relaxed)) {
-		struct open_how_compat how = {
-			.flags = (uint64_t)(unsigned)flags,
-			.mode = (flags & O_CREAT) ? (mode & 07777) : 0,
-			.resolve = RESOLVE_NO_MAGICLINKS,
-		};
-		long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-		if (fd >= 0 || errno != ENOSYS)
-			return fd >= 0 ? (int)fd : -errno;
-		atomic_store_explicit(&have_openat2, 0, memory_order_relaxed);
-	}
-	int fd = openat(dirfd, path, flags, mode & 07777);
-	return fd >= 0 ? fd : -errno;
+	return path_open(dirfd, path, flags, mode);
 }
 
 /* Copy the path of a request out of its body into buf (NUL-terminated) and

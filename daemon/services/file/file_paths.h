@@ -7,7 +7,7 @@
 
 #include "core/client.h"
 
-/* openat2(RESOLVE_NO_MAGICLINKS), or openat where the kernel lacks it.
+/* open(2) of a client's path through util/path_resolve.h's path_open.
  * The descriptor, or -errno. */
 int file_open_as_client(int dirfd, const char *path, int flags, mode_t mode);
 

@@ -52,6 +52,7 @@
 #include "services/socket/service_socket.h"
 #include "services/socket/sock_obj.h"
 #include "services/socket/sock_policy.h"
+#include "services/socket/sock_unix_path.h"
 #include "util/clock.h"
 
 /* ------------------------------------------------------------ settings */
@@ -403,21 +404,54 @@ static int lane_partial_or(struct sock_lane *l, int err)
 	return err;
 }
 
+/* connect(2) or sendto(2) the lane's address, a Unix path going through
+ * the path resolver (sock_unix_path.h): 0 (or bytes sent) or -errno. */
+typedef ssize_t addr_call_fn(struct sock_lane *l, const struct sockaddr *to, socklen_t tolen, const void *data,
+			     size_t len, int flags);
+
+static ssize_t connect_to(struct sock_lane *l, const struct sockaddr *to, socklen_t tolen, const void *data,
+			  size_t len, int flags)
+{
+	(void)data, (void)len, (void)flags;
+	return connect(l->e->fd, to, tolen) < 0 ? -errno : 0;
+}
+
+static ssize_t send_to(struct sock_lane *l, const struct sockaddr *to, socklen_t tolen, const void *data,
+		       size_t len, int flags)
+{
+	ssize_t r = sendto(l->e->fd, data, len, flags, to, tolen);
+	return r < 0 ? -errno : r;
+}
+
+static ssize_t addr_call(struct sock_lane *l, addr_call_fn *fn, const void *data, size_t len, int flags)
+{
+	const struct sockaddr *to = l->addr_len ? (const struct sockaddr *)(const void *)l->addr : NULL;
+	if (!to || !sock_unix_is_path(l->addr, l->addr_len))
+		return fn(l, to, l->addr_len, data, len, flags);
+	struct sockaddr_un sun;
+	socklen_t sl;
+	int hold;
+	int r = sock_unix_target(l->addr, l->addr_len, &sun, &sl, &hold);
+	if (r < 0)
+		return r;
+	ssize_t n = fn(l, (const struct sockaddr *)&sun, sl, data, len, flags);
+	close(hold);
+	return n;
+}
+
 #define SEND_FLAGS (MSG_DONTWAIT | MSG_MORE | MSG_OOB | MSG_EOR | MSG_NOSIGNAL | MSG_CONFIRM)
 #define RECV_FLAGS (MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_TRUNC | MSG_OOB)
 
 static int step_send(struct sock_lane *l, const uint8_t *data, uint64_t len)
 {
 	int flags = (l->q.flags & SEND_FLAGS) | MSG_NOSIGNAL | MSG_DONTWAIT;
-	const struct sockaddr *to = NULL;
-	socklen_t tolen = 0;
-	if (l->addr_len) {
-		to = (const struct sockaddr *)(const void *)l->addr;
-		tolen = l->addr_len;
-	}
 	bool stream = l->s->type == SOCK_STREAM;
 	for (;;) {
-		ssize_t r = sendto(l->e->fd, data + l->done, len - l->done, flags, to, tolen);
+		ssize_t r = addr_call(l, send_to, data + l->done, len - l->done, flags);
+		if (r < 0) {
+			errno = (int)-r;
+			r = -1;
+		}
 		if (r >= 0) {
 			l->done += (uint64_t)r;
 			if (l->done >= len || !stream) {
@@ -511,9 +545,10 @@ static int step_connect(struct sock_lane *l)
 			return -errno;
 		return -err;
 	}
-	if (connect(l->e->fd, (const struct sockaddr *)(const void *)l->addr, l->addr_len) == 0)
+	int err = (int)addr_call(l, connect_to, NULL, 0, 0);
+	if (err == 0)
 		return 0;
-	int err = errno;
+	err = -err;
 	if (err == EINPROGRESS) {
 		if (l->s->nonblock)
 			return -EINPROGRESS;
@@ -1296,7 +1331,14 @@ static int lane_first(struct sock_lane *l)
 		if ((r = sock_bind_check(&g.pol, cl->c->pid, l->addr, l->addr_len)) < 0)
 			return r;
 		mode_t old = thread_umask(cl->c->umask);
-		r = bind(l->e->fd, (const struct sockaddr *)(const void *)l->addr, l->addr_len) < 0 ? -errno : 0;
+		if (sock_unix_is_path(l->addr, l->addr_len)) {
+			r = sock_unix_bind(l->e->fd, l->addr, l->addr_len, fs_private > 0);
+			if (r == 0) /* getsockname says what the client asked for */
+				sock_set_bound(l->s, l->addr, l->addr_len);
+		} else {
+			r = bind(l->e->fd, (const struct sockaddr *)(const void *)l->addr, l->addr_len) < 0 ? -errno
+													  : 0;
+		}
 		thread_umask(old);
 		return r;
 	}
@@ -1321,6 +1363,10 @@ static int lane_first(struct sock_lane *l)
 						     : getpeername(l->e->fd, (struct sockaddr *)&ss, &len);
 		if (r < 0)
 			return -errno;
+		if (op == GPUSYS_OP_SOCK_GETSOCKNAME && l->s->bound_len) { /* bound by path: sock_unix_bind */
+			memcpy(&ss, &l->s->bound, l->s->bound_len);
+			len = l->s->bound_len;
+		}
 		struct gpusys_sock_addr rec;
 		addr_record(&rec, &ss, len);
 		memcpy(l->out, &rec, sizeof(rec));

@@ -13,6 +13,9 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 struct sock_lane;
 
@@ -23,9 +26,23 @@ struct sock {
 	int64_t rcvtimeo_ns; /* SO_RCVTIMEO; 0: wait for ever */
 	int64_t sndtimeo_ns; /* SO_SNDTIMEO */
 	int linger_onoff, linger_sec; /* SO_LINGER as set (only l_linger 0 reaches the kernel) */
+	/* The Unix path the client bound (getsockname's answer): the kernel
+	 * holds the name as the resolver made it (sock_unix_path.h). */
+	struct sockaddr_un bound;
+	socklen_t bound_len;
 	pthread_mutex_t lock;  /* closed, waiters */
 	bool closed;
 	struct sock_lane *waiters;
 };
+
+/* Remember the path a client bound s to (len bytes of addr, at most a
+ * sockaddr_un). */
+static inline void sock_set_bound(struct sock *s, const void *addr, socklen_t len)
+{
+	if (len > sizeof(s->bound))
+		len = sizeof(s->bound);
+	memcpy(&s->bound, addr, len);
+	s->bound_len = len;
+}
 
 #endif
