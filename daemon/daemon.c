@@ -28,6 +28,7 @@
 #include "handover.h"
 #include "metrics.h"
 #include "numa_spread.h"
+#include "quotas.h"
 #include "reload.h"
 #include "core/later.h"
 #include "core/service.h"
@@ -238,11 +239,18 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 		.client_ordinal = h->cuda_device,
 		.gpu = gpu,
 		.adopted = adopt ? &adopted : NULL,
+		.why = why,
+		.why_len = sizeof(why),
 	};
 	struct session *s;
+	why[0] = 0;
 	int r = session_create(&prm, &s);
 	if (r < 0) {
-		snprintf(why, sizeof(why), "cannot create the channel: %s", strerror(-r));
+		if (!why[0] && (r == -EMFILE || r == -ENFILE)) /* say so, not a bare strerror */
+			snprintf(why, sizeof(why), "gpusysd is out of file descriptors (%s); try again later",
+				 strerror(-r));
+		else if (!why[0]) /* else the session said why (a quota) */
+			snprintf(why, sizeof(why), "cannot create the channel: %s", strerror(-r));
 		log_err("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
 		close_fds(fds, HELLO_NFDS);
 		refuse(fd, r, why);
@@ -532,7 +540,10 @@ int daemon_run(const struct gpusysd_config *cfg, const struct gpusysd_config *as
 	d->fail_gpu = fail_gpu;
 	d->cfg_read = *as_read;
 	d->config_path = config_path;
-	accounts_set_limits(d->cfg.user_mem_budget, d->cfg.max_handles_per_uid, d->cfg.max_pending_calls_per_uid);
+	/* max_handles_per_uid and the bounds on connections before their
+	 * hello are set once the listener is up (quotas_start, below). */
+	accounts_set_limits(d->cfg.user_mem_budget, UINT64_MAX, d->cfg.max_pending_calls_per_uid);
+	account_set_limit(ACCOUNT_CHANNEL, d->cfg.user_channel_bytes);
 	if (d->cfg.pollers == 0) {
 		cpu_set_t set;
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -562,6 +573,9 @@ int daemon_run(const struct gpusysd_config *cfg, const struct gpusysd_config *as
 	bool served = false;
 	if (start(d, runtime_dir) == 0) {
 		served = true;
+		/* Before the first client: the quotas fit what is left once
+		 * the daemon's own descriptors are open. */
+		quotas_start(&d->cfg, d->listener);
 		log_info("serving %s (version %s, pid %d, %u pollers, %u workers)", d->rt.dir, GPUSYS_VERSION,
 			 (int)getpid(), d->cfg.pollers, d->cfg.workers);
 		notify_ready();

@@ -11,6 +11,7 @@
 #include "core/stats.h"
 #include "daemon.h"
 #include "metrics.h"
+#include "util/listen_addr.h"
 #include "util/log.h"
 
 /* 1, 2, 5, 10, ... us up to 100 s. */
@@ -126,19 +127,13 @@ int metrics_start(struct daemon *d, struct evhttp **ret)
 	const char *spec = d->cfg.metrics_listen;
 	if (!*spec || !strcmp(spec, "none"))
 		return 0;
-	char host[128];
-	snprintf(host, sizeof(host), "%s", spec);
-	char *colon = strrchr(host, ':');
-	char *end = NULL;
-	long port = colon ? strtol(colon + 1, &end, 10) : -1;
-	if (!colon || !*(colon + 1) || *end || port < 0 || port > 65535) {
-		log_err("metrics_listen = %s: expected HOST:PORT", spec);
+	/* The config parser checked it already (with FILE:LINE); this is
+	 * the same parser, for settings made some other way. */
+	char host[128], why[256];
+	unsigned port;
+	if (listen_addr_parse(spec, host, sizeof(host), &port, why, sizeof(why)) < 0) {
+		log_err("metrics_listen: %s", why);
 		return -EINVAL;
-	}
-	*colon = 0;
-	if (host[0] == '[' && colon > host + 1 && colon[-1] == ']') { /* [::1]:9464 */
-		colon[-1] = 0;
-		memmove(host, host + 1, strlen(host));
 	}
 	struct evhttp *http = evhttp_new(d->base);
 	if (!http)

@@ -6,6 +6,7 @@
 #include "core/accounts.h"
 #include "core/service.h"
 #include "daemon.h"
+#include "quotas.h"
 #include "reload.h"
 #include "util/log.h"
 #include "util/notify.h"
@@ -29,8 +30,8 @@ int daemon_read_config(struct gpusysd_config *cfg, const char *path, char *err, 
  * under running clients. */
 #define LIVE_KEYS(X)                                                                                   \
 	X(max_clients_per_uid) X(max_ports) X(channel_bulk_bytes) X(client_mem_budget) X(max_pending_calls)   \
-	X(user_mem_budget) X(max_handles_per_uid) X(max_pending_calls_per_uid) X(restart_grace_ms)                \
-	X(restart_drain_ms)
+	X(user_mem_budget) X(user_channel_bytes) X(max_handles_per_uid) X(max_pending_calls_per_uid)              \
+	X(restart_grace_ms) X(restart_drain_ms) X(max_pending_hellos) X(max_pending_hellos_per_uid)
 
 int daemon_reload(struct daemon *d)
 {
@@ -93,7 +94,8 @@ int daemon_reload(struct daemon *d)
 	/* Compare the next reload with this file: a key changed back and
 	 * forth is reported each time it differs from the file last read. */
 	d->cfg_read = n;
-	accounts_set_limits(d->cfg.user_mem_budget, d->cfg.max_handles_per_uid, d->cfg.max_pending_calls_per_uid);
+	quotas_reload(&d->cfg, d->listener); /* user_mem_budget, max_handles_per_uid... */
+	account_set_limit(ACCOUNT_CHANNEL, d->cfg.user_channel_bytes);
 	log_info("reload: %s read: %u setting%s applied, %u at the next start", path, applied,
 		 applied == 1 ? "" : "s", later);
 	notify_ready();

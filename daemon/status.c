@@ -149,9 +149,16 @@ int daemon_control(void *arg, const struct control_peer *who, const char *cmd, j
 		*reply = inspect_ports(&d->reg, limit > 0 ? (unsigned)(limit < 10000 ? limit : 10000) : 100, who);
 	}
 	else if (!strcmp(cmd, "latency"))
-		*reply = inspect_latency();
-	else if (!strcmp(cmd, "pollers"))
-		*reply = inspect_pollers(d->pollers);
+		*reply = inspect_latency(&d->reg, who); /* others: their own clients' counts */
+	else if (!strcmp(cmd, "pollers")) {
+		/* Daemon-wide counts and times of every user's requests: how
+		 * busy others are, and when. An operator's tuning aid. */
+		if (!who->admin)
+			*reply = json_pack("{s:s}", "error",
+					   "pollers: counts every user's requests; only root, gpusysd's user and admin_group may");
+		else
+			*reply = inspect_pollers(d->pollers);
+	}
 	else if (!strcmp(cmd, "transfers")) {
 		/* {"cmd":"transfers","window_ms":N}: active in the last N ms
 		 * (default 2000, at most a day). */

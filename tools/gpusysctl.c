@@ -34,9 +34,12 @@ static void usage(FILE *f)
 		"                    bytes in the last 2 s, with bytes so far, time and rate\n"
 		"  latency [--histogram]\n"
 		"                    per opcode: requests, errors, latency percentiles (from a poller\n"
-		"                    finding the request to its answer), with a text histogram\n"
+		"                    finding the request to its answer), with a text histogram;\n"
+		"                    others than root, gpusysd's user and admin_group: counts of\n"
+		"                    their own attached clients only\n"
 		"  pollers           per poller since start: passes, ports scanned, requests found and\n"
-		"                    served, collisions, parks and dozes; scan and serve time (sampled)\n"
+		"                    served, collisions, parks and dozes; scan and serve time (sampled);\n"
+		"                    root, gpusysd's user and admin_group only\n"
 		"  watch [--interval MS] [--count N]\n"
 		"                    status and per-opcode rates, redrawn every MS (1000) until ^C\n"
 		"  gpu-fail UUID [REASON]\n"
@@ -281,6 +284,21 @@ static int print_latency(json_t *r, bool hist)
 
 	if (!json_is_true(json_object_get(r, "timed")))
 		printf("(timing is off: stats = 0 in the configuration)\n");
+	/* Not an admin: the daemon counts only the asker's own attached
+	 * clients, and keeps the latency figures (every user's) back. */
+	if (!strcmp(str(r, "shown"), "own")) {
+		printf("(your clients attached now; latency figures are daemon-wide: root, gpusysd's user and "
+		       "admin_group only)\n");
+		if (!json_array_size(ops)) {
+			printf("no requests of yours served\n");
+			return 0;
+		}
+		printf("%-7s %-16s %12s %8s %14s %14s\n", "OPCODE", "NAME", "COUNT", "ERRORS", "BYTES IN", "BYTES OUT");
+		json_array_foreach(ops, i, o)
+			printf("%-7s %-16s %12lld %8lld %14lld %14lld\n", str(o, "opcode"), str(o, "name"), num(o, "count"),
+			       num(o, "errors"), num(o, "bytes_in"), num(o, "bytes_out"));
+		return 0;
+	}
 	if (!json_array_size(ops)) {
 		printf("no requests served yet\n");
 		return 0;
@@ -501,9 +519,14 @@ static int watch(const char *dir, int interval_ms, int count)
 			json_t *po;
 			json_array_foreach(json_object_get(prev, "ops"), j, po) if (!strcmp(str(po, "opcode"), str(o, "opcode")))
 				before = num(po, "count");
-			printf("%-7s %-16s %14lld %12.0f %10.1f %10.1f\n", str(o, "opcode"), str(o, "name"), num(o, "count"),
-			       prev ? (double)(num(o, "count") - before) * 1000.0 / interval_ms : 0.0, real(o, "p50_us"),
-			       real(o, "p99_us"));
+			/* No percentiles for a non-admin (latency: own counts only). */
+			char p50[16] = "-", p99[16] = "-";
+			if (json_object_get(o, "p50_us")) {
+				snprintf(p50, sizeof(p50), "%.1f", real(o, "p50_us"));
+				snprintf(p99, sizeof(p99), "%.1f", real(o, "p99_us"));
+			}
+			printf("%-7s %-16s %14lld %12.0f %10s %10s\n", str(o, "opcode"), str(o, "name"), num(o, "count"),
+			       prev ? (double)(num(o, "count") - before) * 1000.0 / interval_ms : 0.0, p50, p99);
 		}
 		fflush(stdout);
 		json_decref(st);

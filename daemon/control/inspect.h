@@ -19,8 +19,12 @@ json_t *inspect_ports(struct registry *reg, unsigned limit, const struct control
 
 /* {"ops": [{opcode, name, count, errors, bytes_in, bytes_out, mean_us,
  * p50_us, p90_us, p99_us, p999_us, max_us, histogram: [[lo_ns, hi_ns,
- * count]...]}...]} for every opcode served at least once. */
-json_t *inspect_latency(void);
+ * count]...]}...], "timed": bool, "shown": "all"} for every opcode served
+ * at least once, daemon-wide, when who is an admin. Anyone else gets
+ * "shown": "own" and per opcode only {opcode, name, count, errors,
+ * bytes_in, bytes_out} of their own attached clients: the latency
+ * histograms are daemon-wide, every user's requests together. */
+json_t *inspect_latency(struct registry *reg, const struct control_peer *who);
 /* Handles whose bulk calls moved bytes in the last window_ms, of the
  * asker's own clients unless an admin asks. */
 json_t *inspect_transfers(struct registry *reg, unsigned window_ms, const struct control_peer *who);
@@ -30,7 +34,8 @@ json_t *inspect_transfers(struct registry *reg, unsigned window_ms, const struct
  * helper_wakes, timed_passes, timed_pass_ns, timed_serve_ns,
  * timed_answer_ns, timed_count_ns, timed_served,
  * timed_found}...], "time_every": N, "timed": bool}: each poller's counters
- * since start (core/poller.h). Nothing about any client: anyone may ask. */
+ * since start (core/poller.h): every user's requests together, so the
+ * caller answers it to admins only (status.c). */
 struct pollers;
 json_t *inspect_pollers(const struct pollers *ps);
 

@@ -77,8 +77,11 @@ struct call_later_ops {
 /* From a handler of an op flagged SERVICE_OP_LATER: the call is not done
  * when the handler returns. timeout_ns bounds it (0: the daemon's
  * call_timeout_ms); past it the core cancels it and answers -ETIMEDOUT.
- * 0, or -EAGAIN: the client already has max_pending_calls pending (the
- * handler then answers now, with that status). */
+ * 0, or -EAGAIN: the client already has max_pending_calls pending (or its
+ * user max_pending_calls_per_uid), or -ENOMEM: the call's state while it
+ * waits does not fit its client's or its user's memory budget
+ * (client_mem_budget, user_mem_budget); the handler then answers now, with
+ * that status. */
 int call_later(struct port_call *call, uint64_t timeout_ns, const struct call_later_ops *ops);
 
 /* The service is done with a pending call (status and responses set): the

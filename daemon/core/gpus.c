@@ -83,11 +83,20 @@ static struct gpu *append_locked(const uint8_t uuid[16])
 	return g;
 }
 
-int gpus_add_emulated(const char *list, char *err, size_t errlen)
+/* The emulated_gpus list, parsed: UUIDs, none twice, at most GPUS_MAX,
+ * and their names. Touches no table, so the config parser can check it
+ * (and give the FILE:LINE) before anything starts. */
+struct emulated_list {
+	unsigned n;
+	uint8_t uuid[GPUS_MAX][16];
+	char name[GPUS_MAX][96];
+};
+
+static int parse_emulated(const char *list, struct emulated_list *out, char *err, size_t errlen)
 {
 	char buf[1024];
-	int rc = 0;
 
+	out->n = 0;
 	if (!list || !*list || !strcmp(list, "none"))
 		return 0;
 	if (strlen(list) >= sizeof(buf)) {
@@ -95,7 +104,6 @@ int gpus_add_emulated(const char *list, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	strcpy(buf, list);
-	pthread_mutex_lock(&gpu_table.lock);
 	char *save = NULL;
 	for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
 		while (isspace((unsigned char)*item))
@@ -109,23 +117,66 @@ int gpus_add_emulated(const char *list, char *err, size_t errlen)
 		if (gpu_uuid_parse(item, uuid) < 0 || gpu_uuid_is_zero(uuid)) {
 			snprintf(err, errlen, "emulated_gpus: '%s' is not a GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)",
 				 item);
+			return -EINVAL;
+		}
+		for (unsigned i = 0; i < out->n; i++) {
+			if (!memcmp(out->uuid[i], uuid, 16)) {
+				snprintf(err, errlen, "emulated_gpus: %s given twice", item);
+				return -EINVAL;
+			}
+		}
+		if (out->n == GPUS_MAX) {
+			snprintf(err, errlen, "emulated_gpus: more than %d GPUs", GPUS_MAX);
+			return -EINVAL;
+		}
+		memcpy(out->uuid[out->n], uuid, 16);
+		snprintf(out->name[out->n], sizeof(out->name[0]), "%s", name && *name ? name : "emulated GPU");
+		out->n++;
+	}
+	return 0;
+}
+
+int gpus_check_emulated(const char *list, char *err, size_t errlen)
+{
+	struct emulated_list *l = malloc(sizeof(*l));
+	if (!l) {
+		snprintf(err, errlen, "emulated_gpus: out of memory");
+		return -ENOMEM;
+	}
+	int r = parse_emulated(list, l, err, errlen);
+	free(l);
+	return r;
+}
+
+int gpus_add_emulated(const char *list, char *err, size_t errlen)
+{
+	struct emulated_list *l = malloc(sizeof(*l));
+	int rc;
+
+	if (!l) {
+		snprintf(err, errlen, "emulated_gpus: out of memory");
+		return -ENOMEM;
+	}
+	rc = parse_emulated(list, l, err, errlen);
+	pthread_mutex_lock(&gpu_table.lock);
+	for (unsigned i = 0; rc == 0 && i < l->n; i++) {
+		char text[GPU_UUID_TEXT];
+		gpu_uuid_format(l->uuid[i], text);
+		if (find_locked(l->uuid[i])) {
+			snprintf(err, errlen, "emulated_gpus: %s given twice", text);
 			rc = -EINVAL;
 			break;
 		}
-		if (find_locked(uuid)) {
-			snprintf(err, errlen, "emulated_gpus: %s given twice", item);
-			rc = -EINVAL;
-			break;
-		}
-		struct gpu *g = append_locked(uuid);
+		struct gpu *g = append_locked(l->uuid[i]);
 		if (!g) {
 			snprintf(err, errlen, "emulated_gpus: more than %d GPUs", GPUS_MAX);
 			rc = -EINVAL;
 			break;
 		}
-		snprintf(g->name, sizeof(g->name), "%s", name && *name ? name : "emulated GPU");
+		snprintf(g->name, sizeof(g->name), "%s", l->name[i]);
 	}
 	pthread_mutex_unlock(&gpu_table.lock);
+	free(l);
 	return rc;
 }
 

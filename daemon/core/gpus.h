@@ -47,6 +47,9 @@ bool gpu_uuid_is_zero(const uint8_t uuid[16]);
  * "none" (as "").
  * Called once at start-up. 0, or -EINVAL with why in err. */
 int gpus_add_emulated(const char *list, char *err, size_t errlen);
+/* Whether that list is well formed (UUIDs, none twice, at most GPUS_MAX),
+ * adding nothing: the config parser's check. 0, or -EINVAL with why. */
+int gpus_check_emulated(const char *list, char *err, size_t errlen);
 
 /* The GPU with this UUID, enumerating the driver's GPUs on first use. NULL
  * with why in msg (no driver, not one of ours: the message lists ours). */

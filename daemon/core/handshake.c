@@ -80,8 +80,16 @@ int hello_receive(int fd, struct gpusys_hello *ret_hello, int ret_fds[HELLO_NFDS
 	if (n == 0 && nfds == 0)
 		return -ECONNRESET; /* orderly close (or an empty record) */
 	if (msg_flags & MSG_CTRUNC) {
-		snprintf(msg, msglen, "too many descriptors with the hello");
-		r = -EINVAL;
+		/* The kernel truncates for two reasons: more descriptors than
+		 * fds[] has room for (it fills every slot first), or none
+		 * left in this process to install one in (it stops short). */
+		if (nfds < MAX_RECV_FDS) {
+			snprintf(msg, msglen, "gpusysd is out of file descriptors; try again later");
+			r = -EMFILE;
+		} else {
+			snprintf(msg, msglen, "too many descriptors with the hello");
+			r = -EINVAL;
+		}
 		goto fail;
 	}
 	if (msg_flags & MSG_TRUNC || (size_t)n > sizeof(buf.h)) {

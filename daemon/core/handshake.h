@@ -20,7 +20,8 @@ enum { HELLO_FD_STDOUT, HELLO_FD_STDERR, HELLO_FD_CWD, HELLO_FD_CHANNEL, HELLO_N
  *   -ECONNRESET  the peer closed or reset before sending
  *   other        the message is bad; why is in msg, fit for a refusal
  *                welcome (-EPROTO for version or format, -EINVAL for
- *                inconsistent fields)
+ *                inconsistent fields, -EMFILE when the daemon had no
+ *                descriptor left for those the hello carried)
  */
 int hello_receive(int fd, struct gpusys_hello *ret_hello, int ret_fds[HELLO_NFDS], char *msg, size_t msglen);
 

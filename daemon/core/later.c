@@ -32,6 +32,16 @@ struct later_global {
 
 static struct later_global L = { .default_timeout_ns = UINT64_C(3600) * 1000000000u };
 
+/* What a call holds while it waits, charged to its client's and its user's
+ * memory budgets (client_mem_budget, user_mem_budget) for as long as it
+ * is pending: its state (struct pending, about 1.5 KiB, all 32 lanes'
+ * fields) and two libevent timers with the allocator's overhead (its
+ * deadline, and the service's own: SLEEP's). Its request and response
+ * bytes are charged already (port_charge, port_call_charge). Without this,
+ * 65,536 pending SLEEPs (max_pending_calls_per_uid) held ~300 MB that no
+ * budget saw. */
+#define LATER_CALL_BYTES (sizeof(struct pending) + 512)
+
 void later_setup(struct event_base *base, uint64_t default_timeout_ns)
 {
 	L.base = base;
@@ -60,6 +70,7 @@ static void list_remove(struct port_table *t, struct pending *pd)
 	pd->lprev = pd->lnext = NULL;
 	t->later_count--;
 	account_uncharge(t->client ? t->client->account : NULL, ACCOUNT_PENDING, 1);
+	port_uncharge(t, LATER_CALL_BYTES);
 }
 
 static struct timeval tv_of(uint64_t ns)
@@ -93,7 +104,12 @@ int call_later(struct port_call *call, uint64_t timeout_ns, const struct call_la
 		pthread_mutex_unlock(&t->later_lock);
 		return -EAGAIN;
 	}
-	list_add(t, pd); /* charged: list_remove gives it back */
+	if (port_charge(t, LATER_CALL_BYTES) < 0) {
+		account_uncharge(t->client ? t->client->account : NULL, ACCOUNT_PENDING, 1);
+		pthread_mutex_unlock(&t->later_lock);
+		return -ENOMEM;
+	}
+	list_add(t, pd); /* charged: list_remove gives both back */
 	pd->later = LATER_ARMING;
 	pd->later_ops = ops;
 	pthread_mutex_unlock(&t->later_lock);

@@ -130,6 +130,19 @@ int session_create(const struct session_params *prm, struct session **ret)
 			goto fail;
 	}
 	client_fill(s, prm);
+	/* The channel is the user's too: the client can make every page of it
+	 * resident (a CUDA client pins it), for as long as it is attached.
+	 * Counted apart from user_mem_budget, as channels are sized apart. */
+	if (!account_charge(s->client.account, ACCOUNT_CHANNEL, s->chan.bytes)) {
+		if (prm->why)
+			snprintf(prm->why, prm->why_len,
+				 "uid %u: user_channel_bytes exhausted: its clients' channels leave no room for "
+				 "this one's %llu KiB",
+				 (unsigned)s->client.creds.uid, (unsigned long long)(s->chan.bytes >> 10));
+		r = -ENOMEM;
+		goto fail;
+	}
+	s->chan_charged = s->chan.bytes;
 	r = port_table_init(&s->ports, s->chan.base, prm->num_ports, &s->client, prm->mem_budget);
 	if (r < 0)
 		goto fail;
@@ -151,6 +164,8 @@ int session_create(const struct session_params *prm, struct session **ret)
 	return 0;
 fail:
 	channel_destroy(&s->chan);
+	account_uncharge(s->client.account, ACCOUNT_CHANNEL, s->chan_charged);
+	account_put(s->client.account); /* NULL before client_fill */
 	free(s);
 	return r;
 }
@@ -190,6 +205,7 @@ static void session_free(struct session *s)
 	close_fd(&s->client.stderr_fd);
 	close_fd(&s->client.cwd_fd);
 	close_fd(&s->client.sock);
+	account_uncharge(s->client.account, ACCOUNT_CHANNEL, s->chan_charged);
 	account_put(s->client.account);
 	free(s);
 }

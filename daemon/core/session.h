@@ -48,6 +48,7 @@ struct session {
 	void *daemon;       /* for that watch's callback */
 
 	struct channel chan;
+	uint64_t chan_charged; /* chan.bytes, charged to the user's ACCOUNT_CHANNEL */
 	struct port_table ports;
 	bool ports_ready;
 
@@ -84,6 +85,10 @@ struct session_params {
 	 * channel_memfd_adopt (docs/RESTART.md), or NULL: make a new one.
 	 * The session takes it over, on failure too. */
 	struct channel *adopted;
+	/* Where a refusal the client should read is written (user_channel_bytes
+	 * exhausted), or NULL. Untouched on other failures. */
+	char *why;
+	size_t why_len;
 };
 
 /* Create the channel and the port table (and with it every service's state

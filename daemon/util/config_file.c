@@ -14,6 +14,7 @@
 
 #include "gpusys/abi.h"
 #include "util/config_file.h"
+#include "util/config_text.h"
 #include "util/cpulist.h"
 
 #define MAX_LINE 4096
@@ -51,7 +52,10 @@ static const struct key_spec core_keys[] = {
 	U(stats, VAL_COUNT, 0, 1),
 	U(max_clients_per_uid, VAL_COUNT, 1, 65536),
 	U64(user_mem_budget, VAL_BYTES, 4096, UINT64_C(1) << 42),
-	U(max_handles_per_uid, VAL_COUNT, 16, 1u << 24),
+	U64(user_channel_bytes, VAL_BYTES, 4096, UINT64_C(1) << 44),
+	U(max_handles_per_uid, VAL_COUNT, 0, 1u << 24),
+	U(max_pending_hellos, VAL_COUNT, 0, 65536),
+	U(max_pending_hellos_per_uid, VAL_COUNT, 0, 65536),
 	U(max_pending_calls_per_uid, VAL_COUNT, 1, 1u << 24),
 	U(control_conns_per_uid, VAL_COUNT, 1, CONFIG_CONTROL_MAX_CONNS),
 	U(control_idle_timeout_ms, VAL_COUNT, 100, 3600000),
@@ -91,7 +95,14 @@ void config_defaults(struct gpusysd_config *cfg)
 		.max_clients_per_uid = 64,
 		/* A user's clients together: four clients' worth each. */
 		.user_mem_budget = UINT64_C(256) << 20,
-		.max_handles_per_uid = 65536,
+		/* Channels are sized apart (max_ports, channel_bulk_bytes):
+		 * 4 GiB is 14 of the largest, or 8 GPUs' clients with room. */
+		.user_channel_bytes = UINT64_C(4) << 30,
+		/* 0: derived from the descriptor limit gpusysd runs with
+		 * (quotas.h), so that no user can take all of it. */
+		.max_handles_per_uid = 0,
+		.max_pending_hellos = 0,
+		.max_pending_hellos_per_uid = 0,
 		.max_pending_calls_per_uid = 4 * GPUSYS_MAX_PORTS,
 		.control_conns_per_uid = 4,
 		.control_idle_timeout_ms = 10000,
@@ -188,6 +199,8 @@ static int set_key(struct gpusysd_config *cfg, const char *key, const char *valu
 					 (unsigned long long)k->max);
 				return -EINVAL;
 			}
+			if (config_text_check(key, value, err, errlen) < 0)
+				return -EINVAL;
 			strcpy((char *)cfg + k->offset, value);
 			*ret_index = i;
 			return 0;
@@ -323,6 +336,35 @@ static int read_line(FILE *f, char *buf, size_t cap, size_t *ret_len)
 	return ch == EOF && n == 0 ? 0 : 1;
 }
 
+static unsigned line_of(const unsigned *first_line, const char *key)
+{
+	for (size_t i = 0; i < NCORE; i++)
+		if (!strcmp(core_keys[i].key, key))
+			return first_line[i];
+	return 0;
+}
+
+/* config_check's pollers + workers bound, at the end of a file that set
+ * either, so the error names the line of the later one (the one that made
+ * the sum too big). pollers = 0 (auto) depends on the host and on
+ * --pollers: config_check judges it at start. */
+static int check_slots(const struct gpusysd_config *cfg, const char *name, const unsigned *first_line, char *err,
+		       size_t errlen)
+{
+	unsigned lp = line_of(first_line, "pollers"), lw = line_of(first_line, "workers");
+	if ((!lp && !lw) || !cfg->pollers || cfg->pollers + cfg->workers <= GPUSYS_PROGRESS_SLOTS - 1)
+		return 0;
+	char p[32] = "default", w[32] = "default";
+	if (lp)
+		snprintf(p, sizeof(p), "line %u", lp);
+	if (lw)
+		snprintf(w, sizeof(w), "line %u", lw);
+	snprintf(err, errlen,
+		 "%s:%u: pollers (%u, %s) + workers (%u, %s) exceed the %u progress slots (one more is for calls that complete later)",
+		 name, lp > lw ? lp : lw, cfg->pollers, p, cfg->workers, w, GPUSYS_PROGRESS_SLOTS - 1);
+	return -EINVAL;
+}
+
 int config_parse(struct gpusysd_config *cfg, const char *name, FILE *f, char *err, size_t errlen)
 {
 	static const char bom[] = "\xef\xbb\xbf";
@@ -384,6 +426,8 @@ int config_parse(struct gpusysd_config *cfg, const char *name, FILE *f, char *er
 		}
 		first_line[k] = line;
 	}
+	if (r == 0 && check_slots(cfg, name, first_line, err, errlen) < 0)
+		return -EINVAL;
 	if (r == -E2BIG) {
 		snprintf(err, errlen, "%s:%u: line too long", name, line + 1);
 		return -EINVAL;

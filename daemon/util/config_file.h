@@ -11,7 +11,7 @@ enum config_kind {
 	CONFIG_COUNT, /* plain integer */
 	CONFIG_BYTES, /* integer with optional K/M/G (binary) suffix */
 	CONFIG_GROUP, /* a group name or number (core key admin_group only) */
-	CONFIG_TEXT,  /* a string, checked by its user (core keys emulated_gpus, metrics_listen, cuda_memory) */
+	CONFIG_TEXT,  /* a string, checked when set (util/config_text.h: emulated_gpus, metrics_listen, ...) */
 };
 
 /* A setting some module (a service) reads: accepted in the file and as
@@ -39,7 +39,10 @@ struct gpusysd_config {
 	unsigned stats;                /* 1: count and time every request (gpusysctl latency) */
 	unsigned max_clients_per_uid;  /* attached clients of one user at most */
 	uint64_t user_mem_budget;      /* bytes of daemon memory for all of one user's clients */
-	unsigned max_handles_per_uid;  /* open handles of all of one user's clients */
+	uint64_t user_channel_bytes;   /* bytes of channel memory (ports, bulk) of all of one user's clients */
+	unsigned max_handles_per_uid;  /* open handles of all of one user's clients; 0: derived (quotas.h) */
+	unsigned max_pending_hellos;   /* connections not yet past their hello, all users; 0: derived */
+	unsigned max_pending_hellos_per_uid; /* of them, one user's; 0: derived */
 	unsigned max_pending_calls_per_uid; /* pending calls of all of one user's clients */
 	unsigned control_conns_per_uid; /* open control connections of one user at most */
 	unsigned control_idle_timeout_ms; /* a control connection idle this long is closed */

@@ -91,6 +91,7 @@ enum gpusys_attach_flags {
  *   -ENOENT, -ECONNREFUSED  no daemon at the runtime directory
  *   -EPROTO                 protocol version mismatch, malformed welcome
  *   -EUSERS                 the daemon serves its maximum of clients
+ *   -ENOMEM                 the user's clients' channels fill user_channel_bytes
  *   -ETIMEDOUT              no welcome within 10 s
  *   any other refusal status the daemon sent, and CUDA failures as errno
  * gpusys_last_error() then says why in words. */

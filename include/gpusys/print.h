@@ -37,8 +37,9 @@
  *   -EMSGSIZE  the formatted line would exceed GPUSYS_PRINT_MAX_LINE.
  *   -E2BIG   the format is longer than GPUSYS_PRINT_MAX_FMT (client side).
  *   -EBADF   the client passed no such descriptor at attach.
- *   -EAGAIN  the client's output buffer is full; the device side retries
- *            by itself with backoff and never returns it.
+ *   -EAGAIN  the client's output buffer is full, or the user's buffers
+ *            together fill user_mem_budget; the device side retries by
+ *            itself with backoff and never returns it.
  * Extra arguments beyond the conversions are ignored, as printf does.
  */
 #ifndef GPUSYS_PRINT_H

@@ -184,9 +184,93 @@ static void test_limits(void **state)
 	assert_int_equal(config_set(&c, "poller_cpus", "2-9,12", err, sizeof(err)), 0);
 	assert_string_equal(c.poller_cpus, "2-9,12");
 	assert_int_equal(config_check(&c, err, sizeof(err)), 0);
-	assert_int_equal(config_set(&c, "poller_cpus", "two", err, sizeof(err)), 0);
+	/* A bad list is refused when set (so a file's says where). */
+	assert_int_equal(config_set(&c, "poller_cpus", "two", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "poller_cpus"));
+	assert_string_equal(c.poller_cpus, "2-9,12");
+	snprintf(c.poller_cpus, sizeof(c.poller_cpus), "two");
 	assert_int_equal(config_check(&c, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "poller_cpus"));
+}
+
+/* Issue 33: the text keys the daemon used to refuse only at start
+ * (poller_cpus, emulated_gpus, metrics_listen, cuda_memory) are refused
+ * as they are read, with FILE:LINE like every other key. */
+static void test_text_keys_have_line(void **state)
+{
+	struct gpusysd_config c;
+	char err[512];
+	const struct {
+		const char *text, *want;
+	} bad[] = {
+		{ "workers = 2\npoller_cpus = two\n", "test.conf:2: poller_cpus = two: expected a CPU list" },
+		{ "poller_cpus = 3-1\n", "test.conf:1: poller_cpus = 3-1:" },
+		{ "\n\nemulated_gpus = GPU-nope\n", "test.conf:3: emulated_gpus: 'GPU-nope' is not a GPU UUID" },
+		{ "emulated_gpus = GPU-0a0a0a0a-1111-2222-3333-444444444444=a, GPU-0a0a0a0a-1111-2222-3333-444444444444\n",
+		  "test.conf:1: emulated_gpus: GPU-0a0a0a0a-1111-2222-3333-444444444444 given twice" },
+		{ "# port past 65535\nmetrics_listen = 127.0.0.1:99999\n",
+		  "test.conf:2: metrics_listen = '127.0.0.1:99999': port 99999 is past 65535" },
+		{ "metrics_listen = nonsense\n", "test.conf:1: metrics_listen = 'nonsense': expected HOST:PORT" },
+		{ "metrics_listen = :9464\n", "test.conf:1: metrics_listen = ':9464': expected HOST:PORT" },
+		{ "metrics_listen = localhost:\n", "test.conf:1: metrics_listen = 'localhost:': the port" },
+		{ "metrics_listen = localhost:+80\n", "test.conf:1: metrics_listen = 'localhost:+80': the port" },
+		{ "metrics_listen = localhost:123456\n", "test.conf:1: metrics_listen = 'localhost:123456': the port" },
+		{ "metrics_listen = [::1:9464\n", "test.conf:1: metrics_listen = '[::1:9464': expected [IPv6]:PORT" },
+		{ "metrics_listen = a b:9464\n", "test.conf:1: metrics_listen = 'a b:9464': 'a b' is no host" },
+		{ "cuda_memory = shm\n", "test.conf:1: cuda_memory = shm: expected memfd or vmm" },
+	};
+
+	unsigned wrong = 0;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		config_defaults(&c);
+		if (parse(&c, bad[i].text, err, sizeof(err)) != -EINVAL) {
+			print_error("case %zu accepted: %s", i, bad[i].text);
+			wrong++;
+		} else if (strncmp(err, bad[i].want, strlen(bad[i].want))) {
+			print_error("case %zu: expected \"%s...\", got \"%s\"\n", i, bad[i].want, err);
+			wrong++;
+		}
+	}
+	assert_int_equal(wrong, 0);
+	const char *good[] = { "metrics_listen = 127.0.0.1:0\n", "metrics_listen = [::1]:9464\n",
+			       "metrics_listen = localhost:65535\n", "metrics_listen = none\n",
+			       "poller_cpus = 0-3,8\n", "emulated_gpus = GPU-0a0a0a0a-1111-2222-3333-444444444444=alpha\n",
+			       "cuda_memory = vmm\n" };
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		config_defaults(&c);
+		if (parse(&c, good[i], err, sizeof(err)) != 0)
+			fail_msg("refused \"%s\": %s", good[i], err);
+	}
+	/* The environment's value says which variable. */
+	config_defaults(&c);
+	setenv("GPUSYSD_METRICS_LISTEN", "127.0.0.1:99999", 1);
+	assert_int_equal(config_apply_env(&c, err, sizeof(err)), -EINVAL);
+	unsetenv("GPUSYSD_METRICS_LISTEN");
+	assert_non_null(strstr(err, "GPUSYSD_METRICS_LISTEN: metrics_listen = '127.0.0.1:99999'"));
+}
+
+/* pollers + workers past the progress slots: FILE:LINE of the later of the
+ * two keys, the one that made the sum too big. */
+static void test_slots_have_line(void **state)
+{
+	struct gpusysd_config c;
+	char err[512];
+
+	(void)state;
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "pollers = 40\n# more\nworkers = 30\n", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "test.conf:3: pollers (40, line 1) + workers (30, line 3) exceed the 63 progress "
+				 "slots (one more is for calls that complete later)");
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "workers = 30\npollers = 40\n", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "test.conf:2: pollers (40, line 2) + workers (30, line 1)"));
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "\npollers = 60\n", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "test.conf:2: pollers (60, line 2) + workers (4, default)"));
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "pollers = 32\nworkers = 31\n", err, sizeof(err)), 0);
 }
 
 static void test_errors_have_line(void **state)
@@ -323,7 +407,7 @@ static void test_example_file(void **state)
 	}
 	fclose(f);
 	/* The core's keys and the services' (services_add_settings). */
-	assert_int_equal(keys, 37);
+	assert_int_equal(keys, 40);
 	config_defaults(&def);
 	services_use(gpusysd_services);
 	assert_int_equal(services_add_settings(&def), 0);
@@ -375,6 +459,8 @@ int main(void)
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_errors_have_line),
+		cmocka_unit_test(test_text_keys_have_line),
+		cmocka_unit_test(test_slots_have_line),
 		cmocka_unit_test(test_admin_group),
 		cmocka_unit_test(test_odd_bytes),
 		cmocka_unit_test(test_not_a_file),

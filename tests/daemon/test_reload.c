@@ -69,6 +69,43 @@ static void test_check_config(void **state)
 	unlink(good), unlink(bad), rmdir(dir);
 }
 
+/* Issue 33: the four settings --check-config passed or refused without
+ * FILE:LINE (the daemon then failed at start): each refused with exit 78
+ * and where. */
+static void test_check_config_where(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/gpusys-where.XXXXXX", file[64], *out, *err;
+	const struct {
+		const char *text;
+		unsigned line;
+		const char *why;
+	} bad[] = {
+		{ "pollers = 40\n# x\nworkers = 30\n", 3, "pollers (40, line 1) + workers (30, line 3) exceed" },
+		{ "workers = 2\npoller_cpus = two\n", 2, "poller_cpus = two: expected a CPU list" },
+		{ "\nemulated_gpus = GPU-nope\n", 2, "emulated_gpus: 'GPU-nope' is not a GPU UUID" },
+		{ "metrics_listen = 127.0.0.1:99999\n", 1, "metrics_listen = '127.0.0.1:99999': port 99999" },
+		{ "max_ports = 64\nmetrics_listen = nonsense\n", 2, "metrics_listen = 'nonsense': expected HOST:PORT" },
+	};
+	unsigned wrong = 0;
+	assert_non_null(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/bad.conf", dir);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		write_text(file, bad[i].text);
+		int st = check_config(file, &out, &err);
+		char want[256];
+		snprintf(want, sizeof(want), "%s:%u: %s", file, bad[i].line, bad[i].why);
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 78 || !strstr(err, want)) {
+			print_error("case %zu: exit %d, stderr \"%s\"; expected 78 and \"%s\"\n", i,
+				    WIFEXITED(st) ? WEXITSTATUS(st) : -1, err, want);
+			wrong++;
+		}
+		free(out), free(err);
+	}
+	unlink(file), rmdir(dir);
+	assert_int_equal(wrong, 0);
+}
+
 static uint32_t ports_granted(struct gd *d, uint32_t asked)
 {
 	struct gpusys_attach_opts o = { .runtime_dir = d->runtime, .num_ports = asked, .cuda_device = -1 };
@@ -155,6 +192,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_check_config),
+		cmocka_unit_test(test_check_config_where),
 		cmocka_unit_test(test_sighup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,6 +22,15 @@
  * the device side retries with backoff, so nothing is lost and a fast kernel
  * is slowed to the speed of its output.
  *
+ * The buffers' memory is also the user's: every byte of their capacity is
+ * charged to the client's user account (ACCOUNT_MEMORY, user_mem_budget)
+ * when a buffer grows, and given back when it is freed, so 64 clients of one
+ * user printing into a pipe nobody reads hold at most the user's budget, not
+ * 64 x 4 MiB. A call whose lines the budget has no room for is answered
+ * -EAGAIN like a full buffer: back-pressure, never a dropped line. The state
+ * keeps its own reference to the account: an abandoned writer (below) holds
+ * its buffer, and its charge, after the session is gone.
+ *
  * The descriptors are dup'ed from the client's when the state is created (at
  * attach),
  * so the writer owns its own. At teardown (client_fini, after the
@@ -53,6 +62,7 @@
 #include "gpusys/print.h"
 #include "services/print/print_format.h"
 #include "services/print/service_print.h"
+#include "core/accounts.h"
 #include "core/service.h"
 
 /* Teardown may run on the daemon's main thread: it waits this long for the
@@ -115,46 +125,80 @@ struct print_state {
 	bool abandoned;          /* fini gave up waiting: the writer frees the state */
 	pthread_t writer;
 	struct print_stats stats;
+	struct account *account; /* its user's, a reference of its own; NULL: none (in-process tests) */
 };
 
 /* ------------------------------------------------------------ buffers */
 
-static void outbuf_free(struct outbuf *b)
+/* The memory a buffer holds, as charged to the user. */
+static uint64_t outbuf_bytes(const struct outbuf *b)
 {
+	return b->cap + b->segcap * sizeof(struct seg);
+}
+
+static void outbuf_free(struct outbuf *b, struct account *a)
+{
+	account_uncharge(a, ACCOUNT_MEMORY, outbuf_bytes(b));
 	free(b->data);
 	free(b->segs);
 	memset(b, 0, sizeof(*b));
 }
 
-static int outbuf_append(struct outbuf *b, int stream, const char *s, size_t n)
+/* Room for n more bytes in up to segs more runs, grown before anything is
+ * appended so that a call's lanes go in whole or not at all (lane order).
+ * The growth is charged to the user first: -EAGAIN when the budget has no
+ * room (the lanes retry, as for a full buffer), -ENOMEM when realloc fails. */
+static int outbuf_reserve(struct outbuf *b, struct account *a, size_t n, size_t segs)
 {
-	if (n == 0)
-		return 0;
-	if (b->cap - b->len < n) {
-		size_t cap = b->cap ? b->cap : 64 * 1024;
+	size_t cap = b->cap, segcap = b->segcap;
+	if (cap - b->len < n) {
+		cap = cap ? cap : 64 * 1024;
 		while (cap - b->len < n)
 			cap *= 2;
+	}
+	if (segcap - b->nsegs < segs) {
+		segcap = segcap ? segcap : 16;
+		while (segcap - b->nsegs < segs)
+			segcap *= 2;
+	}
+	uint64_t grow = (cap - b->cap) + (segcap - b->segcap) * sizeof(struct seg);
+	if (!grow)
+		return 0;
+	if (!account_charge(a, ACCOUNT_MEMORY, grow))
+		return -EAGAIN;
+	if (cap != b->cap) {
 		char *d = realloc(b->data, cap);
 		if (!d)
-			return -ENOMEM;
+			goto nomem;
 		b->data = d;
+		grow -= cap - b->cap;
 		b->cap = cap;
 	}
-	if (!b->nsegs || b->segs[b->nsegs - 1].stream != stream) {
-		if (b->nsegs == b->segcap) {
-			size_t cap = b->segcap ? b->segcap * 2 : 16;
-			struct seg *sg = realloc(b->segs, cap * sizeof(*sg));
-			if (!sg)
-				return -ENOMEM;
-			b->segs = sg;
-			b->segcap = cap;
-		}
-		b->segs[b->nsegs++] = (struct seg){ .stream = (uint8_t)stream, .len = 0 };
+	if (segcap != b->segcap) {
+		struct seg *sg = realloc(b->segs, segcap * sizeof(*sg));
+		if (!sg)
+			goto nomem;
+		b->segs = sg;
+		b->segcap = segcap;
 	}
+	return 0;
+nomem:
+	/* Only what did not grow goes back: a grown data area stays charged
+	 * (outbuf_bytes counts it). */
+	account_uncharge(a, ACCOUNT_MEMORY, grow);
+	return -ENOMEM;
+}
+
+/* Append within the room outbuf_reserve made. */
+static void outbuf_append(struct outbuf *b, int stream, const char *s, size_t n)
+{
+	if (n == 0)
+		return;
+	if (!b->nsegs || b->segs[b->nsegs - 1].stream != stream)
+		b->segs[b->nsegs++] = (struct seg){ .stream = (uint8_t)stream, .len = 0 };
 	memcpy(b->data + b->len, s, n);
 	b->len += n;
 	b->segs[b->nsegs - 1].len += n;
-	return 0;
 }
 
 /* ------------------------------------------------------------- writer */
@@ -188,8 +232,9 @@ static void state_free(struct print_state *st)
 	for (int i = 1; i <= 2; i++)
 		if (st->fd[i] >= 0)
 			close(st->fd[i]);
-	outbuf_free(&st->active);
-	outbuf_free(&st->spare);
+	outbuf_free(&st->active, st->account);
+	outbuf_free(&st->spare, st->account);
+	account_put(st->account);
 	pthread_cond_destroy(&st->data_cv);
 	pthread_cond_destroy(&st->done_cv);
 	pthread_mutex_destroy(&st->mu);
@@ -206,9 +251,9 @@ static void *writer_main(void *arg)
 			/* Idle: give back what a burst grew, so that a client
 			 * that printed much once does not hold megabytes. */
 			if (st->active.cap > PRINT_KEEP_BYTES)
-				outbuf_free(&st->active);
+				outbuf_free(&st->active, st->account);
 			if (st->spare.cap > PRINT_KEEP_BYTES)
-				outbuf_free(&st->spare);
+				outbuf_free(&st->spare, st->account);
 			st->writer_waiting = true;
 			pthread_cond_wait(&st->data_cv, &st->mu);
 			st->writer_waiting = false;
@@ -259,7 +304,7 @@ static int dup_fd(int fd)
 	return fcntl(fd, F_DUPFD_CLOEXEC, 3);
 }
 
-static int state_create(int out_fd, int err_fd, struct print_state **ret)
+static int state_create(const struct client *c, struct print_state **ret)
 {
 	struct print_state *st;
 	int r;
@@ -268,9 +313,13 @@ static int state_create(int out_fd, int err_fd, struct print_state **ret)
 
 	if (!st)
 		return -ENOMEM;
+	int out_fd = c->stdout_fd, err_fd = c->stderr_fd;
 	st->fd[0] = -1;
 	st->fd[GPUSYS_PRINT_STDOUT] = dup_fd(out_fd);
 	st->fd[GPUSYS_PRINT_STDERR] = dup_fd(err_fd);
+	/* The same account as the session's (one per uid), held by the state:
+	 * an abandoned writer outlives the session. */
+	st->account = c->account ? account_get(c->creds.uid) : NULL;
 	pthread_mutex_init(&st->mu, NULL);
 	pthread_cond_init(&st->data_cv, NULL);
 	pthread_cond_init(&st->done_cv, NULL);
@@ -384,25 +433,35 @@ static void print_handle(struct port_call *call)
 	if (!st)
 		return;
 
+	size_t bytes = 0;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
+		if (ok >> l & 1)
+			bytes += len[l];
+	unsigned lanes = (unsigned)__builtin_popcount(ok);
+
 	pthread_mutex_lock(&st->mu);
 	st->stats.refused += refused;
-	if (ok && st->active.len && st->active.len + text.len > atomic_load_explicit(&print_buffer_limit,
-										       memory_order_relaxed)) {
+	int room = 0;
+	if (ok && st->active.len &&
+	    st->active.len + bytes > atomic_load_explicit(&print_buffer_limit, memory_order_relaxed))
+		room = -EAGAIN;
+	else if (ok)
+		room = outbuf_reserve(&st->active, st->account, bytes, lanes); /* -EAGAIN: the user's budget */
+	if (room < 0) {
 		/* Full: every formatted lane tries again later (the warp's
-		 * lines stay together and in lane order). */
+		 * lines stay together and in lane order); or, out of memory,
+		 * fails. */
 		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
 			if (ok >> l & 1)
-				call->lane_status[l] = -EAGAIN;
-		st->stats.again++;
+				call->lane_status[l] = room;
+		if (room == -EAGAIN)
+			st->stats.again++;
 		ok = 0;
 	}
 	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
 		if (!(ok >> l & 1))
 			continue;
-		if (outbuf_append(&st->active, stream[l], text.data + off[l], len[l]) < 0) {
-			call->lane_status[l] = -ENOMEM;
-			continue;
-		}
+		outbuf_append(&st->active, stream[l], text.data + off[l], len[l]);
 		st->appended += len[l];
 		st->stats.lines++;
 		st->stats.bytes += len[l];
@@ -488,7 +547,7 @@ static void print_stop(void)
 static int print_client_init(const struct client *c, void **ret_state)
 {
 	struct print_state *st = NULL;
-	int r = state_create(c->stdout_fd, c->stderr_fd, &st);
+	int r = state_create(c, &st);
 	if (r == 0)
 		*ret_state = st;
 	return r;

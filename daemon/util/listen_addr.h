@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/* "HOST:PORT" addresses to listen on (metrics_listen): one parser for the
+ * config file, which refuses a bad one with its FILE:LINE, and for the
+ * listener that binds it. */
+#ifndef GPUSYSD_LISTEN_ADDR_H
+#define GPUSYSD_LISTEN_ADDR_H
+
+#include <stddef.h>
+
+/* Split spec into host (brackets of "[::1]:9464" removed) and port
+ * (0..65535; 0: any free one). 0, or -EINVAL with why in err (without the
+ * key's name: the caller says where). host may be NULL to only check. */
+int listen_addr_parse(const char *spec, char *host, size_t hostlen, unsigned *port, char *err, size_t errlen);
+
+#endif
