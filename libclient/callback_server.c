@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "gpusys/callback.h"
+#include "common/port_host.h"
 #include "gpusys/device/host_sync.h"
 #include "dev_handle.h"
 
@@ -125,8 +126,7 @@ static void cpu_relax(void)
 static void ack(struct gpusys_callbacks *cb, uint32_t p, uint32_t seq, uint32_t sw_flags, int32_t status)
 {
 	__atomic_store_n(&cb->seen[p], (uint16_t)(seq & GPUSYS_SEQ_MASK), __ATOMIC_RELAXED);
-	gpusys_host_release_before(&cb->server_word[p]);
-	__atomic_store_n(&cb->server_word[p], gpusys_server_word(seq, sw_flags, status), __ATOMIC_RELAXED);
+	port_host_hand_back(&cb->server_word[p], seq, sw_flags, status);
 }
 
 /* Wait for the client's next packet on p (its sequence moves past seen).
@@ -146,39 +146,6 @@ static bool wait_client(struct gpusys_callbacks *cb, uint32_t p, uint64_t *ret_w
 			cpu_relax();
 		else
 			nanosleep(&(struct timespec){ .tv_nsec = spins < 65536 ? 1000 : 100000 }, NULL);
-	}
-}
-
-static uint32_t packets_for(uint64_t bytes)
-{
-	return (uint32_t)((bytes + GPUSYS_PACKET_BYTES - 1) / GPUSYS_PACKET_BYTES);
-}
-
-static uint64_t stream_layout(uint64_t mask, const uint32_t *len, uint32_t *off, uint32_t *part)
-{
-	uint64_t total = 0;
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-		part[l] = (mask >> l & 1) ? gpusys_stream_part(len[l]) : 0;
-		off[l] = (uint32_t)total;
-		total += part[l];
-	}
-	return total;
-}
-
-static void stream_copy(uint8_t *packet, uint32_t k, const uint32_t *off, const uint32_t *part,
-			uint8_t *const *lane_buf, int to_channel)
-{
-	uint64_t lo = (uint64_t)k * GPUSYS_PACKET_BYTES, hi = lo + GPUSYS_PACKET_BYTES;
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-		uint64_t a = off[l] > lo ? off[l] : lo;
-		uint64_t b = (uint64_t)off[l] + part[l] < hi ? (uint64_t)off[l] + part[l] : hi;
-		if (!part[l] || a >= b)
-			continue;
-		uint8_t *in_buf = lane_buf[l] + GPUSYS_INLINE_BYTES + (a - off[l]);
-		if (to_channel)
-			memcpy(packet + (a - lo), in_buf, b - a);
-		else
-			memcpy(in_buf, packet + (a - lo), b - a);
 	}
 }
 
@@ -210,27 +177,9 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	uint8_t small_req[GPUSYS_PACKET_BYTES], small_res[GPUSYS_PACKET_BYTES];
 	int32_t status = 0;
 
-	if (GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_EMPTY) {
-		memset(len, 0, sizeof(len));
-		memset(cap, 0, sizeof(cap));
-	} else {
-		memcpy(len, port->len, sizeof(len));
-		memcpy(cap, port->aux, sizeof(cap));
-	}
-	uint64_t in_bytes = 0;
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-		if (!(mask >> l & 1)) {
-			len[l] = cap[l] = 0;
-			continue;
-		}
-		if (len[l] > GPUSYS_MAX_LANE_PAYLOAD)
-			status = -E2BIG;
-		if (cap[l] > GPUSYS_MAX_LANE_PAYLOAD)
-			cap[l] = GPUSYS_MAX_LANE_PAYLOAD;
-		in_bytes += len[l];
-	}
-	if (mask == 0 || (GPUSYS_WORD_FLAGS(word) & ~GPUSYS_CW_KNOWN))
-		status = -EINVAL;
+	/* Copy out once and bound (common/port_host.h, as the daemon does). */
+	uint64_t in_bytes;
+	status = port_host_take_request(port, word, len, cap, &in_bytes);
 	if (status) {
 		/* Lengths not to be trusted: no stream layout, answer now. */
 		ack(cb, p, cs, 0, noreply ? 0 : status);
@@ -246,19 +195,18 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	uint64_t at = 0;
 	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
 		arg[l] = req_buf ? req_buf + at : NULL;
-		if (req_buf && len[l])
-			memcpy(arg[l], port->data + l * GPUSYS_INLINE_BYTES,
-			       len[l] < GPUSYS_INLINE_BYTES ? len[l] : GPUSYS_INLINE_BYTES);
 		at += len[l];
 	}
-	uint32_t chunks = packets_for(stream_layout(mask, len, off, part));
+	if (req_buf)
+		port_host_take_inline(port, mask, len, arg);
+	uint32_t chunks = port_host_packets_for(port_host_stream_layout(mask, len, off, part));
 	for (uint32_t k = 0; k < chunks; k++) {
 		ack(cb, p, cs, 0, 0);
 		if (!wait_client(cb, p, &word))
 			goto out;
 		cs = GPUSYS_WORD_SEQ(word);
 		if (req_buf)
-			stream_copy(port->data, k, off, part, arg, 0);
+			port_host_stream_copy(port->data, k, off, part, arg, 0);
 	}
 
 	/* The callback, once per lane. */
@@ -320,23 +268,15 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	}
 	chunks = 0;
 	if (!trivial) {
-		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-			if (!(mask >> l & 1))
-				continue; /* nobody reads it */
-			port->len[l] = res_len[l];
-			port->aux[l] = (uint32_t)lane_status[l];
-			if (res_len[l])
-				memcpy(port->data + l * GPUSYS_INLINE_BYTES, res[l],
-				       res_len[l] < GPUSYS_INLINE_BYTES ? res_len[l] : GPUSYS_INLINE_BYTES);
-		}
-		chunks = packets_for(stream_layout(mask, res_len, off, part));
+		port_host_put_response(port, mask, res_len, lane_status, res);
+		chunks = port_host_packets_for(port_host_stream_layout(mask, res_len, off, part));
 	}
 	ack(cb, p, cs, trivial ? GPUSYS_SW_TRIVIAL : 0, status);
 	for (uint32_t k = 0; k < chunks; k++) {
 		if (!wait_client(cb, p, &word))
 			goto out;
 		cs = GPUSYS_WORD_SEQ(word);
-		stream_copy(port->data, k, off, part, res, 1);
+		port_host_stream_copy(port->data, k, off, part, res, 1);
 		ack(cb, p, cs, 0, 0);
 	}
 out:

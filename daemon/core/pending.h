@@ -56,6 +56,7 @@ struct pending {
 	enum later_state later;
 	const struct call_later_ops *later_ops;
 	struct event *deadline;
+	uint64_t deadline_ns; /* now_ns() past which the deadline may take it */
 	struct pending *lprev, *lnext; /* t->later_head list */
 };
 
@@ -81,11 +82,6 @@ void port_count_completion(struct port_table *t, unsigned slot);
 /* Count a call in the per-opcode statistics (after port_respond, which
  * sets what it counts). */
 void port_count_call(struct port_table *t, const struct port_call *call, unsigned slot);
-
-/* Stream layout: each lane's bytes beyond its inline slot, in lane order;
- * the stream's size. And how many packets carry it. */
-uint64_t port_stream_layout(uint64_t mask, const uint32_t *len, uint32_t *off, uint32_t *part);
-uint32_t port_packets_for(uint64_t stream_bytes);
 
 /* Packet 0 of call's answer, and the hand-back. The number of response
  * stream packets still to send (off/part NULL: none may follow). */

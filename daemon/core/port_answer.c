@@ -14,6 +14,7 @@
 #include "core/client.h"
 #include "core/lanes.h"
 #include "core/pending.h"
+#include "common/port_host.h"
 
 /* The one place bytes are counted against the client's budget. */
 int port_charge(struct port_table *t, uint64_t bytes)
@@ -64,8 +65,7 @@ void port_pending_free(struct port_table *t, struct pending *pd)
 void port_ack(struct port_table *t, uint32_t p, uint32_t seq, uint32_t sw_flags, int32_t status)
 {
 	atomic_store_explicit(&t->seen[p], (uint16_t)(seq & GPUSYS_SEQ_MASK), memory_order_relaxed);
-	gpusys_host_release_before(&t->server_word[p]);
-	__atomic_store_n(&t->server_word[p], gpusys_server_word(seq, sw_flags, status), __ATOMIC_RELAXED);
+	port_host_hand_back(&t->server_word[p], seq, sw_flags, status);
 }
 
 void port_count_completion(struct port_table *t, unsigned slot)
@@ -76,23 +76,6 @@ void port_count_completion(struct port_table *t, unsigned slot)
 	atomic_store_explicit(&t->completed[slot].n, n, memory_order_relaxed);
 	gpusys_host_release_before(&t->hdr->progress[slot].completed);
 	__atomic_store_n(&t->hdr->progress[slot].completed, t->progress_base[slot] + n, __ATOMIC_RELAXED);
-}
-
-uint32_t port_packets_for(uint64_t stream_bytes)
-{
-	return (uint32_t)((stream_bytes + GPUSYS_PACKET_BYTES - 1) / GPUSYS_PACKET_BYTES);
-}
-
-/* Stream layout: each lane's bytes beyond its inline slot, in lane order. */
-uint64_t port_stream_layout(uint64_t mask, const uint32_t *len, uint32_t *off, uint32_t *part)
-{
-	uint64_t total = 0;
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-		part[l] = (mask >> l & 1) ? gpusys_stream_part(len[l]) : 0;
-		off[l] = (uint32_t)total;
-		total += part[l];
-	}
-	return total;
 }
 
 /* Write response packet 0 (unless NOREPLY) and hand the port back. Returns
@@ -143,17 +126,12 @@ uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, struct por
 		/* Inactive lanes too (the loop above zeroed them): the client
 		 * reads only its lanes, but stale words from an earlier
 		 * message help nobody. */
-		lanes_copy(port->len, call->resp_len);
-		lanes_copy(port->aux, call->lane_status);
-		for (uint64_t m = call->lane_mask; m; m &= m - 1) {
-			uint32_t l = (uint32_t)__builtin_ctzll(m), n = call->resp_len[l];
-			if (n)
-				memcpy(port->data + l * GPUSYS_INLINE_BYTES, call->resp_data[l],
-				       n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
-		}
+		port_host_put_response(port, call->lane_mask, call->resp_len, call->lane_status,
+				       (uint8_t *const *)call->resp_data);
 		/* Streamed only past a lane's inline slot. */
 		if (off && longest > GPUSYS_INLINE_BYTES)
-			chunks = port_packets_for(port_stream_layout(call->lane_mask, call->resp_len, off, part));
+			chunks = port_host_packets_for(
+				port_host_stream_layout(call->lane_mask, call->resp_len, off, part));
 	}
 	port_ack(t, p, seq, trivial ? GPUSYS_SW_TRIVIAL : 0, call->status);
 	return chunks;

@@ -24,6 +24,7 @@
 #include "core/lanes.h"
 #include "core/pending.h"
 #include "core/port_server.h"
+#include "common/port_host.h"
 
 _Thread_local struct port_timing port_timing;
 
@@ -105,24 +106,6 @@ void port_table_fini(struct port_table *t)
 	t->seen = NULL;
 	t->claim = NULL;
 	t->state = NULL;
-}
-
-/* Copy stream packet k between the channel and each lane's buffer. */
-static void stream_copy(uint8_t *packet, uint32_t k, const uint32_t *off, const uint32_t *part,
-			uint8_t *const *lane_buf, int to_channel)
-{
-	uint64_t lo = (uint64_t)k * GPUSYS_PACKET_BYTES, hi = lo + GPUSYS_PACKET_BYTES;
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-		uint64_t a = off[l] > lo ? off[l] : lo;
-		uint64_t b = (uint64_t)off[l] + part[l] < hi ? (uint64_t)off[l] + part[l] : hi;
-		if (!part[l] || a >= b)
-			continue;
-		uint8_t *in_buf = lane_buf[l] + GPUSYS_INLINE_BYTES + (a - off[l]);
-		if (to_channel)
-			memcpy(packet + (a - lo), in_buf, b - a);
-		else
-			memcpy(in_buf, packet + (a - lo), b - a);
-	}
 }
 
 /* Run the call's service. true: the call stays pending (call_later). */
@@ -294,27 +277,10 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 	/* Fast-path requests are timed one in STATS_SAMPLE (core/stats.h). */
 	uint64_t t_start = stats_sample() ? stats_now() : 0;
 
-	/* Copy out once; from here on only the copies are looked at. Inactive
-	 * lanes' entries are zero; only active lanes are walked. */
-	uint64_t bytes = 0;
-	lanes_zero(len);
-	lanes_zero(cap);
-	if (!(GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_EMPTY)) {
-		uint32_t len_in[GPUSYS_WARP_LANES], cap_in[GPUSYS_WARP_LANES];
-		lanes_copy(len_in, port->len);
-		lanes_copy(cap_in, port->aux);
-		for (uint64_t m = h.lane_mask; m; m &= m - 1) {
-			uint32_t l = (uint32_t)__builtin_ctzll(m);
-			len[l] = len_in[l];
-			/* A capacity is only a limit: nothing larger is ever sent. */
-			cap[l] = cap_in[l] < GPUSYS_MAX_LANE_PAYLOAD ? cap_in[l] : GPUSYS_MAX_LANE_PAYLOAD;
-			if (len[l] > GPUSYS_MAX_LANE_PAYLOAD)
-				status = -E2BIG;
-			bytes += len[l];
-		}
-	}
-	if (h.lane_mask == 0 || (GPUSYS_WORD_FLAGS(word) & ~GPUSYS_CW_KNOWN))
-		status = -EINVAL;
+	/* Copy out once; from here on only the copies are looked at
+	 * (common/port_host.h). Inactive lanes' entries are zero. */
+	uint64_t bytes;
+	status = port_host_take_request(port, word, len, cap, &bytes);
 	if (status) {
 		/* The lengths cannot be trusted, so neither can the stream
 		 * layout: answer at once. An honest client never gets here
@@ -378,24 +344,22 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 	__atomic_store_n(&t->state[p].since, t_start, __ATOMIC_RELAXED);
 	memcpy(call->len, len, sizeof(len));
 	memcpy(call->cap, cap, sizeof(cap));
-	uint64_t stream = port_stream_layout(h.lane_mask, len, pd->off, pd->part);
+	uint64_t stream = port_host_stream_layout(h.lane_mask, len, pd->off, pd->part);
 	if (status == 0) {
 		uint64_t at = 0;
-		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-			if (!(h.lane_mask >> l & 1))
-				continue;
+		for (uint64_t m = h.lane_mask; m; m &= m - 1) {
+			uint32_t l = (uint32_t)__builtin_ctzll(m);
 			call->data[l] = pd->req_buf + at;
-			memcpy(call->data[l], port->data + l * GPUSYS_INLINE_BYTES,
-			       len[l] < GPUSYS_INLINE_BYTES ? len[l] : GPUSYS_INLINE_BYTES);
 			at += len[l];
 		}
+		port_host_take_inline(port, h.lane_mask, len, call->data);
 	}
 	if (stream) {
 		/* A failed request still takes its stream, so the client's
 		 * next packets are not mistaken for a new request. */
 		port_state_set_phase(&t->state[p], PHASE_RECV);
 		t->state[p].chunk = 0;
-		t->state[p].chunks = port_packets_for(stream);
+		t->state[p].chunks = port_host_packets_for(stream);
 		t->state[p].pending = pd;
 		port_ack(t, p, cs, 0, 0);
 		return PORT_STEP_DONE;
@@ -410,7 +374,7 @@ static enum port_step receive_packet(struct port_table *t, uint32_t p, uint32_t 
 	struct pending *pd = st->pending;
 
 	if (pd->call.status == 0)
-		stream_copy(t->ports[p].data, st->chunk, pd->off, pd->part, pd->call.data, 0);
+		port_host_stream_copy(t->ports[p].data, st->chunk, pd->off, pd->part, pd->call.data, 0);
 	if (++st->chunk < st->chunks) {
 		port_ack(t, p, cs, 0, 0);
 		return PORT_STEP_DONE;
@@ -423,7 +387,8 @@ static enum port_step send_packet(struct port_table *t, uint32_t p, uint32_t cs,
 	struct port_state *st = &t->state[p];
 	struct pending *pd = st->pending;
 
-	stream_copy(t->ports[p].data, st->chunk, pd->off, pd->part, (uint8_t *const *)pd->call.resp_data, 1);
+	port_host_stream_copy(t->ports[p].data, st->chunk, pd->off, pd->part, (uint8_t *const *)pd->call.resp_data,
+			      1);
 	if (++st->chunk == st->chunks) {
 		port_state_set_phase(st, PHASE_IDLE);
 		st->pending = NULL;

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The server side of the port protocol (include/gpusys/abi.h), written once:
+ * gpusysd's port server (daemon/core/port_server.c, port_answer.c) and
+ * libgpusys's callback server (libclient/callback_server.c) both serve
+ * ports with it, as device/port_client.h is the one client side.
+ *
+ * What is here is what both must do alike: take a request's packet 0 out of
+ * shared memory once and bound it, lay out and copy the streams of packets
+ * beyond it, write a response's packet 0, hand the port back. How each
+ * server waits for packets (the daemon steps a port per client flip and
+ * never waits; the callback server follows one message to its end) stays
+ * with it.
+ *
+ * All static inline: the daemon's fast path (every NOOP) runs through these
+ * and was tuned instruction by instruction (bench/RESULTS.md); a call out of
+ * line would cost it.
+ */
+#ifndef GPUSYS_PORT_HOST_H
+#define GPUSYS_PORT_HOST_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gpusys/abi.h"
+#include "gpusys/device/host_sync.h"
+
+/* Copy a request's lengths and capacities out of packet 0, once, and bound
+ * them; only the copies may be looked at afterwards (the client can rewrite
+ * the port at any time). Inactive lanes get 0 in both; a capacity is only a
+ * limit, so it is clamped to GPUSYS_MAX_LANE_PAYLOAD rather than refused.
+ * *ret_bytes: the sum of the lengths. Returns 0, or the status to refuse the
+ * request with (its lengths then mean nothing, not even a stream layout):
+ * -E2BIG for a length past GPUSYS_MAX_LANE_PAYLOAD, -EINVAL for a request of
+ * no lane or with an unknown flag. An honest client never sends either: it
+ * checks the same bounds first. */
+static inline int32_t port_host_take_request(const struct gpusys_port *port, uint64_t word, uint32_t *len,
+					     uint32_t *cap, uint64_t *ret_bytes)
+{
+	const uint64_t mask = GPUSYS_CW_MASK(word);
+	int32_t status = 0;
+	uint64_t bytes = 0;
+
+	memset(len, 0, GPUSYS_WARP_LANES * sizeof(*len));
+	memset(cap, 0, GPUSYS_WARP_LANES * sizeof(*cap));
+	if (!(GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_EMPTY)) {
+		uint32_t len_in[GPUSYS_WARP_LANES], cap_in[GPUSYS_WARP_LANES];
+		memcpy(len_in, port->len, sizeof(len_in));
+		memcpy(cap_in, port->aux, sizeof(cap_in));
+		for (uint64_t m = mask; m; m &= m - 1) {
+			uint32_t l = (uint32_t)__builtin_ctzll(m);
+			len[l] = len_in[l];
+			cap[l] = cap_in[l] < GPUSYS_MAX_LANE_PAYLOAD ? cap_in[l] : GPUSYS_MAX_LANE_PAYLOAD;
+			if (len[l] > GPUSYS_MAX_LANE_PAYLOAD)
+				status = -E2BIG;
+			bytes += len[l];
+		}
+	}
+	if (mask == 0 || (GPUSYS_WORD_FLAGS(word) & ~GPUSYS_CW_KNOWN))
+		status = -EINVAL;
+	*ret_bytes = bytes;
+	return status;
+}
+
+/* Each lane's first bytes of packet 0 (at most its inline slot), to where
+ * data[l] points, for the lanes of mask with a length. */
+static inline void port_host_take_inline(const struct gpusys_port *port, uint64_t mask, const uint32_t *len,
+					 uint8_t *const *data)
+{
+	for (uint64_t m = mask; m; m &= m - 1) {
+		uint32_t l = (uint32_t)__builtin_ctzll(m);
+		if (len[l])
+			memcpy(data[l], port->data + l * GPUSYS_INLINE_BYTES,
+			       len[l] < GPUSYS_INLINE_BYTES ? len[l] : GPUSYS_INLINE_BYTES);
+	}
+}
+
+/* The stream layout of a message: each lane's bytes beyond its inline slot
+ * (part[l]) at off[l], in lane order. Returns the stream's length. */
+static inline uint64_t port_host_stream_layout(uint64_t mask, const uint32_t *len, uint32_t *off, uint32_t *part)
+{
+	uint64_t total = 0;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		part[l] = (mask >> l & 1) ? gpusys_stream_part(len[l]) : 0;
+		off[l] = (uint32_t)total;
+		total += part[l];
+	}
+	return total;
+}
+
+/* Stream packets a stream of this many bytes takes. */
+static inline uint32_t port_host_packets_for(uint64_t stream_bytes)
+{
+	return (uint32_t)((stream_bytes + GPUSYS_PACKET_BYTES - 1) / GPUSYS_PACKET_BYTES);
+}
+
+/* Copy stream packet k between the port's data and each lane's buffer
+ * (lane_buf[l]: the lane's whole message; its stream bytes follow its
+ * inline slot), in the given direction. */
+static inline void port_host_stream_copy(uint8_t *packet, uint32_t k, const uint32_t *off, const uint32_t *part,
+					 uint8_t *const *lane_buf, int to_channel)
+{
+	uint64_t lo = (uint64_t)k * GPUSYS_PACKET_BYTES, hi = lo + GPUSYS_PACKET_BYTES;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		uint64_t a = off[l] > lo ? off[l] : lo;
+		uint64_t b = (uint64_t)off[l] + part[l] < hi ? (uint64_t)off[l] + part[l] : hi;
+		if (!part[l] || a >= b)
+			continue;
+		uint8_t *in_buf = lane_buf[l] + GPUSYS_INLINE_BYTES + (a - off[l]);
+		if (to_channel)
+			memcpy(packet + (a - lo), in_buf, b - a);
+		else
+			memcpy(in_buf, packet + (a - lo), b - a);
+	}
+}
+
+/* Write a response's packet 0: every lane's length and status (whole
+ * arrays: inactive lanes must be 0 in both, so no stale word of an earlier
+ * message is left there), and each active lane's first bytes. */
+static inline void port_host_put_response(struct gpusys_port *port, uint64_t mask, const uint32_t *len,
+					  const int32_t *lane_status, uint8_t *const *data)
+{
+	memcpy(port->len, len, GPUSYS_WARP_LANES * sizeof(*len));
+	memcpy(port->aux, lane_status, GPUSYS_WARP_LANES * sizeof(*lane_status));
+	for (uint64_t m = mask; m; m &= m - 1) {
+		uint32_t l = (uint32_t)__builtin_ctzll(m), n = len[l];
+		if (n)
+			memcpy(port->data + l * GPUSYS_INLINE_BYTES, data[l],
+			       n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
+	}
+}
+
+/* Hand the port back to the client: everything written before, then the
+ * server word (the caller records seq as seen first). */
+static inline void port_host_hand_back(volatile uint64_t *server_word, uint32_t seq, uint32_t sw_flags,
+				       int32_t status)
+{
+	gpusys_host_release_before(server_word);
+	__atomic_store_n(server_word, gpusys_server_word(seq, sw_flags, status), __ATOMIC_RELAXED);
+}
+
+#endif /* GPUSYS_PORT_HOST_H */
