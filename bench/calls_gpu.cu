@@ -150,7 +150,9 @@ static __global__ void k_lat(gpusys_dev_t dev, int which, int lanes, int iters, 
  * bytes of buf (2n per lane: in, then out), iters times. */
 static __global__ void k_stream(gpusys_dev_t dev, int which, uint8_t *buf, unsigned n, int iters, int *err)
 {
-	uint8_t *in = buf + (size_t)threadIdx.x * 2 * n, *out = in + n;
+	uint8_t *in = buf + ((size_t)blockIdx.x * 32 + threadIdx.x) * 2 * n, *out = in + n;
+	for (unsigned i = 0; i < n; i++)
+		in[i] = (uint8_t)(i * 7u + threadIdx.x + blockIdx.x);
 	for (int i = 0; i < iters; i++) {
 		uint32_t got = 0;
 		int rc = which ? gpusys_call_bytes(dev, OP_ECHO_CB, in, n, out, n, &got)
@@ -158,6 +160,12 @@ static __global__ void k_stream(gpusys_dev_t dev, int which, uint8_t *buf, unsig
 		if (rc || got != n)
 			atomicCAS(err, 0, rc ? rc : -EBADMSG);
 	}
+	/* The last answer, checked (once: the check is not what is timed). */
+	for (unsigned i = 0; i < n; i++)
+		if (out[i] != in[i]) {
+			atomicCAS(err, 0, -EBADMSG);
+			break;
+		}
 }
 
 static __global__ void k_empty(int *x)
@@ -385,6 +393,10 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 	}
 	struct bench_daemon bd;
 	memset(&bd, 0, sizeof(bd));
+	/* The streams from every SM keep up to 64 window calls of 2 MiB each
+	 * way in flight at once: past the default client_mem_budget (64 MiB),
+	 * which would answer them -ENOMEM. */
+	bd.config = "client_mem_budget = 1G\nuser_mem_budget = 2G\n";
 	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0)
 		return 1;
 	int n = 0;
@@ -467,29 +479,48 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 			row(what, &s, note);
 		}
 	}
-	/* Streams: one warp, 32 lanes x n bytes each way, daemon ECHO against
-	 * a bytes callback that echoes. */
-	for (unsigned n = 4096; n <= 65536; n *= 16) {
-		double t[2];
-		for (int w = 0; w < 2; w++) {
-			uint8_t *buf;
-			int *derr, err = 0;
-			CK(cudaMalloc(&buf, (size_t)64 * n));
-			CK(cudaMalloc(&derr, sizeof(int)));
-			CK(cudaMemset(derr, 0, sizeof(int)));
-			uint64_t t0 = bench_now_ns();
-			k_stream<<<1, 32>>>(gpusys_device(g), w, buf, n, 20, derr);
-			gpusys_synchronize(g, NULL, 60000);
-			t[w] = (bench_now_ns() - t0) / 1e3 / 20;
-			CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
-			if (err)
-				printf("  stream %s: a call failed: %s\n", w ? "callback" : "echo", gpusys_strerror(err));
-			cudaFree(buf);
-			cudaFree(derr);
+	/* Streams: 32 lanes x n bytes each way, daemon ECHO against a bytes
+	 * callback that echoes; one warp, then one warp on every SM at once.
+	 * GB/s each way: 32 x n bytes go out and come back per call. Floors
+	 * (../shared/README.md, reference/stream_floor.cu, H100): one warp's
+	 * naive round trip through pinned memory 1,495 us for 32 x 64 KiB
+	 * (1.40 GB/s each way) and 102 us for 32 x 4 KiB. */
+	int sms = 0;
+	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+	for (int blocks = 1; blocks <= sms; blocks = blocks == 1 ? sms : sms + 1) {
+		for (unsigned n = 4096; n <= 65536; n *= 16) {
+			if (blocks > 1 && n < 65536)
+				continue;
+			double t[2];
+			int failed = 0;
+			const int iters = blocks > 1 ? 5 : 20;
+			for (int w = 0; w < 2; w++) {
+				uint8_t *buf;
+				int *derr, err = 0;
+				CK(cudaMalloc(&buf, (size_t)64 * n * blocks));
+				CK(cudaMalloc(&derr, sizeof(int)));
+				CK(cudaMemset(derr, 0, sizeof(int)));
+				uint64_t t0 = bench_now_ns();
+				k_stream<<<blocks, 32>>>(gpusys_device(g), w, buf, n, iters, derr);
+				gpusys_synchronize(g, NULL, 120000);
+				t[w] = (bench_now_ns() - t0) / 1e3 / iters;
+				CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
+				if (err) {
+					printf("  stream %s, %d warps x 32 lanes x %u B: a call failed: %s\n",
+					       w ? "callback" : "echo", blocks, n, gpusys_strerror(err));
+					failed = 1;
+				}
+				cudaFree(buf);
+				cudaFree(derr);
+			}
+			if (failed)
+				continue; /* said above: no rate for calls that failed */
+			double each_way = 32.0 * n * blocks; /* bytes per round of calls */
+			printf("  stream, %d warp%s x 32 lanes x %u B each way: daemon ECHO %.1f us per call (%.2f GB/s "
+			       "each way), bytes callback %.1f us (%.2f GB/s, %.2fx)\n",
+			       blocks, blocks > 1 ? "s" : "", n, t[0], each_way / (t[0] * 1e3), t[1],
+			       each_way / (t[1] * 1e3), t[1] / t[0]);
 		}
-		printf("  stream, 32 lanes x %u B each way: daemon ECHO %.1f us per call, bytes callback %.1f us "
-		       "(%.2fx)\n",
-		       n, t[0], t[1], t[1] / t[0]);
 	}
 	{
 		cudaStream_t s;

@@ -17,7 +17,8 @@ GPUSYS_FN int gpusys_rpc_v0(const gpusys_dev_t *dev, uint16_t opcode, uint16_t f
 	uint32_t part[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	uint32_t off[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	struct gpusys_port *port;
-	uint32_t p = 0, seq = 0, total, rcu = 0;
+	uint8_t *stream; /* the port's stream packets (abi.h windows), pkt bytes each */
+	uint32_t p = 0, seq = 0, total, rcu = 0, pkt;
 	int owned = 0; /* leader: the daemon has handed the port back to us */
 	uint64_t ring = 0; /* leader: the request counter's new value */
 	uint64_t word, sw = 0;
@@ -68,7 +69,8 @@ GPUSYS_FN int gpusys_rpc_v0(const gpusys_dev_t *dev, uint16_t opcode, uint16_t f
 	seq = gpusys_publish(dev, mask, p, seq, word, ring);
 
 	/* Request stream: each further packet once the daemon took the last. */
-	for (uint32_t k = 0; k * GPUSYS_PACKET_BYTES < total; k++) {
+	stream = gpusys_port_stream(dev->ports, dev->windows, dev->num_ports, dev->num_windows, p, &pkt);
+	for (uint32_t k = 0; k * pkt < total; k++) {
 		if (gpusys_lane_is_leader(mask))
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
 		rc = (int)gpusys_lane_bcast_u32(mask, rcu);
@@ -76,7 +78,7 @@ GPUSYS_FN int gpusys_rpc_v0(const gpusys_dev_t *dev, uint16_t opcode, uint16_t f
 			goto unlock;
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
-			gpusys_stream_chunk(port->data, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)],
+			gpusys_stream_chunk(stream, pkt, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)],
 					    (uint8_t *)in[GPUSYS_LI(l)], 1);
 		}
 		seq = gpusys_publish(dev, mask, p, seq, word, 0);
@@ -122,7 +124,7 @@ GPUSYS_FN int gpusys_rpc_v0(const gpusys_dev_t *dev, uint16_t opcode, uint16_t f
 	total = gpusys_lane_exscan(mask, part, off);
 
 	/* Response stream: ask for each further packet, then read it. */
-	for (uint32_t k = 0; k * GPUSYS_PACKET_BYTES < total; k++) {
+	for (uint32_t k = 0; k * pkt < total; k++) {
 		seq = gpusys_publish(dev, mask, p, seq, word, 0);
 		if (gpusys_lane_is_leader(mask)) {
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
@@ -134,7 +136,7 @@ GPUSYS_FN int gpusys_rpc_v0(const gpusys_dev_t *dev, uint16_t opcode, uint16_t f
 		gpusys_lane_sync(mask);
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
-			gpusys_stream_chunk(port->data, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)],
+			gpusys_stream_chunk(stream, pkt, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)],
 					    (uint8_t *)out[GPUSYS_LI(l)], 0);
 		}
 	}

@@ -89,19 +89,30 @@ static inline uint64_t port_host_stream_layout(uint64_t mask, const uint32_t *le
 	return total;
 }
 
-/* Stream packets a stream of this many bytes takes. */
-static inline uint32_t port_host_packets_for(uint64_t stream_bytes)
+/* Stream packets of pkt bytes (the port's: gpusys_port_stream) a stream
+ * of this many bytes takes. */
+static inline uint32_t port_host_packets_for(uint64_t stream_bytes, uint32_t pkt)
 {
-	return (uint32_t)((stream_bytes + GPUSYS_PACKET_BYTES - 1) / GPUSYS_PACKET_BYTES);
+	return (uint32_t)((stream_bytes + pkt - 1) / pkt);
 }
 
-/* Copy stream packet k between the port's data and each lane's buffer
+/* Where port p's stream packets go (its data or its window) and their size
+ * in *pkt: abi.h's gpusys_port_stream, with the geometry the server
+ * computed itself (never the header's: the client can rewrite it). */
+static inline uint8_t *port_host_stream(struct gpusys_port *ports, uint8_t *windows, uint32_t num_ports,
+					uint32_t num_windows, uint32_t p, uint32_t *pkt)
+{
+	return gpusys_port_stream(ports, windows, num_ports, num_windows, p, pkt);
+}
+
+/* Copy stream packet k (pkt bytes at packet: the port's data or window,
+ * gpusys_port_stream) between the channel and each lane's buffer
  * (lane_buf[l]: the lane's whole message; its stream bytes follow its
  * inline slot), in the given direction. */
-static inline void port_host_stream_copy(uint8_t *packet, uint32_t k, const uint32_t *off, const uint32_t *part,
-					 uint8_t *const *lane_buf, int to_channel)
+static inline void port_host_stream_copy(uint8_t *packet, uint32_t pkt, uint32_t k, const uint32_t *off,
+					 const uint32_t *part, uint8_t *const *lane_buf, int to_channel)
 {
-	uint64_t lo = (uint64_t)k * GPUSYS_PACKET_BYTES, hi = lo + GPUSYS_PACKET_BYTES;
+	uint64_t lo = (uint64_t)k * pkt, hi = lo + pkt;
 	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
 		uint64_t a = off[l] > lo ? off[l] : lo;
 		uint64_t b = (uint64_t)off[l] + part[l] < hi ? (uint64_t)off[l] + part[l] : hi;

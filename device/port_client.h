@@ -282,15 +282,54 @@ GPUSYS_FN uint32_t gpusys_port_lock(const gpusys_dev_t *dev, int *must_wait, uin
 	}
 }
 
+/* Leader: lock one of the window ports (the last dev->num_windows, which
+ * futures never hold: see "Asynchronous calls" below), starting at this
+ * warp's hint; as gpusys_port_lock otherwise. Only when num_windows > 0. */
+GPUSYS_FN uint32_t gpusys_port_lock_window(const gpusys_dev_t *dev, int *must_wait, uint32_t *seq)
+{
+	uint32_t n = dev->num_windows, first = dev->num_ports - n;
+	uint32_t i = gpusys_port_hint() % n;
+	for (uint32_t tries = 1;; tries++) {
+		if (gpusys_port_take(dev, first + i, must_wait, seq))
+			return first + i;
+		i = i + 1 == n ? 0 : i + 1;
+		if (tries % n == 0) {
+			gpusys_spin_pause();
+			if (tries % (n * GPUSYS_SPIN_CHECK_EVERY) == 0)
+				gpusys_spin_yield();
+		}
+	}
+}
+
+/* Whether a message should take a window port: its request stream, or the
+ * response stream its capacities allow, needs more than one packet of a
+ * plain port. Every lane of mask calls it; the same answer in each. */
+GPUSYS_FN int gpusys_wants_window(const gpusys_dev_t *dev, uint64_t mask, const uint32_t *in_len,
+				  const uint32_t *out_cap, uint32_t biggest, uint32_t cap_biggest)
+{
+	if (!dev->num_windows || (biggest <= GPUSYS_INLINE_BYTES && cap_biggest <= GPUSYS_INLINE_BYTES))
+		return 0;
+	uint32_t part[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+	uint32_t off[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	part[GPUSYS_LI(l)] = gpusys_stream_part(in_len[GPUSYS_LI(l)]);
+	uint32_t in_stream = gpusys_lane_exscan(mask, part, off);
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	part[GPUSYS_LI(l)] = out_cap ? gpusys_stream_part(out_cap[GPUSYS_LI(l)]) : 0;
+	uint32_t out_stream = gpusys_lane_exscan(mask, part, off);
+	return in_stream > GPUSYS_PACKET_BYTES || out_stream > GPUSYS_PACKET_BYTES;
+}
+
 /* -------------------------------------------------------------- streams */
 
 /* Lane l's bytes beyond its inline slot form [off, off + part) of the
- * message's stream; packet k carries stream bytes [k*P, (k+1)*P). Copy this
- * lane's share of packet k in the given direction. */
-GPUSYS_FN void gpusys_stream_chunk(uint8_t *packet, uint32_t k, uint32_t off, uint32_t part, uint8_t *buf,
-				   int to_channel)
+ * message's stream; packet k carries stream bytes [k*P, (k+1)*P), P = pkt
+ * (the port's packet size, gpusys_port_stream). Copy this lane's share of
+ * packet k in the given direction. */
+GPUSYS_FN void gpusys_stream_chunk(uint8_t *packet, uint32_t pkt, uint32_t k, uint32_t off, uint32_t part,
+				   uint8_t *buf, int to_channel)
 {
-	uint64_t lo = (uint64_t)k * GPUSYS_PACKET_BYTES, hi = lo + GPUSYS_PACKET_BYTES;
+	uint64_t lo = (uint64_t)k * pkt, hi = lo + pkt;
 	uint64_t a = off > lo ? off : lo, b = (uint64_t)off + part < hi ? (uint64_t)off + part : hi;
 	if (a >= b)
 		return;
@@ -424,12 +463,12 @@ GPUSYS_FN void gpusys_stream_pieces(const struct gpusys_stream_spans *sp, uint8_
 	}
 }
 
-GPUSYS_FN void gpusys_stream_packet(uint64_t mask, uint8_t *packet, uint32_t k, const uint32_t *off,
+GPUSYS_FN void gpusys_stream_packet(uint64_t mask, uint8_t *packet, uint32_t pkt, uint32_t k, const uint32_t *off,
 				    const uint32_t *part, void *const *buf, uint32_t total, int to_channel)
 {
 	struct gpusys_stream_spans sp;
-	const uint32_t lo = k * GPUSYS_PACKET_BYTES;
-	const uint32_t bytes = total - lo < GPUSYS_PACKET_BYTES ? total - lo : GPUSYS_PACKET_BYTES;
+	const uint32_t lo = k * pkt;
+	const uint32_t bytes = total - lo < pkt ? total - lo : pkt;
 	const int on_stack = part[0] && __isLocal(buf[0]);
 	if (!__any_sync((unsigned)mask, on_stack)) {
 		gpusys_stream_spans_fill(mask, off[0], part[0], (uint8_t *)buf[0], &sp);
@@ -456,13 +495,13 @@ GPUSYS_FN void gpusys_stream_packet(uint64_t mask, uint8_t *packet, uint32_t k, 
 			     (b - lo + GPUSYS_STREAM_PIECE - 1) / GPUSYS_STREAM_PIECE, 1, 0);
 }
 #else
-GPUSYS_FN void gpusys_stream_packet(uint64_t mask, uint8_t *packet, uint32_t k, const uint32_t *off,
+GPUSYS_FN void gpusys_stream_packet(uint64_t mask, uint8_t *packet, uint32_t pkt, uint32_t k, const uint32_t *off,
 				    const uint32_t *part, void *const *buf, uint32_t total, int to_channel)
 {
 	(void)total;
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
-		gpusys_stream_chunk(packet, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)], (uint8_t *)buf[GPUSYS_LI(l)],
+		gpusys_stream_chunk(packet, pkt, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)], (uint8_t *)buf[GPUSYS_LI(l)],
 				    to_channel);
 	}
 }
@@ -590,7 +629,8 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	uint32_t part[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	uint32_t off[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
 	struct gpusys_port *port;
-	uint32_t p = 0, seq = 0, total, rcu = 0, slot = ~0u, sync = 0;
+	uint8_t *stream; /* where the port's stream packets go, pkt bytes each */
+	uint32_t p = 0, seq = 0, total, rcu = 0, slot = ~0u, sync = 0, pkt;
 	uint64_t ring = 0; /* leader: the doorbell stamp (gpusys_count_and_ring) */
 	uint64_t word, sw = 0;
 	int rc = 0;
@@ -614,7 +654,12 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	}
 	/* EMPTY: no lane sends or expects bytes, so len[] and aux[] stay
 	 * untouched and the daemon reads only our word. */
-	int empty = biggest == 0 && (!out_cap || gpusys_lane_max(mask, out_cap) == 0);
+	uint32_t cap_biggest = out_cap ? gpusys_lane_max(mask, out_cap) : 0;
+	int empty = biggest == 0 && cap_biggest == 0;
+	/* A large message streams through a window port (abi.h): 64 KiB an
+	 * exchange instead of 2 KiB. Synchronous calls only: window ports
+	 * are among those futures never hold. */
+	int window = !async && gpusys_wants_window(dev, mask, in_len, out_cap, biggest, cap_biggest);
 	word = gpusys_client_word(0, (flags & GPUSYS_REQ_NOREPLY ? GPUSYS_CW_NOREPLY : 0) | (empty ? GPUSYS_CW_EMPTY : 0),
 				  opcode, mask & 0xffffffffu);
 
@@ -632,7 +677,9 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 				sync = 1;
 			}
 		}
-		if (!async || sync || (flags & GPUSYS_REQ_NOREPLY))
+		if (window)
+			p = gpusys_port_lock_window(dev, &must_wait, &seq);
+		else if (!async || sync || (flags & GPUSYS_REQ_NOREPLY))
 			p = gpusys_port_lock(dev, &must_wait, &seq);
 		if (must_wait) {
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
@@ -674,14 +721,16 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	seq = gpusys_publish(dev, mask, p, seq, word, ring);
 	GPUSYS_RPC_TRACE(3);
 
-	/* Request stream: each further packet once the daemon took the last. */
-	for (uint32_t k = 0; k * GPUSYS_PACKET_BYTES < total; k++) {
+	/* Request stream: each further packet once the daemon took the last,
+	 * through the port's data or its window (gpusys_port_stream). */
+	stream = gpusys_port_stream(dev->ports, dev->windows, dev->num_ports, dev->num_windows, p, &pkt);
+	for (uint32_t k = 0; k * pkt < total; k++) {
 		if (gpusys_lane_is_leader(mask))
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
 		rc = (int)gpusys_lane_bcast_u32(mask, rcu);
 		if (rc)
 			goto unlock;
-		gpusys_stream_packet(mask, port->data, k, off, part, (void *const *)in, total, 1);
+		gpusys_stream_packet(mask, stream, pkt, k, off, part, (void *const *)in, total, 1);
 		seq = gpusys_publish(dev, mask, p, seq, word, 0);
 	}
 
@@ -743,8 +792,9 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 	const uint64_t mask = pd->mask;
 	const uint32_t p = pd->port;
 	const uint64_t word = pd->word;
-	uint32_t seq = pd->seq, total, rcu = 0;
+	uint32_t seq = pd->seq, total, rcu = 0, pkt;
 	struct gpusys_port *port = &dev->ports[p];
+	uint8_t *stream; /* where the port's stream packets go, pkt bytes each */
 	int owned = 0; /* the daemon has handed the port back to us (the leader's is used) */
 	uint64_t sw = 0;
 	int rc;
@@ -802,7 +852,8 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 	GPUSYS_RPC_TRACE(6);
 
 	/* Response stream: ask for each further packet, then read it. */
-	for (uint32_t k = 0; k * GPUSYS_PACKET_BYTES < total; k++) {
+	stream = gpusys_port_stream(dev->ports, dev->windows, dev->num_ports, dev->num_windows, p, &pkt);
+	for (uint32_t k = 0; k * pkt < total; k++) {
 		seq = gpusys_publish(dev, mask, p, seq, word, 0);
 		if (gpusys_lane_is_leader(mask)) {
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
@@ -812,7 +863,7 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 		if (rc)
 			goto unlock;
 		gpusys_lane_sync(mask);
-		gpusys_stream_packet(mask, port->data, k, off, part, out, total, 0);
+		gpusys_stream_packet(mask, stream, pkt, k, off, part, out, total, 0);
 	}
 
 unlock:

@@ -70,6 +70,8 @@ struct gpusys_callbacks {
 	volatile uint64_t *server_word;
 	struct gpusys_port *ports;
 	uint32_t num_ports;
+	uint8_t *windows; /* the last num_windows ports' stream packets (abi.h) */
+	uint32_t num_windows;
 
 	/* Private server state per port. */
 	uint16_t *seen;       /* the sequence we last acknowledged; workers write it */
@@ -199,14 +201,16 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	}
 	if (req_buf)
 		port_host_take_inline(port, mask, len, arg);
-	uint32_t chunks = port_host_packets_for(port_host_stream_layout(mask, len, off, part));
+	uint32_t pkt;
+	uint8_t *packet = port_host_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
+	uint32_t chunks = port_host_packets_for(port_host_stream_layout(mask, len, off, part), pkt);
 	for (uint32_t k = 0; k < chunks; k++) {
 		ack(cb, p, cs, 0, 0);
 		if (!wait_client(cb, p, &word))
 			goto out;
 		cs = GPUSYS_WORD_SEQ(word);
 		if (req_buf)
-			port_host_stream_copy(port->data, k, off, part, arg, 0);
+			port_host_stream_copy(packet, pkt, k, off, part, arg, 0);
 	}
 
 	/* The callback, once per lane. */
@@ -269,14 +273,14 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	chunks = 0;
 	if (!trivial) {
 		port_host_put_response(port, mask, res_len, lane_status, res);
-		chunks = port_host_packets_for(port_host_stream_layout(mask, res_len, off, part));
+		chunks = port_host_packets_for(port_host_stream_layout(mask, res_len, off, part), pkt);
 	}
 	ack(cb, p, cs, trivial ? GPUSYS_SW_TRIVIAL : 0, status);
 	for (uint32_t k = 0; k < chunks; k++) {
 		if (!wait_client(cb, p, &word))
 			goto out;
 		cs = GPUSYS_WORD_SEQ(word);
-		port_host_stream_copy(port->data, k, off, part, res, 1);
+		port_host_stream_copy(packet, pkt, k, off, part, res, 1);
 		ack(cb, p, cs, 0, 0);
 	}
 out:
@@ -576,6 +580,8 @@ int gpusys_callbacks_create(const struct gpusys_callbacks_opts *opts, struct gpu
 	cb->server_word = (volatile uint64_t *)(cb->base + l.server_word_offset);
 	cb->ports = (struct gpusys_port *)(cb->base + l.ports_offset);
 	cb->num_ports = ports;
+	cb->num_windows = l.num_windows;
+	cb->windows = l.num_windows ? cb->base + l.window_offset : NULL;
 	cb->seen = calloc(ports, sizeof(*cb->seen));
 	cb->claim = calloc(ports, sizeof(*cb->claim));
 	cb->queue = calloc(ports, sizeof(*cb->queue));

@@ -18,6 +18,8 @@ int gpusys_channel_check(const struct gpusys_channel_header *hdr, uint64_t mappe
 	struct gpusys_channel_layout l = gpusys_channel_layout(hdr->num_ports, hdr->bulk_bytes, 1);
 	if (hdr->client_word_offset != l.client_word_offset || hdr->server_word_offset != l.server_word_offset ||
 	    hdr->ports_offset != l.ports_offset || hdr->bulk_offset != l.bulk_offset ||
+	    hdr->window_offset != l.window_offset || hdr->num_windows != l.num_windows ||
+	    hdr->window_bytes != GPUSYS_WINDOW_BYTES ||
 	    hdr->bulk_offset + hdr->bulk_bytes > mapped_bytes || hdr->total_bytes > mapped_bytes ||
 	    l.bulk_offset + l.bulk_bytes > hdr->total_bytes)
 		return -EPROTO;
@@ -44,7 +46,8 @@ void gpusys_dev_fill(gpusys_dev_t *dev, void *base, const struct gpusys_channel_
 	dev->bulk_locks = 0;
 	dev->warp_futures = 0;
 	dev->warp_slots = 0;
-	dev->reserved_ = 0;
+	dev->num_windows = hdr->num_windows;
+	dev->windows = hdr->num_windows ? b + hdr->window_offset : 0;
 	dev->callbacks = 0;
 }
 

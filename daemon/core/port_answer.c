@@ -129,9 +129,12 @@ uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, struct por
 		port_host_put_response(port, call->lane_mask, call->resp_len, call->lane_status,
 				       (uint8_t *const *)call->resp_data);
 		/* Streamed only past a lane's inline slot. */
-		if (off && longest > GPUSYS_INLINE_BYTES)
-			chunks = port_host_packets_for(
-				port_host_stream_layout(call->lane_mask, call->resp_len, off, part));
+		if (off && longest > GPUSYS_INLINE_BYTES) {
+			uint32_t pkt;
+			port_host_stream(t->ports, t->windows, t->num_ports, t->num_windows, p, &pkt);
+			chunks = port_host_packets_for(port_host_stream_layout(call->lane_mask, call->resp_len, off, part),
+						       pkt);
+		}
 	}
 	port_ack(t, p, seq, trivial ? GPUSYS_SW_TRIVIAL : 0, call->status);
 	return chunks;

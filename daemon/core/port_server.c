@@ -54,6 +54,8 @@ int port_table_init(struct port_table *t, void *channel_base, uint32_t num_ports
 	t->client_word = (volatile uint64_t *)(base + l.client_word_offset);
 	t->server_word = (volatile uint64_t *)(base + l.server_word_offset);
 	t->ports = (struct gpusys_port *)(base + l.ports_offset);
+	t->num_windows = l.num_windows;
+	t->windows = l.num_windows ? base + l.window_offset : NULL;
 	/* Progress goes on from what the client has seen (a new channel:
 	 * zero): its gpusys_synchronize compares the sum with what it
 	 * submitted. Our own counts start at zero. */
@@ -359,7 +361,9 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 		 * next packets are not mistaken for a new request. */
 		port_state_set_phase(&t->state[p], PHASE_RECV);
 		t->state[p].chunk = 0;
-		t->state[p].chunks = port_host_packets_for(stream);
+		uint32_t pkt;
+		port_host_stream(t->ports, t->windows, t->num_ports, t->num_windows, p, &pkt);
+		t->state[p].chunks = port_host_packets_for(stream, pkt);
 		t->state[p].pending = pd;
 		port_ack(t, p, cs, 0, 0);
 		return PORT_STEP_DONE;
@@ -373,8 +377,11 @@ static enum port_step receive_packet(struct port_table *t, uint32_t p, uint32_t 
 	struct port_state *st = &t->state[p];
 	struct pending *pd = st->pending;
 
-	if (pd->call.status == 0)
-		port_host_stream_copy(t->ports[p].data, st->chunk, pd->off, pd->part, pd->call.data, 0);
+	if (pd->call.status == 0) {
+		uint32_t pkt;
+		uint8_t *packet = port_host_stream(t->ports, t->windows, t->num_ports, t->num_windows, p, &pkt);
+		port_host_stream_copy(packet, pkt, st->chunk, pd->off, pd->part, pd->call.data, 0);
+	}
 	if (++st->chunk < st->chunks) {
 		port_ack(t, p, cs, 0, 0);
 		return PORT_STEP_DONE;
@@ -387,8 +394,9 @@ static enum port_step send_packet(struct port_table *t, uint32_t p, uint32_t cs,
 	struct port_state *st = &t->state[p];
 	struct pending *pd = st->pending;
 
-	port_host_stream_copy(t->ports[p].data, st->chunk, pd->off, pd->part, (uint8_t *const *)pd->call.resp_data,
-			      1);
+	uint32_t pkt;
+	uint8_t *packet = port_host_stream(t->ports, t->windows, t->num_ports, t->num_windows, p, &pkt);
+	port_host_stream_copy(packet, pkt, st->chunk, pd->off, pd->part, (uint8_t *const *)pd->call.resp_data, 1);
 	if (++st->chunk == st->chunks) {
 		port_state_set_phase(st, PHASE_IDLE);
 		st->pending = NULL;

@@ -50,6 +50,8 @@ struct port_table {
 	volatile uint64_t *client_word;    /* shared, client-written */
 	volatile uint64_t *server_word;    /* shared, written here only */
 	struct gpusys_port *ports;         /* shared */
+	uint8_t *windows;                  /* shared: the last num_windows ports' stream packets */
+	uint32_t num_windows;
 	/* private: the sequence we last acknowledged. Atomic (relaxed) only
 	 * because every poller and the status report read it while the
 	 * claim holder writes it. */

@@ -15,6 +15,8 @@
  *   client_word  uint64_t[num_ports]  written by the client only
  *   server_word  uint64_t[num_ports]  written by the daemon only
  *   ports        struct gpusys_port[num_ports]
+ *   windows      GPUSYS_WINDOW_BYTES for each of the last num_windows ports
+ *                (gpusys_num_windows): their stream packets
  *   bulk         bulk_bytes of data area (large transfers; file I/O)
  *
  * Ownership of a port (after LLVM libc's GPU RPC): the client owns port p
@@ -34,10 +36,16 @@
  *   packet 0   the words, per-lane len[] and aux[] (unless the word's EMPTY /
  *              TRIVIAL flag says they are all zero), and each active lane's
  *              first GPUSYS_INLINE_BYTES bytes (its 64-byte slot of data[])
- *   packet k>0 (streaming) GPUSYS_PACKET_BYTES raw bytes of the "stream":
- *              the concatenation, in lane order, of every active lane's
- *              bytes beyond its first GPUSYS_INLINE_BYTES. Both sides derive
- *              the stream layout from the lens in packet 0.
+ *   packet k>0 (streaming) raw bytes of the "stream": the concatenation,
+ *              in lane order, of every active lane's bytes beyond its first
+ *              GPUSYS_INLINE_BYTES. Both sides derive the stream layout from
+ *              the lens in packet 0. A port's stream packets are its data[]
+ *              (GPUSYS_PACKET_BYTES each), or, for the last num_windows
+ *              ports, the port's window (GPUSYS_WINDOW_BYTES each): 32
+ *              times fewer exchanges for a large message. The port alone
+ *              decides which (gpusys_port_stream), so both sides agree
+ *              without a word about it; the client takes a window port for
+ *              a message whose stream is large.
  * Client -> daemon: the client writes a packet and bumps the sequence in its
  * word; the daemon consumes it and acknowledges by writing the same sequence
  * in its word (the port is the client's again), for the last request packet
@@ -53,7 +61,7 @@
  *
  * The daemon treats all of this memory as hostile: it reads the client word
  * once, copies a packet out before looking at it, keeps its own copy of its
- * sequence, and bounds every length (see daemon/port_server.c).
+ * sequence, and bounds every length (see daemon/core/port_server.c).
  */
 #ifndef GPUSYS_ABI_H
 #define GPUSYS_ABI_H
@@ -75,8 +83,10 @@
 
 #define GPUSYS_CHANNEL_MAGIC UINT32_C(0x53595347) /* "GSYS" little endian */
 /* 5: GPUSYS_SERVER_HANDOVER, GPUSYS_SW_ABORT, header.handle_gen_floor
- * (daemon restart, docs/RESTART.md). */
-#define GPUSYS_ABI_VERSION 5u
+ * (daemon restart, docs/RESTART.md).
+ * 6: stream windows (the last ports stream through 64 KiB windows, not
+ * their 2 KiB packets); header.window_offset, num_windows, window_bytes. */
+#define GPUSYS_ABI_VERSION 6u
 
 #define GPUSYS_WARP_LANES 32u     /* lanes per packet (one NVIDIA warp) */
 #define GPUSYS_SLOT_BYTES 64u     /* one lane's share of a packet */
@@ -87,6 +97,13 @@
 #define GPUSYS_MIN_PORTS 1u
 #define GPUSYS_PROGRESS_SLOTS 64u /* daemon threads that may complete requests */
 #define GPUSYS_PAGE_BYTES 4096u
+/* Stream windows: the last gpusys_num_windows(num_ports) ports stream
+ * through a window of this many bytes each. At most GPUSYS_MAX_WINDOWS (4
+ * MiB a channel), and never more than a quarter of the ports: the windows
+ * belong to ports that futures never hold (device/port_client.h), so a warp
+ * that waits for a window port waits only for calls that finish. */
+#define GPUSYS_WINDOW_BYTES (64u * 1024u)
+#define GPUSYS_MAX_WINDOWS 64u
 #define GPUSYS_HEADER_BYTES 8192u /* struct gpusys_channel_header, padded */
 
 /* Opcodes: 16 bits. 0..32767 belong to gpusysd, 32768..65535 to user
@@ -217,12 +234,16 @@ struct gpusys_channel_header {
 	uint64_t ports_offset;
 	uint64_t bulk_offset;
 	uint64_t bulk_bytes;
+	/* line 1: layout, continued */
+	uint64_t window_offset __attribute__((aligned(64)));
+	uint32_t num_windows;
+	uint32_t window_bytes;
 
-	/* line 1: written by the daemon only */
+	/* line 2: written by the daemon only */
 	volatile uint32_t server_state __attribute__((aligned(64)));
 	uint32_t client_id;
 	/* 1 while the daemon sleeps without a timer and waits to be woken
-	 * (daemon/poller.c). A host client (the emulator) that has just rung
+	 * (daemon/core/poller.c). A host client (the emulator) that has just rung
 	 * the doorbell then writes a byte to the wake descriptor it got with
 	 * the welcome (wire.h). Order, on both sides (Dekker): the client
 	 * stores the doorbell, full fence, loads dozing; the daemon stores
@@ -232,13 +253,13 @@ struct gpusys_channel_header {
 	 * client's doorbell with a stream memory operation instead. */
 	volatile uint32_t dozing;
 	/* The lowest handle generation this daemon has not handed out on this
-	 * channel (services/file/file_table.c): a daemon that adopts the
+	 * channel (daemon/core/handles.c): a daemon that adopts the
 	 * channel after a restart starts its handles there, so a handle of the
 	 * old daemon fails -EBADF instead of naming a new file. Only a hint
 	 * the client could spoil for itself. */
 	volatile uint32_t handle_gen_floor;
 
-	/* line 2: written by the client host library only */
+	/* line 3: written by the client host library only */
 	volatile uint32_t client_host_state __attribute__((aligned(64)));
 	uint32_t reserved_line2;
 	/* Until when (CLOCK_MONOTONIC, ns) the client may have kernels in flight
@@ -251,7 +272,7 @@ struct gpusys_channel_header {
 	 * costs CPU time or wake-up latency, never a lost request. */
 	volatile uint64_t active_until_ns;
 
-	/* line 3: written by the client only: its device code (or emulator),
+	/* line 4: written by the client only: its device code (or emulator),
 	 * and its host library when it wakes a sleeping daemon (bit 62).
 	 * Every packet stores a fresh value here (GPUSYS_RING_* below: a
 	 * request's first packet a growing stamp and its port, a stream
@@ -261,7 +282,7 @@ struct gpusys_channel_header {
 	 * differ from what it saw. */
 	volatile uint64_t doorbell __attribute__((aligned(64)));
 
-	/* lines 4..: requests completed, one word per daemon thread (single
+	/* lines 5..: requests completed, one word per daemon thread (single
 	 * writer each). Their sum is the progress value: when it reaches the
 	 * number of requests a client submitted, all of them are done. */
 	struct {
@@ -336,6 +357,8 @@ struct gpusys_channel_layout {
 	uint64_t client_word_offset;
 	uint64_t server_word_offset;
 	uint64_t ports_offset;
+	uint64_t window_offset;
+	uint32_t num_windows;
 	uint64_t bulk_offset;
 	uint64_t bulk_bytes;
 	uint64_t total_bytes;
@@ -344,6 +367,28 @@ struct gpusys_channel_layout {
 GPUSYS_ABI_FN uint64_t gpusys_align_up(uint64_t v, uint64_t a)
 {
 	return (v + a - 1) / a * a;
+}
+
+/* Stream windows a channel of num_ports ports has (the last ports'). */
+GPUSYS_ABI_FN uint32_t gpusys_num_windows(uint32_t num_ports)
+{
+	uint32_t n = num_ports / 4u;
+	return n < GPUSYS_MAX_WINDOWS ? n : GPUSYS_MAX_WINDOWS;
+}
+
+/* Where port p's stream packets go: its window (*ret_bytes =
+ * GPUSYS_WINDOW_BYTES) if it is one of the last num_windows ports, else its
+ * data[] (GPUSYS_PACKET_BYTES). windows: the channel's window area. */
+GPUSYS_ABI_FN uint8_t *gpusys_port_stream(struct gpusys_port *ports, uint8_t *windows, uint32_t num_ports,
+					  uint32_t num_windows, uint32_t p, uint32_t *ret_bytes)
+{
+	uint32_t first = num_ports - num_windows;
+	if (windows && num_windows && p >= first && p < num_ports) {
+		*ret_bytes = GPUSYS_WINDOW_BYTES;
+		return windows + (uint64_t)(p - first) * GPUSYS_WINDOW_BYTES;
+	}
+	*ret_bytes = GPUSYS_PACKET_BYTES;
+	return ports[p].data;
 }
 
 GPUSYS_ABI_FN struct gpusys_channel_layout gpusys_channel_layout(uint32_t num_ports, uint64_t bulk_bytes,
@@ -355,8 +400,10 @@ GPUSYS_ABI_FN struct gpusys_channel_layout gpusys_channel_layout(uint32_t num_po
 	l.client_word_offset = GPUSYS_HEADER_BYTES;
 	l.server_word_offset = l.client_word_offset + word_bytes;
 	l.ports_offset = l.server_word_offset + word_bytes;
-	l.bulk_offset = gpusys_align_up(l.ports_offset + (uint64_t)num_ports * sizeof(struct gpusys_port),
-					GPUSYS_PAGE_BYTES);
+	l.window_offset = gpusys_align_up(l.ports_offset + (uint64_t)num_ports * sizeof(struct gpusys_port),
+					  GPUSYS_PAGE_BYTES);
+	l.num_windows = gpusys_num_windows(num_ports);
+	l.bulk_offset = l.window_offset + (uint64_t)l.num_windows * GPUSYS_WINDOW_BYTES;
 	l.bulk_bytes = gpusys_align_up(bulk_bytes, GPUSYS_PAGE_BYTES);
 	l.total_bytes = gpusys_align_up(l.bulk_offset + l.bulk_bytes, granularity ? granularity : GPUSYS_PAGE_BYTES);
 	return l;
@@ -379,6 +426,9 @@ static inline void gpusys_channel_format(void *base, uint32_t num_ports, const s
 	h->ports_offset = l->ports_offset;
 	h->bulk_offset = l->bulk_offset;
 	h->bulk_bytes = l->bulk_bytes;
+	h->window_offset = l->window_offset;
+	h->num_windows = l->num_windows;
+	h->window_bytes = GPUSYS_WINDOW_BYTES;
 	h->client_id = client_id;
 	h->server_state = GPUSYS_SERVER_RUNNING;
 }

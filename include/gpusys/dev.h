@@ -43,7 +43,10 @@ typedef struct gpusys_dev {
 	 * every asynchronous call is then made synchronously). */
 	uint32_t *warp_futures;
 	uint32_t warp_slots;
-	uint32_t reserved_;
+	/* Stream windows (abi.h): the last num_windows ports stream through
+	 * windows[(p - (num_ports - num_windows)) * GPUSYS_WINDOW_BYTES]. */
+	uint32_t num_windows;
+	uint8_t *windows;                   /* shared (NULL: none) */
 	/* User host callbacks (include/gpusys/callback.h): the handle of the
 	 * client's own callback channel, served by libgpusys threads in the
 	 * client process (private memory; NULL: none, user opcodes fail with

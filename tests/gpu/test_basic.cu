@@ -2,7 +2,9 @@
 /*
  * GPU calls through the real gpusysd, for each channel memory kind: one
  * thread, a full warp, divergent lanes, a partial warp; NOOP and ECHO with
- * payloads below, at and above the 64-byte inline slot.
+ * payloads below, at and above the 64-byte inline slot; and streamed
+ * payloads (up to 64 KiB a lane, and 1 MiB from one lane) through the
+ * channel's window ports, one warp and one warp per SM at once.
  */
 #include "gpu_test.h"
 #include "gpusys/device.cuh"
@@ -104,6 +106,74 @@ static __global__ void k_ragged(gpusys_dev_t dev, struct result *r)
 	echo_check(dev, r, 3u * lane, 99u + lane);
 }
 
+/* Streamed echoes: lane lengths 0..max, boundary sizes first, then mixed;
+ * every third round the odd lanes sit out (a partial mask). Buffers in
+ * global memory, 2 x max a thread. Every byte checked. */
+static __global__ void k_streams(gpusys_dev_t dev, struct result *r, uint8_t *bufs, uint32_t max, int iters)
+{
+	const uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x % 32u;
+	uint8_t *in = bufs + (size_t)tid * 2 * max, *out = in + max;
+	const uint32_t edges[] = { 0, 1, 63, 64, 65, 2047, 2048, 2049, max - 1, max };
+	for (int i = 0; i < iters; i++) {
+		if (i % 3 == 2 && (lane & 1))
+			continue;
+		uint32_t len = i < 10 ? edges[(i + lane) % 10] : (lane * 2654435761u + (uint32_t)i * 40503u + blockIdx.x) % (max + 1);
+		fill(in, len, tid + 977u * (uint32_t)i);
+		uint32_t got = 0xffffffffu;
+		int rc = gpusys_echo(dev, in, len, out, max, &got);
+		atomicAdd(&r->calls, 1u);
+		if (rc) {
+			report(r, rc);
+			return;
+		}
+		if (got != len) {
+			report(r, 1000000 + (int)got);
+			return;
+		}
+		for (uint32_t k = 0; k < len; k++)
+			if (out[k] != in[k]) {
+				report(r, 2000000 + (int)k);
+				return;
+			}
+	}
+}
+
+static void run_streams(gpusys_t *g, uint32_t kind)
+{
+	gpusys_dev_t dev = gpusys_device(g);
+	cudaDeviceProp prop;
+	GT_CUDA(cudaGetDeviceProperties(&prop, 0));
+	struct {
+		const char *name;
+		int grid;
+		uint32_t max;
+		int iters;
+	} cases[] = {
+		{ "one warp, lanes of 0..64 KiB", 1, 64u * 1024u + 65u, 14 },
+		{ "one warp per SM, lanes of 0..8 KiB", prop.multiProcessorCount, 8192u, 14 },
+		{ "one lane of 1 MiB", 1, GPUSYS_MAX_LANE_PAYLOAD, 2 },
+	};
+	struct result *r, h;
+	GT_CUDA(cudaMalloc(&r, sizeof(*r)));
+	for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		int block = c == 2 ? 1 : 32;
+		uint8_t *bufs;
+		GT_CUDA(cudaMalloc(&bufs, (size_t)cases[c].grid * block * 2 * cases[c].max));
+		GT_CUDA(cudaMemset(r, 0, sizeof(*r)));
+		k_streams<<<cases[c].grid, block>>>(dev, r, bufs, cases[c].max, cases[c].iters);
+		GT_CUDA(cudaGetLastError());
+		int rc = gpusys_synchronize(g, NULL, 60000);
+		GT_CHECK(rc == 0, "%s (%s): gpusys_synchronize: %s", cases[c].name, gt_kind_name(kind), gpusys_strerror(rc));
+		GT_CUDA(cudaMemcpy(&h, r, sizeof(h), cudaMemcpyDeviceToHost));
+		GT_CHECK(h.errors == 0, "%s (%s): %u errors, first rc %d at thread %u", cases[c].name, gt_kind_name(kind),
+			 h.errors, h.first_rc, h.first_tid);
+		GT_CHECK(h.calls > 0, "%s: no call made", cases[c].name);
+		printf("ok streams, %s (%s): %u lane calls\n", cases[c].name, gt_kind_name(kind), h.calls);
+		GT_CUDA(cudaFree(bufs));
+	}
+	GT_CUDA(cudaFree(r));
+}
+
 static void run(uint32_t kind)
 {
 	gpusys_t *g = gt_attach(1u << kind, 0);
@@ -157,6 +227,7 @@ static void run(uint32_t kind)
 		       (unsigned long long)(gpusys_progress(g) - before));
 	}
 	GT_CUDA(cudaFree(r));
+	run_streams(g, kind);
 	gpusys_detach(g);
 }
 

@@ -36,6 +36,13 @@ static const uint32_t boundary_sizes[] = {
 	GPUSYS_PACKET_BYTES - 1, GPUSYS_PACKET_BYTES, GPUSYS_PACKET_BYTES + 1, 3 * GPUSYS_PACKET_BYTES + 17,
 };
 
+/* Around a window's packet (abi.h): lanes of these sizes stream through a
+ * window port, one packet's worth of stream and one byte either side. */
+static const uint32_t window_sizes[] = {
+	GPUSYS_WINDOW_BYTES + GPUSYS_INLINE_BYTES - 1, GPUSYS_WINDOW_BYTES + GPUSYS_INLINE_BYTES,
+	GPUSYS_WINDOW_BYTES + GPUSYS_INLINE_BYTES + 1,
+};
+
 /* One echo from one emulated warp; every byte of every active lane checked,
  * and bytes past the echoed length left untouched. */
 static void echo_and_check(const gpusys_dev_t *dev, uint64_t mask, const uint32_t *len, uint64_t *rng)
@@ -96,6 +103,16 @@ static void test_echo_boundary_sizes(void **state)
 			len[l] = boundary_sizes[(l + m) % (sizeof(boundary_sizes) / sizeof(boundary_sizes[0]))];
 		echo_and_check(dev, masks[m], len, &rng);
 	}
+	/* Window packets: one lane and two at each size; every lane once
+	 * (2 MiB a message: more would only cost the sanitizer builds time). */
+	const uint64_t wmasks[] = { 1, 0x80000001u };
+	for (size_t m = 0; m < sizeof(wmasks) / sizeof(wmasks[0]); m++)
+		for (size_t z = 0; z < sizeof(window_sizes) / sizeof(window_sizes[0]); z++) {
+			for (int l = 0; l < 32; l++)
+				len[l] = window_sizes[z];
+			echo_and_check(dev, wmasks[m], len, &rng);
+		}
+	echo_and_check(dev, 0xffffffffu, len, &rng);
 	/* 1 MiB, the protocol maximum, from one lane and from three */
 	for (int l = 0; l < 32; l++)
 		len[l] = GPUSYS_MAX_LANE_PAYLOAD;
@@ -343,14 +360,16 @@ static void test_doorbell_names_port(void **state)
 	}
 
 	/* A request that streams: its later packets ring with port, sequence
-	 * and the top bit. */
+	 * and the top bit. It streams more than a packet, so it takes a
+	 * window port (abi.h): of 16 ports the last 4, from the warp's hint. */
 	uint32_t len[GPUSYS_WARP_LANES] = { [0] = 3 * GPUSYS_PACKET_BYTES };
 	uint64_t rng = 7;
 	gpusys_emu_set_warp(9);
 	echo_and_check(dev, 1, len, &rng);
 	uint64_t ring = dev->hdr->doorbell;
 	assert_true(ring & GPUSYS_RING_STREAM);
-	assert_int_equal(gpusys_ring_port(ring), 9);
+	assert_int_equal(gpusys_num_windows(16), 4);
+	assert_int_equal(gpusys_ring_port(ring), 12 + 9 % 4);
 
 	/* The host library's wake names none; nor does a scribbled value past
 	 * the port field's range (the daemon bounds it by its ports). */
@@ -358,6 +377,80 @@ static void test_doorbell_names_port(void **state)
 	assert_true(gpusys_ring_port(GPUSYS_RING_STREAM | (UINT64_C(0x7fffffff) << 32)) >= GPUSYS_MAX_PORTS);
 	assert_int_equal(gpusys_ring_port(GPUSYS_RING_STAMP(UINT64_MAX)), 0);
 
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+}
+
+/* Large messages stream through the window ports (abi.h): the last
+ * num_windows ports, 64 KiB an exchange. A 32-lane echo of 64 KiB a lane
+ * takes a window port and moves 2 MiB each way in 33 exchanges, not 1024;
+ * its last request packet is in the window, not in the port's data; calls
+ * that stream one packet or less keep the warp's own port. */
+static void test_window_streams(void **state)
+{
+	(void)state;
+	uint64_t rng = 99;
+	struct inproc *s = inproc_start(16, 1);
+	struct gpusys_emu *emu;
+	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
+	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
+	const struct gpusys_channel_header *h = dev->hdr;
+	assert_int_equal(h->num_windows, 4);
+	assert_int_equal(h->window_bytes, GPUSYS_WINDOW_BYTES);
+	assert_true(h->window_offset >= h->ports_offset + 16 * sizeof(struct gpusys_port));
+	assert_int_equal(h->bulk_offset, h->window_offset + 4 * GPUSYS_WINDOW_BYTES);
+
+	uint32_t len[GPUSYS_WARP_LANES];
+	for (int l = 0; l < 32; l++)
+		len[l] = 64 * 1024;
+	gpusys_emu_set_warp(2);
+	echo_and_check(dev, 0xffffffffu, len, &rng);
+	uint64_t ring = dev->hdr->doorbell;
+	uint32_t p = gpusys_ring_port(ring);
+	assert_int_equal(p, 12 + 2);
+	/* Its exchanges: packet 0, then the stream (32 x 65472 bytes) in
+	 * 64 KiB packets each way; 2 KiB packets would take 1023 each way. */
+	const uint32_t stream = 32u * (64u * 1024u - GPUSYS_INLINE_BYTES);
+	const uint32_t packets = (stream + GPUSYS_WINDOW_BYTES - 1) / GPUSYS_WINDOW_BYTES;
+	assert_int_equal(packets, 32);
+	assert_int_equal(GPUSYS_WORD_SEQ(dev->server_word[p]), 1 + 2 * packets);
+	/* The window held the response's last packet (the stream's tail):
+	 * lane 31's last bytes, which echo_and_check compared with what it
+	 * sent; here only that the window, not data[], carried them. */
+	const uint8_t *win = (const uint8_t *)h + h->window_offset + 2 * GPUSYS_WINDOW_BYTES;
+	uint32_t tail = stream % GPUSYS_WINDOW_BYTES;
+	int nonzero = 0;
+	for (uint32_t i = 0; i < (tail ? tail : GPUSYS_WINDOW_BYTES); i++)
+		nonzero |= win[i];
+	assert_true(nonzero);
+
+	assert_int_equal(gpusys_emu_synchronize(emu, 5000), 0);
+	assert_int_equal(gpusys_channel_progress(dev->hdr), gpusys_emu_submitted(emu));
+
+	/* One packet's stream or less: the warp's own port (hint 5). */
+	for (int l = 0; l < 32; l++)
+		len[l] = l == 0 ? GPUSYS_PACKET_BYTES : 0;
+	gpusys_emu_set_warp(5);
+	echo_and_check(dev, 0xffffffffu, len, &rng);
+	assert_int_equal(gpusys_ring_port(dev->hdr->doorbell), 5);
+
+	/* A capacity alone can ask for a window: the answer may be large. */
+	for (int l = 0; l < 32; l++)
+		len[l] = 125; /* streams 32 x 61 bytes, fewer than a packet's */
+	gpusys_emu_set_warp(7);
+	echo_and_check(dev, 0xffffffffu, len, &rng); /* caps of 133 a lane: 32 x 69 > 2 KiB */
+	assert_int_equal(gpusys_ring_port(dev->hdr->doorbell), 12 + 7 % 4);
+
+	/* Too few ports for windows: streams as before. */
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+	s = inproc_start(3, 1);
+	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
+	dev = gpusys_emu_dev(emu);
+	assert_int_equal(dev->hdr->num_windows, 0);
+	for (int l = 0; l < 32; l++)
+		len[l] = 3 * GPUSYS_PACKET_BYTES + 5;
+	echo_and_check(dev, 0x00ff00ffu, len, &rng);
 	gpusys_emu_close(emu);
 	inproc_stop(s);
 }
@@ -370,6 +463,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_scribbled_channel),
 		cmocka_unit_test(test_doorbell_names_port),
+		cmocka_unit_test(test_window_streams),
 	};
 	return cmocka_run_group_tests_name("proto", tests, NULL, NULL);
 }
