@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ static long now_ms(void)
 struct reader {
 	int fd;
 	int delay_ms;
+	atomic_int *go; /* when set: read only once this is nonzero (after delay_ms) */
 	char *buf;
 	size_t len, cap;
 };
@@ -46,6 +48,8 @@ static void *reader_main(void *p)
 {
 	struct reader *r = p;
 	usleep((useconds_t)r->delay_ms * 1000);
+	while (r->go && !atomic_load(r->go))
+		usleep(1000);
 	for (;;) {
 		if (r->len == r->cap)
 			r->buf = realloc(r->buf, r->cap = r->cap ? r->cap * 2 : 1 << 20);
@@ -64,6 +68,7 @@ struct warp {
 	const gpusys_dev_t *dev;
 	uint32_t w;
 	int bad;
+	atomic_int *done; /* counts warps that have printed all their lines */
 };
 
 static void *warp_main(void *p)
@@ -85,6 +90,7 @@ static void *warp_main(void *p)
 			if (ret[l] <= 0)
 				a->bad++;
 	}
+	atomic_fetch_add(a->done, 1);
 	return NULL;
 }
 
@@ -100,20 +106,33 @@ static void test_backpressure(void **state)
 	close(p[1]); /* the service has its own */
 	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
 
-	struct reader r = { .fd = p[0], .delay_ms = 300 };
+	/* Nothing reads until the service has refused a line as full (or
+	 * the warps are done, which they cannot be without a refusal while the
+	 * pipe and a 4 KiB buffer hold all there is): a fixed delay missed the
+	 * refusal on a loaded machine, where the warps took longer than it to
+	 * fill the pipe. */
+	atomic_int go = 0;
+	atomic_int done = 0;
+	struct reader r = { .fd = p[0], .go = &go };
 	pthread_t rt, th[WARPS];
 	struct warp wa[WARPS];
 	pthread_create(&rt, NULL, reader_main, &r);
 	for (uint32_t w = 0; w < WARPS; w++) {
-		wa[w] = (struct warp){ gpusys_emu_dev(emu), w, 0 };
+		wa[w] = (struct warp){ gpusys_emu_dev(emu), w, 0, &done };
 		pthread_create(&th[w], NULL, warp_main, &wa[w]);
 	}
+	struct print_stats st;
+	for (long t0 = now_ms(); now_ms() - t0 < 60000 && atomic_load(&done) < WARPS; usleep(1000)) {
+		print_client_stats(inproc_state(s, &service_print), &st);
+		if (st.again > 0)
+			break;
+	}
+	atomic_store(&go, 1);
 	for (uint32_t w = 0; w < WARPS; w++) {
 		pthread_join(th[w], NULL);
 		assert_int_equal(wa[w].bad, 0);
 	}
 	assert_int_equal(gpusys_emu_print_flush(gpusys_emu_dev(emu)), 0);
-	struct print_stats st;
 	print_client_stats(inproc_state(s, &service_print), &st);
 	fprintf(stderr, "%llu lines, %llu bytes, %llu refused as full (-EAGAIN) and retried\n",
 		(unsigned long long)st.lines, (unsigned long long)st.bytes, (unsigned long long)st.again);
@@ -232,6 +251,7 @@ static void test_fini_stuck_writer(void **state)
 	struct gpusys_emu *emu;
 
 	signal(SIGPIPE, SIG_IGN);
+	print_set_buffer_limit(4u << 20); /* the default, whatever a failed test left */
 	assert_int_equal(pipe(p), 0);
 	struct inproc *s = inproc_start_fds(1, 1, p[1], -1);
 	close(p[1]);
