@@ -63,7 +63,7 @@ ssize_t file_io_call(const struct client *peer, int fd, int oflags, void *buf, s
  * descriptor if it is, else a second one opened through /proc/self/fd as the
  * client (this runs with its credentials), so a client that may not read the
  * file gets none (-1), and its writes go through write(2). */
-static int rw_descriptor(const struct file_entry *e)
+static int rw_descriptor(const struct handle_entry *e)
 {
 	if ((e->oflags & O_ACCMODE) == O_RDWR)
 		return e->fd;
@@ -75,7 +75,7 @@ static int rw_descriptor(const struct file_entry *e)
 /* A bulk transfer of an open file: in parallel for large transfers of
  * regular files, else as one read/write loop. off < 0: the current position
  * (which then moves). */
-int64_t file_bulk_transfer(const struct client *peer, struct file_entry *e, bool write_op, uint8_t *buf,
+int64_t file_bulk_transfer(const struct client *peer, struct handle_entry *e, bool write_op, uint8_t *buf,
 			     int64_t off, uint64_t len)
 {
 	struct stat st;

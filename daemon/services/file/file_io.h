@@ -7,7 +7,7 @@
 #include <sys/types.h>
 
 #include "core/client.h"
-#include "services/file/file_table.h"
+#include "core/handles.h"
 
 /* Whether a descriptor opened with oflags blocks (the client's view). */
 bool file_wants_block(int oflags);
@@ -20,7 +20,7 @@ ssize_t file_io_call(const struct client *peer, int fd, int oflags, void *buf, s
 /* A bulk transfer of an open file: in parallel for large transfers of
  * regular files, else as one read/write loop. off < 0: the current position
  * (which then moves). Bytes moved, or -errno when none were. */
-int64_t file_bulk_transfer(const struct client *peer, struct file_entry *e, bool write_op, uint8_t *buf,
+int64_t file_bulk_transfer(const struct client *peer, struct handle_entry *e, bool write_op, uint8_t *buf,
 			   int64_t off, uint64_t len);
 
 #endif

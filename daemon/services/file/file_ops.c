@@ -47,7 +47,7 @@ static void fill_stat(struct gpusys_stat *g, const struct stat *st)
 struct fd_ref {
 	int fd;
 	int oflags;
-	struct file_entry *e;
+	struct handle_entry *e;
 };
 
 static int ref_get(struct file_client *fc, int32_t h, bool std_ok, struct fd_ref *r)
@@ -63,7 +63,7 @@ static int ref_get(struct file_client *fc, int32_t h, bool std_ok, struct fd_ref
 		r->oflags = fl < 0 ? 0 : fl;
 		return 0;
 	}
-	r->e = file_table_get(fc->ft, h, FILE_KIND_FILE);
+	r->e = handle_table_get(fc->ht, h, HANDLE_KIND_FILE);
 	if (!r->e)
 		return -EBADF;
 	r->fd = r->e->fd;
@@ -74,9 +74,18 @@ static int ref_get(struct file_client *fc, int32_t h, bool std_ok, struct fd_ref
 static void ref_put(struct file_client *fc, struct fd_ref *r)
 {
 	if (r->e)
-		file_table_put(fc->ft, r->e);
+		handle_table_put(fc->ht, r->e);
 }
 
+/* A directory's entry holds its DIR, which owns the descriptor: the table
+ * lets it go with closedir. */
+static void dir_release(int fd, void *obj)
+{
+	(void)fd;
+	closedir(obj);
+}
+
+static const struct handle_entry_ops dir_entry_ops = { .release = dir_release };
 
 int file_op_open(const struct file_lane *l)
 {
@@ -109,7 +118,8 @@ int file_op_open(const struct file_lane *l)
 		close(fd);
 		return r;
 	}
-	r = file_table_insert(l->fc->ft, fd, dir ? FILE_KIND_DIR : FILE_KIND_FILE, flags, dir);
+	r = dir ? handle_table_insert_obj(l->fc->ht, fd, HANDLE_KIND_DIR, flags, dir, &dir_entry_ops)
+		: handle_table_insert(l->fc->ht, fd, HANDLE_KIND_FILE, flags);
 	if (r < 0) {
 		if (dir)
 			closedir(dir);
@@ -130,12 +140,12 @@ int file_op_close(const struct file_lane *l)
 {
 	if (l->q.handle == GPUSYS_FILE_STDOUT || l->q.handle == GPUSYS_FILE_STDERR)
 		return 0; /* the client's own; nothing of ours to close */
-	return file_table_close_any(l->fc->ft, l->q.handle); /* a file or a socket: one handle space */
+	return handle_table_close_any(l->fc->ht, l->q.handle); /* a file or a socket: one handle space */
 }
 
 int file_op_closedir(const struct file_lane *l)
 {
-	return file_table_close(l->fc->ft, l->q.handle, FILE_KIND_DIR);
+	return handle_table_close(l->fc->ht, l->q.handle, HANDLE_KIND_DIR);
 }
 
 int file_op_read(const struct file_lane *l)
@@ -344,18 +354,18 @@ int file_op_rename(const struct file_lane *l)
 
 int file_op_readdir(const struct file_lane *l)
 {
-	struct file_entry *e = file_table_get(l->fc->ft, l->q.handle, FILE_KIND_DIR);
+	struct handle_entry *e = handle_table_get(l->fc->ht, l->q.handle, HANDLE_KIND_DIR);
 	int r;
 
 	if (!e)
 		return -EBADF;
 	if (l->room < sizeof(struct gpusys_dirent)) {
-		file_table_put(l->fc->ft, e);
+		handle_table_put(l->fc->ht, e);
 		return -EMSGSIZE;
 	}
-	pthread_mutex_lock(&e->dir_lock);
+	pthread_mutex_lock(&e->obj_lock);
 	errno = 0;
-	struct dirent *de = readdir(e->dir);
+	struct dirent *de = readdir(e->obj); /* the DIR of file_op_open */
 	r = de ? 0 : -errno;
 	if (de) {
 		struct gpusys_dirent g;
@@ -368,8 +378,8 @@ int file_op_readdir(const struct file_lane *l)
 		memcpy(l->out, &g, sizeof(g));
 		*l->out_len = sizeof(g);
 	}
-	pthread_mutex_unlock(&e->dir_lock);
-	file_table_put(l->fc->ft, e);
+	pthread_mutex_unlock(&e->obj_lock);
+	handle_table_put(l->fc->ht, e);
 	return r;
 }
 
@@ -394,10 +404,10 @@ int file_op_bulk(const struct file_lane *l)
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		n = file_bulk_transfer(peer, ref.e, w, buf, q->offset, q->count);
 		if (n > 0)
-			file_entry_count_bulk(ref.e, w, (uint64_t)n,
-					      (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+			handle_entry_count_bulk(ref.e, w, (uint64_t)n,
+						(uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
 	} else {
-		struct file_entry tmp = { .fd = ref.fd, .oflags = ref.oflags };
+		struct handle_entry tmp = { .fd = ref.fd, .oflags = ref.oflags };
 		n = file_bulk_transfer(peer, &tmp, w, buf, q->offset, q->count);
 	}
 	ref_put(l->fc, &ref);

@@ -11,11 +11,11 @@
 #include <stdint.h>
 
 #include "core/client.h"
+#include "core/handles.h"
 #include "gpusys/file.h"
-#include "services/file/file_table.h"
 
 struct file_client {
-	struct file_table *ft;
+	struct handle_table *ht;
 	const struct client *c;
 };
 

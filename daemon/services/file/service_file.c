@@ -2,7 +2,7 @@
 /*
  * The file service (include/gpusys/file.h): POSIX file calls on behalf of a
  * client, on the worker pool, as the client (util/creds.h), on its own
- * handle table (file_table.c). One function per call (file_ops.c); this
+ * handle table (core/handles.h, shared with sockets). One function per call (file_ops.c); this
  * file is the service's descriptor and the driver every call shares.
  *
  * Each request is served lane by lane in lane order, so the lanes of one
@@ -22,10 +22,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/handles.h"
 #include "core/service.h"
 #include "services/file/file_ops.h"
 #include "services/file/file_paths.h"
-#include "services/file/file_table.h"
 #include "services/file/service_file.h"
 #include "util/parallel_io.h"
 
@@ -49,7 +49,7 @@ static const struct config_key settings[] = {
 
 static int file_start(const struct service_env *env)
 {
-	file_table_set_max((uint32_t)config_value(env->cfg, "max_handles_per_client"));
+	handle_table_set_max((uint32_t)config_value(env->cfg, "max_handles_per_client"));
 	struct parallel_io_config io = {
 		.threads = (unsigned)config_value(env->cfg, "file_io_threads"),
 		.chunk = config_value(env->cfg, "file_io_chunk"),
@@ -69,8 +69,8 @@ static int file_client_init(const struct client *c, void **ret_state)
 	if (!fc)
 		return -ENOMEM;
 	/* One handle space with the socket service: the same table. */
-	fc->ft = file_table_acquire(c);
-	if (!fc->ft) {
+	fc->ht = handle_table_acquire(c);
+	if (!fc->ht) {
 		free(fc);
 		return -ENOMEM;
 	}
@@ -83,7 +83,7 @@ static void file_client_transfers(void *state, uint64_t since_ns,
 				  void (*emit)(void *arg, const struct service_transfer *t), void *arg)
 {
 	struct file_client *fc = state;
-	file_table_transfers(fc->ft, since_ns, emit, arg);
+	handle_table_transfers(fc->ht, since_ns, emit, arg);
 }
 
 static void file_client_fini(const struct client *c, void *state)
@@ -92,7 +92,7 @@ static void file_client_fini(const struct client *c, void *state)
 	(void)c;
 	if (!fc)
 		return;
-	file_table_release(fc->ft); /* the last of file and socket closes them all */
+	handle_table_release(fc->ht); /* the last of file and socket closes them all */
 	free(fc);
 }
 

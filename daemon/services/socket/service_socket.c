@@ -46,9 +46,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/handles.h"
 #include "core/service.h"
 #include "gpusys/socket.h"
-#include "services/file/file_table.h"
 #include "services/socket/service_socket.h"
 #include "services/socket/sock_obj.h"
 #include "services/socket/sock_policy.h"
@@ -109,7 +109,7 @@ struct sock_lane {
 	uint32_t body_len;
 	const uint8_t *addr;   /* address argument (in the request) */
 	uint32_t addr_len;
-	struct file_entry *e;  /* with a reference while the lane works */
+	struct handle_entry *e;  /* with a reference while the lane works */
 	struct sock *s;
 	uint8_t *out;          /* response room */
 	uint32_t room;
@@ -119,7 +119,7 @@ struct sock_lane {
 	uint64_t deadline_ns;  /* CLOCK_MONOTONIC; 0: none */
 	struct event *ev;      /* the descriptor (or, for a poll, the timer) */
 	struct event **pev;    /* POLL: one persistent event per descriptor */
-	struct file_entry **pe;
+	struct handle_entry **pe;
 	struct pollfd *pfd;
 	uint32_t npoll;
 	struct dns_ticket *dns;
@@ -146,12 +146,12 @@ struct resp_head {
 
 struct sock_client {
 	const struct client *c;
-	struct file_table *ft;
+	struct handle_table *ht;
 };
 
 /* ------------------------------------------------------ socket objects */
 
-static void sock_closed(struct file_entry *e)
+static void sock_closed(struct handle_entry *e)
 {
 	struct sock *s = e->obj;
 	pthread_mutex_lock(&s->lock);
@@ -174,7 +174,7 @@ static void sock_release(int fd, void *obj)
 	}
 }
 
-static const struct file_entry_ops sock_entry_ops = { .closed = sock_closed, .release = sock_release };
+static const struct handle_entry_ops sock_entry_ops = { .closed = sock_closed, .release = sock_release };
 
 static struct sock *sock_new(int domain, int type, bool nonblock)
 {
@@ -192,7 +192,7 @@ static struct sock *sock_new(int domain, int type, bool nonblock)
 static int sock_insert(struct sock_client *cl, int fd, int domain, int type, bool nonblock)
 {
 	struct sock *s = sock_new(domain, type, nonblock);
-	int h = s ? file_table_insert_obj(cl->ft, fd, FILE_KIND_SOCKET, 0, s, &sock_entry_ops) : -ENOMEM;
+	int h = s ? handle_table_insert_obj(cl->ht, fd, HANDLE_KIND_SOCKET, 0, s, &sock_entry_ops) : -ENOMEM;
 	if (h < 0)
 		sock_release(fd, s);
 	return h;
@@ -671,14 +671,14 @@ static void lane_unwatch(struct sock_lane *l)
 /* Let go of the lane's descriptors (any thread; after lane_unlist). */
 static void lane_unref(struct sock_lane *l)
 {
-	struct file_table *ft = l->sc->cl->ft;
+	struct handle_table *ht = l->sc->cl->ht;
 	if (l->e)
-		file_table_put(ft, l->e);
+		handle_table_put(ht, l->e);
 	l->e = NULL;
 	l->s = NULL;
 	for (uint32_t i = 0; l->pe && i < l->npoll; i++)
 		if (l->pe[i])
-			file_table_put(ft, l->pe[i]);
+			handle_table_put(ht, l->pe[i]);
 	free(l->pe);
 	free(l->pfd);
 	l->pe = NULL;
@@ -1231,9 +1231,9 @@ static int first_poll(struct sock_lane *l)
 	for (uint32_t i = 0; i < n; i++) {
 		struct gpusys_pollfd p;
 		memcpy(&p, l->body + i * sizeof(p), sizeof(p));
-		l->pe[i] = file_table_get(l->sc->cl->ft, p.handle, FILE_KIND_SOCKET);
+		l->pe[i] = handle_table_get(l->sc->cl->ht, p.handle, HANDLE_KIND_SOCKET);
 		if (!l->pe[i])
-			l->pe[i] = file_table_get(l->sc->cl->ft, p.handle, FILE_KIND_FILE);
+			l->pe[i] = handle_table_get(l->sc->cl->ht, p.handle, HANDLE_KIND_FILE);
 		l->pfd[i].fd = l->pe[i] ? l->pe[i]->fd : -1; /* poll(2) skips negative descriptors */
 		l->pfd[i].events = p.events;
 	}
@@ -1324,7 +1324,7 @@ static int lane_first(struct sock_lane *l)
 	case GPUSYS_OP_SOCK_SOCKET:
 		return first_socket(l);
 	case GPUSYS_OP_SOCK_CLOSE:
-		return file_table_close_any(cl->ft, l->q.handle);
+		return handle_table_close_any(cl->ht, l->q.handle);
 	case GPUSYS_OP_SOCK_BIND: {
 		if (!l->addr_len)
 			return -EINVAL;
@@ -1432,11 +1432,11 @@ static int lane_parse(struct sock_call *sc, unsigned i, struct sock_lane *l)
 	l->body = body;
 	l->body_len = n;
 	if (op_needs_socket(op)) {
-		l->e = file_table_get(sc->cl->ft, l->q.handle, FILE_KIND_SOCKET);
+		l->e = handle_table_get(sc->cl->ht, l->q.handle, HANDLE_KIND_SOCKET);
 		if (!l->e) {
-			struct file_entry *f = file_table_get(sc->cl->ft, l->q.handle, FILE_KIND_FILE);
+			struct handle_entry *f = handle_table_get(sc->cl->ht, l->q.handle, HANDLE_KIND_FILE);
 			if (f)
-				file_table_put(sc->cl->ft, f);
+				handle_table_put(sc->cl->ht, f);
 			return f ? -ENOTSOCK : -EBADF;
 		}
 		l->s = l->e->obj;
@@ -1615,8 +1615,8 @@ static int socket_client_init(const struct client *c, void **ret_state)
 	if (!cl)
 		return -ENOMEM;
 	cl->c = c;
-	cl->ft = file_table_acquire(c);
-	if (!cl->ft) {
+	cl->ht = handle_table_acquire(c);
+	if (!cl->ht) {
 		free(cl);
 		return -ENOMEM;
 	}
@@ -1630,7 +1630,7 @@ static void socket_client_fini(const struct client *c, void *state)
 	(void)c;
 	if (!cl)
 		return;
-	file_table_release(cl->ft); /* the last of files and sockets closes them all */
+	handle_table_release(cl->ht); /* the last of files and sockets closes them all */
 	free(cl);
 }
 

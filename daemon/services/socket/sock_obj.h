@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A client's socket as the socket service keeps it: the descriptor lives in
- * the client's handle table (services/file/file_table.h, kind
- * FILE_KIND_SOCKET, shared with files); this object is the entry's obj and
+ * the client's handle table (core/handles.h, kind HANDLE_KIND_SOCKET,
+ * shared with files); this object is the entry's obj and
  * holds what the descriptor cannot: the waiting behaviour the client asked
  * for (the daemon's descriptor is always non-blocking) and the lanes that
  * wait on it, so a close wakes them.
