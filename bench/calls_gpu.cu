@@ -482,7 +482,7 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 	/* Streams: 32 lanes x n bytes each way, daemon ECHO against a bytes
 	 * callback that echoes; one warp, then one warp on every SM at once.
 	 * GB/s each way: 32 x n bytes go out and come back per call. Floors
-	 * (../shared/README.md, reference/stream_floor.cu, H100): one warp's
+	 * (the shared notes' reference/stream_floor.cu, H100): one warp's
 	 * naive round trip through pinned memory 1,495 us for 32 x 64 KiB
 	 * (1.40 GB/s each way) and 102 us for 32 x 4 KiB. */
 	int sms = 0;

@@ -62,7 +62,7 @@ struct gpusys_cuda {
 	GPUSYS_CUDA_FN(cuStreamDestroy);
 	GPUSYS_CUDA_FN(cuStreamSynchronize);
 	GPUSYS_CUDA_FN(cuStreamQuery);
-	/* gpusysd's GPU watch of a client's doorbell (daemon/wake_cuda.c) */
+	/* gpusysd's GPU watch of a client's doorbell (daemon/core/wake_cuda.c) */
 	GPUSYS_CUDA_FN(cuStreamWaitValue64);
 	GPUSYS_CUDA_FN(cuLaunchHostFunc);
 	/* libgpusys's bulk copies (libclient/copy.c) */

@@ -441,12 +441,13 @@ static int start(struct daemon *d, const char *runtime_dir)
 							  .idle_timeout_ms = d->cfg.control_idle_timeout_ms,
 							  .admin_gid = d->cfg.admin_gid },
 				daemon_control, d, &d->control);
-	if (r >= 0)
-		r = metrics_start(d, &d->metrics);
 	if (r < 0) {
 		log_err("cannot set up the listeners: %s", strerror(-r));
 		return r;
 	}
+	r = metrics_start(d, &d->metrics); /* says why itself, with FILE:LINE */
+	if (r < 0)
+		return r;
 	d->ev_sigterm = evsignal_new(d->base, SIGTERM, on_signal, d);
 	d->ev_sigint = evsignal_new(d->base, SIGINT, on_signal, d);
 	d->ev_sighup = evsignal_new(d->base, SIGHUP, on_reload, d);

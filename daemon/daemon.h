@@ -33,6 +33,7 @@ struct daemon {
 	struct listener *listener;
 	struct control *control;
 	struct evhttp *metrics;    /* NULL unless metrics_listen is set */
+	unsigned metrics_port;     /* the port it listens on (reload.c: not "in use" by another) */
 	/* A GPU failed (gpu_health.c, or an administrator's "gpu-fail" in
 	 * status.c): mark it, send each of its clients a goodbye saying why and
 	 * end it; new clients of it are refused, other GPUs' clients are not

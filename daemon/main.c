@@ -13,7 +13,6 @@
 #include "core/service.h"
 #include "services.h"
 #include "util/config_file.h"
-#include "core/gpus.h"
 #include "daemon.h"
 #include "reload.h"
 #include "gpusys/wire.h"
@@ -37,7 +36,11 @@ static void usage(FILE *f)
 		"                     start would, say what is wrong (FILE:LINE: why) and exit:\n"
 		"                     0 valid, 78 (EX_CONFIG) not\n"
 		"  --version          print the version and exit\n"
-		"  --help             print this and exit\n");
+		"  --help             print this and exit\n"
+		"\n"
+		"Exit status: 0 stopped cleanly (or the settings are valid); 1 cannot start (a\n"
+		"setting, a socket, another gpusysd); 2 bad usage; 78 invalid settings\n"
+		"(--check-config).\n");
 }
 
 int main(int argc, char **argv)
@@ -78,7 +81,7 @@ int main(int argc, char **argv)
 		case 'V': printf("gpusysd %s\n", GPUSYS_VERSION); return 0;
 		case 'C': check_config = true; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 1;
+		default: usage(stderr); return 2; /* bad usage, as gpusysctl */
 		}
 	}
 	/* --check-config [FILE] */
@@ -87,7 +90,7 @@ int main(int argc, char **argv)
 	if (optind < argc) {
 		fprintf(stderr, "gpusysd: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
-		return 1;
+		return 2;
 	}
 
 	services_use(gpusysd_services);
@@ -95,14 +98,19 @@ int main(int argc, char **argv)
 	 * Then the environment (GPUSYSD_<KEY>), then the command line. */
 	int r = daemon_read_config(&cfg, config_path, err, sizeof(err));
 	if (check_config) {
-		/* Also what daemon_run checks at start (the emulated GPU list). */
-		if (r == 0 && gpus_add_emulated(cfg.emulated_gpus, err, sizeof(err)) < 0)
-			r = -EINVAL;
+		/* The same reading as start-up and SIGHUP (reload.h); what
+		 * only binding tells (a port in use) start-up reports, as
+		 * the daemon being checked may hold that port itself. */
 		if (r < 0) {
 			fprintf(stderr, "gpusysd: %s\n", err);
 			return EX_CONFIG;
 		}
-		printf("%s: valid\n", config_path ? config_path : GPUSYS_DEFAULT_CONFIG);
+		/* No default file: the daemon runs on its defaults, and
+		 * saying "valid" of a file that is not there would lie. */
+		if (!cfg.source[0])
+			printf("%s: not found (defaults apply)\n", GPUSYS_DEFAULT_CONFIG);
+		else
+			printf("%s: valid\n", cfg.source);
 		return 0;
 	}
 	if (r < 0) {

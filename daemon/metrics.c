@@ -5,6 +5,7 @@
 #include <event2/util.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/gpus.h"
 #include "core/service.h"
@@ -127,22 +128,24 @@ int metrics_start(struct daemon *d, struct evhttp **ret)
 	const char *spec = d->cfg.metrics_listen;
 	if (!*spec || !strcmp(spec, "none"))
 		return 0;
-	/* The config parser checked it already (with FILE:LINE); this is
-	 * the same parser, for settings made some other way. */
-	char host[128], why[256];
-	unsigned port;
-	if (listen_addr_parse(spec, host, sizeof(host), &port, why, sizeof(why)) < 0) {
-		log_err("metrics_listen: %s", why);
-		return -EINVAL;
+	/* The config parser checked its form (with FILE:LINE); what only
+	 * binding tells (a port in use, an address not on this host) is
+	 * reported here with the same FILE:LINE, in the errno's own words. */
+	char why[256], where[300];
+	int fd = listen_addr_open(spec, why, sizeof(why));
+	if (fd < 0) {
+		log_err("%s: metrics_listen = %s: %s", config_where(&d->cfg, "metrics_listen", where, sizeof(where)),
+			spec, why);
+		return fd;
 	}
 	struct evhttp *http = evhttp_new(d->base);
-	if (!http)
-		return -ENOMEM;
-	struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(http, host, (ev_uint16_t)port);
+	struct evhttp_bound_socket *bs = http ? evhttp_accept_socket_with_handle(http, fd) : NULL;
 	if (!bs) {
-		log_err("metrics: cannot listen on %s", spec);
-		evhttp_free(http);
-		return -EADDRNOTAVAIL;
+		log_err("metrics: out of memory");
+		if (http)
+			evhttp_free(http);
+		close(fd);
+		return -ENOMEM;
 	}
 	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
 	evhttp_set_cb(http, "/metrics", on_metrics, d);
@@ -162,6 +165,7 @@ int metrics_start(struct daemon *d, struct evhttp **ret)
 			p = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
 			snprintf(name, sizeof(name), "[%s]:%d", a, p);
 		}
+		d->metrics_port = (unsigned)p;
 	}
 	log_info("metrics: http://%s/metrics (Prometheus text 0.0.4)", name);
 	*ret = http;

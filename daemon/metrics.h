@@ -13,7 +13,7 @@ struct daemon;
 struct evhttp;
 
 /* Listen on d->cfg.metrics_listen ("HOST:PORT"; "none": nothing). 0, or
- * -errno having logged why. */
+ * -errno having logged "FILE:LINE: metrics_listen = VALUE: why". */
 int metrics_start(struct daemon *d, struct evhttp **ret);
 void metrics_stop(struct evhttp *http);
 

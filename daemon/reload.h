@@ -14,16 +14,20 @@
 
 struct daemon;
 
-/* Read everything into cfg. path NULL: the default file, if present; a named
- * file must exist. 0, or -errno with "FILE:LINE: why" (or the key) in err. */
+/* Read everything into cfg, and check it: start-up, --check-config and
+ * SIGHUP all call this. path NULL: the default file, if present (cfg->source
+ * stays "" when it is not); a named file must exist. 0, or -errno with
+ * "FILE:LINE: why" (or the key) in err. */
 int daemon_read_config(struct gpusysd_config *cfg, const char *path, char *err, size_t errlen);
 
-/* SIGHUP: read the file again. An invalid file changes nothing (said in the
- * log, the daemon goes on with the settings in use); a valid one applies at
- * once the settings that new clients pick up (max_clients_per_uid,
- * max_ports, channel_bulk_bytes, client_mem_budget, max_pending_calls) and
- * names every other changed key as taking effect at the next start. Returns
- * 0 when the file was valid. Main thread. */
+/* SIGHUP: read the file again, as --check-config does, and refuse a new
+ * metrics_listen that cannot be bound now. An invalid file changes nothing
+ * (said in the log with FILE:LINE, the daemon goes on with the settings in
+ * use); a valid one applies at once the settings of reload.c's LIVE_KEYS
+ * (what new clients and the quotas read) and names every other changed key
+ * as taking effect at the next start. A missing default file means the
+ * defaults, as at start; a missing --config file is invalid. Returns 0 when
+ * the file was valid. Main thread. */
 int daemon_reload(struct daemon *d);
 
 #endif

@@ -102,7 +102,7 @@ GPUSYS_FN int64_t gpusys_print_put_arg(uint8_t *buf, uint32_t cap, uint32_t at, 
  * The format is walked only to pair each argument with its conversion, so
  * that a char * printed with %s travels as its bytes and any other pointer as
  * its address. Whether the pairing is valid is the daemon's call
- * (daemon/print_format.c): it trusts nothing the client sends.
+ * (daemon/services/print/print_format.c): it trusts nothing the client sends.
  */
 GPUSYS_FN int64_t gpusys_print_pack(uint8_t *buf, uint32_t cap, uint32_t stream, const char *fmt,
 				    const struct gpusys_print_arg *args, uint32_t nargs)

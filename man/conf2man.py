@@ -1,12 +1,29 @@
 #!/usr/bin/env python3
 """gpusysd.conf(5) from config/gpusysd.conf itself: the example file documents
 every key with its default (tests/daemon/test_config.c checks that), so the
-manual is built from it and cannot drift. Usage: conf2man.py CONF VERSION OUT"""
+manual is built from it and cannot drift. The keys a reload applies are read
+from daemon/reload.c's LIVE_KEYS, the table the daemon itself applies.
+Usage: conf2man.py CONF VERSION OUT RELOAD_C"""
 import re
 import sys
 
-conf, version, out = sys.argv[1:4]
+conf, version, out, reload_c = sys.argv[1:5]
 lines = open(conf, encoding="utf-8").read().splitlines()
+
+
+def live_keys(path):
+    """The X(key) list of reload.c's LIVE_KEYS macro, in its order."""
+    text = open(path, encoding="utf-8").read()
+    m = re.search(r"#define LIVE_KEYS\(X\)((?:[^\n]*\\\n)*[^\n]*)", text)
+    if not m:
+        sys.exit("conf2man: no LIVE_KEYS(X) in %s" % path)
+    keys = re.findall(r"X\((\w+)\)", m.group(1))
+    if not keys:
+        sys.exit("conf2man: LIVE_KEYS of %s is empty" % path)
+    return keys
+
+
+live = live_keys(reload_c)
 
 
 def esc(t):
@@ -48,11 +65,16 @@ o += [
     "\\fBGPUSYSD_\\fIKEY\\fR (upper case), which overrides the file.",
     "\\fBgpusysd \\-\\-check\\-config\\fR [\\fIFILE\\fR] reads a file as a start would",
     "and exits 0, or 78 with \\fIFILE\\fB:\\fILINE\\fB:\\fR \\fIwhy\\fR.",
-    "On SIGHUP (\\fBsystemctl reload gpusysd\\fR) the daemon reads the file again:",
-    "max_clients_per_uid, max_ports, channel_bulk_bytes, client_mem_budget and",
-    "max_pending_calls apply to clients that attach afterwards; every other",
-    "changed key is named in the log as taking effect at the next start; an",
-    "invalid or missing file keeps the settings in use.",
+    "On SIGHUP (\\fBsystemctl reload gpusysd\\fR) the daemon reads and checks the",
+    "file again as \\fB\\-\\-check\\-config\\fR does. These %d settings apply at once"
+    % len(live),
+    "(to clients that attach afterwards, and the per-user bounds to every user):",
+    ", ".join("\\fB%s\\fR" % k for k in live[:-1]) + " and \\fB%s\\fR." % live[-1],
+    "Every other changed key is named in the log as taking effect at the next",
+    "start. An invalid file, a changed \\fBmetrics_listen\\fR that cannot be bound",
+    "now, or a missing \\fB\\-\\-config\\fR file keeps the settings in use (the log",
+    "says \\fIFILE\\fB:\\fILINE\\fB:\\fR \\fIwhy\\fR); a missing default file means the",
+    "defaults, as at start.",
     ".SH SETTINGS",
 ]
 for prose, keys in rest:

@@ -7,8 +7,10 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # Debian 12 packages that a build and the test suites need. nvcc is not here:
 # the CUDA toolkit is optional (meson -Dgpu=auto) and not a Debian package.
+# prometheus: for its promtool, which the ops suite's alerts test runs on
+# contrib/prometheus (the test is skipped without it).
 GPUSYS_DEBIAN_PACKAGES=(meson ninja-build pkg-config gcc libevent-dev
-	libjansson-dev libsystemd-dev libcmocka-dev)
+	libjansson-dev libsystemd-dev libcmocka-dev dpkg-dev debhelper prometheus)
 
 say() { printf '%s\n' "$*"; }
 warn() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }

@@ -41,13 +41,14 @@ static void usage(FILE *f)
 		"                    served, collisions, parks and dozes; scan and serve time (sampled);\n"
 		"                    root, gpusysd's user and admin_group only\n"
 		"  watch [--interval MS] [--count N]\n"
-		"                    status and per-opcode rates, redrawn every MS (1000) until ^C\n"
+		"                    status and per-opcode rates, redrawn every MS (1000) until ^C;\n"
+		"                    with --json one JSON object per refresh, one a line (NDJSON)\n"
 		"  gpu-fail UUID [REASON]\n"
 		"                    end a GPU's clients as a hardware failure would (root, gpusysd's\n"
 		"                    user or admin_group): to drain a GPU\n"
 		"\n"
 		"  --json             the daemon's reply as it sent it (status, clients, ports, latency,\n"
-		"                     transfers, pollers)\n"
+		"                     transfers, pollers); watch: one object per refresh\n"
 		"  --runtime-dir DIR  where gpusysd runs (default $" GPUSYS_RUNTIME_DIR_ENV " or " GPUSYS_DEFAULT_RUNTIME_DIR
 		")\n"
 		"  --version, --help\n"
@@ -277,6 +278,17 @@ static void print_histogram(json_t *hist)
 	}
 }
 
+/* A percentile in us, or "-" where there is none: an opcode none of whose
+ * requests was timed (only a sample of the fast path is) has no latency,
+ * and 0.0 would claim one. */
+static void us_or_dash(json_t *o, const char *key, char *buf, size_t len)
+{
+	if (json_object_get(o, key) && num(o, "timed") > 0)
+		snprintf(buf, len, "%.1f", real(o, key));
+	else
+		snprintf(buf, len, "-");
+}
+
 static int print_latency(json_t *r, bool hist)
 {
 	json_t *ops = json_object_get(r, "ops"), *o;
@@ -307,9 +319,12 @@ static int print_latency(json_t *r, bool hist)
 	       "P99", "P99.9", "MAX", "(us)");
 	json_array_foreach(ops, i, o)
 	{
-		printf("%-7s %-16s %12lld %8lld %10.1f %10.1f %10.1f %10.1f %10.1f\n", str(o, "opcode"), str(o, "name"),
-		       num(o, "count"), num(o, "errors"), real(o, "p50_us"), real(o, "p90_us"), real(o, "p99_us"),
-		       real(o, "p999_us"), real(o, "max_us"));
+		static const char *const pct[5] = { "p50_us", "p90_us", "p99_us", "p999_us", "max_us" };
+		char v[5][16];
+		for (unsigned k = 0; k < 5; k++)
+			us_or_dash(o, pct[k], v[k], sizeof(v[k]));
+		printf("%-7s %-16s %12lld %8lld %10s %10s %10s %10s %10s\n", str(o, "opcode"), str(o, "name"),
+		       num(o, "count"), num(o, "errors"), v[0], v[1], v[2], v[3], v[4]);
 		if (hist)
 			print_histogram(json_object_get(o, "histogram"));
 	}
@@ -493,9 +508,41 @@ static int show_clients(json_t *st, bool hist)
 	return 0;
 }
 
+/* watch --json: one line per refresh (NDJSON), for a program to follow:
+ * {"round", "interval_ms", "status": the status reply, "latency": the
+ * latency reply, "rates": [{"opcode", "name", "count", "per_second"}]},
+ * per_second over the last interval (null in the first round). */
+static int watch_json(json_t *st, json_t *lat, json_t *prev, int round, int interval_ms)
+{
+	json_t *rates = json_array(), *o;
+	size_t i, j;
+	json_array_foreach(json_object_get(lat, "ops"), i, o)
+	{
+		long long before = 0;
+		json_t *po;
+		json_array_foreach(json_object_get(prev, "ops"), j, po) if (!strcmp(str(po, "opcode"), str(o, "opcode")))
+			before = num(po, "count");
+		json_array_append_new(rates, json_pack("{s:s, s:s, s:I, s:o}", "opcode", str(o, "opcode"), "name",
+							 str(o, "name"), "count", (json_int_t)num(o, "count"), "per_second",
+							 prev ? json_real((double)(num(o, "count") - before) * 1000.0 /
+									  interval_ms)
+							      : json_null()));
+	}
+	json_t *line = json_pack("{s:i, s:i, s:O, s:O, s:o}", "round", round, "interval_ms", interval_ms, "status", st,
+				 "latency", lat, "rates", rates);
+	char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
+	json_decref(line);
+	if (!text)
+		return -1;
+	printf("%s\n", text);
+	free(text);
+	return 0;
+}
+
 /* A live view: the status and the per-opcode rates over the last interval,
- * redrawn every interval until interrupted (or for --count rounds). */
-static int watch(const char *dir, int interval_ms, int count)
+ * redrawn every interval until interrupted (or for --count rounds); with
+ * --json, one JSON object per round instead. */
+static int watch(const char *dir, int interval_ms, int count, bool json)
 {
 	json_t *prev = NULL;
 	for (int round = 0; count <= 0 || round < count; round++) {
@@ -505,6 +552,21 @@ static int watch(const char *dir, int interval_ms, int count)
 			json_decref(st);
 			json_decref(prev);
 			return 1;
+		}
+		if (json) {
+			int r = watch_json(st, lat, prev, round, interval_ms);
+			if (r < 0 || fflush(stdout) != 0 || ferror(stdout)) {
+				json_decref(st);
+				json_decref(lat);
+				json_decref(prev);
+				return 1;
+			}
+			json_decref(st);
+			json_decref(prev);
+			prev = lat;
+			if (count <= 0 || round + 1 < count)
+				usleep((useconds_t)interval_ms * 1000u);
+			continue;
 		}
 		if (isatty(STDOUT_FILENO))
 			printf("\033[H\033[2J");
@@ -519,12 +581,11 @@ static int watch(const char *dir, int interval_ms, int count)
 			json_t *po;
 			json_array_foreach(json_object_get(prev, "ops"), j, po) if (!strcmp(str(po, "opcode"), str(o, "opcode")))
 				before = num(po, "count");
-			/* No percentiles for a non-admin (latency: own counts only). */
-			char p50[16] = "-", p99[16] = "-";
-			if (json_object_get(o, "p50_us")) {
-				snprintf(p50, sizeof(p50), "%.1f", real(o, "p50_us"));
-				snprintf(p99, sizeof(p99), "%.1f", real(o, "p99_us"));
-			}
+			/* No percentiles for a non-admin (latency: own counts
+			 * only), nor for an opcode with no timed request. */
+			char p50[16], p99[16];
+			us_or_dash(o, "p50_us", p50, sizeof(p50));
+			us_or_dash(o, "p99_us", p99, sizeof(p99));
 			printf("%-7s %-16s %14lld %12.0f %10s %10s\n", str(o, "opcode"), str(o, "name"), num(o, "count"),
 			       prev ? (double)(num(o, "count") - before) * 1000.0 / interval_ms : 0.0, p50, p99);
 		}
@@ -592,11 +653,16 @@ int main(int argc, char **argv)
 			return 1;
 		snprintf(req, sizeof(req), "%s\n", line);
 		free(line);
-		json_t *r = ask(dir, req, NULL);
+		char *reply = NULL;
+		json_t *r = ask(dir, req, &reply);
 		if (!r)
 			return 1;
-		printf("GPU %s failed: its clients were ended\n", str(r, "uuid"));
+		if (json)
+			printf("%s\n", reply);
+		else
+			printf("GPU %s failed: its clients were ended\n", str(r, "uuid"));
 		json_decref(r);
+		free(reply);
 		return 0;
 	}
 	if (extra) {
@@ -620,11 +686,11 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "pollers"))
 		return run_cmd(dir, cmd, json, hist, show_pollers);
 	if (!strcmp(cmd, "watch")) {
-		if (interval_ms < 100 || json) {
-			fprintf(stderr, "gpusysctl: watch: --interval of at least 100 ms, no --json\n");
+		if (interval_ms < 100) {
+			fprintf(stderr, "gpusysctl: watch: --interval of at least 100 ms\n");
 			return 2;
 		}
-		return watch(dir, interval_ms, count);
+		return watch(dir, interval_ms, count, json);
 	}
 	fprintf(stderr, "gpusysctl: unknown command '%s'\n", cmd);
 	usage(stderr);

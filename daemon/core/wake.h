@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Waking a sleeping poller 0 without a timer (daemon/poller.c's deep doze).
+ * Waking a sleeping poller 0 without a timer (daemon/core/poller.c's deep doze).
  *
  * One epoll set for the daemon holds:
  *  - an eventfd of the daemon's own, written on attach, detach and stop

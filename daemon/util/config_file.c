@@ -74,6 +74,13 @@ static const struct key_spec core_keys[] = {
 };
 
 #define NCORE (sizeof(core_keys) / sizeof(core_keys[0]))
+_Static_assert(NCORE <= CONFIG_CORE_MAX, "raise CONFIG_CORE_MAX");
+
+/* cfg->line's slot of set_key's index (core keys, then the added ones). */
+static size_t line_slot(size_t index)
+{
+	return index < NCORE ? index : CONFIG_CORE_MAX + (index - NCORE);
+}
 
 void config_defaults(struct gpusysd_config *cfg)
 {
@@ -276,7 +283,7 @@ uint64_t config_value(const struct gpusysd_config *cfg, const char *key)
 	return 0;
 }
 
-static int apply_env_key(struct gpusysd_config *cfg, const char *key, char *err, size_t errlen)
+static int apply_env_key(struct gpusysd_config *cfg, const char *key, size_t slot, char *err, size_t errlen)
 {
 	char name[96], why[256];
 	int n = snprintf(name, sizeof(name), "GPUSYSD_%s", key);
@@ -291,16 +298,17 @@ static int apply_env_key(struct gpusysd_config *cfg, const char *key, char *err,
 		snprintf(err, errlen, "%s: %s", name, why);
 		return -EINVAL;
 	}
+	cfg->line[slot] = CONFIG_LINE_ENV;
 	return 0;
 }
 
 int config_apply_env(struct gpusysd_config *cfg, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < NCORE; i++)
-		if (apply_env_key(cfg, core_keys[i].key, err, errlen) < 0)
+		if (apply_env_key(cfg, core_keys[i].key, line_slot(i), err, errlen) < 0)
 			return -EINVAL;
 	for (unsigned i = 0; i < cfg->nextra; i++)
-		if (apply_env_key(cfg, cfg->extra[i]->key, err, errlen) < 0)
+		if (apply_env_key(cfg, cfg->extra[i]->key, line_slot(NCORE + i), err, errlen) < 0)
 			return -EINVAL;
 	return 0;
 }
@@ -375,6 +383,7 @@ int config_parse(struct gpusysd_config *cfg, const char *name, FILE *f, char *er
 	size_t n;
 	int r;
 
+	memset(cfg->line, 0, sizeof(cfg->line)); /* a new file: its own lines */
 	while ((r = read_line(f, buf, sizeof(buf), &n)) > 0) {
 		line++;
 		char *s = buf;
@@ -425,6 +434,7 @@ int config_parse(struct gpusysd_config *cfg, const char *name, FILE *f, char *er
 			return -EINVAL;
 		}
 		first_line[k] = line;
+		cfg->line[line_slot(k)] = line;
 	}
 	if (r == 0 && check_slots(cfg, name, first_line, err, errlen) < 0)
 		return -EINVAL;
@@ -473,9 +483,31 @@ int config_load(struct gpusysd_config *cfg, const char *path, char *err, size_t 
 		close(fd);
 		return -e;
 	}
+	snprintf(cfg->source, sizeof(cfg->source), "%s", path);
 	int r = config_parse(cfg, path, f, err, errlen);
 	fclose(f);
 	return r;
+}
+
+const char *config_where(const struct gpusysd_config *cfg, const char *key, char *buf, size_t len)
+{
+	unsigned line = 0;
+	for (size_t i = 0; i < NCORE; i++)
+		if (!strcmp(core_keys[i].key, key))
+			line = cfg->line[line_slot(i)];
+	for (unsigned i = 0; i < cfg->nextra; i++)
+		if (!strcmp(cfg->extra[i]->key, key))
+			line = cfg->line[line_slot(NCORE + i)];
+	if (line == CONFIG_LINE_ENV) {
+		int n = snprintf(buf, len, "GPUSYSD_%s", key);
+		for (int i = 8; i < n && (size_t)i + 1 < len; i++)
+			buf[i] = (char)toupper((unsigned char)buf[i]);
+	} else if (line) {
+		snprintf(buf, len, "%s:%u", cfg->source[0] ? cfg->source : "line", line);
+	} else {
+		snprintf(buf, len, "default");
+	}
+	return buf;
 }
 
 int config_check(const struct gpusysd_config *cfg, char *err, size_t errlen)

@@ -23,6 +23,10 @@ struct config_key {
 };
 
 #define CONFIG_EXTRA_MAX 64
+/* Core keys at most (config_file.c's table; checked there). */
+#define CONFIG_CORE_MAX 48
+/* config_where: a key set from GPUSYSD_<KEY>, not from a line. */
+#define CONFIG_LINE_ENV 0xffffffffu
 
 struct gpusysd_config {
 	unsigned pollers;              /* 0: chosen from the CPU count */
@@ -59,6 +63,13 @@ struct gpusysd_config {
 	unsigned nextra;
 	const struct config_key *extra[CONFIG_EXTRA_MAX];
 	uint64_t extra_value[CONFIG_EXTRA_MAX];
+
+	/* Where each value came from, so that what fails after parsing (a
+	 * metrics port in use at start) still names FILE:LINE: the file
+	 * config_load read ("" none), and per key its line there (0: not in
+	 * it; CONFIG_LINE_ENV: the environment). Core keys, then extra ones. */
+	char source[256];
+	unsigned line[CONFIG_CORE_MAX + CONFIG_EXTRA_MAX];
 };
 
 /* Control connections at most, all users together. */
@@ -93,6 +104,10 @@ uint64_t config_value(const struct gpusysd_config *cfg, const char *key);
 /* Override settings from the environment: GPUSYSD_<KEY> for every key
  * (POLLERS, PRINT_BUFFER_BYTES...). 0, or -EINVAL with "GPUSYSD_X: why". */
 int config_apply_env(struct gpusysd_config *cfg, char *err, size_t errlen);
+
+/* Where key's value came from, for messages: "FILE:LINE", "GPUSYSD_KEY"
+ * or "default" (written to buf, which is returned). */
+const char *config_where(const struct gpusysd_config *cfg, const char *key, char *buf, size_t len);
 
 /* Checks that involve several keys (progress slots). */
 int config_check(const struct gpusysd_config *cfg, char *err, size_t errlen);

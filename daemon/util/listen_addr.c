@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include <ctype.h>
 #include <errno.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "util/listen_addr.h"
 
@@ -55,4 +58,47 @@ int listen_addr_parse(const char *spec, char *host, size_t hostlen, unsigned *po
 	if (port)
 		*port = (unsigned)v;
 	return 0;
+}
+
+int listen_addr_open(const char *spec, char *err, size_t errlen)
+{
+	char host[128], port_text[8];
+	unsigned port;
+	int r = listen_addr_parse(spec, host, sizeof(host), &port, err, errlen);
+	if (r < 0)
+		return r;
+	snprintf(port_text, sizeof(port_text), "%u", port);
+	/* Our own socket rather than evhttp_bind_socket's: that one keeps
+	 * no errno, and "cannot listen" without why is what admins got. */
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV },
+			*res = NULL;
+	int g = getaddrinfo(host, port_text, &hints, &res);
+	if (g != 0) {
+		snprintf(err, errlen, "%s", g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
+		return g == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
+	}
+	/* The first address that binds; the error reported is the first
+	 * one's (the address a reader of the file thinks of). */
+	int fd = -1, first = 0;
+	for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+		fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+		if (fd < 0) {
+			first = first ? first : errno;
+			continue;
+		}
+		int one = 1;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, a->ai_addr, a->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+			first = first ? first : errno;
+			close(fd);
+			fd = -1;
+		}
+	}
+	freeaddrinfo(res);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s", strerror(first ? first : EADDRNOTAVAIL));
+		return -(first ? first : EADDRNOTAVAIL);
+	}
+	return fd;
 }

@@ -12,4 +12,10 @@
  * key's name: the caller says where). host may be NULL to only check. */
 int listen_addr_parse(const char *spec, char *host, size_t hostlen, unsigned *port, char *err, size_t errlen);
 
+/* Parse spec and open a listening TCP socket on it (non-blocking,
+ * close-on-exec, SO_REUSEADDR). The socket, or -errno with why in err: the
+ * parser's words, the resolver's, or the errno's own ("Address already in
+ * use"), without the key's name, like listen_addr_parse. */
+int listen_addr_open(const char *spec, char *err, size_t errlen);
+
 #endif

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tests/ops: libgpusys exports exactly what its installed headers declare.
 
-check-symbols.py LIBGPUSYS.so INCLUDEDIR CC [--no-cuda]
+check-symbols.py LIBGPUSYS.so INCLUDEDIR CC [--no-cuda] [--man LIBGPUSYS.3]
 
 Declared: every function prototype (not static) that the C headers under
 INCLUDEDIR/gpusys/ (and gpusys/device/) declare, as the compiler itself
@@ -13,6 +13,9 @@ the library does not export is a link error waiting for the first user.
 The .cuh headers are device code, inline: nothing of theirs is exported.
 --no-cuda: a library built without cuda.h, which has no CUDA-only parts
 (heap.h, copy.h: alloc_cuda.c, copy.c); their declarations may be missing.
+--man: the manual libgpusys(3) names every exported symbol and every
+declared one (issue 32: it said it was the reference of both APIs and never
+named gpusys_memcpy_htod): a name in the text, not a family's wildcard.
 """
 import os
 import re
@@ -65,6 +68,13 @@ def declared(incdir, cc):
 CUDA_ONLY_HEADERS = {'heap.h', 'copy.h'}
 
 
+def man_names(path):
+    """The gpusys_* words of a roff page, font changes and escapes removed."""
+    text = open(path, encoding='utf-8').read()
+    text = re.sub(r'\\f[BIRP]|\\f\(..|\\&', '', text)
+    return set(re.findall(r'\bgpusys_\w+', text))
+
+
 def main():
     lib, incdir, cc = sys.argv[1:4]
     no_cuda = '--no-cuda' in sys.argv[4:]
@@ -86,7 +96,16 @@ def main():
     if not funcs or not exp:
         print('nothing found: the check itself is broken')
         return 1
-    return 1 if leaked or missing else 0
+    undocumented = []
+    if '--man' in sys.argv[4:]:
+        man = sys.argv[sys.argv.index('--man') + 1]
+        named = man_names(man)
+        undocumented = sorted((exp | decl) - named)
+        for s in undocumented:
+            print('exported or declared but not in %s: %s' % (os.path.basename(man), s))
+        print('%s names %d of the %d public symbols' % (os.path.basename(man), len((exp | decl) & named),
+                                                       len(exp | decl)))
+    return 1 if leaked or missing or undocumented else 0
 
 
 if __name__ == '__main__':

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The packer (device/print_pack.h, host reading) and the daemon's formatter
- * (daemon/print_format.c) together, with no channel: every conformance case
+ * (daemon/services/print/print_format.c) together, with no channel: every conformance case
  * must give snprintf's bytes; refused formats and malformed or hostile
  * records must be refused without output.
  */

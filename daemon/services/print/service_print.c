@@ -4,7 +4,7 @@
  * GPUSYS_OP_PRINT_FLUSH.
  *
  * PRINT runs on the poller (SERVICE_INLINE). It formats every lane's record
- * (daemon/print_format.c) into private memory, without a lock; then, under
+ * (daemon/services/print/print_format.c) into private memory, without a lock; then, under
  * the client's mutex, appends the lanes' lines in lane order to the client's
  * output buffer, and only then is the request acknowledged. So a lane's next
  * line is sent only once its previous one is in the buffer, in order, and no
