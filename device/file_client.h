@@ -15,10 +15,11 @@
  * include/gpusys/file.cuh use a local array and cut large writes into
  * pieces; the emulator allocates).
  *
- * Bulk transfers: gpusys_bulk_rpc() asks the daemon to pread or pwrite
- * between a file and a range of the channel's bulk area; the block-level
- * loops that use it live in file.cuh (GPU: all threads of a block copy) and
- * libclient/file_emu.c (emulator: the calling thread copies).
+ * Bulk transfers: gpusys_file_bulk_ask() asks the daemon to pread or
+ * pwrite between a file and a range of the channel's bulk area; the loops
+ * that use it are bulk_client.h's, for every service: bulk_block.cuh (GPU:
+ * all threads of a block copy) and libclient/bulk_emu.c (emulator: the
+ * calling thread copies).
  */
 #ifndef GPUSYS_FILE_CLIENT_H
 #define GPUSYS_FILE_CLIENT_H
@@ -27,10 +28,10 @@
 #include <stdint.h>
 
 #include "gpusys/file.h"
+#include "bulk_client.h"
 #include "port_client.h"
 
 #define GPUSYS_FILE_REQ_BYTES ((uint32_t)sizeof(struct gpusys_file_req))
-#define GPUSYS_LANE_ARRAY (GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1)
 
 GPUSYS_FN void gpusys_file_req_init(struct gpusys_file_req *q)
 {
@@ -162,56 +163,21 @@ GPUSYS_FN void gpusys_file_rpc(const gpusys_dev_t *dev, uint16_t op, uint64_t ma
 
 /* ---------------------------------------------------------------- bulk */
 
-/* One bulk request from the calling lane alone: op BULK_PREAD/BULK_PWRITE
- * of count bytes at file offset off (-1: the handle's position) through
- * [bulk_off, bulk_off + count) of the bulk area. Bytes moved or -errno. */
-GPUSYS_FN int64_t gpusys_bulk_rpc(const gpusys_dev_t *dev, uint16_t op, int32_t handle, int64_t off, uint64_t count,
-				  uint64_t bulk_off)
+/* One piece of a bulk transfer (bulk_client.h's asker): a->op BULK_PREAD or
+ * BULK_PWRITE on a->handle, count bytes at file offset a->off + done (a->off
+ * -1: the handle's position) through [bulk_off, bulk_off + count) of the
+ * bulk area. Bytes moved or -errno. */
+GPUSYS_BULK_ASK_FN int64_t gpusys_file_bulk_ask(const gpusys_dev_t *dev, const struct gpusys_bulk_ask *a,
+						 uint64_t done, uint64_t count, uint64_t bulk_off)
 {
-#if defined(__CUDACC__)
-	const uint32_t lane = gpusys_lane_id();
-#else
-	const uint32_t lane = 0;
-#endif
-	const uint64_t mask = (uint64_t)1 << lane;
 	struct gpusys_file_req q;
-	const uint8_t *req[GPUSYS_LANE_ARRAY];
-	uint32_t req_len[GPUSYS_LANE_ARRAY];
-	void *out[GPUSYS_LANE_ARRAY];
-	uint32_t cap[GPUSYS_LANE_ARRAY];
-	int64_t ret[GPUSYS_LANE_ARRAY];
 
 	gpusys_file_req_init(&q);
-	q.handle = handle;
-	q.offset = off;
+	q.handle = a->handle;
+	q.offset = a->off < 0 ? -1 : a->off + (int64_t)done;
 	q.count = count;
 	q.bulk_off = bulk_off;
-	req[GPUSYS_LI(lane)] = (const uint8_t *)&q;
-	req_len[GPUSYS_LI(lane)] = GPUSYS_FILE_REQ_BYTES;
-	out[GPUSYS_LI(lane)] = 0;
-	cap[GPUSYS_LI(lane)] = 0;
-	gpusys_file_rpc(dev, op, mask, req, req_len, out, cap, ret);
-	return ret[GPUSYS_LI(lane)];
-}
-
-/* Lock a bulk slot (private lock words), starting at hint. Returns the
- * slot. A holder never waits for anything but the daemon, so spinning here
- * cannot deadlock. */
-GPUSYS_FN uint32_t gpusys_bulk_slot_lock(const gpusys_dev_t *dev, uint32_t hint)
-{
-	uint32_t n = dev->bulk_slots, s = hint % n;
-	for (uint32_t tries = 1;; tries++) {
-		if (gpusys_lock_try(&dev->bulk_locks[s]))
-			return s;
-		s = s + 1 == n ? 0 : s + 1;
-		if (tries % n == 0)
-			gpusys_spin_pause();
-	}
-}
-
-GPUSYS_FN void gpusys_bulk_slot_unlock(const gpusys_dev_t *dev, uint32_t s)
-{
-	gpusys_lock_release(&dev->bulk_locks[s]);
+	return gpusys_bulk_call(dev, a->op, &q, GPUSYS_FILE_REQ_BYTES);
 }
 
 #endif /* GPUSYS_FILE_CLIENT_H */

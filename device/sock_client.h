@@ -90,35 +90,21 @@ GPUSYS_FN void gpusys_sock_rpc(const gpusys_dev_t *dev, uint16_t op, uint64_t ma
 	}
 }
 
-/* One request from the calling lane alone (bulk calls, thread 0 of a
- * block): a value op on handle with count bytes at bulk_off. */
-GPUSYS_FN int64_t gpusys_sock_bulk_rpc(const gpusys_dev_t *dev, uint16_t op, int32_t handle, int32_t flags,
-				       uint64_t count, uint64_t bulk_off)
+/* One piece of a bulk transfer (bulk_client.h's asker): a->op BULK_SEND or
+ * BULK_RECV on a->handle with the MSG_* flags a->flags, count bytes through
+ * [bulk_off, bulk_off + count) of the bulk area. Bytes moved or -errno. */
+GPUSYS_BULK_ASK_FN int64_t gpusys_sock_bulk_ask(const gpusys_dev_t *dev, const struct gpusys_bulk_ask *a,
+						 uint64_t done, uint64_t count, uint64_t bulk_off)
 {
-#if defined(__CUDACC__)
-	const uint32_t lane = gpusys_lane_id();
-#else
-	const uint32_t lane = 0;
-#endif
-	const uint64_t mask = (uint64_t)1 << lane;
 	struct gpusys_sock_req q;
-	const uint8_t *req[GPUSYS_LANE_ARRAY];
-	uint32_t req_len[GPUSYS_LANE_ARRAY];
-	void *out[GPUSYS_LANE_ARRAY];
-	uint32_t cap[GPUSYS_LANE_ARRAY];
-	int64_t ret[GPUSYS_LANE_ARRAY];
 
+	(void)done; /* a stream has no offset */
 	gpusys_sock_req_init(&q);
-	q.handle = handle;
-	q.flags = flags;
+	q.handle = a->handle;
+	q.flags = a->flags;
 	q.count = count;
 	q.bulk_off = bulk_off;
-	req[GPUSYS_LI(lane)] = (const uint8_t *)&q;
-	req_len[GPUSYS_LI(lane)] = GPUSYS_SOCK_REQ_BYTES;
-	out[GPUSYS_LI(lane)] = 0;
-	cap[GPUSYS_LI(lane)] = 0;
-	gpusys_sock_rpc(dev, op, mask, req, req_len, out, cap, ret);
-	return ret[GPUSYS_LI(lane)];
+	return gpusys_bulk_call(dev, a->op, &q, GPUSYS_SOCK_REQ_BYTES);
 }
 
 #endif /* GPUSYS_SOCK_CLIENT_H */

@@ -8,6 +8,7 @@
 #include "gpusys/emulator.h"
 #include "gpusys/file_emu.h"
 #include "../device/file_client.h"
+#include "bulk_emu.h"
 
 #define L GPUSYS_EMU_LANES
 
@@ -333,32 +334,12 @@ static int64_t block_io(const gpusys_dev_t *dev, gpusys_fd_t handle, uint8_t *bu
 		return (int64_t)done;
 	}
 
-	/* One thread copies and waits in turn, so a whole slot per request. */
-	uint32_t s = gpusys_bulk_slot_lock(dev, gpusys_emu_port_hint);
-	uint64_t slot_off = (uint64_t)s * dev->bulk_slot_bytes;
-	uint8_t *slot = dev->bulk + slot_off;
-	int64_t rc = 0;
-	while (done < len) {
-		uint64_t want = len - done < dev->bulk_slot_bytes ? len - done : dev->bulk_slot_bytes;
-		int64_t at = off < 0 ? -1 : off + (int64_t)done;
-		if (write_op)
-			memcpy(slot, buf + done, want);
-		int64_t r = gpusys_bulk_rpc(dev, write_op ? GPUSYS_OP_FILE_BULK_PWRITE : GPUSYS_OP_FILE_BULK_PREAD, handle,
-					    at, want, slot_off);
-		if (r < 0) {
-			rc = done ? 0 : r;
-			break;
-		}
-		if ((uint64_t)r > want)
-			r = (int64_t)want; /* never trust a count beyond the ask */
-		if (!write_op)
-			memcpy(buf + done, slot, (size_t)r);
-		done += (uint64_t)r;
-		if ((uint64_t)r < want)
-			break;
-	}
-	gpusys_bulk_slot_unlock(dev, s);
-	return rc < 0 ? rc : (int64_t)done;
+	struct gpusys_bulk_ask a = {
+		.op = write_op ? GPUSYS_OP_FILE_BULK_PWRITE : GPUSYS_OP_FILE_BULK_PREAD,
+		.handle = handle,
+		.off = off,
+	};
+	return gpusys_bulk_emu_move(dev, gpusys_file_bulk_ask, &a, buf, len, write_op);
 }
 
 int64_t gpusys_emu_pread_block(const gpusys_dev_t *dev, gpusys_fd_t handle, void *buf, uint64_t len, int64_t off)

@@ -9,6 +9,7 @@
 #include "gpusys/emulator.h"
 #include "gpusys/socket_emu.h"
 #include "../device/sock_client.h"
+#include "bulk_emu.h"
 
 #define L GPUSYS_WARP_LANES
 
@@ -324,30 +325,13 @@ static int64_t block_io(const gpusys_dev_t *dev, gpusys_fd_t h, uint8_t *buf, ui
 		}
 		return (int64_t)done;
 	}
-	uint32_t s = gpusys_bulk_slot_lock(dev, gpusys_emu_port_hint);
-	uint64_t slot_off = (uint64_t)s * dev->bulk_slot_bytes;
-	uint8_t *slot = dev->bulk + slot_off;
-	int64_t rc = 0;
-	while (done < len) {
-		uint64_t want = len - done < dev->bulk_slot_bytes ? len - done : dev->bulk_slot_bytes;
-		if (send_op)
-			memcpy(slot, buf + done, want);
-		int64_t r = gpusys_sock_bulk_rpc(dev, send_op ? GPUSYS_OP_SOCK_BULK_SEND : GPUSYS_OP_SOCK_BULK_RECV,
-						 (int32_t)h, send_op ? 0 : MSG_WAITALL, want, slot_off);
-		if (r < 0) {
-			rc = done ? 0 : r;
-			break;
-		}
-		if ((uint64_t)r > want)
-			r = (int64_t)want;
-		if (!send_op)
-			memcpy(buf + done, slot, (size_t)r);
-		done += (uint64_t)r;
-		if ((uint64_t)r < want)
-			break;
-	}
-	gpusys_bulk_slot_unlock(dev, s);
-	return rc < 0 ? rc : (int64_t)done;
+	struct gpusys_bulk_ask a = {
+		.op = send_op ? GPUSYS_OP_SOCK_BULK_SEND : GPUSYS_OP_SOCK_BULK_RECV,
+		.handle = (int32_t)h,
+		.flags = send_op ? 0 : MSG_WAITALL,
+		.off = -1,
+	};
+	return gpusys_bulk_emu_move(dev, gpusys_sock_bulk_ask, &a, buf, len, send_op);
 }
 
 int64_t gpusys_emu_send_block(const gpusys_dev_t *dev, gpusys_fd_t h, const void *buf, uint64_t len)

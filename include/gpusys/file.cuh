@@ -28,13 +28,20 @@
  * Every thread gets the same result: bytes moved (short only at the end of
  * the file) or -errno. Keep blocks of one grid on separate file ranges.
  *
- * Blocks of 1024 threads: the block calls' copy loops plus the request code
- * would take more than the 64 registers per thread such a block may have;
- * declare such kernels __launch_bounds__(1024, 1) (or use up to 768
- * threads), else the launch fails with "too many resources requested".
- * Say the 1: with __launch_bounds__(1024) alone, ptxas (CUDA 13.0, sm_90)
- * caps a kernel that calls the block calls at 32 registers, and the copy
- * loop spills (bench/RESULTS.md, "GPU-initiated reads").
+ * Blocks of 1024 threads: declare the kernel __launch_bounds__(1024, 1)
+ * (or use up to 768 threads per block), else its launch fails with "too
+ * many resources requested". A block of 1024 may have 64 registers per
+ * thread, and ptxas (CUDA 13.0, sm_90) gives a kernel that declares nothing
+ * and only calls gpusys_pread_block 92 (gpusys_pwrite_block 110, both 112;
+ * socket.cuh's send 109, recv 78). The code cannot bring that under 64: the
+ * request alone is 54 registers and the copy loop (8 loads in flight) 48,
+ * and out of line or not, ptxas adds the caller's live values to them; it
+ * takes what the code wants when nothing caps it, and nothing the header
+ * compiles sees the bounds of the kernel it is called from, so no compile-
+ * time check is possible either. Say the 1: with __launch_bounds__(1024)
+ * alone, ptxas caps such a kernel at 32 registers and the copy loop spills
+ * (bench/RESULTS.md, "GPU-initiated reads"). -maxrregcount=64 for the whole
+ * file, or __maxnreg__(64) on the kernel (CUDA 12.4 and later), also fit.
  *
  * Local memory: calls that take a path use a 4 KiB + 48 B local buffer
  * (rename twice that), so kernels calling them reserve that much per thread.
@@ -49,6 +56,7 @@
 #include "gpusys/dev.h"
 #include "gpusys/file.h"
 #include "gpusys/device/file_client.h"
+#include "gpusys/device/bulk_block.cuh"
 #include "gpusys/future.cuh"
 
 #define GPUSYS_FILE_GPU_PIECE (4096u - GPUSYS_FILE_REQ_BYTES)
@@ -66,15 +74,26 @@ static __device__ __forceinline__ long long gpusys_file_call1(const gpusys_dev_t
 	return (long long)ret[0];
 }
 
+/* A path argument, checked by every lane that arrived (the active ones):
+ * *n gets its length and *mask the lanes whose path is usable, which go on
+ * to make the call. 0, or this lane's -EFAULT / -ENAMETOOLONG. */
+static __device__ __forceinline__ long long gpusys_file_path_check(const char *path, uint32_t *n, uint64_t *mask)
+{
+	uint64_t active = (uint64_t)__activemask();
+	*n = path ? gpusys_file_strnlen(path, GPUSYS_FILE_PATH_MAX) : 0;
+	long long err = !path ? -EFAULT : *n > GPUSYS_FILE_PATH_MAX ? -ENAMETOOLONG : 0;
+	*mask = (uint64_t)__ballot_sync((unsigned)active, err == 0);
+	return err;
+}
+
 /* A call whose argument is one path (and fixed fields in q). */
 static __device__ long long gpusys_file_path_call(const gpusys_dev_t &dev, uint16_t op, struct gpusys_file_req &q,
 						  const char *path, void *out, uint32_t out_cap)
 {
 	uint8_t scratch[GPUSYS_FILE_REQ_BYTES + GPUSYS_FILE_PATH_MAX];
-	uint64_t active = (uint64_t)__activemask();
-	uint32_t n = path ? gpusys_file_strnlen(path, GPUSYS_FILE_PATH_MAX) : 0;
-	long long err = !path ? -EFAULT : n > GPUSYS_FILE_PATH_MAX ? -ENAMETOOLONG : 0;
-	uint64_t mask = (uint64_t)__ballot_sync((unsigned)active, err == 0);
+	uint32_t n;
+	uint64_t mask;
+	long long err = gpusys_file_path_check(path, &n, &mask);
 	if (err)
 		return err;
 	uint32_t len = gpusys_file_pack(scratch, &q, path, n, 0, 0);
@@ -315,10 +334,9 @@ static __device__ gpusys_future_t path_call(const gpusys_dev_t &dev, uint16_t op
 					    const char *path, void *out, uint32_t cap)
 {
 	uint8_t scratch[GPUSYS_FILE_REQ_BYTES + GPUSYS_FILE_PATH_MAX];
-	uint64_t active = (uint64_t)__activemask();
-	uint32_t n = path ? gpusys_file_strnlen(path, GPUSYS_FILE_PATH_MAX) : 0;
-	long long err = !path ? -EFAULT : n > GPUSYS_FILE_PATH_MAX ? -ENAMETOOLONG : 0;
-	uint64_t mask = (uint64_t)__ballot_sync((unsigned)active, err == 0);
+	uint32_t n;
+	uint64_t mask;
+	long long err = gpusys_file_path_check(path, &n, &mask);
 	if (err)
 		return failed(err);
 	uint32_t len = gpusys_file_pack(scratch, &q, path, n, 0, 0);
@@ -478,95 +496,6 @@ static __device__ gpusys_future_t gpusys_rmdir_async(gpusys_dev_t dev, const cha
 
 /* ---------------------------------------------------------------- block */
 
-static __device__ __forceinline__ uint32_t gpusys_block_tid(void)
-{
-	return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-}
-
-static __device__ __forceinline__ uint32_t gpusys_block_threads(void)
-{
-	return blockDim.x * blockDim.y * blockDim.z;
-}
-
-/* 16-byte loads each copier of a block read keeps in flight. A program may
- * define it (4 or 8) before including this header. */
-#ifndef GPUSYS_BULK_COPY_DEPTH
-#define GPUSYS_BULK_COPY_DEPTH 8
-#endif
-
-/* Copy n bytes from the bulk area (host memory the daemon just wrote) to
- * dst, as thread idx of cnt. Loads bypass the caches (ld.cv: a cached
- * line of system memory is treated as stale and fetched again): a slot's
- * earlier contents must never be seen. In gpusys-bench file (2026-11-25)
- * weak loads after the acquire fence (ld.L1::no_allocate), ld.relaxed.sys
- * and ld.nc (which may return stale data) were no faster than ld.cv by
- * more than 2%, so the loads that need no argument about the memory model
- * stay. GPUSYS_BULK_COPY_DEPTH loads in flight per thread: 8 copy 29% faster
- * than 4 from one block in a kernel with the registers for them (44.8
- * against 34.8 GB/s); kernels calling the block calls are compiled to 32
- * registers, where both depths read alike (bench/RESULTS.md). */
-static __device__ void gpusys_bulk_copy_in(uint8_t *dst, const uint8_t *src, uint64_t n, uint32_t idx, uint32_t cnt)
-{
-	uint64_t n16 = 0;
-	/* Thread 0 saw the daemon's answer (and acquired); the block barrier
-	 * since then orders us after it; this orders our loads too. */
-	gpusys_fence_acquire(src);
-	if ((((uintptr_t)dst | (uintptr_t)src) & 15u) == 0) {
-		n16 = n / 16;
-		const uint4 *s = (const uint4 *)src;
-		uint4 *d = (uint4 *)dst;
-		const uint64_t c = cnt;
-		uint64_t i = idx;
-		for (; i + (GPUSYS_BULK_COPY_DEPTH - 1) * c < n16; i += GPUSYS_BULK_COPY_DEPTH * c) {
-			uint4 v[GPUSYS_BULK_COPY_DEPTH];
-#pragma unroll
-			for (int k = 0; k < GPUSYS_BULK_COPY_DEPTH; k++)
-				v[k] = __ldcv(s + i + k * c);
-#pragma unroll
-			for (int k = 0; k < GPUSYS_BULK_COPY_DEPTH; k++)
-				d[i + k * c] = v[k];
-		}
-		for (; i < n16; i += c)
-			d[i] = __ldcv(s + i);
-	}
-	const volatile uint8_t *vs = src;
-	for (uint64_t i = n16 * 16 + idx; i < n; i += cnt)
-		dst[i] = vs[i];
-}
-
-/* Copy n bytes of src into the bulk area, then make them visible to the
- * CPU (the caller synchronises the block before asking the daemon). */
-static __device__ void gpusys_bulk_copy_out(uint8_t *dst, const uint8_t *src, uint64_t n, uint32_t idx, uint32_t cnt)
-{
-	uint64_t n16 = 0;
-	if ((((uintptr_t)dst | (uintptr_t)src) & 15u) == 0) {
-		n16 = n / 16;
-		const uint4 *s = (const uint4 *)src;
-		uint4 *d = (uint4 *)dst;
-		uint64_t i = idx;
-		for (; i + 3ull * cnt < n16; i += 4ull * cnt) {
-			uint4 a = s[i], b = s[i + cnt], c = s[i + 2ull * cnt], e = s[i + 3ull * cnt];
-			d[i] = a;
-			d[i + cnt] = b;
-			d[i + 2ull * cnt] = c;
-			d[i + 3ull * cnt] = e;
-		}
-		for (; i < n16; i += cnt)
-			d[i] = s[i];
-	}
-	for (uint64_t i = n16 * 16 + idx; i < n; i += cnt)
-		dst[i] = src[i];
-	__threadfence_system();
-}
-
-/* Thread 0's request, out of line: the rpc's registers stay out of the
- * copy loops, so blocks of 1024 threads fit the register file. */
-static __device__ __noinline__ long long gpusys_block_rpc(const gpusys_dev_t &dev, uint16_t op, int32_t h, long long off,
-							 unsigned long long count, unsigned long long bulk_off)
-{
-	return gpusys_bulk_rpc(&dev, op, h, off, count, bulk_off);
-}
-
 /* Packets only (no bulk slots): thread 0 moves up to 1 MiB per round trip. */
 static __device__ __noinline__ long long gpusys_block_io_packets(const gpusys_dev_t &dev, int32_t h, uint8_t *buf,
 						    unsigned long long len, long long off, bool write_op)
@@ -598,149 +527,23 @@ static __device__ __noinline__ long long gpusys_block_io_packets(const gpusys_de
 	return sh_ret;
 }
 
-/* Benchmarks may see where a read's time goes: defining
- * GPUSYS_BLOCK_IO_TIMING as a number of blocks before including this header
- * adds gpusys_block_io_times[that many], summed over calls by reads of the
- * block of that index (nanoseconds, %globaltimer): thread 0 waiting for the
- * daemon to fill a half, the first copier copying one, and the whole call.
- * Without it the timing compiles to nothing. */
-#ifdef GPUSYS_BLOCK_IO_TIMING
-struct gpusys_block_io_time {
-	unsigned long long daemon_ns, copy_ns, call_ns, halves;
-};
-static __device__ struct gpusys_block_io_time gpusys_block_io_times[GPUSYS_BLOCK_IO_TIMING];
-static __device__ __forceinline__ unsigned long long gpusys_block_io_clock(void)
-{
-	unsigned long long t;
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	return t;
-}
-#define GPUSYS_BLOCK_IO_ADD(field, since)                                                                  \
-	atomicAdd(&gpusys_block_io_times[blockIdx.x].field, gpusys_block_io_clock() - (since))
-#define GPUSYS_BLOCK_IO_COUNT(field) atomicAdd(&gpusys_block_io_times[blockIdx.x].field, 1ull)
-#else
-#define gpusys_block_io_clock() 0ull
-#define GPUSYS_BLOCK_IO_ADD(field, since) ((void)(since))
-#define GPUSYS_BLOCK_IO_COUNT(field) ((void)0)
-#endif
-
-/*
- * The pipelined block transfer. The slot is two halves. Reading: while
- * thread 0 has the daemon fill one half with the next chunk, warps 1.. copy
- * the other half (the chunk before) to buf. Writing: while thread 0 has the
- * daemon write one half, warps 1.. fill the other with the next chunk. With
- * a single warp there is no overlap: everyone copies, then thread 0 asks.
- */
+/* A block call: through the bulk area (device/bulk_block.cuh's loops, with
+ * the file service's request), or packets where there is none. */
 static __device__ long long gpusys_block_io(const gpusys_dev_t &dev, gpusys_fd_t handle, uint8_t *buf,
 					    unsigned long long len, long long off, bool write_op)
 {
-	__shared__ long long sh_res[2];
-	__shared__ uint32_t sh_slot;
-	const int32_t h = (int32_t)handle;
-	const uint32_t tid = gpusys_block_tid(), nthr = gpusys_block_threads();
-	const uint16_t op = write_op ? GPUSYS_OP_FILE_BULK_PWRITE : GPUSYS_OP_FILE_BULK_PREAD;
-
 	if (len == 0)
 		return 0;
-	if (!dev.bulk_slots || dev.bulk_slot_bytes < 8192u)
-		return gpusys_block_io_packets(dev, h, buf, len, off, write_op);
-
-	__syncthreads(); /* an earlier call's readers of the shared words are done */
-	if (tid == 0)
-		sh_slot = gpusys_bulk_slot_lock(&dev, blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
-	__syncthreads();
-	const uint64_t H = dev.bulk_slot_bytes / 2;
-	const uint64_t slot_off = (uint64_t)sh_slot * dev.bulk_slot_bytes;
-	uint8_t *const half0 = dev.bulk + slot_off;
-	const bool overlap = nthr > 32;
-	const uint32_t cidx = overlap ? tid - 32 : tid, ccnt = overlap ? nthr - 32 : nthr;
-	const bool copier = !overlap || tid >= 32;
-#define GPUSYS_AT(d) (off < 0 ? -1ll : off + (long long)(d))
-	unsigned long long done = 0;
-	long long result = 0;
-
-	if (!write_op) {
-		const unsigned long long call_t0 = gpusys_block_io_clock();
-		if (tid == 0) {
-			sh_res[0] = gpusys_block_rpc(dev, op, h, GPUSYS_AT(0), len < H ? len : H, slot_off);
-			GPUSYS_BLOCK_IO_ADD(daemon_ns, call_t0);
-		}
-		__syncthreads();
-		for (uint32_t i = 0;; i++) {
-			const uint32_t cur = i & 1u;
-			const uint64_t want = len - done < H ? len - done : H;
-			long long got = sh_res[cur];
-			if (got < 0) {
-				result = done ? (long long)done : got;
-				break;
-			}
-			if ((uint64_t)got > want)
-				got = (long long)want;
-			const bool more = (uint64_t)got == want && done + want < len;
-			const uint64_t next = done + want;
-			const uint64_t next_want = len - next < H ? len - next : H;
-			if (!overlap) {
-				gpusys_bulk_copy_in(buf + done, half0 + cur * H, (uint64_t)got, cidx, ccnt);
-				__syncthreads();
-			}
-			const unsigned long long t0 = gpusys_block_io_clock();
-			if (tid == 0 && more) {
-				sh_res[cur ^ 1u] = gpusys_block_rpc(dev, op, h, GPUSYS_AT(next), next_want,
-								   slot_off + (cur ^ 1u) * H);
-				GPUSYS_BLOCK_IO_ADD(daemon_ns, t0);
-			} else if (overlap && copier) {
-				gpusys_bulk_copy_in(buf + done, half0 + cur * H, (uint64_t)got, cidx, ccnt);
-				if (tid == 32) {
-					GPUSYS_BLOCK_IO_ADD(copy_ns, t0);
-					GPUSYS_BLOCK_IO_COUNT(halves);
-				}
-			}
-			__syncthreads();
-			done += (uint64_t)got;
-			if (!more) {
-				result = (long long)done;
-				break;
-			}
-		}
-		if (tid == 0)
-			GPUSYS_BLOCK_IO_ADD(call_ns, call_t0);
-	} else {
-		gpusys_bulk_copy_out(half0, buf, len < H ? len : H, tid, nthr);
-		__syncthreads();
-		for (uint32_t i = 0;; i++) {
-			const uint32_t cur = i & 1u;
-			const uint64_t want = len - done < H ? len - done : H;
-			const bool has_next = done + want < len;
-			const uint64_t next = done + want;
-			const uint64_t next_want = has_next ? (len - next < H ? len - next : H) : 0;
-			if (tid == 0)
-				sh_res[cur] = gpusys_block_rpc(dev, op, h, GPUSYS_AT(done), want, slot_off + cur * H);
-			else if (overlap && copier && has_next)
-				gpusys_bulk_copy_out(half0 + (cur ^ 1u) * H, buf + next, next_want, cidx, ccnt);
-			__syncthreads();
-			long long put = sh_res[cur];
-			if (put < 0) {
-				result = done ? (long long)done : put;
-				break;
-			}
-			if ((uint64_t)put > want)
-				put = (long long)want;
-			done += (uint64_t)put;
-			if ((uint64_t)put < want || !has_next) {
-				result = (long long)done;
-				break;
-			}
-			if (!overlap) {
-				gpusys_bulk_copy_out(half0 + (cur ^ 1u) * H, buf + next, next_want, cidx, ccnt);
-				__syncthreads();
-			}
-		}
-	}
-#undef GPUSYS_AT
-	__syncthreads();
-	if (tid == 0)
-		gpusys_bulk_slot_unlock(&dev, sh_slot);
-	return result;
+	if (!gpusys_block_bulk_usable(&dev))
+		return gpusys_block_io_packets(dev, (int32_t)handle, buf, len, off, write_op);
+	struct gpusys_bulk_ask a;
+	a.op = write_op ? GPUSYS_OP_FILE_BULK_PWRITE : GPUSYS_OP_FILE_BULK_PREAD;
+	a.handle = (int32_t)handle;
+	a.flags = 0;
+	a.off = off;
+	if (write_op)
+		return gpusys_block_bulk_write(&dev, gpusys_file_bulk_ask, &a, buf, len);
+	return gpusys_block_bulk_read(&dev, gpusys_file_bulk_ask, &a, buf, len);
 }
 
 static __device__ long long gpusys_pread_block(gpusys_dev_t dev, gpusys_fd_t h, void *buf, unsigned long long len,

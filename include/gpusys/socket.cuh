@@ -32,9 +32,10 @@
  * Block calls (gpusys_send_block, gpusys_recv_block) move large data
  * through the channel's bulk area: every thread of the block calls them
  * with the same arguments; see file.cuh for the bulk area and its needs.
- * A kernel that calls both with blocks of 1024 threads needs more than 64
+ * A kernel that calls either with blocks of 1024 threads needs more than 64
  * registers per thread: declare it __launch_bounds__(1024, 1), else the
- * launch fails with "too many resources requested" (file.cuh says why the 1).
+ * launch fails with "too many resources requested" (file.cuh gives the
+ * figures and says why the 1).
  *
  * Local memory: send/sendto/recvfrom use a 4 KiB local buffer per thread,
  * getaddrinfo/getnameinfo about 1.1 KiB.
@@ -123,13 +124,19 @@ static __device__ int gpusys_connect(gpusys_dev_t dev, gpusys_fd_t h, const void
 	return (int)gpusys_sock_addr_call(dev, GPUSYS_OP_SOCK_CONNECT, h, addr, len);
 }
 
-static __device__ int gpusys_listen(gpusys_dev_t dev, gpusys_fd_t h, int backlog)
+/* A call on a handle with one number (listen's backlog, shutdown's how). */
+static __device__ int gpusys_sock_handle_call(const gpusys_dev_t &dev, uint16_t op, gpusys_fd_t h, int a)
 {
 	struct gpusys_sock_req q;
 	gpusys_sock_req_init(&q);
 	q.handle = (int32_t)h;
-	q.a = backlog;
-	return (int)gpusys_sock_simple(dev, GPUSYS_OP_SOCK_LISTEN, q);
+	q.a = a;
+	return (int)gpusys_sock_simple(dev, op, q);
+}
+
+static __device__ int gpusys_listen(gpusys_dev_t dev, gpusys_fd_t h, int backlog)
+{
+	return gpusys_sock_handle_call(dev, GPUSYS_OP_SOCK_LISTEN, h, backlog);
 }
 
 static __device__ void gpusys_sock_addr_out(const struct gpusys_sock_addr &r, void *addr, unsigned *len)
@@ -235,11 +242,7 @@ static __device__ long long gpusys_recvfrom(gpusys_dev_t dev, gpusys_fd_t h, voi
 
 static __device__ int gpusys_shutdown(gpusys_dev_t dev, gpusys_fd_t h, int how)
 {
-	struct gpusys_sock_req q;
-	gpusys_sock_req_init(&q);
-	q.handle = (int32_t)h;
-	q.a = how;
-	return (int)gpusys_sock_simple(dev, GPUSYS_OP_SOCK_SHUTDOWN, q);
+	return gpusys_sock_handle_call(dev, GPUSYS_OP_SOCK_SHUTDOWN, h, how);
 }
 
 static __device__ int gpusys_setsockopt(gpusys_dev_t dev, gpusys_fd_t h, int level, int name, const void *val,
@@ -355,85 +358,42 @@ static __device__ int gpusys_getaddrinfo(gpusys_dev_t dev, const char *host, con
 
 /* Every thread of the block: send all of len bytes of buf (device memory)
  * through the bulk area. Thread 0 has the daemon send one half of a slot
- * while the other warps fill the other half. Bytes sent or -errno. */
+ * while the other warps fill the other half (device/bulk_block.cuh). Bytes
+ * sent or -errno. */
 static __device__ long long gpusys_send_block(gpusys_dev_t dev, gpusys_fd_t handle, const void *vbuf,
 					      unsigned long long len)
 {
 	__shared__ long long sh_res;
-	__shared__ uint32_t sh_slot;
 	const uint8_t *buf = (const uint8_t *)vbuf;
-	const uint32_t tid = gpusys_block_tid(), nthr = gpusys_block_threads();
 	if (len == 0)
 		return 0;
-	if (!dev.bulk_slots || dev.bulk_slot_bytes < 8192u) {
+	if (!gpusys_block_bulk_usable(&dev)) {
 		__syncthreads();
-		if (tid == 0)
+		if (gpusys_block_tid() == 0)
 			sh_res = gpusys_send(dev, handle, buf, len);
 		__syncthreads();
 		return sh_res;
 	}
-	__syncthreads();
-	if (tid == 0)
-		sh_slot = gpusys_bulk_slot_lock(&dev, blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
-	__syncthreads();
-	const uint64_t H = dev.bulk_slot_bytes / 2;
-	const uint64_t slot_off = (uint64_t)sh_slot * dev.bulk_slot_bytes;
-	uint8_t *const half0 = dev.bulk + slot_off;
-	const bool overlap = nthr > 32;
-	const uint32_t cidx = overlap ? tid - 32 : tid, ccnt = overlap ? nthr - 32 : nthr;
-	unsigned long long done = 0;
-	long long result = 0;
-	gpusys_bulk_copy_out(half0, buf, len < H ? len : H, tid, nthr);
-	__syncthreads();
-	for (uint32_t i = 0;; i++) {
-		const uint32_t cur = i & 1u;
-		const uint64_t want = len - done < H ? len - done : H;
-		const bool has_next = done + want < len;
-		const uint64_t next = done + want;
-		const uint64_t next_want = has_next ? (len - next < H ? len - next : H) : 0;
-		if (tid == 0)
-			sh_res = gpusys_sock_bulk_rpc(&dev, GPUSYS_OP_SOCK_BULK_SEND, (int32_t)handle, 0, want,
-						      slot_off + cur * H);
-		else if (overlap && tid >= 32 && has_next)
-			gpusys_bulk_copy_out(half0 + (cur ^ 1u) * H, buf + next, next_want, cidx, ccnt);
-		__syncthreads();
-		long long put = sh_res;
-		__syncthreads(); /* everyone read sh_res before thread 0 writes it again */
-		if (put < 0) {
-			result = done ? (long long)done : put;
-			break;
-		}
-		if ((uint64_t)put > want)
-			put = (long long)want;
-		done += (uint64_t)put;
-		if ((uint64_t)put < want || !has_next) {
-			result = (long long)done;
-			break;
-		}
-		if (!overlap) {
-			gpusys_bulk_copy_out(half0 + (cur ^ 1u) * H, buf + next, next_want, cidx, ccnt);
-			__syncthreads();
-		}
-	}
-	__syncthreads();
-	if (tid == 0)
-		gpusys_bulk_slot_unlock(&dev, sh_slot);
-	return result;
+	struct gpusys_bulk_ask a;
+	a.op = GPUSYS_OP_SOCK_BULK_SEND;
+	a.handle = (int32_t)handle;
+	a.flags = 0;
+	a.off = -1;
+	return gpusys_block_bulk_write(&dev, gpusys_sock_bulk_ask, &a, buf, len);
 }
 
 /* Every thread of the block: receive len bytes (fewer only if the peer
- * closes) into buf through the bulk area. Bytes received or -errno. */
+ * closes) into buf through the bulk area, a whole slot per request
+ * (device/bulk_block.cuh). Bytes received or -errno. */
 static __device__ long long gpusys_recv_block(gpusys_dev_t dev, gpusys_fd_t handle, void *vbuf, unsigned long long len)
 {
 	__shared__ long long sh_res;
-	__shared__ uint32_t sh_slot;
 	uint8_t *buf = (uint8_t *)vbuf;
-	const uint32_t tid = gpusys_block_tid(), nthr = gpusys_block_threads();
 	if (len == 0)
 		return 0;
-	if (!dev.bulk_slots || dev.bulk_slot_bytes < 8192u) {
+	if (!gpusys_block_bulk_usable(&dev)) {
 		__syncthreads();
-		if (tid == 0) {
+		if (gpusys_block_tid() == 0) {
 			unsigned long long done = 0;
 			long long r = 0;
 			while (done < len) {
@@ -447,39 +407,12 @@ static __device__ long long gpusys_recv_block(gpusys_dev_t dev, gpusys_fd_t hand
 		__syncthreads();
 		return sh_res;
 	}
-	__syncthreads();
-	if (tid == 0)
-		sh_slot = gpusys_bulk_slot_lock(&dev, blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
-	__syncthreads();
-	const uint64_t S = dev.bulk_slot_bytes;
-	const uint64_t slot_off = (uint64_t)sh_slot * S;
-	unsigned long long done = 0;
-	long long result = 0;
-	for (;;) {
-		const uint64_t want = len - done < S ? len - done : S;
-		if (tid == 0)
-			sh_res = gpusys_sock_bulk_rpc(&dev, GPUSYS_OP_SOCK_BULK_RECV, (int32_t)handle, MSG_WAITALL, want,
-						      slot_off);
-		__syncthreads();
-		long long got = sh_res;
-		if (got < 0) {
-			result = done ? (long long)done : got;
-			break;
-		}
-		if ((uint64_t)got > want)
-			got = (long long)want;
-		gpusys_bulk_copy_in(buf + done, dev.bulk + slot_off, (uint64_t)got, tid, nthr);
-		__syncthreads();
-		done += (uint64_t)got;
-		if ((uint64_t)got < want || done == len) {
-			result = (long long)done;
-			break;
-		}
-	}
-	__syncthreads();
-	if (tid == 0)
-		gpusys_bulk_slot_unlock(&dev, sh_slot);
-	return result;
+	struct gpusys_bulk_ask a;
+	a.op = GPUSYS_OP_SOCK_BULK_RECV;
+	a.handle = (int32_t)handle;
+	a.flags = MSG_WAITALL;
+	a.off = -1;
+	return gpusys_block_bulk_read_whole(&dev, gpusys_sock_bulk_ask, &a, buf, len);
 }
 
 #endif /* GPUSYS_SOCKET_CUH */
