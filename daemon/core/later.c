@@ -15,6 +15,11 @@
  * A completion may race the handler that started the call (a timer firing
  * before the handler has returned): then the call is marked DONE_EARLY and
  * the handler's own thread answers it as an ordinary call.
+ *
+ * The deadline counts from call_later() on the real monotonic clock:
+ * libevent's timers run on CLOCK_MONOTONIC_COARSE, up to a tick (4 ms at
+ * HZ=250) behind it, and fire that much early; on_deadline waits out the
+ * rest.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -24,6 +29,7 @@
 #include "core/client.h"
 #include "core/later.h"
 #include "core/pending.h"
+#include "util/clock.h"
 
 struct later_global {
 	struct event_base *base;
@@ -73,9 +79,11 @@ static void list_remove(struct port_table *t, struct pending *pd)
 	port_uncharge(t, LATER_CALL_BYTES);
 }
 
+/* ns as a timeval, rounded up: never shorter than asked. */
 static struct timeval tv_of(uint64_t ns)
 {
-	return (struct timeval){ .tv_sec = (time_t)(ns / 1000000000u), .tv_usec = (suseconds_t)(ns % 1000000000u / 1000u) };
+	uint64_t us = ns / 1000u + (ns % 1000u != 0);
+	return (struct timeval){ .tv_sec = (time_t)(us / 1000000u), .tv_usec = (suseconds_t)(us % 1000000u) };
 }
 
 static void on_deadline(evutil_socket_t fd, short what, void *arg);
@@ -115,8 +123,10 @@ int call_later(struct port_call *call, uint64_t timeout_ns, const struct call_la
 	pthread_mutex_unlock(&t->later_lock);
 
 	if (L.base) {
+		uint64_t timeout = timeout_ns ? timeout_ns : L.default_timeout_ns, t0 = now_ns();
+		pd->deadline_ns = timeout > UINT64_MAX - t0 ? UINT64_MAX : t0 + timeout;
 		pd->deadline = evtimer_new(L.base, on_deadline, pd);
-		struct timeval tv = tv_of(timeout_ns ? timeout_ns : L.default_timeout_ns);
+		struct timeval tv = tv_of(timeout);
 		if (pd->deadline)
 			evtimer_add(pd->deadline, &tv);
 		/* Without the event (out of memory) the call has no
@@ -233,6 +243,16 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 		/* Completed meanwhile: its completer frees this event once we
 		 * return. */
 		pthread_mutex_unlock(&t->later_lock);
+		return;
+	}
+	uint64_t now = now_ns();
+	if (now < pd->deadline_ns) {
+		/* Early by libevent's coarse clock: the rest. A completer on
+		 * another thread waits for this callback, then frees the
+		 * re-added event. */
+		pthread_mutex_unlock(&t->later_lock);
+		struct timeval tv = tv_of(pd->deadline_ns - now);
+		evtimer_add(pd->deadline, &tv);
 		return;
 	}
 	pd->later = LATER_TAKEN;

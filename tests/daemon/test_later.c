@@ -99,6 +99,80 @@ static void test_delay_and_deadline(void **state)
 	gd_finish(&d);
 }
 
+/* Background SLEEPs of a millisecond or two from other warps: each wakes
+ * the main loop, at times unrelated to the measured calls' ticks. */
+struct churn {
+	const gpusys_dev_t *dev;
+	uint32_t warp;
+	atomic_bool *stop;
+};
+
+static void *churn_main(void *arg)
+{
+	struct churn *c = arg;
+	gpusys_emu_set_warp(c->warp);
+	while (!atomic_load(c->stop))
+		if (emu_sleep(c->dev, (1 + c->warp % 2) * MS, 0, 0) != 0)
+			break;
+	return NULL;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Never early, to the nanosecond, with the main loop busy: libevent counts
+ * timers on CLOCK_MONOTONIC_COARSE, a tick (4 ms at HZ=250) behind the real
+ * clock; a loop that wakes often enough then fired most of these up to a
+ * tick early (the 100 ms SLEEP above ended after 97 ms, 1 run in 7). Each
+ * is timed from before its request is published, so from before the
+ * daemon could have read it. */
+#define SHORT_CALLS 30
+static void test_never_early(void **state)
+{
+	struct gd d;
+	struct emu_client e;
+	atomic_bool stop = false;
+	struct churn c[3];
+	pthread_t th[3];
+
+	(void)state;
+	gd_start(&d, NULL);
+	emu_attach(&d, 8, &e);
+	for (uint32_t i = 0; i < 3; i++) {
+		c[i] = (struct churn){ .dev = e.dev, .warp = 1 + i, .stop = &stop };
+		assert_int_equal(pthread_create(&th[i], NULL, churn_main, &c[i]), 0);
+	}
+	gpusys_emu_set_warp(0);
+	unsigned early = 0;
+	uint64_t worst = 0; /* the most early of them, ns */
+	for (int i = 0; i < SHORT_CALLS; i++) {
+		/* Odd ones end at their deadline (-ETIMEDOUT), even ones at
+		 * their delay: both timers are checked. 20 ms: a whole number
+		 * of ticks at HZ 100, 250, 300 and 1000, so a timer counted
+		 * from a lagging tick comes due a whole lag early. */
+		uint64_t want = 20 * MS, t0 = now_ns();
+		int r = i % 2 ? emu_sleep(e.dev, 60000 * MS, want, 0) : emu_sleep(e.dev, want, 0, 0);
+		uint64_t took = now_ns() - t0;
+		assert_int_equal(r, i % 2 ? -ETIMEDOUT : 0);
+		if (took < want) {
+			early++;
+			if (want - took > worst)
+				worst = want - took;
+		}
+	}
+	atomic_store(&stop, true);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	if (early)
+		fail_msg("%u of %d SLEEPs ended early (by up to %.3f ms)", early, SHORT_CALLS, (double)worst / 1e6);
+	emu_detach(&e);
+	gd_finish(&d);
+}
+
 struct noop_run {
 	const gpusys_dev_t *dev;
 	long ms;
@@ -289,6 +363,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_delay_and_deadline),
+		cmocka_unit_test(test_never_early),
 		cmocka_unit_test(test_bound),
 		cmocka_unit_test(test_killed_with_pending),
 		cmocka_unit_test(test_ten_thousand_pending),

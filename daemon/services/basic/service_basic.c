@@ -5,6 +5,12 @@
  * on the main loop and returns; the timer completes the call. No thread
  * waits meanwhile, so thousands of SLEEPs can be pending while other calls
  * flow.
+ *
+ * A SLEEP of N ns ends no sooner than N ns after its handler ran (the
+ * request had reached the daemon): libevent counts timers on
+ * CLOCK_MONOTONIC_COARSE (a tick, 4 ms at HZ=250, behind the real clock),
+ * so its timer may fire up to a tick early; the timer checks the real
+ * clock and waits out the rest.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -13,6 +19,7 @@
 #include <string.h>
 
 #include "services/basic/service_basic.h"
+#include "util/clock.h"
 
 static struct event_base *loop; /* the main loop (start hook); NULL: no SLEEP */
 
@@ -37,26 +44,53 @@ static void echo_handle(struct port_call *call)
 
 /* ----------------------------------------------------------------- sleep */
 
-/* The timer's event. Whoever ends the call frees it: the timer when it
- * completed the call, the cancel hook when the core took the call back. */
+/* A pending SLEEP: its timer and when it may end (now_ns()). */
+struct sleep_timer {
+	struct event *ev;
+	uint64_t due_ns;
+};
+
+/* ns as a timeval, rounded up: never shorter than asked. */
+static struct timeval tv_ceil(uint64_t ns)
+{
+	uint64_t us = ns / 1000u + (ns % 1000u != 0);
+	return (struct timeval){ .tv_sec = (time_t)(us / 1000000u), .tv_usec = (suseconds_t)(us % 1000000u) };
+}
+
+/* The timer. Whoever ends the call frees it: the timer when it completed
+ * the call, the cancel hook when the core took the call back. */
 static void sleep_fired(evutil_socket_t fd, short what, void *arg)
 {
 	struct port_call *call = arg;
-	struct event *ev = call->later_data;
+	struct sleep_timer *st = call->later_data;
 
 	(void)fd;
 	(void)what;
+	uint64_t now = now_ns();
+	if (now < st->due_ns) {
+		/* Early by libevent's coarse clock: the rest. A cancel on
+		 * another thread waits for this callback, then deletes the
+		 * re-added event with the rest of st. */
+		struct timeval tv = tv_ceil(st->due_ns - now);
+		evtimer_add(st->ev, &tv);
+		return;
+	}
 	/* Completing may free the call: take what we need first. */
-	if (call_complete(call))
-		event_free(ev);
-	/* else the core took it back: its cancel hook frees ev (it waits
+	if (call_complete(call)) {
+		event_free(st->ev);
+		free(st);
+	}
+	/* else the core took it back: its cancel hook frees st (it waits
 	 * for this callback to return if it runs on another thread). */
 }
 
 static void sleep_cancel(struct port_call *call, enum call_cancel_reason why)
 {
+	struct sleep_timer *st = call->later_data;
+
 	(void)why;
-	event_free(call->later_data);
+	event_free(st->ev);
+	free(st);
 }
 
 static const struct call_later_ops sleep_ops = { .cancel = sleep_cancel };
@@ -83,22 +117,33 @@ static void sleep_handle(struct port_call *call)
 		if (q.timeout_ns && (!timeout || q.timeout_ns < timeout))
 			timeout = q.timeout_ns;
 	}
-	struct event *ev = evtimer_new(loop, sleep_fired, call);
-	if (!ev) {
+	/* From now, not from when the timer is armed below: the request has
+	 * been here since the poller read it. */
+	uint64_t t0 = now_ns();
+	struct sleep_timer *st = malloc(sizeof(*st));
+	if (!st) {
 		call->status = -ENOMEM;
 		return;
 	}
-	call->later_data = ev;
+	st->due_ns = delay > UINT64_MAX - t0 ? UINT64_MAX : t0 + delay;
+	st->ev = evtimer_new(loop, sleep_fired, call);
+	if (!st->ev) {
+		free(st);
+		call->status = -ENOMEM;
+		return;
+	}
+	call->later_data = st;
 	int r = call_later(call, timeout, &sleep_ops);
 	if (r < 0) {
-		event_free(ev);
+		event_free(st->ev);
+		free(st);
 		call->status = r;
 		return;
 	}
-	struct timeval tv = { .tv_sec = (time_t)(delay / 1000000000u), .tv_usec = (suseconds_t)(delay % 1000000000u / 1000u) };
+	struct timeval tv = tv_ceil(delay);
 	/* After this the call may complete at any moment (even before we
 	 * return): nothing here touches it again. */
-	evtimer_add(ev, &tv);
+	evtimer_add(st->ev, &tv);
 }
 
 static int basic_start(const struct service_env *env)
