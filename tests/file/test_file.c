@@ -33,6 +33,8 @@
 #include "gpusys/emulator.h"
 #include "gpusys/file_emu.h"
 #include "../daemon/harness.h"
+#include "../daemon/emu_client.h"
+#include "../daemon/users.h"
 
 #define L GPUSYS_WARP_LANES
 #define BIG_BYTES (UINT64_C(256) << 20) /* CI size; the GPU test reads 1 GiB */
@@ -42,42 +44,14 @@ static struct gd daemon_;
 #define TEST_MAX_HANDLES_TEXT "1500"
 static char work[128]; /* the clients' working directory */
 
-struct cl {
-	gpusys_t *c;
-	struct gpusys_emu *emu;
-	const gpusys_dev_t *dev;
-};
-
-static int cl_attach_at(struct cl *k, const char *runtime, bool pass_cwd, uint64_t bulk)
+static int cl_attach_at(struct emu_client *k, const char *runtime, bool pass_cwd, uint64_t bulk)
 {
-	struct gpusys_options o = {
-		.runtime_dir = runtime,
-		.num_ports = 4,
-		.bulk_bytes = bulk,
-		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_STDIO | (pass_cwd ? 0 : GPUSYS_ATTACH_NO_CWD) |
-			 (bulk ? 0 : GPUSYS_ATTACH_NO_BULK),
-	};
-	int r = gpusys_attach(&o, &k->c);
-	if (r < 0)
-		return r;
-	r = gpusys_emu_open(gpusys_host_channel(k->c), &k->emu);
-	if (r < 0) {
-		gpusys_detach(k->c);
-		return r;
-	}
-	k->dev = gpusys_emu_dev(k->emu);
-	return 0;
+	return emu_client_attach(k, runtime, 4, bulk, GPUSYS_ATTACH_NO_STDIO | (pass_cwd ? 0 : GPUSYS_ATTACH_NO_CWD));
 }
 
-static int cl_attach(struct cl *k, bool pass_cwd, uint64_t bulk)
+static int cl_attach(struct emu_client *k, bool pass_cwd, uint64_t bulk)
 {
 	return cl_attach_at(k, daemon_.runtime, pass_cwd, bulk);
-}
-
-static void cl_detach(struct cl *k)
-{
-	gpusys_emu_close(k->emu);
-	gpusys_detach(k->c);
 }
 
 /* ---------------------------------------------------- one-lane wrappers */
@@ -293,7 +267,7 @@ static int group_teardown(void **state)
 static void test_open_read_write_close(void **state)
 {
 	(void)state;
-	struct cl k;
+	struct emu_client k;
 	assert_int_equal(cl_attach(&k, true, 0), 0);
 
 	int64_t h = f_open(k.dev, "a.txt", O_WRONLY | O_CREAT | O_TRUNC, 0666); /* umask 027 */
@@ -358,13 +332,13 @@ static void test_open_read_write_close(void **state)
 	assert_int_equal(f_stat(k.dev, "b.txt", 0, &gs), sizeof(gs));
 	assert_int_equal(f_unlink(k.dev, "b.txt"), 0);
 	assert_int_equal(f_stat(k.dev, "b.txt", 0, &gs), -ENOENT);
-	cl_detach(&k);
+	emu_client_detach(&k);
 }
 
 static void test_errors(void **state)
 {
 	(void)state;
-	struct cl k;
+	struct emu_client k;
 	struct gpusys_stat gs;
 	char buf[16];
 	assert_int_equal(cl_attach(&k, true, 0), 0);
@@ -427,13 +401,13 @@ static void test_errors(void **state)
 	assert_int_equal(f_open(k.dev, own, O_RDONLY, 0), -ELOOP);
 
 	assert_int_equal(f_unlink(k.dev, "e.txt"), 0);
-	cl_detach(&k);
+	emu_client_detach(&k);
 }
 
 static void test_handles(void **state)
 {
 	(void)state;
-	struct cl a, b;
+	struct emu_client a, b;
 	char buf[8];
 	assert_int_equal(cl_attach(&a, true, 0), 0);
 	assert_int_equal(cl_attach(&b, true, 0), 0);
@@ -500,15 +474,15 @@ static void test_handles(void **state)
 	free(many);
 	assert_int_equal(f_close(a.dev, h2), 0);
 	assert_int_equal(f_close(b.dev, hb), 0);
-	cl_detach(&a);
-	cl_detach(&b);
+	emu_client_detach(&a);
+	emu_client_detach(&b);
 	unlink("h.txt");
 }
 
 static void test_readdir(void **state)
 {
 	(void)state;
-	struct cl k;
+	struct emu_client k;
 	assert_int_equal(cl_attach(&k, true, 0), 0);
 	assert_int_equal(mkdir("rd", 0755), 0);
 	host_write_file("rd/one", "1", 1, 0644);
@@ -543,7 +517,7 @@ static void test_readdir(void **state)
 	assert_int_equal(f_closedir(k.dev, dh), -EBADF);
 	assert_int_equal(f_opendir(k.dev, "rd/missing"), -ENOENT);
 	assert_int_equal(system("rm -rf rd"), 0);
-	cl_detach(&k);
+	emu_client_detach(&k);
 }
 
 /* 32 lanes at once: each its own file, then all reading one file in lane
@@ -551,7 +525,7 @@ static void test_readdir(void **state)
 static void test_lanes(void **state)
 {
 	(void)state;
-	struct cl k;
+	struct emu_client k;
 	assert_int_equal(cl_attach(&k, true, 0), 0);
 	char names[L][32], data[L][200];
 	const char *paths[L];
@@ -609,13 +583,13 @@ static void test_lanes(void **state)
 	for (unsigned l = 0; l < L; l++)
 		unlink(names[l]);
 	unlink("seq.txt");
-	cl_detach(&k);
+	emu_client_detach(&k);
 }
 
 static void test_no_cwd(void **state)
 {
 	(void)state;
-	struct cl k;
+	struct emu_client k;
 	struct gpusys_stat gs;
 	char abs[256];
 	assert_int_equal(cl_attach(&k, false, 0), 0);
@@ -628,7 +602,7 @@ static void test_no_cwd(void **state)
 	assert_true(h > 0);
 	assert_int_equal(f_close(k.dev, h), 0);
 	unlink("nc.txt");
-	cl_detach(&k);
+	emu_client_detach(&k);
 }
 
 /* A large file through the bulk area, both directions, checked by
@@ -636,7 +610,7 @@ static void test_no_cwd(void **state)
 static void test_big_file(void **state)
 {
 	(void)state;
-	struct cl k;
+	struct emu_client k;
 	assert_int_equal(cl_attach(&k, true, 64u << 20), 0);
 	assert_true(k.dev->bulk_slots > 0);
 	uint8_t *src = malloc(BIG_BYTES), *dst = malloc(BIG_BYTES);
@@ -690,7 +664,7 @@ static void test_big_file(void **state)
 	unlink("copy.bin");
 	free(src);
 	free(dst);
-	cl_detach(&k);
+	emu_client_detach(&k);
 }
 
 /* Large writes go through a shared mapping of the file (util/parallel_io.c):
@@ -733,13 +707,12 @@ static void *truncator_main(void *arg)
 	return NULL;
 }
 
-static int become(uid_t uid);
 
 static void test_bulk_write_mapped(void **state)
 {
 	(void)state;
 	enum { MIB = 1 << 20 };
-	struct cl k;
+	struct emu_client k;
 	assert_int_equal(cl_attach(&k, true, 64u << 20), 0);
 	const uint64_t n = 5 * MIB + 123, off = 3 * MIB + 7;
 	uint8_t *src = malloc(16 * MIB), *dst = malloc(16 * MIB);
@@ -812,8 +785,8 @@ static void test_bulk_write_mapped(void **state)
 		assert_int_equal(chown("wonly.bin", 65534, 65534), 0);
 		pid_t p = fork();
 		if (p == 0) {
-			struct cl u;
-			if (become(65534) < 0 || cl_attach(&u, true, 64u << 20) < 0)
+			struct emu_client u;
+			if (become(65534, 0) < 0 || cl_attach(&u, true, 64u << 20) < 0)
 				_exit(10);
 			int64_t hw = f_open(u.dev, "wonly.bin", O_WRONLY, 0);
 			if (hw < 0)
@@ -832,7 +805,7 @@ static void test_bulk_write_mapped(void **state)
 	}
 	free(src);
 	free(dst);
-	cl_detach(&k);
+	emu_client_detach(&k);
 }
 
 /* Emulated blocks at once, more than there are slots: each its own range,
@@ -863,7 +836,7 @@ static void test_concurrent_blocks(void **state)
 	(void)state;
 	enum { BLOCKS = 8 };
 	const uint64_t per = (5u << 20) + 4097, total = per * BLOCKS;
-	struct cl k;
+	struct emu_client k;
 	assert_int_equal(cl_attach(&k, true, 32u << 20), 0); /* 2 slots */
 	assert_int_equal(k.dev->bulk_slots, 2);
 	uint8_t *src = malloc(total);
@@ -892,14 +865,14 @@ static void test_concurrent_blocks(void **state)
 	unlink("cb.out");
 	free(src);
 	free(back);
-	cl_detach(&k);
+	emu_client_detach(&k);
 }
 
 /* Without a bulk area the block calls go through packets (slowly). */
 static void test_block_without_bulk(void **state)
 {
 	(void)state;
-	struct cl k;
+	struct emu_client k;
 	assert_int_equal(cl_attach(&k, true, 0), 0);
 	assert_int_equal(k.dev->bulk_slots, 0);
 	const uint64_t n = (3u << 20) + 77;
@@ -917,17 +890,10 @@ static void test_block_without_bulk(void **state)
 	unlink("nb.bin");
 	free(src);
 	free(dst);
-	cl_detach(&k);
+	emu_client_detach(&k);
 }
 
 /* ------------------------------------------------------- two users */
-
-static int become(uid_t uid)
-{
-	if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
-		return -1;
-	return 0;
-}
 
 static void test_two_users(void **state)
 {
@@ -939,15 +905,15 @@ static void test_two_users(void **state)
 	/* User 65534 makes a private file. */
 	pid_t p = fork();
 	if (p == 0) {
-		struct cl k;
-		if (become(65534) < 0 || cl_attach(&k, true, 0) < 0)
+		struct emu_client k;
+		if (become(65534, 0) < 0 || cl_attach(&k, true, 0) < 0)
 			_exit(10);
 		int64_t h = f_open(k.dev, "secret", O_WRONLY | O_CREAT | O_EXCL, 0600);
 		if (h < 0)
 			_exit(11);
 		if (f_write(k.dev, h, "mine", 4) != 4 || f_close(k.dev, h) != 0)
 			_exit(12);
-		cl_detach(&k);
+		emu_client_detach(&k);
 		_exit(0);
 	}
 	int ws;
@@ -963,9 +929,9 @@ static void test_two_users(void **state)
 	/* User 65533 cannot open it, nor make files where it may not. */
 	p = fork();
 	if (p == 0) {
-		struct cl k;
+		struct emu_client k;
 		struct gpusys_stat gs;
-		if (become(65533) < 0 || cl_attach(&k, true, 0) < 0)
+		if (become(65533, 0) < 0 || cl_attach(&k, true, 0) < 0)
 			_exit(10);
 		if (f_open(k.dev, "secret", O_RDONLY, 0) != -EACCES)
 			_exit(11);
@@ -983,7 +949,7 @@ static void test_two_users(void **state)
 		int64_t h = f_open(k.dev, "theirs", O_WRONLY | O_CREAT, 0600);
 		if (h < 0 || f_close(k.dev, h) != 0)
 			_exit(17);
-		cl_detach(&k);
+		emu_client_detach(&k);
 		_exit(0);
 	}
 	assert_int_equal(waitpid(p, &ws, 0), p);
@@ -994,14 +960,14 @@ static void test_two_users(void **state)
 
 	/* And the owner still can (the daemon's threads went back to root
 	 * between requests: root reads it too). */
-	struct cl k;
+	struct emu_client k;
 	char buf[8];
 	assert_int_equal(cl_attach(&k, true, 0), 0);
 	int64_t h = f_open(k.dev, "secret", O_RDONLY, 0);
 	assert_true(h > 0);
 	assert_int_equal(f_read(k.dev, h, buf, 8), 4);
 	assert_int_equal(f_close(k.dev, h), 0);
-	cl_detach(&k);
+	emu_client_detach(&k);
 	unlink("secret");
 	unlink("theirs");
 }
@@ -1033,7 +999,7 @@ static void test_per_user_daemon(void **state)
 		int lfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		dup2(lfd, 1);
 		dup2(lfd, 2);
-		if (become(65534) < 0)
+		if (become(65534, 0) < 0)
 			_exit(126);
 		execl(bin, bin, "--runtime-dir", run, "--config", conf, (char *)NULL);
 		_exit(127);
@@ -1045,19 +1011,19 @@ static void test_per_user_daemon(void **state)
 	assert_int_equal(stat(sock, &st), 0);
 
 	/* Root is another user to this daemon. */
-	struct cl k;
+	struct emu_client k;
 	struct gpusys_stat gs;
 	assert_int_equal(cl_attach_at(&k, run, true, 0), 0);
 	host_write_file("pu.txt", "x", 1, 0644);
 	assert_int_equal(f_open(k.dev, "pu.txt", O_RDONLY, 0), -EACCES);
 	assert_int_equal(f_stat(k.dev, "pu.txt", 0, &gs), -EACCES);
 	assert_int_equal(f_mkdir(k.dev, "pu.d", 0700), -EACCES);
-	cl_detach(&k);
+	emu_client_detach(&k);
 
 	/* Its own user is served, as itself. */
 	pid_t p = fork();
 	if (p == 0) {
-		if (become(65534) < 0 || cl_attach_at(&k, run, true, 0) < 0)
+		if (become(65534, 0) < 0 || cl_attach_at(&k, run, true, 0) < 0)
 			_exit(10);
 		int64_t h = f_open(k.dev, "pu-own.txt", O_WRONLY | O_CREAT | O_EXCL, 0600);
 		if (h < 0)
@@ -1066,7 +1032,7 @@ static void test_per_user_daemon(void **state)
 			_exit(12);
 		if (f_open(k.dev, "/etc/shadow", O_RDONLY, 0) != -EACCES)
 			_exit(13);
-		cl_detach(&k);
+		emu_client_detach(&k);
 		_exit(0);
 	}
 	int ws;
@@ -1104,7 +1070,7 @@ static void test_killed_client(void **state)
 
 	pid_t p = fork();
 	if (p == 0) {
-		struct cl k;
+		struct emu_client k;
 		if (cl_attach(&k, true, 16u << 20) < 0)
 			_exit(10);
 		uint8_t *buf = calloc(1, 8u << 20);
@@ -1171,7 +1137,7 @@ static void *blocked_reader(void *arg)
 static void test_unread_responses_bounded(void **state)
 {
 	(void)state;
-	struct cl k;
+	struct emu_client k;
 	struct gpusys_options o = {
 		.runtime_dir = daemon_.runtime, .num_ports = 8,
 		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK | GPUSYS_ATTACH_NO_STDIO,
@@ -1218,22 +1184,22 @@ static void test_unread_responses_bounded(void **state)
 	assert_int_equal(status[3], -ENOMEM);
 
 	/* The budget is this client's: another client reads as usual. */
-	struct cl other;
+	struct emu_client other;
 	assert_int_equal(cl_attach(&other, true, 0), 0);
 	int64_t h2 = f_open(other.dev, "unread.bin", O_RDONLY, 0);
 	assert_true(h2 > 2);
 	char buf[16];
 	assert_int_equal(f_read(other.dev, h2, buf, sizeof(buf)), (int64_t)sizeof(buf));
 	assert_memory_equal(buf, "abcdefghabcdefgh", 16);
-	cl_detach(&other);
-	cl_detach(&k);
+	emu_client_detach(&other);
+	emu_client_detach(&k);
 	unlink("unread.bin");
 }
 
 static void test_fifo_does_not_stall(void **state)
 {
 	(void)state;
-	struct cl a, b;
+	struct emu_client a, b;
 	assert_int_equal(mkfifo("fifo", 0666), 0);
 	/* We hold a writer (and a reader, so opening cannot fail): the
 	 * daemon's read waits for data. */
@@ -1271,8 +1237,8 @@ static void test_fifo_does_not_stall(void **state)
 	assert_int_equal(f_close(a.dev, bl.h), 0);
 	close(wfd);
 	unlink("fifo");
-	cl_detach(&a);
-	cl_detach(&b);
+	emu_client_detach(&a);
+	emu_client_detach(&b);
 }
 
 int main(void)

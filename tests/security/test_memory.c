@@ -41,40 +41,16 @@
 #include "gpusys/emulator.h"
 #include "gpusys/device/print_pack.h"
 #include "../daemon/harness.h"
+#include "../daemon/emu_client.h"
+#include "../daemon/users.h"
 
 #define L GPUSYS_WARP_LANES
 #define MIB (UINT64_C(1) << 20)
 #define OTHER_UID 65534
 
-struct cl {
-	gpusys_t *g;
-	struct gpusys_emu *emu;
-	const gpusys_dev_t *dev;
-};
-
-static int cl_attach(struct cl *k, const char *runtime, uint32_t ports, uint32_t flags)
+static int cl_attach(struct emu_client *k, const char *runtime, uint32_t ports, uint32_t flags)
 {
-	struct gpusys_options o = {
-		.runtime_dir = runtime,
-		.num_ports = ports,
-		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK | GPUSYS_ATTACH_NO_CWD | flags,
-	};
-	int r = gpusys_attach(&o, &k->g);
-	if (r)
-		return r;
-	r = gpusys_emu_open(gpusys_host_channel(k->g), &k->emu);
-	if (r) {
-		gpusys_detach(k->g);
-		return r;
-	}
-	k->dev = gpusys_emu_dev(k->emu);
-	return 0;
-}
-
-static void cl_detach(struct cl *k)
-{
-	gpusys_emu_close(k->emu);
-	gpusys_detach(k->g);
+	return emu_client_attach(k, runtime, ports, 0, GPUSYS_ATTACH_NO_CWD | flags);
 }
 
 static bool log_has(const struct gd *d, const char *what)
@@ -98,13 +74,6 @@ static uint64_t rss_anon(pid_t pid)
 			break;
 	fclose(f);
 	return kib << 10;
-}
-
-/* Let another user (the part run as OTHER_UID) reach the daemon. */
-static void open_to_others(const struct gd *d)
-{
-	assert_int_equal(chmod(d->dir, 0755), 0);
-	assert_int_equal(chmod(d->runtime, 0755), 0);
 }
 
 static bool become_other_user(void)
@@ -140,7 +109,7 @@ struct printer {
  * a refused call is sent again until accepted. */
 static int printer_main(const char *runtime, int c, struct printer *me)
 {
-	struct cl k;
+	struct emu_client k;
 	if (cl_attach(&k, runtime, 2, 0))
 		return 2;
 	static uint8_t rec[L][128];
@@ -184,7 +153,7 @@ static int printer_main(const char *runtime, int c, struct printer *me)
 		atomic_fetch_add(&me->accepted, L);
 	}
 	int r = gpusys_emu_print_flush(k.dev);
-	cl_detach(&k);
+	emu_client_detach(&k);
 	return r ? 6 : 0;
 }
 
@@ -361,7 +330,7 @@ static void sleep_many(const gpusys_dev_t *dev, int n, uint64_t delay_ns, int *o
 /* Another user's client: 8 SLEEPs at once once told to go, all fine. */
 static int other_sleeper(const char *runtime, int go_fd)
 {
-	struct cl k;
+	struct emu_client k;
 	char b;
 	if (!become_other_user() || cl_attach(&k, runtime, 16, GPUSYS_ATTACH_NO_STDIO))
 		return 2;
@@ -369,7 +338,7 @@ static int other_sleeper(const char *runtime, int go_fd)
 		return 3;
 	int ok, nomem;
 	sleep_many(k.dev, 8, 100u * 1000u * 1000u, &ok, &nomem);
-	cl_detach(&k);
+	emu_client_detach(&k);
 	return ok == 8 ? 0 : 4;
 }
 
@@ -381,7 +350,7 @@ static void test_pending_budget(void **state)
 	/* Room for 96 pending calls by count; by memory, far fewer. */
 	snprintf(cfg, sizeof(cfg), "user_mem_budget = %d\nmax_pending_calls_per_uid = 100000\n", PENDING_BUDGET);
 	gd_start(&d, cfg);
-	open_to_others(&d);
+	open_to_all(&d);
 	bool root = geteuid() == 0;
 	int go[2] = { -1, -1 };
 	pid_t other = -1;
@@ -400,7 +369,7 @@ static void test_pending_budget(void **state)
 		print_message("not root: the other user's part is left out\n");
 	}
 
-	struct cl a;
+	struct emu_client a;
 	assert_int_equal(cl_attach(&a, d.runtime, 128, GPUSYS_ATTACH_NO_STDIO), 0);
 	struct sleeper s[SLEEPERS];
 	pthread_t t[SLEEPERS];
@@ -431,7 +400,7 @@ static void test_pending_budget(void **state)
 	int ok2, nomem2;
 	sleep_many(a.dev, ok, 200u * 1000u * 1000u, &ok2, &nomem2);
 	assert_int_equal(ok2, ok);
-	cl_detach(&a);
+	emu_client_detach(&a);
 	gd_finish(&d);
 }
 
@@ -471,7 +440,7 @@ static void test_channel_budget(void **state)
 	/* The defaults: 256 MiB bulk areas, 4 GiB of channels per user. The
 	 * memory is a sparse memfd: nothing here touches it. */
 	gd_start(&d, NULL);
-	open_to_others(&d);
+	open_to_all(&d);
 	gpusys_t *g[MAX_BIG];
 	int n = 0, r = 0;
 	while (n < MAX_BIG && (r = attach_big(d.runtime, &g[n])) == 0)

@@ -42,6 +42,7 @@
 #include "gpusys/file_emu.h"
 #include "gpusys/socket_emu.h"
 #include "../daemon/harness.h"
+#include "../daemon/emu_client.h"
 
 #define L GPUSYS_WARP_LANES
 #define NOBODY 65534
@@ -57,35 +58,9 @@ struct target {
 
 /* ------------------------------------------------------------ clients */
 
-struct cl {
-	gpusys_t *c;
-	struct gpusys_emu *emu;
-	const gpusys_dev_t *dev;
-};
-
-static int cl_attach(struct cl *k)
+static int cl_attach(struct emu_client *k)
 {
-	struct gpusys_options o = {
-		.runtime_dir = daemon_.runtime,
-		.num_ports = 4,
-		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_BULK,
-	};
-	int r = gpusys_attach(&o, &k->c);
-	if (r < 0)
-		return r;
-	r = gpusys_emu_open(gpusys_host_channel(k->c), &k->emu);
-	if (r < 0) {
-		gpusys_detach(k->c);
-		return r;
-	}
-	k->dev = gpusys_emu_dev(k->emu);
-	return 0;
-}
-
-static void cl_detach(struct cl *k)
-{
-	gpusys_emu_close(k->emu);
-	gpusys_detach(k->c);
+	return emu_client_attach(k, daemon_.runtime, 4, 0, GPUSYS_ATTACH_NO_STDIO);
 }
 
 static int64_t f_open(const gpusys_dev_t *d, const char *path, int flags)
@@ -253,7 +228,7 @@ static void at_link(const gpusys_dev_t *d, const char *link)
 static int as_nobody(void *arg)
 {
 	const struct target *t = arg;
-	struct cl k;
+	struct emu_client k;
 	char p[512], q[512];
 
 	if (chdir(pub) < 0 || cl_attach(&k) < 0)
@@ -351,7 +326,7 @@ static int as_nobody(void *arg)
 	snprintf(p, sizeof(p), "/proc/%d/task", t->tid);
 	EXPECT("opendir", p, f_opendir(d, p), -EACCES);
 
-	cl_detach(&k);
+	emu_client_detach(&k);
 	return failures ? 1 : 0;
 }
 
@@ -482,7 +457,7 @@ static void test_no_escape(void **state)
 	char here[PATH_MAX];
 	assert_non_null(getcwd(here, sizeof(here)));
 	assert_int_equal(chdir(vault), 0);
-	struct cl root;
+	struct emu_client root;
 	assert_int_equal(cl_attach(&root), 0);
 	assert_int_equal(chdir(here), 0);
 	const char *sp[L] = { "sub" };
@@ -542,7 +517,7 @@ static void test_no_escape(void **state)
 
 	/* The daemon still serves root in its vault. */
 	assert_int_equal(f_stat(root.dev, "secret.txt", 0), 0);
-	cl_detach(&root);
+	emu_client_detach(&root);
 	close(ls.fd);
 	close(dg);
 }

@@ -40,38 +40,14 @@
 #include "gpusys/emulator.h"
 #include "gpusys/file_emu.h"
 #include "../daemon/harness.h"
+#include "../daemon/emu_client.h"
+#include "../daemon/users.h"
 
 #define L GPUSYS_WARP_LANES
 
-struct cl {
-	gpusys_t *g;
-	struct gpusys_emu *emu;
-	const gpusys_dev_t *dev;
-};
-
-static int cl_attach(struct cl *k, const char *runtime, uint32_t ports)
+static int cl_attach(struct emu_client *k, const char *runtime, uint32_t ports)
 {
-	struct gpusys_options o = {
-		.runtime_dir = runtime,
-		.num_ports = ports,
-		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK | GPUSYS_ATTACH_NO_STDIO,
-	};
-	int r = gpusys_attach(&o, &k->g);
-	if (r)
-		return r;
-	r = gpusys_emu_open(gpusys_host_channel(k->g), &k->emu);
-	if (r) {
-		gpusys_detach(k->g);
-		return r;
-	}
-	k->dev = gpusys_emu_dev(k->emu);
-	return 0;
-}
-
-static void cl_detach(struct cl *k)
-{
-	gpusys_emu_close(k->emu);
-	gpusys_detach(k->g);
+	return emu_client_attach(k, runtime, ports, 0, GPUSYS_ATTACH_NO_STDIO);
 }
 
 static int64_t f_open(const gpusys_dev_t *d, const char *path, int flags)
@@ -134,7 +110,7 @@ static void test_user_handles(void **state)
 	gd_start(&d, "max_handles_per_client = 16\nmax_handles_per_uid = 20\n");
 	assert_int_equal(chmod(d.dir, 0755), 0);
 	assert_int_equal(chmod(d.runtime, 0755), 0);
-	struct cl a, b;
+	struct emu_client a, b;
 	int64_t ha[64], hb[64], why;
 	assert_int_equal(cl_attach(&a, d.runtime, 2), 0);
 	assert_int_equal(cl_attach(&b, d.runtime, 2), 0);
@@ -151,7 +127,7 @@ static void test_user_handles(void **state)
 		pid_t child = fork();
 		assert_true(child >= 0);
 		if (child == 0) {
-			struct cl c;
+			struct emu_client c;
 			int64_t hc[64], cwhy;
 			if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534) ||
 			    cl_attach(&c, d.runtime, 2))
@@ -171,7 +147,7 @@ static void test_user_handles(void **state)
 	assert_int_equal(open_until_refused(b.dev, hb + 4, 60, &why), 2);
 	assert_int_equal(why, -EMFILE);
 	/* A client that goes gives back all it held. */
-	cl_detach(&a);
+	emu_client_detach(&a);
 	int n = 0;
 	for (int i = 0; i < 200 && n == 0; i++) {
 		n = open_until_refused(b.dev, hb + 6, 58, &why);
@@ -179,7 +155,7 @@ static void test_user_handles(void **state)
 			usleep(10000); /* the detach is the main loop's */
 	}
 	assert_int_equal(n, 10); /* b's own bound of 16 now */
-	cl_detach(&b);
+	emu_client_detach(&b);
 	gd_finish(&d);
 }
 
@@ -208,7 +184,7 @@ static void test_user_pending(void **state)
 	(void)state;
 	struct gd d;
 	gd_start(&d, "max_pending_calls = 4\nmax_pending_calls_per_uid = 6\n");
-	struct cl a, b;
+	struct emu_client a, b;
 	assert_int_equal(cl_attach(&a, d.runtime, 8), 0);
 	assert_int_equal(cl_attach(&b, d.runtime, 8), 0);
 	struct sleeper sa[5], sb[3];
@@ -249,8 +225,8 @@ static void test_user_pending(void **state)
 		pthread_join(tg[i], NULL);
 		assert_int_equal(again[i].rc, 0);
 	}
-	cl_detach(&a);
-	cl_detach(&b);
+	emu_client_detach(&a);
+	emu_client_detach(&b);
 	gd_finish(&d);
 }
 
@@ -291,7 +267,7 @@ static void test_user_memory(void **state)
 	for (int i = 0; i < (1 << 20) / 8; i++)
 		fwrite("abcdefgh", 1, 8, f);
 	fclose(f);
-	struct cl a, b;
+	struct emu_client a, b;
 	assert_int_equal(cl_attach(&a, d.runtime, 4), 0);
 	assert_int_equal(cl_attach(&b, d.runtime, 4), 0);
 	int64_t ha = f_open(a.dev, path, O_RDONLY), hb = f_open(b.dev, path, O_RDONLY);
@@ -302,7 +278,7 @@ static void test_user_memory(void **state)
 	assert_int_equal(unread_pread(b.dev, 1, hb), -ENOMEM);
 	assert_true(log_has(&d, "is at its limit of request memory (user_mem_budget)"));
 	/* a goes: its answers are freed, and b gets its own. */
-	cl_detach(&a);
+	emu_client_detach(&a);
 	int32_t st = -ENOMEM;
 	for (uint32_t i = 0, p = 2; i < 200 && st == -ENOMEM && p < 4; i++) {
 		st = unread_pread(b.dev, p, hb);
@@ -312,7 +288,7 @@ static void test_user_memory(void **state)
 		}
 	}
 	assert_int_equal(st, 0);
-	cl_detach(&b);
+	emu_client_detach(&b);
 	gd_finish(&d);
 }
 
@@ -323,14 +299,6 @@ static void test_user_memory(void **state)
 /* What the daemon keeps for itself and root at least, out of LOW_NOFILE
  * (daemon/quotas.h): a user never gets more than a quarter of the rest. */
 #define USER_SHARE_MAX (LOW_NOFILE / 4)
-
-static bool need_root(void)
-{
-	if (geteuid() == 0)
-		return true;
-	skip(); /* acting as other users (and raising our limit back) needs root */
-	return false;
-}
 
 /* gpusysd with RLIMIT_NOFILE LOW_NOFILE, soft and hard, from its start: run
  * through a shell that sets the limit and execs it (the same pid; lowering
@@ -429,7 +397,7 @@ static void put(int out, const int64_t *v, size_t n)
  * the last refusal. */
 static void hoarder(int out, void *arg)
 {
-	static struct cl c[2];
+	static struct emu_client c[2];
 	static int64_t h[LOW_NOFILE];
 	int64_t res[2] = { -1, 0 }, why = 0;
 	if (cl_attach(&c[0], arg, 2) == 0 && cl_attach(&c[1], arg, 2) == 0) {
@@ -444,7 +412,7 @@ static void hoarder(int out, void *arg)
  * the refusal. */
 static void opener(int out, void *arg)
 {
-	struct cl c;
+	struct emu_client c;
 	int64_t h[16], res[2] = { 0, 0 };
 	int r = cl_attach(&c, arg, 2);
 	if (r)
@@ -457,13 +425,13 @@ static void opener(int out, void *arg)
 /* Root attaches and opens 16 files. */
 static void root_opens(const struct gd *d)
 {
-	struct cl c;
+	struct emu_client c;
 	int64_t h[16], why;
 	int r = cl_attach(&c, d->runtime, 2);
 	if (r)
 		fail_msg("root's attach: %d: %s", r, gpusys_last_error());
 	assert_int_equal(open_until_refused(c.dev, h, 16, &why), 16);
-	cl_detach(&c);
+	emu_client_detach(&c);
 }
 
 /* One user's handles stop at its share of the descriptors, not at the
@@ -671,9 +639,9 @@ static void test_fd_refusal_says_so(void **state)
 	}
 	assert_true(log_soon(&d, "gpusysd is out of file descriptors"));
 	/* Given its descriptors back, it serves again. */
-	struct cl c;
+	struct emu_client c;
 	assert_int_equal(cl_attach(&c, d.runtime, 2), 0);
-	cl_detach(&c);
+	emu_client_detach(&c);
 	gd_finish(&d);
 }
 
@@ -688,7 +656,7 @@ static void test_fd_explicit_lowered(void **state)
 	set_soft_nofile(d.pid, LOW_NOFILE);
 	assert_int_equal(kill(d.pid, SIGHUP), 0);
 	assert_true(log_soon(&d, " read: ")); /* the reload is done */
-	struct cl c;
+	struct emu_client c;
 	static int64_t h[LOW_NOFILE];
 	int64_t why;
 	assert_int_equal(cl_attach(&c, d.runtime, 2), 0);
@@ -699,7 +667,7 @@ static void test_fd_explicit_lowered(void **state)
 	assert_true(log_soon(&d, "is at its limit of open handles"));
 	assert_true(log_has(&d, "reload: descriptor limit 512:"));
 	assert_true(log_has(&d, "max_handles_per_uid = 100000 lowered to"));
-	cl_detach(&c);
+	emu_client_detach(&c);
 	gd_finish(&d);
 }
 

@@ -33,57 +33,11 @@
 #include "gpusys/file_emu.h"
 #include "util/log.h" /* LOG_BURST, LOG_PER_S */
 #include "../daemon/harness.h"
+#include "../daemon/users.h"
 
 #define L GPUSYS_WARP_LANES
 
 /* ------------------------------------------------------------ helpers */
-
-static bool need_root(void)
-{
-	if (geteuid() == 0)
-		return true;
-	skip(); /* acting as other users needs root */
-	return false;
-}
-
-/* Let other users reach the daemon's sockets (the test directory is 0700). */
-static void open_to_all(const struct gd *d)
-{
-	assert_int_equal(chmod(d->dir, 0755), 0);
-	assert_int_equal(chmod(d->runtime, 0755), 0);
-}
-
-static int become(uid_t uid, gid_t extra_group)
-{
-	gid_t g = extra_group;
-	if (setgroups(extra_group ? 1 : 0, &g) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
-		return -1;
-	return 0;
-}
-
-/* Fork; the child becomes uid and exits with fn's result. Returns the
- * child's pid (fn runs there, not here: no cmocka in children). */
-static pid_t spawn_as(uid_t uid, gid_t extra_group, int (*fn)(void *), void *arg)
-{
-	fflush(NULL);
-	pid_t p = fork();
-	assert_true(p >= 0);
-	if (p == 0) {
-		if (become(uid, extra_group) < 0)
-			_exit(100);
-		_exit(fn(arg));
-	}
-	return p;
-}
-
-static int join(pid_t p)
-{
-	int ws;
-	assert_int_equal(waitpid(p, &ws, 0), p);
-	if (!WIFEXITED(ws))
-		fail_msg("child %d died (status 0x%x)", (int)p, ws);
-	return WEXITSTATUS(ws);
-}
 
 static int ctl_connect(const char *runtime)
 {
@@ -153,20 +107,6 @@ static json_t *ctl_ask(const char *runtime, const char *line)
 static json_t *ctl_status(const char *runtime)
 {
 	return ctl_ask(runtime, "{\"cmd\":\"status\"}\n");
-}
-
-static void pipe_put(int fd)
-{
-	char c = 'x';
-	if (write(fd, &c, 1) != 1)
-		abort();
-}
-
-static bool pipe_get(int fd, int ms)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	char c;
-	return poll(&p, 1, ms) == 1 && read(fd, &c, 1) == 1;
 }
 
 static size_t count_str(const char *hay, const char *needle)

@@ -49,6 +49,7 @@
 #include "gpusys/emulator.h"
 #include "gpusys/file_emu.h"
 #include "../daemon/harness.h"
+#include "../daemon/emu_client.h"
 #else
 #include "fake_core.h"
 #endif
@@ -58,37 +59,11 @@ static char tmpdir[64];
 
 #ifdef SOCK_TEST_DAEMON
 static struct gd daemon_;
-struct cl {
-	gpusys_t *c;
-	struct gpusys_emu *emu;
-	const gpusys_dev_t *dev;
-};
-static struct cl main_cl;
+static struct emu_client main_cl;
 
-static int cl_attach(struct cl *k, uint64_t bulk)
+static int cl_attach(struct emu_client *k, uint64_t bulk)
 {
-	struct gpusys_options o = {
-		.runtime_dir = daemon_.runtime,
-		.num_ports = 64,
-		.bulk_bytes = bulk,
-		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_STDIO | (bulk ? 0 : GPUSYS_ATTACH_NO_BULK),
-	};
-	int r = gpusys_attach(&o, &k->c);
-	if (r < 0)
-		return r;
-	r = gpusys_emu_open(gpusys_host_channel(k->c), &k->emu);
-	if (r < 0) {
-		gpusys_detach(k->c);
-		return r;
-	}
-	k->dev = gpusys_emu_dev(k->emu);
-	return 0;
-}
-
-static void cl_detach(struct cl *k)
-{
-	gpusys_emu_close(k->emu);
-	gpusys_detach(k->c);
+	return emu_client_attach(k, daemon_.runtime, 64, bulk, GPUSYS_ATTACH_NO_STDIO);
 }
 #endif
 
@@ -1005,12 +980,12 @@ static void test_low_port_needs_privilege(void **s)
 #ifdef SOCK_TEST_DAEMON
 	pid_t p = fork();
 	if (p == 0) {
-		struct cl k;
+		struct emu_client k;
 		if (become(65534) < 0 || cl_attach(&k, 0) < 0)
 			_exit(100);
 		D = k.dev;
 		int rc = unprivileged_checks();
-		cl_detach(&k);
+		emu_client_detach(&k);
 		_exit(rc);
 	}
 	int st;
@@ -1056,7 +1031,7 @@ static void test_killed_client(void **s)
 	int lfd = cpu_listener(AF_INET, &css, &clen);
 	pid_t p = fork();
 	if (p == 0) {
-		struct cl k;
+		struct emu_client k;
 		close(ready[0]);
 		if (cl_attach(&k, 0) < 0)
 			_exit(1);
@@ -1182,7 +1157,7 @@ static int teardown(void **state)
 {
 	(void)state;
 #ifdef SOCK_TEST_DAEMON
-	cl_detach(&main_cl);
+	emu_client_detach(&main_cl);
 	gd_finish(&daemon_);
 #endif
 	char cmd[128];
