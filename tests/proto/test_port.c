@@ -413,7 +413,8 @@ static void test_window_streams(void **state)
 	const uint32_t stream = 32u * (64u * 1024u - GPUSYS_INLINE_BYTES);
 	const uint32_t packets = (stream + GPUSYS_WINDOW_BYTES - 1) / GPUSYS_WINDOW_BYTES;
 	assert_int_equal(packets, 32);
-	assert_int_equal(GPUSYS_WORD_SEQ(dev->server_word[p]), 1 + 2 * packets);
+	/* The daemon's word, written by its thread: an atomic load. */
+	assert_int_equal(GPUSYS_WORD_SEQ(__atomic_load_n(&dev->server_word[p], __ATOMIC_ACQUIRE)), 1 + 2 * packets);
 	/* The window held the response's last packet (the stream's tail):
 	 * lane 31's last bytes, which echo_and_check compared with what it
 	 * sent; here only that the window, not data[], carried them. */
