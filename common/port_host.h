@@ -96,15 +96,6 @@ static inline uint32_t port_host_packets_for(uint64_t stream_bytes, uint32_t pkt
 	return (uint32_t)((stream_bytes + pkt - 1) / pkt);
 }
 
-/* Where port p's stream packets go (its data or its window) and their size
- * in *pkt: abi.h's gpusys_port_stream, with the geometry the server
- * computed itself (never the header's: the client can rewrite it). */
-static inline uint8_t *port_host_stream(struct gpusys_port *ports, uint8_t *windows, uint32_t num_ports,
-					uint32_t num_windows, uint32_t p, uint32_t *pkt)
-{
-	return gpusys_port_stream(ports, windows, num_ports, num_windows, p, pkt);
-}
-
 /* Copy stream packet k (pkt bytes at packet: the port's data or window,
  * gpusys_port_stream) between the channel and each lane's buffer
  * (lane_buf[l]: the lane's whole message; its stream bytes follow its

@@ -202,7 +202,7 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	if (req_buf)
 		port_host_take_inline(port, mask, len, arg);
 	uint32_t pkt;
-	uint8_t *packet = port_host_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
+	uint8_t *packet = gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
 	uint32_t chunks = port_host_packets_for(port_host_stream_layout(mask, len, off, part), pkt);
 	for (uint32_t k = 0; k < chunks; k++) {
 		ack(cb, p, cs, 0, 0);

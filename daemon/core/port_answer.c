@@ -131,7 +131,7 @@ uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, struct por
 		/* Streamed only past a lane's inline slot. */
 		if (off && longest > GPUSYS_INLINE_BYTES) {
 			uint32_t pkt;
-			port_host_stream(t->ports, t->windows, t->num_ports, t->num_windows, p, &pkt);
+			port_table_stream(t, p, &pkt);
 			chunks = port_host_packets_for(port_host_stream_layout(call->lane_mask, call->resp_len, off, part),
 						       pkt);
 		}

@@ -362,7 +362,7 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 		port_state_set_phase(&t->state[p], PHASE_RECV);
 		t->state[p].chunk = 0;
 		uint32_t pkt;
-		port_host_stream(t->ports, t->windows, t->num_ports, t->num_windows, p, &pkt);
+		port_table_stream(t, p, &pkt);
 		t->state[p].chunks = port_host_packets_for(stream, pkt);
 		t->state[p].pending = pd;
 		port_ack(t, p, cs, 0, 0);
@@ -379,7 +379,7 @@ static enum port_step receive_packet(struct port_table *t, uint32_t p, uint32_t 
 
 	if (pd->call.status == 0) {
 		uint32_t pkt;
-		uint8_t *packet = port_host_stream(t->ports, t->windows, t->num_ports, t->num_windows, p, &pkt);
+		uint8_t *packet = port_table_stream(t, p, &pkt);
 		port_host_stream_copy(packet, pkt, st->chunk, pd->off, pd->part, pd->call.data, 0);
 	}
 	if (++st->chunk < st->chunks) {
@@ -395,7 +395,7 @@ static enum port_step send_packet(struct port_table *t, uint32_t p, uint32_t cs,
 	struct pending *pd = st->pending;
 
 	uint32_t pkt;
-	uint8_t *packet = port_host_stream(t->ports, t->windows, t->num_ports, t->num_windows, p, &pkt);
+	uint8_t *packet = port_table_stream(t, p, &pkt);
 	port_host_stream_copy(packet, pkt, st->chunk, pd->off, pd->part, (uint8_t *const *)pd->call.resp_data, 1);
 	if (++st->chunk == st->chunks) {
 		port_state_set_phase(st, PHASE_IDLE);

@@ -238,4 +238,12 @@ enum port_handover {
  * (GPUSYS_SW_ABORT, -ECONNABORTED: not run) and is then READY. */
 enum port_handover port_handover_step(struct port_table *t, uint32_t p);
 
+/* Where port p's stream packets go (its data or its window, abi.h) and their
+ * size in *pkt, from the layout the table computed itself (never the
+ * header's: the client can rewrite it). */
+static inline uint8_t *port_table_stream(const struct port_table *t, uint32_t p, uint32_t *pkt)
+{
+	return gpusys_port_stream(t->ports, t->windows, t->num_ports, t->num_windows, p, pkt);
+}
+
 #endif /* GPUSYSD_PORT_SERVER_H */
