@@ -101,8 +101,8 @@ int file_op_open(const struct file_lane *l)
 		return r;
 	int fd;
 	for (;;) {
-		fd = file_open_as_client(dirfd, path, flags | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-					 file_create_mode(peer, l->q.mode));
+		fd = path_open(dirfd, path, flags | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+			       file_create_mode(peer, l->q.mode));
 		/* A FIFO opened for writing with no reader: the client
 		 * asked to wait for one. */
 		if (fd != -ENXIO || !file_wants_block(flags) || (flags & O_ACCMODE) != O_WRONLY)

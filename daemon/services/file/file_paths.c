@@ -15,12 +15,6 @@
 
 #include "gpusys/file.h"
 #include "services/file/file_paths.h"
-#include "util/path_resolve.h"
-
-int file_open_as_client(int dirfd, const char *path, int flags, mode_t mode)
-{
-	return path_open(dirfd, path, flags, mode);
-}
 
 /* Copy the path of a request out of its body into buf (NUL-terminated) and
  * pick the directory it is relative to. 0 or -errno. */

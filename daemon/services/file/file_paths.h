@@ -7,10 +7,6 @@
 
 #include "core/client.h"
 
-/* open(2) of a client's path through util/path_resolve.h's path_open.
- * The descriptor, or -errno. */
-int file_open_as_client(int dirfd, const char *path, int flags, mode_t mode);
-
 /* Copy the path of a request out of its body into buf (at least
  * GPUSYS_FILE_PATH_MAX + 1 bytes, NUL-terminated) and pick the directory it
  * is relative to. 0 or -errno. */
