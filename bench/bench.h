@@ -141,6 +141,7 @@ int bench_alloc_gpu(int argc, char **argv);
 int bench_copy_gpu(int argc, char **argv);
 int bench_multi_gpu(int argc, char **argv); /* bench/multi_gpu.cu */
 int bench_trace_gpu(int argc, char **argv); /* where one round trip's time goes (trace_gpu.cu) */
+int bench_packet_gpu(int argc, char **argv); /* packet 0's floor by layout (packet_floor.cu) */
 #endif
 
 #ifdef __cplusplus

@@ -18,6 +18,7 @@ static void usage(void)
 			"       gpusys-bench copy [options]            pageable host <-> device copies vs cudaMemcpy\n"
 			"       gpusys-bench multigpu [options]        NOOPs from every GPU, each alone and all at once\n"
 			"       gpusys-bench trace [options]           where one call's time goes, segment by segment\n"
+			"       gpusys-bench packet [--iters N]        packet 0's floor by payload layout, no gpusys\n"
 			"run 'gpusys-bench rtt --help' for the options\n");
 }
 
@@ -41,6 +42,7 @@ static const struct {
 	{ "copy", NULL, ON_GPU(bench_copy_gpu) },
 	{ "multigpu", NULL, ON_GPU(bench_multi_gpu) },
 	{ "trace", NULL, ON_GPU(bench_trace_gpu) },
+	{ "packet", NULL, ON_GPU(bench_packet_gpu) },
 };
 
 int main(int argc, char **argv)

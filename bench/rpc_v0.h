@@ -59,8 +59,8 @@ GPUSYS_FN int gpusys_rpc_v0(const gpusys_dev_t *dev, uint16_t opcode, uint16_t f
 			uint32_t n = in_len[GPUSYS_LI(l)];
 			port->len[l] = n;
 			port->aux[l] = out_cap ? out_cap[GPUSYS_LI(l)] : 0;
-			gpusys_copy_to_channel(port->data + l * GPUSYS_INLINE_BYTES, (const uint8_t *)in[GPUSYS_LI(l)],
-					       n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
+			gpusys_inline_put(port->data, l, (const uint8_t *)in[GPUSYS_LI(l)],
+					  n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
 			part[GPUSYS_LI(l)] = gpusys_stream_part(n);
 		}
 		if (biggest > GPUSYS_INLINE_BYTES)
@@ -117,8 +117,11 @@ GPUSYS_FN int gpusys_rpc_v0(const gpusys_dev_t *dev, uint16_t opcode, uint16_t f
 		n = n < cap ? n : cap;
 		out_len[GPUSYS_LI(l)] = n;
 		lane_status[GPUSYS_LI(l)] = *(volatile int32_t *)&port->aux[l];
-		gpusys_copy_from_channel((uint8_t *)out[GPUSYS_LI(l)], port->data + l * GPUSYS_INLINE_BYTES,
-					 n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
+		for (uint32_t k = 0; k * GPUSYS_CHUNK_BYTES < n && k < GPUSYS_INLINE_CHUNKS; k++) {
+			uint32_t a = k * GPUSYS_CHUNK_BYTES, m = n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES;
+			gpusys_copy_from_channel((uint8_t *)out[GPUSYS_LI(l)] + a, port->data + gpusys_inline_at(l, k),
+						 m - a < GPUSYS_CHUNK_BYTES ? m - a : GPUSYS_CHUNK_BYTES);
+		}
 		part[GPUSYS_LI(l)] = gpusys_stream_part(n);
 	}
 	total = gpusys_lane_exscan(mask, part, off);

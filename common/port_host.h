@@ -63,16 +63,34 @@ static inline int32_t port_host_take_request(const struct gpusys_port *port, uin
 	return status;
 }
 
-/* Each lane's first bytes of packet 0 (at most its inline slot), to where
- * data[l] points, for the lanes of mask with a length. */
+/* Copy lane l's first n bytes (n <= GPUSYS_INLINE_BYTES) out of packet 0's
+ * chunks (abi.h gpusys_inline_at) into dst, or in from src. */
+static inline void port_host_inline_get(const uint8_t *packet_data, uint32_t l, uint8_t *dst, uint32_t n)
+{
+	for (uint32_t k = 0; k * GPUSYS_CHUNK_BYTES < n; k++) {
+		uint32_t a = k * GPUSYS_CHUNK_BYTES, c = n - a < GPUSYS_CHUNK_BYTES ? n - a : GPUSYS_CHUNK_BYTES;
+		memcpy(dst + a, packet_data + gpusys_inline_at(l, k), c);
+	}
+}
+
+static inline void port_host_inline_put(uint8_t *packet_data, uint32_t l, const uint8_t *src, uint32_t n)
+{
+	for (uint32_t k = 0; k * GPUSYS_CHUNK_BYTES < n; k++) {
+		uint32_t a = k * GPUSYS_CHUNK_BYTES, c = n - a < GPUSYS_CHUNK_BYTES ? n - a : GPUSYS_CHUNK_BYTES;
+		memcpy(packet_data + gpusys_inline_at(l, k), src + a, c);
+	}
+}
+
+/* Each lane's first bytes of packet 0 (at most GPUSYS_INLINE_BYTES), to
+ * where data[l] points, for the lanes of mask with a length. */
 static inline void port_host_take_inline(const struct gpusys_port *port, uint64_t mask, const uint32_t *len,
 					 uint8_t *const *data)
 {
 	for (uint64_t m = mask; m; m &= m - 1) {
 		uint32_t l = (uint32_t)__builtin_ctzll(m);
 		if (len[l])
-			memcpy(data[l], port->data + l * GPUSYS_INLINE_BYTES,
-			       len[l] < GPUSYS_INLINE_BYTES ? len[l] : GPUSYS_INLINE_BYTES);
+			port_host_inline_get(port->data, l, data[l],
+					     len[l] < GPUSYS_INLINE_BYTES ? len[l] : GPUSYS_INLINE_BYTES);
 	}
 }
 
@@ -128,8 +146,7 @@ static inline void port_host_put_response(struct gpusys_port *port, uint64_t mas
 	for (uint64_t m = mask; m; m &= m - 1) {
 		uint32_t l = (uint32_t)__builtin_ctzll(m), n = len[l];
 		if (n)
-			memcpy(port->data + l * GPUSYS_INLINE_BYTES, data[l],
-			       n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
+			port_host_inline_put(port->data, l, data[l], n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
 	}
 }
 

@@ -91,6 +91,46 @@ GPUSYS_FN void gpusys_copy_from_channel(uint8_t *dst, const uint8_t *src, uint32
 #endif
 }
 
+/* Write the first m (<= GPUSYS_INLINE_BYTES) bytes of src into lane l's
+ * chunks of packet 0 (abi.h gpusys_inline_at). On a GPU each chunk is one
+ * 16-byte store, the same chunk of every lane of the warp lying together:
+ * one coalesced run of whole lines for the warp, where 8-byte stores into
+ * 64-byte slots were pieces of every line (bench/RESULTS.md "Packet 0 as a
+ * warp"). Only src's m bytes are read; a partial chunk is padded with
+ * zeros. */
+GPUSYS_FN void gpusys_inline_put(uint8_t *packet_data, uint32_t l, const uint8_t *src, uint32_t m)
+{
+#if defined(__CUDACC__)
+	for (uint32_t k = 0; k * GPUSYS_CHUNK_BYTES < m; k++) {
+		const uint32_t a = k * GPUSYS_CHUNK_BYTES;
+		const uint32_t c = m - a < GPUSYS_CHUNK_BYTES ? m - a : GPUSYS_CHUNK_BYTES;
+		uint32_t w[4] = { 0, 0, 0, 0 };
+		if (c == GPUSYS_CHUNK_BYTES && ((uintptr_t)(src + a) & 15u) == 0) {
+			const uint4 v = *(const uint4 *)(src + a);
+			w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+		} else if (((uintptr_t)(src + a) & 3u) == 0) {
+			uint32_t i = 0;
+			for (; i + 4 <= c; i += 4)
+				w[i / 4] = *(const uint32_t *)(src + a + i);
+			for (; i < c; i++)
+				w[i / 4] |= (uint32_t)src[a + i] << (8 * (i % 4));
+		} else {
+			for (uint32_t i = 0; i < c; i++)
+				w[i / 4] |= (uint32_t)src[a + i] << (8 * (i % 4));
+		}
+		asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(packet_data + gpusys_inline_at(l, k)),
+			     "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+			     : "memory");
+	}
+#else
+	for (uint32_t k = 0; k * GPUSYS_CHUNK_BYTES < m; k++) {
+		uint32_t a = k * GPUSYS_CHUNK_BYTES;
+		memcpy(packet_data + gpusys_inline_at(l, k), src + a,
+		       m - a < GPUSYS_CHUNK_BYTES ? m - a : GPUSYS_CHUNK_BYTES);
+	}
+#endif
+}
+
 /* Read lane l's part of response packet 0: its length (returned, clamped
  * to cap: the daemon never sends more, the clamp keeps a bug there from
  * becoming an overflow here), its status (*ret_status) and its inline bytes
@@ -99,15 +139,16 @@ GPUSYS_FN void gpusys_copy_from_channel(uint8_t *dst, const uint8_t *src, uint32
  * length, the status and as much of the 64-byte slot as cap allows, in
  * 16-byte pieces, together, rather than the length and then the bytes it
  * names one by one (4-6 us for a 4-byte answer, bench/RESULTS.md "calls").
- * Reading past the length within the slot is harmless: the slot is ours. */
+ * Chunk k of every lane lies together (abi.h gpusys_inline_at), so the
+ * warp's loads of it are one contiguous run. Reading past the length
+ * within the lane's chunks is harmless: they are ours. */
 GPUSYS_FN uint32_t gpusys_read_packet0(const struct gpusys_port *port, uint32_t l, uint32_t cap, uint8_t *dst,
 				       int32_t *ret_status)
 {
 #if defined(__CUDACC__)
 	const uint32_t want = cap < GPUSYS_INLINE_BYTES ? cap : GPUSYS_INLINE_BYTES;
-	const uint8_t *slot = port->data + l * GPUSYS_INLINE_BYTES;
 	uint32_t n, st;
-	uint32_t v[16]; /* the slot, 4 x 16 bytes */
+	uint32_t v[16]; /* the lane's chunks, 4 x 16 bytes */
 	asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(n) : "l"(&port->len[l]) : "memory");
 	asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(st) : "l"(&port->aux[l]) : "memory");
 #pragma unroll
@@ -115,7 +156,7 @@ GPUSYS_FN uint32_t gpusys_read_packet0(const struct gpusys_port *port, uint32_t 
 		if (k * 16 < want)
 			asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
 				     : "=r"(v[4 * k]), "=r"(v[4 * k + 1]), "=r"(v[4 * k + 2]), "=r"(v[4 * k + 3])
-				     : "l"(slot + 16 * k)
+				     : "l"(port->data + gpusys_inline_at(l, k))
 				     : "memory");
 	}
 	n = n < cap ? n : cap;
@@ -128,7 +169,12 @@ GPUSYS_FN uint32_t gpusys_read_packet0(const struct gpusys_port *port, uint32_t 
 	uint32_t n = *(volatile uint32_t *)&port->len[l];
 	n = n < cap ? n : cap;
 	*ret_status = *(volatile int32_t *)&port->aux[l];
-	gpusys_copy_from_channel(dst, port->data + l * GPUSYS_INLINE_BYTES, n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
+	const uint32_t m = n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES;
+	for (uint32_t k = 0; k * GPUSYS_CHUNK_BYTES < m; k++) {
+		uint32_t a = k * GPUSYS_CHUNK_BYTES;
+		gpusys_copy_from_channel(dst + a, port->data + gpusys_inline_at(l, k),
+					 m - a < GPUSYS_CHUNK_BYTES ? m - a : GPUSYS_CHUNK_BYTES);
+	}
 	return n;
 #endif
 }
@@ -710,8 +756,8 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 			uint32_t n = in_len[GPUSYS_LI(l)];
 			port->len[l] = n;
 			port->aux[l] = out_cap ? out_cap[GPUSYS_LI(l)] : 0;
-			gpusys_copy_to_channel(port->data + l * GPUSYS_INLINE_BYTES, (const uint8_t *)in[GPUSYS_LI(l)],
-					       n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
+			gpusys_inline_put(port->data, l, (const uint8_t *)in[GPUSYS_LI(l)],
+					  n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
 			part[GPUSYS_LI(l)] = gpusys_stream_part(n);
 		}
 		if (biggest > GPUSYS_INLINE_BYTES)

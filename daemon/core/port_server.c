@@ -198,10 +198,12 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 		call.len[l] = len[l];
 		call.cap[l] = cap[l];
 		call.data[l] = payload + l * GPUSYS_INLINE_BYTES;
-		/* The whole slot, a fixed size (inline moves, no libc call):
-		 * it is one cache line, fetched for len bytes anyway. */
-		if (len[l])
-			memcpy(call.data[l], shared + l * GPUSYS_INLINE_BYTES, GPUSYS_INLINE_BYTES);
+		/* Whole chunks, a fixed size each (inline moves, no libc
+		 * call): a chunk is fetched with its line for len bytes
+		 * anyway. */
+		for (uint32_t k = 0; k * GPUSYS_CHUNK_BYTES < len[l] && k < GPUSYS_INLINE_CHUNKS; k++)
+			memcpy(call.data[l] + k * GPUSYS_CHUNK_BYTES, shared + gpusys_inline_at(l, k),
+			       GPUSYS_CHUNK_BYTES);
 	}
 	svc->op->handle(&call);
 	uint32_t off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES];

@@ -35,7 +35,11 @@
  * A message (request or response) is one or more packets:
  *   packet 0   the words, per-lane len[] and aux[] (unless the word's EMPTY /
  *              TRIVIAL flag says they are all zero), and each active lane's
- *              first GPUSYS_INLINE_BYTES bytes (its 64-byte slot of data[])
+ *              first GPUSYS_INLINE_BYTES bytes, in 16-byte chunks laid out
+ *              chunk by chunk (gpusys_inline_at): chunk k of lane l at
+ *              data[512 k + 16 l]. A warp's 16-byte store or load of chunk k
+ *              is then one contiguous run, not 32 pieces 64 bytes apart
+ *              (bench/RESULTS.md "Packet 0 as a warp").
  *   packet k>0 (streaming) raw bytes of the "stream": the concatenation,
  *              in lane order, of every active lane's bytes beyond its first
  *              GPUSYS_INLINE_BYTES. Both sides derive the stream layout from
@@ -85,13 +89,17 @@
 /* 5: GPUSYS_SERVER_HANDOVER, GPUSYS_SW_ABORT, header.handle_gen_floor
  * (daemon restart, docs/RESTART.md).
  * 6: stream windows (the last ports stream through 64 KiB windows, not
- * their 2 KiB packets); header.window_offset, num_windows, window_bytes. */
-#define GPUSYS_ABI_VERSION 6u
+ * their 2 KiB packets); header.window_offset, num_windows, window_bytes.
+ * 7: packet 0's inline bytes in 16-byte chunks, chunk by chunk
+ * (gpusys_inline_at), not a 64-byte slot per lane. */
+#define GPUSYS_ABI_VERSION 7u
 
 #define GPUSYS_WARP_LANES 32u     /* lanes per packet (one NVIDIA warp) */
 #define GPUSYS_SLOT_BYTES 64u     /* one lane's share of a packet */
 #define GPUSYS_PACKET_BYTES (GPUSYS_WARP_LANES * GPUSYS_SLOT_BYTES) /* 2 KiB */
 #define GPUSYS_INLINE_BYTES GPUSYS_SLOT_BYTES /* payload bytes of a lane in packet 0 */
+#define GPUSYS_CHUNK_BYTES 16u /* packet 0's inline bytes move in chunks of this size */
+#define GPUSYS_INLINE_CHUNKS (GPUSYS_INLINE_BYTES / GPUSYS_CHUNK_BYTES)
 #define GPUSYS_MAX_LANE_PAYLOAD (UINT32_C(1) << 20) /* per lane, per direction */
 #define GPUSYS_MAX_PORTS 16384u
 #define GPUSYS_MIN_PORTS 1u
@@ -333,9 +341,10 @@ GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_channel_header) <= GPUSYS_HEADER_BYTES
 
 /*
  * A port. Packet 0 of a message uses len[], aux[] and data (lane i's first
- * GPUSYS_INLINE_BYTES bytes at data[i * GPUSYS_INLINE_BYTES]). The
- * per-lane words are arrays rather than fields of each lane's slot so that a
- * warp writes all its lengths with one coalesced 128-byte store.
+ * GPUSYS_INLINE_BYTES bytes in chunks, gpusys_inline_at). The per-lane words
+ * are arrays rather than fields of each lane's slot, and the inline bytes
+ * go chunk by chunk, so that a warp writes all its lengths with one
+ * coalesced 128-byte store and each chunk of its bytes with one of 512.
  *   request:  len[i] = payload bytes of lane i, aux[i] = bytes lane i can
  *             receive in the response (its capacity)
  *   response: len[i] = payload bytes for lane i, aux[i] = lane i's status
@@ -363,6 +372,15 @@ struct gpusys_channel_layout {
 	uint64_t bulk_bytes;
 	uint64_t total_bytes;
 };
+
+/* Where chunk k (bytes [16 k, 16 k + 16)) of lane l's inline bytes lies in
+ * packet 0's data[]. */
+GPUSYS_ABI_FN uint32_t gpusys_inline_at(uint32_t l, uint32_t k)
+{
+	return k * (GPUSYS_WARP_LANES * GPUSYS_CHUNK_BYTES) + l * GPUSYS_CHUNK_BYTES;
+}
+GPUSYS_STATIC_ASSERT(GPUSYS_INLINE_CHUNKS * GPUSYS_WARP_LANES * GPUSYS_CHUNK_BYTES == GPUSYS_PACKET_BYTES,
+		     "every lane's inline chunks fill packet 0's data");
 
 GPUSYS_ABI_FN uint64_t gpusys_align_up(uint64_t v, uint64_t a)
 {

@@ -30,6 +30,7 @@
 #include "libclient/client.h" /* the connection layer itself, linked from the library's objects */
 #include "gpusys/emulator.h"
 #include "gpusys/device/host_sync.h"
+#include "common/port_host.h"
 #include "harness.h"
 
 /* CPU time of every thread of pid, in ns (schedstat: exact, unlike the
@@ -183,7 +184,7 @@ static void stalled_stream(int wake, long *ret_waited)
 	/* Packet 0 of an ECHO from lane 0, with its doorbell. */
 	port->len[0] = LEN;
 	port->aux[0] = LEN;
-	memcpy(port->data, msg, GPUSYS_INLINE_BYTES);
+	port_host_inline_put(port->data, 0, msg, GPUSYS_INLINE_BYTES);
 	publish(&cw[0], gpusys_client_word(1, 0, GPUSYS_OP_ECHO, 1));
 	ring(h, 1, wake_fd);
 	assert_true(wait_ack(&sw[0], 1, 2000));
@@ -202,7 +203,7 @@ static void stalled_stream(int wake, long *ret_waited)
 	assert_int_equal(GPUSYS_SW_STATUS(sw[0]), 0);
 	assert_int_equal(port->len[0], LEN);
 	assert_int_equal((int32_t)port->aux[0], 0);
-	memcpy(back, port->data, GPUSYS_INLINE_BYTES);
+	port_host_inline_get(port->data, 0, back, GPUSYS_INLINE_BYTES);
 	publish(&cw[0], gpusys_client_word(3, 0, GPUSYS_OP_ECHO, 1));
 	ring(h, (1ull << 63) | 3, wake_fd);
 	assert_true(wait_ack(&sw[0], 3, 3000));

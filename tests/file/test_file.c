@@ -31,6 +31,7 @@
 
 #include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
+#include "common/port_host.h"
 #include "gpusys/file_emu.h"
 #include "../daemon/harness.h"
 #include "../daemon/emu_client.h"
@@ -1165,7 +1166,7 @@ static void test_unread_responses_bounded(void **state)
 		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
 			port->len[l] = sizeof(q);
 			port->aux[l] = MIB / 4 * 3;
-			memcpy(port->data + l * GPUSYS_INLINE_BYTES, &q, sizeof(q));
+			port_host_inline_put(port->data, l, (const uint8_t *)&q, sizeof(q));
 		}
 		uint32_t seq = (k.dev->locks[p].seq + 1) & GPUSYS_SEQ_MASK;
 		__atomic_store_n(&k.dev->client_word[p], gpusys_client_word(seq, 0, GPUSYS_OP_FILE_PREAD, 0xffffffffu),

@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/port_host.h"
 #include "core/later.h"
 #include "core/port_server.h"
 #include "core/service.h"
@@ -203,8 +204,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fill(&in, port->data, sizeof(port->data));
 	if (takes_path(opcode)) {
 		/* Each lane's inline bytes hold its request header, then its path. */
-		for (uint32_t l2 = 0; l2 < GPUSYS_WARP_LANES; l2++)
-			confine_paths(port->data + l2 * GPUSYS_INLINE_BYTES, GPUSYS_INLINE_BYTES);
+		for (uint32_t l2 = 0; l2 < GPUSYS_WARP_LANES; l2++) {
+			uint8_t lane_bytes[GPUSYS_INLINE_BYTES];
+			port_host_inline_get(port->data, l2, lane_bytes, GPUSYS_INLINE_BYTES);
+			confine_paths(lane_bytes, GPUSYS_INLINE_BYTES);
+			port_host_inline_put(port->data, l2, lane_bytes, GPUSYS_INLINE_BYTES);
+		}
 	}
 	uint64_t word = gpusys_client_word(0, wflags, opcode, mask);
 	uint32_t seq = 0;

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "common/port_host.h"
 #include "gpusys/emulator.h"
 #include "inproc_server.h"
 
@@ -31,8 +32,12 @@ static void fill_random(uint8_t *b, size_t n, uint64_t *s)
 		b[i] = (uint8_t)(rng_next(s) >> 56);
 }
 
+/* Packet 0's chunk edges (abi.h gpusys_inline_at: 15, 16, 17, 31, 33...),
+ * its inline part's end, a packet's and a stream's. */
 static const uint32_t boundary_sizes[] = {
-	0, 1, GPUSYS_INLINE_BYTES - 1, GPUSYS_INLINE_BYTES, GPUSYS_INLINE_BYTES + 1,
+	0, 1, 4, GPUSYS_CHUNK_BYTES - 1, GPUSYS_CHUNK_BYTES, GPUSYS_CHUNK_BYTES + 1, 2 * GPUSYS_CHUNK_BYTES - 1,
+	2 * GPUSYS_CHUNK_BYTES + 1, 3 * GPUSYS_CHUNK_BYTES, GPUSYS_INLINE_BYTES - 1, GPUSYS_INLINE_BYTES,
+	GPUSYS_INLINE_BYTES + 1,
 	GPUSYS_PACKET_BYTES - 1, GPUSYS_PACKET_BYTES, GPUSYS_PACKET_BYTES + 1, 3 * GPUSYS_PACKET_BYTES + 17,
 };
 
@@ -456,9 +461,39 @@ static void test_window_streams(void **state)
 	inproc_stop(s);
 }
 
+/* Packet 0's inline bytes, as abi.h lays them out: lane l's chunk k at
+ * data[512 k + 16 l]. The server's put and take (common/port_host.h) against
+ * the layout written out by hand, both directions, every length to 64. */
+static void test_inline_layout(void **state)
+{
+	(void)state;
+	static struct gpusys_port port;
+	for (uint32_t n = 0; n <= GPUSYS_INLINE_BYTES; n++) {
+		memset(port.data, 0xee, sizeof(port.data));
+		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+			uint8_t src[GPUSYS_INLINE_BYTES];
+			for (uint32_t i = 0; i < n; i++)
+				src[i] = (uint8_t)(l * 64 + i);
+			port_host_inline_put(port.data, l, src, n);
+		}
+		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+			for (uint32_t i = 0; i < GPUSYS_INLINE_BYTES; i++) {
+				uint8_t b = port.data[(i / 16) * 512 + l * 16 + i % 16];
+				assert_int_equal(b, i < n ? (uint8_t)(l * 64 + i) : 0xee);
+			}
+			uint8_t back[GPUSYS_INLINE_BYTES];
+			memset(back, 0, sizeof(back));
+			port_host_inline_get(port.data, l, back, n);
+			for (uint32_t i = 0; i < n; i++)
+				assert_int_equal(back[i], (uint8_t)(l * 64 + i));
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_inline_layout),
 		cmocka_unit_test(test_echo_boundary_sizes),
 		cmocka_unit_test(test_contention),
 		cmocka_unit_test(test_errors),

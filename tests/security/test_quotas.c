@@ -38,6 +38,7 @@
 
 #include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
+#include "common/port_host.h"
 #include "gpusys/file_emu.h"
 #include "../daemon/harness.h"
 #include "../daemon/emu_client.h"
@@ -240,7 +241,7 @@ static int32_t unread_pread(const gpusys_dev_t *dev, uint32_t p, int64_t h)
 	for (uint32_t l = 0; l < L; l++) {
 		port->len[l] = sizeof(q);
 		port->aux[l] = MIB / 4 * 3;
-		memcpy(port->data + l * GPUSYS_INLINE_BYTES, &q, sizeof(q));
+		port_host_inline_put(port->data, l, (const uint8_t *)&q, sizeof(q));
 	}
 	uint32_t seq = (dev->locks[p].seq + 1) & GPUSYS_SEQ_MASK;
 	__atomic_store_n(&dev->client_word[p], gpusys_client_word(seq, 0, GPUSYS_OP_FILE_PREAD, 0xffffffffu),
