@@ -36,10 +36,25 @@ static __device__ __forceinline__ unsigned long long trace_now(void)
 	return t;
 }
 
+/* Stream points (--streams): the time before each point, added up over a
+ * call; a packet 0 point restarts the clock. */
+static __device__ unsigned long long stream_sum[8], stream_last;
+
 #define GPUSYS_RPC_TRACE(k)                                                                                  \
 	do {                                                                                                 \
-		if (threadIdx.x == 0)                                                                        \
-			trace_stamp[k] = trace_now();                                                        \
+		if (threadIdx.x == 0) {                                                                      \
+			unsigned long long t_ = trace_now();                                                 \
+			trace_stamp[k] = t_;                                                                 \
+			stream_last = t_;                                                                    \
+		}                                                                                            \
+	} while (0)
+#define GPUSYS_STREAM_TRACE(k)                                                                               \
+	do {                                                                                                 \
+		if (threadIdx.x == 0) {                                                                      \
+			unsigned long long t_ = trace_now();                                                 \
+			stream_sum[k] += t_ - stream_last;                                                   \
+			stream_last = t_;                                                                    \
+		}                                                                                            \
 	} while (0)
 
 extern "C" {
@@ -109,6 +124,83 @@ static __global__ void k_trace(gpusys_dev_t dev, int shape, int lanes, int iters
 	}
 }
 
+/* One warp's ECHOs of n bytes a lane (global buffers, so the lanes share the
+ * stream copies): per call, the sum of each stream segment and the total.
+ * sums: 9 per call (8 points, then the whole call). */
+static __global__ void k_stream_trace(gpusys_dev_t dev, int lanes, unsigned n, uint8_t *buf, int iters, int warm,
+				      unsigned long long *sums, int *err)
+{
+	if ((int)threadIdx.x >= lanes)
+		return;
+	uint8_t *in = buf + (size_t)threadIdx.x * 2 * n, *out = in + n;
+	for (unsigned i = 0; i < n; i++)
+		in[i] = (uint8_t)(i * 7u + threadIdx.x);
+	for (int i = 0; i < iters + warm; i++) {
+		if (threadIdx.x == 0)
+			for (int k = 0; k < 8; k++)
+				stream_sum[k] = 0;
+		__syncwarp(__activemask());
+		unsigned long long t0 = trace_now();
+		uint32_t got = 0;
+		int rc = gpusys_echo(dev, in, n, out, n, &got);
+		if (rc || got != n)
+			atomicCAS(err, 0, rc ? rc : -EBADMSG);
+		unsigned long long t1 = trace_now();
+		if (threadIdx.x == 0 && i >= warm) {
+			for (int k = 0; k < 8; k++)
+				sums[(size_t)(i - warm) * 9 + k] = stream_sum[k];
+			sums[(size_t)(i - warm) * 9 + 8] = t1 - t0;
+		}
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (out[i] != in[i]) {
+			atomicCAS(err, 0, -EBADMSG);
+			break;
+		}
+}
+
+static void stream_row(gpusys_t *g, int lanes, unsigned n, int iters)
+{
+	unsigned long long *d;
+	uint8_t *buf;
+	int *derr, err = 0;
+	int warm = iters / 10 + 1;
+	BENCH_CK(cudaMalloc(&d, sizeof(unsigned long long) * 9 * iters));
+	BENCH_CK(cudaMalloc(&buf, (size_t)32 * 2 * n));
+	BENCH_CK(cudaMalloc(&derr, sizeof(int)));
+	BENCH_CK(cudaMemset(derr, 0, sizeof(int)));
+	k_stream_trace<<<1, 32>>>(gpusys_device(g), lanes, n, buf, iters, warm, d, derr);
+	BENCH_CK(cudaGetLastError());
+	int rc = gpusys_synchronize(g, NULL, 120000);
+	if (rc) {
+		fprintf(stderr, "gpusys-bench: stream trace kernel: %s\n", gpusys_strerror(rc));
+		exit(1);
+	}
+	BENCH_CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
+	uint64_t *h = (uint64_t *)malloc(sizeof(uint64_t) * 9 * iters);
+	uint64_t *col = (uint64_t *)malloc(sizeof(uint64_t) * iters);
+	BENCH_CK(cudaMemcpy(h, d, sizeof(uint64_t) * 9 * iters, cudaMemcpyDeviceToHost));
+	double p50[9], rest;
+	for (int k = 0; k < 9; k++) {
+		for (int i = 0; i < iters; i++)
+			col[i] = h[(size_t)i * 9 + k];
+		p50[k] = bench_stats_of(col, iters).p50_ns / 1e3;
+	}
+	rest = p50[8];
+	for (int k = 0; k < 8; k++)
+		rest -= p50[k];
+	char what[48];
+	snprintf(what, sizeof(what), "ECHO %d x %u B", lanes, n);
+	printf("  %-18s %8.1f %8.1f %8.1f %8.1f | %8.1f %8.1f %8.1f %8.1f | %8.1f %9.1f  %.2f GB/s each way%s\n", what,
+	       p50[0], p50[1], p50[2], p50[3], p50[4], p50[5], p50[6], p50[7], rest, p50[8],
+	       (double)lanes * n / (p50[8] * 1e3), err ? "  (A CALL FAILED)" : "");
+	free(h);
+	free(col);
+	cudaFree(d);
+	cudaFree(buf);
+	cudaFree(derr);
+}
+
 static void trace_row(gpusys_t *g, const char *what, int shape, int lanes, int iters)
 {
 	unsigned long long *d;
@@ -149,17 +241,18 @@ static void trace_row(gpusys_t *g, const char *what, int shape, int lanes, int i
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: gpusys-bench trace [--daemon PATH | --runtime-dir DIR] [--iters N]\n");
+	fprintf(stderr, "usage: gpusys-bench trace [--daemon PATH | --runtime-dir DIR] [--iters N] [--streams]\n");
 }
 
 extern "C" int bench_trace_gpu(int argc, char **argv)
 {
-	int iters = 20000, opt;
+	int iters = 20000, opt, streams = 0;
 	const char *runtime_dir = NULL, *daemon = NULL;
 	static const struct option opts[] = {
 		{ "iters", required_argument, NULL, 'i' },
 		{ "runtime-dir", required_argument, NULL, 'r' },
 		{ "daemon", required_argument, NULL, 'd' },
+		{ "streams", no_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
 	};
 	optind = 1;
@@ -168,6 +261,7 @@ extern "C" int bench_trace_gpu(int argc, char **argv)
 		case 'i': iters = atoi(optarg); break;
 		case 'r': runtime_dir = optarg; break;
 		case 'd': daemon = optarg; break;
+		case 's': streams = 1; break;
 		default: usage(); return 2;
 		}
 	}
@@ -199,6 +293,19 @@ extern "C" int bench_trace_gpu(int argc, char **argv)
 		gpusys_detach(g);
 		bench_daemon_stop(&bd);
 		return 1;
+	}
+	if (streams) {
+		int it = iters < 200 ? iters : 200;
+		printf("gpusys-bench trace --streams: one warp's ECHO through gpusysd, p50 per call of the time spent in "
+		       "each stream segment, summed over the call's packets (us), %d calls per row\n", it);
+		printf("  %-18s %8s %8s %8s %8s | %8s %8s %8s %8s | %8s %9s\n", "call", "req-loop", "req-wait",
+		       "req-copy", "req-pub", "rsp-loop", "rsp-ask", "rsp-wait", "rsp-copy", "packet0", "total");
+		stream_row(g, 1, 65536, it);
+		stream_row(g, 32, 4096, it);
+		stream_row(g, 32, 65536, it / 4 > 10 ? it / 4 : 10);
+		gpusys_detach(g);
+		bench_daemon_stop(&bd);
+		return 0;
 	}
 	printf("gpusys-bench trace: one warp, p50 of each segment of one call (us), %d calls per row\n", iters);
 	printf("  %-34s", "call");

@@ -34,6 +34,15 @@
 #ifndef GPUSYS_RPC_TRACE
 #define GPUSYS_RPC_TRACE(k) ((void)0)
 #endif
+/* Trace points of a message's stream packets, likewise (bench/trace_gpu.cu
+ * --streams adds up the time before each point over a call):
+ *   request packet:  0 before the wait for the port, 1 owned, 2 copied in,
+ *                    3 published
+ *   response packet: 4 before the ask, 5 asked, 6 owned (written by the
+ *                    daemon), 7 copied out */
+#ifndef GPUSYS_STREAM_TRACE
+#define GPUSYS_STREAM_TRACE(k) ((void)0)
+#endif
 
 /* ---------------------------------------------------------------- copies */
 
@@ -90,6 +99,35 @@ GPUSYS_FN void gpusys_copy_from_channel(uint8_t *dst, const uint8_t *src, uint32
 		memcpy(dst, src, n);
 #endif
 }
+
+#if defined(__CUDACC__)
+/* Byte i (0..15) of a piece held as four words, and the piece with byte i
+ * or-ed in. Written with constant word indices so that a piece stays in
+ * registers: a piece that the compiler puts on the stack (a byte pointer
+ * into it, an array indexed at run time) is stored there as soon as its
+ * load is issued, and that store waits for the load, so the loads of a
+ * batch went across the bus one after another (measured: 4 us per batch of
+ * 8 where one trip is about 1.3, bench/RESULTS.md "Stream copies"). */
+GPUSYS_FN uint32_t gpusys_piece_byte(uint4 v, uint32_t i)
+{
+	uint32_t w = i < 8 ? (i < 4 ? v.x : v.y) : (i < 12 ? v.z : v.w);
+	return (w >> (8 * (i % 4))) & 0xffu;
+}
+
+GPUSYS_FN uint4 gpusys_piece_with_byte(uint4 v, uint32_t i, uint32_t byte)
+{
+	uint32_t b = byte << (8 * (i % 4));
+	if (i < 4)
+		v.x |= b;
+	else if (i < 8)
+		v.y |= b;
+	else if (i < 12)
+		v.z |= b;
+	else
+		v.w |= b;
+	return v;
+}
+#endif
 
 /* Write the first m (<= GPUSYS_INLINE_BYTES) bytes of src into lane l's
  * chunks of packet 0 (abi.h gpusys_inline_at). On a GPU each chunk is one
@@ -148,22 +186,36 @@ GPUSYS_FN uint32_t gpusys_read_packet0(const struct gpusys_port *port, uint32_t 
 #if defined(__CUDACC__)
 	const uint32_t want = cap < GPUSYS_INLINE_BYTES ? cap : GPUSYS_INLINE_BYTES;
 	uint32_t n, st;
-	uint32_t v[16]; /* the lane's chunks, 4 x 16 bytes */
+	/* The lane's chunks, in registers: indexed only with constants below,
+	 * so no load's result is stored to the stack, which would make the
+	 * next load wait for it (gpusys_piece_byte). */
+	uint4 v[GPUSYS_INLINE_CHUNKS];
 	asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(n) : "l"(&port->len[l]) : "memory");
 	asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(st) : "l"(&port->aux[l]) : "memory");
 #pragma unroll
-	for (uint32_t k = 0; k < 4; k++) {
-		if (k * 16 < want)
+	for (uint32_t k = 0; k < GPUSYS_INLINE_CHUNKS; k++) {
+		v[k] = make_uint4(0, 0, 0, 0);
+		if (k * GPUSYS_CHUNK_BYTES < want)
 			asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-				     : "=r"(v[4 * k]), "=r"(v[4 * k + 1]), "=r"(v[4 * k + 2]), "=r"(v[4 * k + 3])
+				     : "=r"(v[k].x), "=r"(v[k].y), "=r"(v[k].z), "=r"(v[k].w)
 				     : "l"(port->data + gpusys_inline_at(l, k))
 				     : "memory");
 	}
 	n = n < cap ? n : cap;
 	*ret_status = (int32_t)st;
 	const uint32_t m = n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES;
-	for (uint32_t i = 0; i < m; i++)
-		dst[i] = (uint8_t)(v[i / 4] >> (8 * (i % 4)));
+#pragma unroll
+	for (uint32_t k = 0; k < GPUSYS_INLINE_CHUNKS; k++) {
+		if (k * GPUSYS_CHUNK_BYTES >= m)
+			break;
+		uint8_t *d = dst + k * GPUSYS_CHUNK_BYTES;
+		if (m - k * GPUSYS_CHUNK_BYTES >= GPUSYS_CHUNK_BYTES && !((uintptr_t)d & 15u)) {
+			*(uint4 *)d = v[k];
+			continue;
+		}
+		for (uint32_t i = 0; i < GPUSYS_CHUNK_BYTES && k * GPUSYS_CHUNK_BYTES + i < m; i++)
+			d[i] = (uint8_t)gpusys_piece_byte(v[k], i);
+	}
 	return n;
 #else
 	uint32_t n = *(volatile uint32_t *)&port->len[l];
@@ -403,7 +455,13 @@ GPUSYS_FN void gpusys_stream_chunk(uint8_t *packet, uint32_t pkt, uint32_t k, ui
  * with shuffles. Otherwise each lane reads its own share (whole pieces: the
  * bytes around it are read and dropped) and writes its own bytes. */
 #if defined(__CUDACC__)
-#define GPUSYS_STREAM_BATCH 8u
+/* Pieces whose loads are in flight at once, per lane, writing to the
+ * channel and reading from it. Each is four registers for the whole call
+ * path, which every kernel that makes calls carries: 8 for reading raised
+ * the registers of the bench's kernels by 22-33 over 4 (ptxas -v), 8 for
+ * both by 24-40; 4 keeps them where they were. */
+#define GPUSYS_STREAM_BATCH 4u
+#define GPUSYS_STREAM_READ_BATCH 4u
 #define GPUSYS_STREAM_PIECE 16u
 
 struct gpusys_stream_spans {
@@ -431,80 +489,99 @@ GPUSYS_FN void gpusys_stream_spans_fill(uint64_t mask, uint32_t off, uint32_t pa
 	}
 }
 
-/* The stream bytes of [x, x + 16) that the spans hold (and that lie below
- * total), to or from the owners' buffers; v holds the piece. *at: the span
- * to start looking from (pieces come in increasing order). */
-GPUSYS_FN void gpusys_stream_piece(const struct gpusys_stream_spans *sp, uint32_t *at, uint32_t x, uint32_t total,
-				   uint32_t *v, int to_channel)
+/* The span holding stream byte x, from *at on (pieces come in increasing
+ * order); sp->n when none does. */
+GPUSYS_FN uint32_t gpusys_stream_span_at(const struct gpusys_stream_spans *sp, uint32_t *at, uint32_t x)
 {
-	uint32_t end = x + GPUSYS_STREAM_PIECE < total ? x + GPUSYS_STREAM_PIECE : total;
 	uint32_t i = *at;
 	while (i < sp->n && sp->end[i] <= x)
 		i++;
 	*at = i;
-	uint8_t *bytes = (uint8_t *)v;
-	for (; i < sp->n && sp->off[i] < end; i++) {
+	return i;
+}
+
+/* The stream bytes of [x, x + 16) that the spans hold (and that lie below
+ * total), gathered from the owners' buffers; zeros elsewhere. */
+GPUSYS_FN uint4 gpusys_stream_gather(const struct gpusys_stream_spans *sp, uint32_t *at, uint32_t x, uint32_t total)
+{
+	uint32_t end = x + GPUSYS_STREAM_PIECE < total ? x + GPUSYS_STREAM_PIECE : total;
+	uint4 v = make_uint4(0, 0, 0, 0);
+	for (uint32_t i = gpusys_stream_span_at(sp, at, x); i < sp->n && sp->off[i] < end; i++) {
+		uint32_t y = x > sp->off[i] ? x : sp->off[i];
+		uint32_t e = end < sp->end[i] ? end : sp->end[i];
+		const uint8_t *b = sp->buf[i] + (y - sp->off[i]);
+		if (y == x && e == x + GPUSYS_STREAM_PIECE && !((uintptr_t)b & 15u))
+			return *(const uint4 *)b; /* the whole piece, aligned: one 16-byte access */
+		for (; y < e; y++)
+			v = gpusys_piece_with_byte(v, y - x, *b++);
+	}
+	return v;
+}
+
+/* The bytes of piece v (stream bytes [x, x + 16)) that the spans hold, to
+ * the owners' buffers. */
+GPUSYS_FN void gpusys_stream_scatter(const struct gpusys_stream_spans *sp, uint32_t *at, uint32_t x, uint32_t total,
+				     uint4 v)
+{
+	uint32_t end = x + GPUSYS_STREAM_PIECE < total ? x + GPUSYS_STREAM_PIECE : total;
+	for (uint32_t i = gpusys_stream_span_at(sp, at, x); i < sp->n && sp->off[i] < end; i++) {
 		uint32_t y = x > sp->off[i] ? x : sp->off[i];
 		uint32_t e = end < sp->end[i] ? end : sp->end[i];
 		uint8_t *b = sp->buf[i] + (y - sp->off[i]);
 		if (y == x && e == x + GPUSYS_STREAM_PIECE && !((uintptr_t)b & 15u)) {
-			/* The whole piece, aligned: one 16-byte access. */
-			if (to_channel)
-				*(uint4 *)v = *(const uint4 *)b;
-			else
-				*(uint4 *)b = *(const uint4 *)v;
+			*(uint4 *)b = v;
 			return;
 		}
-		if (to_channel)
-			for (; y < e; y++)
-				bytes[y - x] = *b++;
-		else
-			for (; y < e; y++)
-				*b++ = bytes[y - x];
+		for (; y < e; y++)
+			*b++ = (uint8_t)gpusys_piece_byte(v, y - x);
 	}
 }
 
 /* Pieces first, first + step, ... below last of packet (stream bytes from
- * lo), in batches. to_channel writes whole pieces: only for spans that
- * cover the packet (the bytes past total are zeros). */
+ * lo), in batches whose loads are all issued before any is used. to_channel
+ * writes whole pieces: only for spans that cover the packet (the bytes past
+ * total are zeros). */
 GPUSYS_FN void gpusys_stream_pieces(const struct gpusys_stream_spans *sp, uint8_t *packet, uint32_t lo,
 				    uint32_t total, uint32_t first, uint32_t last, uint32_t step, int to_channel)
 {
 	uint32_t at = 0;
-	for (uint32_t j0 = first; j0 < last; j0 += GPUSYS_STREAM_BATCH * step) {
-		uint32_t v[GPUSYS_STREAM_BATCH][4];
-		if (to_channel) {
-			/* Gather the batch, then store it: no load waits behind
-			 * a store to the channel. */
+	if (to_channel) {
+		/* Gather a batch, then store it: no load waits behind a store
+		 * to the channel. */
+		for (uint32_t j0 = first; j0 < last; j0 += GPUSYS_STREAM_BATCH * step) {
+			uint4 v[GPUSYS_STREAM_BATCH];
 #pragma unroll
 			for (uint32_t t = 0; t < GPUSYS_STREAM_BATCH; t++) {
 				uint32_t j = j0 + t * step;
-				v[t][0] = v[t][1] = v[t][2] = v[t][3] = 0;
+				v[t] = make_uint4(0, 0, 0, 0);
 				if (j < last)
-					gpusys_stream_piece(sp, &at, lo + j * GPUSYS_STREAM_PIECE, total, v[t], 1);
+					v[t] = gpusys_stream_gather(sp, &at, lo + j * GPUSYS_STREAM_PIECE, total);
 			}
 #pragma unroll
 			for (uint32_t t = 0; t < GPUSYS_STREAM_BATCH; t++) {
 				uint32_t j = j0 + t * step;
 				if (j < last)
-					*(uint4 *)(packet + j * GPUSYS_STREAM_PIECE) = *(const uint4 *)v[t];
+					*(uint4 *)(packet + j * GPUSYS_STREAM_PIECE) = v[t];
 			}
-		} else {
+		}
+		return;
+	}
+	for (uint32_t j0 = first; j0 < last; j0 += GPUSYS_STREAM_READ_BATCH * step) {
+		uint4 v[GPUSYS_STREAM_READ_BATCH];
 #pragma unroll
-			for (uint32_t t = 0; t < GPUSYS_STREAM_BATCH; t++) {
-				uint32_t j = j0 + t * step;
-				if (j < last)
-					asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-						     : "=r"(v[t][0]), "=r"(v[t][1]), "=r"(v[t][2]), "=r"(v[t][3])
-						     : "l"(packet + j * GPUSYS_STREAM_PIECE)
-						     : "memory");
-			}
+		for (uint32_t t = 0; t < GPUSYS_STREAM_READ_BATCH; t++) {
+			uint32_t j = j0 + t * step;
+			if (j < last)
+				asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+					     : "=r"(v[t].x), "=r"(v[t].y), "=r"(v[t].z), "=r"(v[t].w)
+					     : "l"(packet + j * GPUSYS_STREAM_PIECE)
+					     : "memory");
+		}
 #pragma unroll
-			for (uint32_t t = 0; t < GPUSYS_STREAM_BATCH; t++) {
-				uint32_t j = j0 + t * step;
-				if (j < last)
-					gpusys_stream_piece(sp, &at, lo + j * GPUSYS_STREAM_PIECE, total, v[t], 0);
-			}
+		for (uint32_t t = 0; t < GPUSYS_STREAM_READ_BATCH; t++) {
+			uint32_t j = j0 + t * step;
+			if (j < last)
+				gpusys_stream_scatter(sp, &at, lo + j * GPUSYS_STREAM_PIECE, total, v[t]);
 		}
 	}
 }
@@ -771,13 +848,17 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	 * through the port's data or its window (gpusys_port_stream). */
 	stream = gpusys_port_stream(dev->ports, dev->windows, dev->num_ports, dev->num_windows, p, &pkt);
 	for (uint32_t k = 0; k * pkt < total; k++) {
+		GPUSYS_STREAM_TRACE(0);
 		if (gpusys_lane_is_leader(mask))
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
 		rc = (int)gpusys_lane_bcast_u32(mask, rcu);
 		if (rc)
 			goto unlock;
+		GPUSYS_STREAM_TRACE(1);
 		gpusys_stream_packet(mask, stream, pkt, k, off, part, (void *const *)in, total, 1);
+		GPUSYS_STREAM_TRACE(2);
 		seq = gpusys_publish(dev, mask, p, seq, word, 0);
+		GPUSYS_STREAM_TRACE(3);
 	}
 
 	if (flags & GPUSYS_REQ_NOREPLY)
@@ -900,7 +981,9 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 	/* Response stream: ask for each further packet, then read it. */
 	stream = gpusys_port_stream(dev->ports, dev->windows, dev->num_ports, dev->num_windows, p, &pkt);
 	for (uint32_t k = 0; k * pkt < total; k++) {
+		GPUSYS_STREAM_TRACE(4);
 		seq = gpusys_publish(dev, mask, p, seq, word, 0);
+		GPUSYS_STREAM_TRACE(5);
 		if (gpusys_lane_is_leader(mask)) {
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
 			owned = rcu == 0 || (int)rcu == -ECONNABORTED;
@@ -909,7 +992,9 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 		if (rc)
 			goto unlock;
 		gpusys_lane_sync(mask);
+		GPUSYS_STREAM_TRACE(6);
 		gpusys_stream_packet(mask, stream, pkt, k, off, part, out, total, 0);
+		GPUSYS_STREAM_TRACE(7);
 	}
 
 unlock:
