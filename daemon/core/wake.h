@@ -40,7 +40,7 @@ struct wake_chan {
 int wake_create(struct wake **ret);
 void wake_destroy(struct wake *w);
 
-/* Any thread: make a poller 0 sleeping in wake_wait() return. */
+/* Any thread: make a poller 0 sleeping in wake_sleep() return. */
 void wake_kick(struct wake *w);
 
 /* Main thread, at attach: the pipe; *ret_wfd is the client's end (send it,

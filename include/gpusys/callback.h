@@ -66,9 +66,9 @@ enum gpusys_callback_flags {
 	/* The callback returns within microseconds and never blocks: when the
 	 * pool's poller finds the request it runs it itself rather than
 	 * queueing it for a worker. Spinning workers now claim requests
-	 * themselves, so this saves nothing measurable on the GPU
-	 * (bench/RESULTS.md, 2026-11-25: 8.2-10.1 us against 6.9-7.7 us without the
-	 * flag, cause not found). A QUICK callback that blocks holds up every
+	 * themselves, so this saves nothing measurable on the GPU: it measured
+	 * slower than without the flag, cause not found (measured, see
+	 * bench/RESULTS.md: "Figures that stood in code comments"). A QUICK callback that blocks holds up every
 	 * other callback meanwhile (never daemon calls). */
 	GPUSYS_CALLBACK_QUICK = 1u << 0,
 };
