@@ -34,7 +34,7 @@
 extern "C" {
 #include "bench.h"
 #include "gpusys/gpusys.h"
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "libclient/dev_handle.h"
 }
 #include "gpusys/device.cuh"

@@ -39,7 +39,7 @@
 #include "gpusys/callback.h"
 #include "gpusys/emulator.h" /* gpusys_channel_progress */
 #include "gpusys/gpusys.h"
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "gpusys/device/host_sync.h"
 #include "client.h"
 #include "dev_handle.h"

@@ -33,7 +33,7 @@ int gpusys_channel_register(void *base, int wake_fd, int sock_fd, gpusys_reconne
 void gpusys_channel_unregister(const void *base);
 
 /* The wake descriptor that goes with the channel mapped at base, so
- * emulated warps wake a dozing daemon (include/gpusys/wire.h). -1: none
+ * emulated warps wake a dozing daemon (common/wire.h). -1: none
  * known. */
 int gpusys_wake_fd_of(const void *base);
 

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "core/channel.h"
 #include "util/log.h"
 #include "../common/cuda_driver.h"

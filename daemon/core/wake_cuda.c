@@ -51,7 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "core/channel.h"
 #include "core/gpus.h"
 #include "util/log.h"

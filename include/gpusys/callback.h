@@ -132,7 +132,12 @@ void *gpusys_callbacks_channel(const struct gpusys_callbacks *cb, uint64_t *ret_
  * Arguments travel packed in order, each at its alignment; the result
  * comes back the same way. Argument and result types must be trivially
  * copyable (no pointers into the other side's memory, of course).
+ *
+ * C++ linkage even where the header is included inside an extern "C"
+ * block (gpusys/gpusys.h includes it, and C headers are often included
+ * that way): templates cannot have C linkage.
  */
+extern "C++" {
 #include <stddef.h>
 #include <string.h>
 #include <type_traits>
@@ -266,6 +271,7 @@ static inline int gpusys_register(struct gpusys_callbacks *cb, gpusys_callback<R
 	d.flags = flags;
 	return gpusys_callbacks_register(cb, &d);
 }
+} /* extern "C++" */
 #endif /* __cplusplus */
 
 #endif /* GPUSYS_CALLBACK_H */

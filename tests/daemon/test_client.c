@@ -22,7 +22,7 @@
 #include "common/fdpass.h"
 #include "gpusys/gpusys.h"
 #include "libclient/client.h" /* the connection layer itself, linked from the library's objects */
-#include "gpusys/wire.h"
+#include "common/wire.h"
 
 enum fault {
 	GOOD,

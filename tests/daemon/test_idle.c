@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The pollers' idle policy with a client attached: poller 0 spins, naps on
  * a timer for a moment, then sleeps until a client wakes it (header.dozing
- * and the wake pipe, include/gpusys/wire.h). Checks the issue's targets:
+ * and the wake pipe, common/wire.h). Checks the issue's targets:
  * an idle daemon with a client attached uses at most 1% of a core, and the
  * first request after a second of quiet is served promptly (<= 1 ms here:
  * a shared 2-core VM whose other tenants' builds delay any wake-up; the

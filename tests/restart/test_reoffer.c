@@ -25,8 +25,7 @@
 
 #include "common/fdpass.h"
 #include "gpusys/emulator.h"
-#include "gpusys/file_emu.h"
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "libclient/client.h"
 #include "../daemon/harness.h"
 

@@ -37,7 +37,6 @@
 #include "gpusys/gpusys.h"
 #include "libclient/client.h" /* the connection layer: attach once */
 #include "gpusys/emulator.h"
-#include "gpusys/file_emu.h"
 #include "../daemon/harness.h"
 
 #define L GPUSYS_WARP_LANES

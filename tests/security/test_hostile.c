@@ -41,7 +41,6 @@
 #include "gpusys/gpusys.h"
 #include "gpusys/alloc.h"
 #include "gpusys/emulator.h"
-#include "gpusys/file_emu.h"
 #include "gpusys/socket.h"
 #include "libclient/client.h"
 #include "../daemon/harness.h"

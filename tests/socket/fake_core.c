@@ -19,7 +19,7 @@
 
 #include "core/call.h"
 #include "core/service.h"
-#include "gpusys/socket_emu.h"
+#include "gpusys/emulator.h"
 #include "services/socket/service_socket.h"
 #include "../device/sock_client.h"
 #include "fake_core.h"
