@@ -35,7 +35,7 @@ extern "C" {
 #include "bench.h"
 #include "gpusys/gpusys.h"
 #include "common/wire.h"
-#include "libclient/dev_handle.h"
+#include "libclient/attach/dev_handle.h"
 }
 #include "gpusys/device.cuh"
 

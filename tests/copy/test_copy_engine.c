@@ -23,7 +23,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "libclient/copy_engine.h"
+#include "libclient/copy/copy_engine.h"
 
 #define MAX_SLOTS 16
 #define MAX_SCHED 4096

@@ -27,7 +27,7 @@
 
 #include "common/proc_tasks.h"
 #include "gpusys/gpusys.h"
-#include "libclient/client.h" /* the connection layer itself, linked from the library's objects */
+#include "libclient/attach/client.h" /* the connection layer itself, linked from the library's objects */
 #include "gpusys/emulator.h"
 #include "gpusys/device/host_sync.h"
 #include "harness.h"

@@ -26,7 +26,7 @@
 #include "common/fdpass.h"
 #include "gpusys/emulator.h"
 #include "common/wire.h"
-#include "libclient/client.h"
+#include "libclient/attach/client.h"
 #include "../daemon/harness.h"
 
 #define L GPUSYS_WARP_LANES

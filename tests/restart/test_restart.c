@@ -35,7 +35,7 @@
 #include <cmocka.h>
 
 #include "gpusys/gpusys.h"
-#include "libclient/client.h" /* the connection layer: attach once */
+#include "libclient/attach/client.h" /* the connection layer: attach once */
 #include "gpusys/emulator.h"
 #include "../daemon/harness.h"
 

@@ -42,7 +42,7 @@
 #include "gpusys/alloc.h"
 #include "gpusys/emulator.h"
 #include "gpusys/socket.h"
-#include "libclient/client.h"
+#include "libclient/attach/client.h"
 #include "../daemon/harness.h"
 
 #define L GPUSYS_WARP_LANES
