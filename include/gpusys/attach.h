@@ -53,7 +53,7 @@ struct gpusys_options {
 	int cuda_device;         /* device ordinal (in this process's numbering);
 				    unused with GPUSYS_ATTACH_EMULATED */
 	uint32_t num_ports;      /* 0: one per resident warp slot (SMs x warps
-				    per SM; libclient/cuda.c says why), capped at
+				    per SM; libclient/attach/cuda.c says why), capped at
 				    GPUSYS_MAX_PORTS;
 				    emulated: as asked (0 counts as 1); the daemon
 				    may grant fewer */

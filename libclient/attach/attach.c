@@ -479,7 +479,7 @@ const char *gpusys_strerror(int err)
 }
 
 /* The connection to the daemon (owned by c): a CUDA client's watchdog polls
- * it for the hang-up (libclient/cuda.c). */
+ * it for the hang-up (libclient/attach/cuda.c). */
 int gpusys_client_socket_fd(const struct gpusys_client *c)
 {
 	return c->sock;

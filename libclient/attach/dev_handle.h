@@ -25,7 +25,7 @@ void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks);
  * daemon, and unregisters it (stopping its watchdog) before unmapping it.
  * 0 or -ENOMEM (then emulated warps over it neither ring nor are watched). */
 /* reconnect(ctx, stop_fd): the watchdog's re-offer after a daemon restart
- * (gpusys_client_reconnect, libclient/client.h), or NULL. A pointer, so
+ * (gpusys_client_reconnect, libclient/attach/client.h), or NULL. A pointer, so
  * that programs linking the emulator without the attach code (in-process
  * tests) need none. */
 typedef int (*gpusys_reconnect_fn)(void *ctx, int stop_fd);
