@@ -17,7 +17,7 @@
 #include <jansson.h>
 
 #include "bench.h"
-#include "gpusys/wire.h"
+#include "common/wire.h"
 
 /* One request line, one reply line (the control protocol). */
 static json_t *control_ask(const char *dir, const char *req)

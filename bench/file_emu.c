@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * gpusys-bench file --emulate: the block calls of the file service from an
- * emulated block (one CPU thread, include/gpusys/file_emu.h) through the
+ * emulated block (one CPU thread, include/gpusys/emulator/file.h) through the
  * real gpusysd and its bulk area, against pread(2)/pwrite(2) of the same
  * file into the same buffer in this process.
  */
@@ -18,7 +18,6 @@
 #include "bench.h"
 #include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
-#include "gpusys/file_emu.h"
 
 static void usage(void)
 {

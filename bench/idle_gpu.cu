@@ -32,7 +32,7 @@
 #include "bench.h"
 #include "common/proc_tasks.h"
 #include "gpusys/gpusys.h"
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "gpusys/device.cuh"
 
 #define MAX_ROUNDS 64

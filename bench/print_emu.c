@@ -19,7 +19,6 @@
 
 #include "bench.h"
 #include "gpusys/gpusys.h"
-#include "gpusys/emu_print.h"
 #include "gpusys/emulator.h"
 
 #define LINE_FMT "warp %5u lane %2u line %7u value %.3f\n"

@@ -34,8 +34,8 @@
 extern "C" {
 #include "bench.h"
 #include "gpusys/gpusys.h"
-#include "gpusys/wire.h"
-#include "libclient/dev_handle.h"
+#include "common/wire.h"
+#include "libclient/attach/dev_handle.h"
 }
 #include "gpusys/device.cuh"
 

@@ -19,7 +19,7 @@
 #include "bench.h"
 #include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
-#include "gpusys/wire.h"
+#include "common/wire.h"
 
 /* The config file, if asked for: d->conf. */
 static int write_config(struct bench_daemon *d)

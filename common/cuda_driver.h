@@ -56,7 +56,7 @@ struct gpusys_cuda {
 	GPUSYS_CUDA_FN(cuMemFree);
 	GPUSYS_CUDA_FN(cuMemsetD8);
 	GPUSYS_CUDA_FN(cuMemcpyDtoH);
-	GPUSYS_CUDA_FN(cuMemcpyHtoD); /* the callback channel's device handle (libclient/cuda.c) */
+	GPUSYS_CUDA_FN(cuMemcpyHtoD); /* the callback channel's device handle (libclient/attach/cuda.c) */
 	GPUSYS_CUDA_FN(cuMemcpyDtoHAsync);
 	GPUSYS_CUDA_FN(cuStreamCreate);
 	GPUSYS_CUDA_FN(cuStreamDestroy);
@@ -65,7 +65,7 @@ struct gpusys_cuda {
 	/* gpusysd's GPU watch of a client's doorbell (daemon/core/wake_cuda.c) */
 	GPUSYS_CUDA_FN(cuStreamWaitValue64);
 	GPUSYS_CUDA_FN(cuLaunchHostFunc);
-	/* libgpusys's bulk copies (libclient/copy.c) */
+	/* libgpusys's bulk copies (libclient/copy/copy.c) */
 	GPUSYS_CUDA_FN(cuMemcpyHtoDAsync);
 	GPUSYS_CUDA_FN(cuMemHostAlloc);
 	GPUSYS_CUDA_FN(cuMemFreeHost);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Descriptors over a Unix socket (SCM_RIGHTS): one message with the
  * descriptors attached, and its receipt. Used by both ends of the attach
- * handshake (include/gpusys/wire.h) and by the tests that play one end. */
+ * handshake (common/wire.h) and by the tests that play one end. */
 #ifndef GPUSYS_COMMON_FDPASS_H
 #define GPUSYS_COMMON_FDPASS_H
 

@@ -2,7 +2,7 @@
 /*
  * The server side of the port protocol (include/gpusys/abi.h), written once:
  * gpusysd's port server (daemon/core/port_server.c, port_answer.c) and
- * libgpusys's callback server (libclient/callback_server.c) both serve
+ * libgpusys's callback server (libclient/callbacks/callback_server.c) both serve
  * ports with it, as device/port_client.h is the one client side.
  *
  * What is here is what both must do alike: take a request's packet 0 out of

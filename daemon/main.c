@@ -15,7 +15,7 @@
 #include "util/config_file.h"
 #include "daemon.h"
 #include "reload.h"
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "util/log.h"
 #include "util/notify.h"
 

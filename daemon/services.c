@@ -21,3 +21,8 @@ const struct service *const gpusysd_services[] = {
 	&service_socket,
 	NULL,
 };
+
+const struct service_status gpusysd_service_status[] = {
+	{ &service_alloc, service_alloc_status_json, service_alloc_client_json },
+	{ NULL, NULL, NULL },
+};

@@ -13,7 +13,6 @@
 #include "core/stats.h"
 #include "daemon.h"
 #include "services.h"
-#include "services/alloc/service_alloc.h"
 #include "util/log.h"
 
 static int64_t seconds_since(const struct timespec *t0)
@@ -65,11 +64,11 @@ static json_t *client_json(const struct session *s)
 		json_object_set_new(o, "gpu", s->client.gpu ? json_string(s->client.gpu->uuid_text) : json_null());
 		json_object_set_new(o, "client_cuda_device", json_integer(s->client.client_ordinal));
 	}
-	for (unsigned i = 0; o && s->ports_ready && i < SERVICES_MAX && gpusysd_services[i]; i++) {
-		json_t *heap = gpusysd_services[i] == &service_alloc ? service_alloc_client_json(s->ports.svc_state[i])
-								      : NULL;
-		if (heap)
-			json_object_set_new(o, "alloc", heap);
+	for (const struct service_status *h = gpusysd_service_status; o && s->ports_ready && h->svc; h++) {
+		int i = service_index(h->svc);
+		json_t *part = h->client_json && i >= 0 ? h->client_json(s->ports.svc_state[i]) : NULL;
+		if (part)
+			json_object_set_new(o, h->svc->name, part);
 	}
 	return o;
 }
@@ -119,7 +118,7 @@ json_t *daemon_status_json(void *arg, const struct control_peer *who)
 		json_array_append_new(clients, client_json(s));
 		shown++;
 	}
-	json_t *st = json_pack("{s:s, s:I, s:I, s:s, s:I, s:I, s:o, s:I, s:I, s:s, s:I, s:o*}",
+	json_t *st = json_pack("{s:s, s:I, s:I, s:s, s:I, s:I, s:o, s:I, s:I, s:s, s:I}",
 			 "version", GPUSYS_VERSION,
 			 "pid", (json_int_t)getpid(),
 			 "uptime_s", (json_int_t)seconds_since(&d->started),
@@ -130,8 +129,12 @@ json_t *daemon_status_json(void *arg, const struct control_peer *who)
 			 "requests_served", (json_int_t)daemon_requests_served(d),
 			 "clients_attached", (json_int_t)shown,
 			 "clients_shown", who->admin ? "all" : "own",
-			 "log_lines_suppressed", (json_int_t)log_dropped_total(),
-			 "alloc", service_alloc_status_json());
+			 "log_lines_suppressed", (json_int_t)log_dropped_total());
+	for (const struct service_status *h = gpusysd_service_status; st && h->svc; h++) {
+		json_t *part = h->daemon_json ? h->daemon_json() : NULL;
+		if (part)
+			json_object_set_new(st, h->svc->name, part);
+	}
 	if (st)
 		json_object_set_new(st, "gpus", gpus_json(d, who));
 	return st;

@@ -43,14 +43,14 @@ static __device__ __forceinline__ uint32_t gpusys_block_threads(void)
 /* Copy n bytes from the bulk area (host memory the daemon just wrote) to
  * dst, as thread idx of cnt. Loads bypass the caches (ld.cv: a cached
  * line of system memory is treated as stale and fetched again): a slot's
- * earlier contents must never be seen. In gpusys-bench file (2026-11-25)
- * weak loads after the acquire fence (ld.L1::no_allocate), ld.relaxed.sys
- * and ld.nc (which may return stale data) were no faster than ld.cv by
- * more than 2%, so the loads that need no argument about the memory model
- * stay. GPUSYS_BULK_COPY_DEPTH loads in flight per thread: 8 copy 29% faster
- * than 4 from one block in a kernel with the registers for them (44.8
- * against 34.8 GB/s); in a kernel capped at 32 registers both depths read
- * alike (bench/RESULTS.md). */
+ * earlier contents must never be seen. In gpusys-bench file weak loads
+ * after the acquire fence (ld.L1::no_allocate), ld.relaxed.sys and ld.nc
+ * (which may return stale data) were no faster than ld.cv, so the loads
+ * that need no argument about the memory model stay.
+ * GPUSYS_BULK_COPY_DEPTH loads in flight per thread: 8 copy faster than 4
+ * from one block in a kernel with the registers for them; in a kernel
+ * capped at 32 registers both depths read alike (measured, see
+ * bench/RESULTS.md: "GPU-initiated reads and what bounds them"). */
 static __device__ void gpusys_bulk_copy_in(uint8_t *dst, const uint8_t *src, uint64_t n, uint32_t idx, uint32_t cnt)
 {
 	uint64_t n16 = 0;

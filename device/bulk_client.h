@@ -12,7 +12,7 @@
  * 48-byte header naming the range (file_client.h, sock_client.h) and
  * gpusys_bulk_call() sends it and reads the value. The loops around the
  * requests are the GPU's block loop (bulk_block.cuh: all threads of a block
- * copy while thread 0 asks) and the emulator's (libclient/bulk_emu.c: the
+ * copy while thread 0 asks) and the emulator's (libclient/emulator/bulk_emu.c: the
  * calling thread copies, then asks).
  */
 #ifndef GPUSYS_BULK_CLIENT_H

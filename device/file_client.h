@@ -18,7 +18,7 @@
  * Bulk transfers: gpusys_file_bulk_ask() asks the daemon to pread or
  * pwrite between a file and a range of the channel's bulk area; the loops
  * that use it are bulk_client.h's, for every service: bulk_block.cuh (GPU:
- * all threads of a block copy) and libclient/bulk_emu.c (emulator: the
+ * all threads of a block copy) and libclient/emulator/bulk_emu.c (emulator: the
  * calling thread copies).
  */
 #ifndef GPUSYS_FILE_CLIENT_H

@@ -207,8 +207,10 @@ GPUSYS_FN void gpusys_lock_pair_release(void *pair, uint32_t state, uint32_t seq
  * (the server word by the wait's loop, a response's bytes by the stores
  * that copied them out) before a warp barrier that this store follows, and
  * a warp issues in order, so no load is still out when the next holder can
- * write. The release store's fence.acq_rel.gpu measured 0.26 us of a 1.7 us
- * round trip on an H200 and 0.3 us of an ECHO on the H100 (bench/RESULTS.md).
+ * write. The release store's fence.acq_rel.gpu was a measurable share of a
+ * round trip (measured, see bench/RESULTS.md: "One port per warp, and a
+ * shorter client path", and "A plain give-back" in "The H100 figures of
+ * the final tree").
  * The PTX model itself does not order a load before a later relaxed store:
  * this is the hardware's order, as gpusys_order_after's is. Every finished
  * call and a fire-and-forget request come here; a call that fails before
@@ -245,9 +247,9 @@ GPUSYS_FN uint64_t gpusys_counter_next(unsigned long long *c)
  * daemon could complete the request: gpusys_synchronize relies on every
  * completed request being counted.
  * NOTE: a returning add whose value the word waited for (its top bit, always
- * 0, folded into the word) would order it by dependency; it measured 0.19
- * us more per call on the H100 (trace: lock 0.48 -> 0.67 us; one warp
- * 2.75-2.91 -> 3.01-3.04 us, bench/RESULTS.md, 2026-11-27), against a
+ * 0, folded into the word) would order it by dependency; it measured 7%
+ * more per call (measured, see bench/RESULTS.md: "The strict count, priced
+ * and not taken" in "The H100 figures of the final tree"), against a
  * window in which a reduction would have to stay unperformed through the
  * lock's round trip, the word's trip across PCIe and the daemon's whole
  * service. Not taken. The stamp is %globaltimer in 32 ns

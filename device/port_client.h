@@ -2,7 +2,7 @@
 /*
  * The client side of the port protocol (include/gpusys/abi.h), written once.
  * nvcc compiles it into device/ for kernels; the host compiler compiles it
- * into the emulator (libclient/emulator.c). See device/lane.h for how one
+ * into the emulator (libclient/emulator/emulator.c). See device/lane.h for how one
  * source serves both: per-lane arguments are arrays indexed with
  * GPUSYS_LI(lane), which has one element per lane on the host and a single
  * element (the calling lane's) on the GPU.

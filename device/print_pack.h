@@ -2,7 +2,7 @@
 /*
  * The client side of the print service, written once like port_client.h:
  * nvcc compiles it for kernels (include/gpusys/print.cuh), the host compiler
- * for the emulator (libclient/emu_print.c). The record format is described
+ * for the emulator (libclient/emulator/emu_print.c). The record format is described
  * in include/gpusys/print.h.
  *
  *   gpusys_print_pack()   one lane's record from a format and tagged args

@@ -13,8 +13,8 @@
 
 #include <cuda_runtime.h>
 
-#include "gpusys/gpusys.h"
-#include "gpusys/socket.cuh"
+#include "gpusys/gpusys.h"   /* host: attach, synchronize, callbacks, heap */
+#include "gpusys/gpusys.cuh" /* kernels: every call */
 
 struct result {
 	int port;            /* published by the server when it listens (0: not yet, < 0: failed) */

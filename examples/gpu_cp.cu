@@ -14,8 +14,8 @@
 
 #include <cuda_runtime.h>
 
-#include "gpusys/gpusys.h"
-#include "gpusys/file.cuh"
+#include "gpusys/gpusys.h"   /* host: attach, synchronize, callbacks, heap */
+#include "gpusys/gpusys.cuh" /* kernels: every call */
 
 #define BLOCKS 8
 #define MAX_BUF (UINT64_C(1) << 30)

@@ -23,8 +23,8 @@
 
 #include <cuda_runtime.h>
 
-#include "gpusys/gpusys.h"
-#include "gpusys/socket.cuh"
+#include "gpusys/gpusys.h"   /* host: attach, synchronize, callbacks, heap */
+#include "gpusys/gpusys.cuh" /* kernels: every call */
 
 #define REQ_MAX 8192u            /* request head */
 #define FILE_CHUNK (256u << 10)  /* file bytes per pread */

@@ -22,10 +22,8 @@
 
 #include <cuda_runtime.h>
 
-#include "gpusys/alloc.cuh"
-#include "gpusys/gpusys.h"
-#include "gpusys/heap.h"
-#include "gpusys/print.cuh"
+#include "gpusys/gpusys.h"   /* host: attach, synchronize, callbacks, heap */
+#include "gpusys/gpusys.cuh" /* kernels: every call */
 
 #define THREADS 256
 #define SAMPLES 16

@@ -23,9 +23,8 @@
 
 #include <cuda_runtime.h>
 
-#include "gpusys/callback.h"
-#include "gpusys/device.cuh"
-#include "gpusys/gpusys.h"
+#include "gpusys/gpusys.h"   /* host: attach, synchronize, callbacks, heap */
+#include "gpusys/gpusys.cuh" /* kernels: every call */
 
 #define THREADS 256
 

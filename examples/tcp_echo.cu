@@ -18,8 +18,8 @@
 
 #include <cuda_runtime.h>
 
-#include "gpusys/gpusys.h"
-#include "gpusys/socket.cuh"
+#include "gpusys/gpusys.h"   /* host: attach, synchronize, callbacks, heap */
+#include "gpusys/gpusys.cuh" /* kernels: every call */
 
 #define BUF (64u << 10)
 

@@ -15,7 +15,7 @@
 #include <jansson.h>
 
 #include "config.h" /* GPUSYS_VERSION */
-#include "gpusys/wire.h"
+#include "common/wire.h"
 
 #define REPLY_TIMEOUT_MS 5000
 #define MAX_REPLY (16u << 20)

@@ -3,7 +3,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "gpusys/device/host_sync.h"
 #include "core/channel.h"
 

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "core/channel.h"
 #include "util/log.h"
 #include "../common/cuda_driver.h"
@@ -67,11 +67,11 @@ void channel_cuda_prefer(uint32_t kind)
 
 static uint32_t preferred_kind(void)
 {
-	/* memfd by default: one warp's round trip is the same either way (4.2-4.4 us),
-	 * but under load the daemon's scans of a cuMemCreate host allocation
-	 * are slower: the whole H100 reached 11.9 M warp requests/s on memfd
-	 * channels against 7.5 M on VMM ones (4 pollers), 18.1 M against 13.2 M
-	 * (8 pollers), same run (bench/RESULTS.md). VMM stays the fallback. */
+	/* memfd by default: one warp's round trip is the same either way, but
+	 * under load the daemon's scans of a cuMemCreate host allocation are
+	 * slower and the whole GPU's request rate lower (measured, see
+	 * bench/RESULTS.md: "After the pollers share out the ports").
+	 * VMM stays the fallback. */
 	return preferred;
 }
 

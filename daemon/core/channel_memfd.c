@@ -12,7 +12,7 @@
 
 #include "util/log.h"
 
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "core/channel.h"
 
 /* Prefer the GPU's host node for the pages (shared memory keeps the policy

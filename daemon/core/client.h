@@ -33,13 +33,6 @@ struct client {
 	int32_t client_ordinal; /* the same GPU in the client's numbering (its hello) */
 	struct gpu *gpu;        /* the GPU it named by UUID, or NULL */
 	struct account *account; /* its user's quotas (core/accounts.h); NULL in in-process tests */
-	/* Handles (services/file): the first generation to hand out (0 or 1:
-	 * a new client; past 1: a channel adopted after a restart, from the
-	 * old daemon's header.handle_gen_floor, so its handles fail -EBADF),
-	 * and that header word, which the table keeps past every generation
-	 * it hands out (NULL: in-process tests). */
-	uint32_t handle_gen_start;
-	volatile uint32_t *handle_gen_floor;
 };
 
 /* [off, off + count) of the client's bulk area, as the daemon sized it

@@ -2,7 +2,7 @@
 /*
  * The GPUs this daemon serves, found by UUID.
  *
- * A client names its GPU by UUID in the hello (include/gpusys/wire.h), never
+ * A client names its GPU by UUID in the hello (common/wire.h), never
  * by ordinal: ordinals depend on each process's CUDA_VISIBLE_DEVICES and
  * CUDA_DEVICE_ORDER, so the same number can mean different GPUs in the client
  * and here. The table is filled once, the first time a client names a GPU

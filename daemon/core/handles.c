@@ -103,6 +103,12 @@ void handle_table_set_max(uint32_t max)
 
 struct handle_table *handle_table_acquire(const struct client *owner)
 {
+	return handle_table_open(owner, 1, NULL);
+}
+
+struct handle_table *handle_table_open(const struct client *owner, uint32_t gen_start,
+				       volatile uint32_t *gen_floor)
+{
 	pthread_mutex_lock(&handle_tables.lock);
 	struct handle_table *ht = handle_tables.head;
 	while (ht && ht->owner != owner)
@@ -110,9 +116,9 @@ struct handle_table *handle_table_acquire(const struct client *owner)
 	if (!ht && (ht = handle_table_new(handle_tables.max))) {
 		ht->owner = owner;
 		ht->account = owner ? owner->account : NULL;
-		if (owner && owner->handle_gen_start >= 1 && owner->handle_gen_start <= HANDLE_GEN_MAX)
-			ht->gen_start = ht->gen_next = owner->handle_gen_start;
-		ht->gen_floor = owner ? owner->handle_gen_floor : NULL;
+		if (gen_start >= 1 && gen_start <= HANDLE_GEN_MAX)
+			ht->gen_start = ht->gen_next = gen_start;
+		ht->gen_floor = gen_floor;
 		if (ht->gen_floor)
 			*ht->gen_floor = ht->gen_next;
 		ht->next = handle_tables.head;

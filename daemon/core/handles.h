@@ -85,10 +85,10 @@ struct handle_table {
 	uint32_t max;       /* handles at most (EMFILE past it) */
 	struct account *account; /* the user's quota of handles, or NULL */
 	/* Generations: new entries start at gen_start (1, or where the
-	 * daemon before a restart stopped, client.handle_gen_start); every
-	 * handle handed out moves gen_floor (the channel header's
-	 * handle_gen_floor, or NULL) past its generation, for the next
-	 * daemon (docs/RESTART.md). */
+	 * daemon before a restart stopped: handle_table_open); every handle
+	 * handed out moves gen_floor (the channel header's handle_gen_floor,
+	 * or NULL) past its generation, for the next daemon
+	 * (docs/RESTART.md). */
 	uint32_t gen_start;
 	uint32_t gen_next;
 	volatile uint32_t *gen_floor;
@@ -111,6 +111,15 @@ unsigned handle_table_free(struct handle_table *ht);
  * space (files and sockets): the first call for owner makes it, each call
  * takes a reference. NULL when out of memory. */
 struct handle_table *handle_table_acquire(const struct client *owner);
+
+/* The same, for the session at attach, before any service acquires the
+ * table: a table made now hands out generations from gen_start (1: a new
+ * client; past 1: a channel adopted after a restart, from the old daemon's
+ * header.handle_gen_floor, so the old handles fail -EBADF; out of range:
+ * 1) and keeps *gen_floor (that header word, or NULL) past every
+ * generation it hands out. A table that exists already keeps its own. */
+struct handle_table *handle_table_open(const struct client *owner, uint32_t gen_start,
+				       volatile uint32_t *gen_floor);
 
 /* Drop a reference of handle_table_acquire; the last one frees the table
  * (handle_table_free). Returns how many descriptors that closed. */

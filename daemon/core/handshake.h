@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* The attach handshake on the wire (include/gpusys/wire.h): receiving and
+/* The attach handshake on the wire (common/wire.h): receiving and
  * checking a hello, sending a welcome. No event loop, no sessions. */
 #ifndef GPUSYSD_HANDSHAKE_H
 #define GPUSYSD_HANDSHAKE_H
 
 #include <stddef.h>
 
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "core/session.h"
 
 enum { HELLO_FD_STDOUT, HELLO_FD_STDERR, HELLO_FD_CWD, HELLO_FD_CHANNEL, HELLO_NFDS };

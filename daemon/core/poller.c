@@ -34,8 +34,8 @@
  *     keeps poller 0 on timed naps while it is attached, and so does a
  *     client whose host library says kernels may be in flight
  *     (header.active_until_ns, set by gpusys_device, cleared by
- *     gpusys_synchronize): a GPU's watch takes ~0.4 ms to wake us, naps
- *     ~0.05 ms. Attach (a channel
+ *     gpusys_synchronize): a GPU's watch is far slower to wake us than
+ *     a nap (measured, see bench/RESULTS.md: "Idle cost and wake-up"). Attach (a channel
  *     that was not told) and stop kick the eventfd. On waking, poller 0
  *     clears dozing, serves the port each channel's last ring names
  *     (serve_rung) and spins again.
@@ -45,46 +45,20 @@
  * watch fires on a bit set that the recorded value lacked, see
  * wake_cuda.c), a pipe that the client closed.
  *
- * NOTE: measured cost of timed naps alone (tests/daemon/test_idle.c, one
- * client attached, on the H100 machine: a Firecracker guest where one
- * timer wake-up costs ~5 us of CPU, ~4 us on the 2-core dev VM):
- *
- *   idle_sleep_us   idle CPU   first NOOP after quiet: p50 / max
- *        20          19.4%        26 us / 32 us
- *        50 (def)     9.2%        47 us / 64 us
- *        80           5.4%        46 us / 82 us
- *       100           4.8%        62 us / 100 us
- *       200           3.0%        95 us / 186 us
- *       500           1.5%       226 us / 523 us
- *
- * Idle CPU is wake-ups x their cost, so timer naps alone cannot meet both
- * targets (<= 1% of a core, <= 100 us to the first request after 1 s of
- * quiet); hence the deep doze. Measured with it on the H100 machine
- * (bench/RESULTS.md, "Idle cost and wake-up"):
- *
- *   client                       idle CPU   first call after 1 s quiet, p50
- *   emulated (wake pipe)          0.009%       57 us (max 105 us)
- *   CUDA kernel (GPU watch)       0.09%       400 us (the stream wait alone
- *                                             takes ~200 us to see a store)
- *   CUDA, kernels in flight       0.09% idle  23-54 us p50, max 59 us
- *     (gpusys_device says so;     ~11% while
- *      poller 0 naps meanwhile)    they run
- *   CUDA kernel, timed naps       8.0%         29 us (no watch)
- *
- * (The "max 59 us" was over 5 rounds. Over 30, with kernels in flight and
- * 8448 ports, 2026-11-27: mean 29-43 us, max 58-74 us, and 79-99 us for the
- * tree of 2026-11-26 with 1056 ports: the 50 us nap plus this guest's timer
- * wake-ups.)
- *
- * On the 2-core dev VM, shared with other builds, test_idle gives 0.006%
- * and p50 ~240 us (the VM's scheduling; 50 us naps gave 228 us there).
+ * NOTE: timer naps alone cannot meet both idle targets (<= 1% of a core,
+ * <= 100 us to the first request after 1 s of quiet): idle CPU is wake-ups
+ * times their cost, and a nap short enough for the latency target costs
+ * several percent of a core. Hence the deep doze, and the naps only while
+ * a client says kernels may call. Measured, see bench/RESULTS.md: "Idle
+ * cost and wake-up" (its "Timed naps alone" table, and each client kind
+ * with the deep doze).
  *
  * Counters (poller.h, gpusysctl pollers). Each pass tallies on the stack
  * what it read, found, served and collided on, and adds it to the poller's
  * own cache line at its end; a random one pass in 16 is timed. They showed
- * on the H100 machine (bench/RESULTS.md, "The daemon's side of the hot
- * path") that under load the pollers are busy serving, not colliding: the
- * whole GPU's throughput is 8 pollers over their CPU time per request.
+ * that under load the pollers are busy serving, not colliding: the whole
+ * GPU's throughput is the pollers over their CPU time per request
+ * (measured, see bench/RESULTS.md: "The daemon's side of the hot path").
  *
  * Grace periods. Each poller publishes a counter after every pass and an
  * offline flag while it sleeps or parks. pollers_publish() swaps the
@@ -350,13 +324,12 @@ static unsigned scan(struct poller *pl, const struct snapshot *s)
 		uint64_t n = t->num_ports;
 		/* The hot ports matter when a pass is long and finds little:
 		 * few warps calling, each waiting a whole pass for its next
-		 * call to be seen (one warp over 8448 ports with them: 2.6 us;
-		 * without: 4.1 us, H200). Under load they are a loss: the
-		 * checks cost (H100: 12.6 M against 18.1 M warp requests/s),
-		 * and serving the ports that had work first lets some warps
-		 * finish early and others late (print 4.7-4.9 M lines/s
-		 * against 6.8-7.9 M, H200). So only after a pass whose scan
-		 * served no more ports than there are hot ones. */
+		 * call to be seen. Under load they are a loss: the checks cost
+		 * throughput, and serving the ports that had work first lets
+		 * some warps finish early and others late (print slows). So
+		 * only after a pass whose scan served no more ports than there
+		 * are hot ones. Measured, see bench/RESULTS.md: "Figures that
+		 * stood in code comments". */
 		bool use_hot = shares * n / count > 512 && pl->last_work <= HOT_PORTS;
 		for (uint64_t m = cover; m; m &= m - 1) {
 			unsigned j = (unsigned)__builtin_ctzll(m);

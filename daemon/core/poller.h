@@ -56,10 +56,10 @@ unsigned pollers_count(const struct pollers *ps);
  * "stats"); off, nothing is timed and the *_ns fields stay where they were.
  * At random rather than every 16th pass, so that the sample cannot lock
  * onto a rhythm of busy and empty passes. NOTE: a timed pass pays its own
- * TSC reads (up to five per request it serves, ~25-30 ns each in the H100
- * machine's guest), so the times are upper bounds: scaled up, the sampled
- * passes came to 110-135% of the pollers' wall time there. Counts are
- * exact. */
+ * TSC reads (up to five per request it serves), so the times are upper
+ * bounds: scaled up, the sampled passes come to more than the pollers'
+ * wall time (measured, see bench/RESULTS.md: "The daemon's side of the hot
+ * path"). Counts are exact. */
 #define POLLER_TIME_EVERY 16u
 struct poller_counters {
 	uint64_t passes;        /* scans of the poller's share (and of parked pollers' shares) */

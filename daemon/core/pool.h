@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Worker threads for requests whose service may block (SERVICE_POOL).
+ * Worker threads for requests whose service may block (SERVICE_ON_POOL).
  * Pollers submit a call with its port claim still held; a worker runs it and
  * finishes it. Generic over what "run" means so it can be tested alone.
  */

@@ -212,7 +212,7 @@ struct port_activity {
 	uint16_t opcode;
 	uint8_t phase;     /* 1 receiving, 2 in service, 3 sending */
 	bool later;        /* pending: completes later */
-	uint64_t since_ns; /* stats_now_ns() when the request arrived */
+	uint64_t since_ns; /* stats_now() when the request arrived */
 };
 bool port_server_activity(const struct port_table *t, uint32_t p, struct port_activity *ret);
 

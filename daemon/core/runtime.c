@@ -14,7 +14,7 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "gpusys/wire.h"
+#include "common/wire.h"
 
 #include "core/runtime.h"
 

@@ -12,6 +12,7 @@
 #include "gpusys/device/host_sync.h"
 #include "util/log.h"
 #include "core/gpus.h"
+#include "core/handles.h"
 #include "core/session.h"
 
 static void close_fd(int *fd)
@@ -71,11 +72,17 @@ static void client_fill(struct session *s, const struct session_params *prm)
 	c->client_ordinal = prm->client_ordinal;
 	c->gpu = prm->gpu;
 	c->account = account_get(c->creds.uid);
+}
+
+/* The client's handle table, before any service takes it: an adopted
+ * channel's handles start past the old daemon's (read once; a client that
+ * spoiled the word only spoils its own handles). */
+static int handles_open(struct session *s, const struct session_params *prm)
+{
 	struct gpusys_channel_header *hdr = s->chan.base;
-	/* An adopted channel: handles start past the old daemon's (read
-	 * once; a client that spoiled it only spoils its own handles). */
-	c->handle_gen_start = prm->adopted ? __atomic_load_n(&hdr->handle_gen_floor, __ATOMIC_RELAXED) : 1;
-	c->handle_gen_floor = &hdr->handle_gen_floor;
+	uint32_t start = prm->adopted ? __atomic_load_n(&hdr->handle_gen_floor, __ATOMIC_RELAXED) : 1;
+	s->handles = handle_table_open(&s->client, start, &hdr->handle_gen_floor);
+	return s->handles ? 0 : -ENOMEM;
 }
 
 mode_t client_umask_of(pid_t pid)
@@ -143,6 +150,9 @@ int session_create(const struct session_params *prm, struct session **ret)
 		goto fail;
 	}
 	s->chan_charged = s->chan.bytes;
+	r = handles_open(s, prm);
+	if (r < 0)
+		goto fail;
 	r = port_table_init(&s->ports, s->chan.base, prm->num_ports, &s->client, prm->mem_budget);
 	if (r < 0)
 		goto fail;
@@ -163,6 +173,7 @@ int session_create(const struct session_params *prm, struct session **ret)
 	*ret = s;
 	return 0;
 fail:
+	handle_table_release(s->handles);
 	channel_destroy(&s->chan);
 	account_uncharge(s->client.account, ACCOUNT_CHANNEL, s->chan_charged);
 	account_put(s->client.account); /* NULL before client_fill */
@@ -190,6 +201,7 @@ static void session_free(struct session *s)
 		atomic_fetch_add_explicit(s->retired_requests, session_requests(s), memory_order_relaxed);
 	if (s->ports_ready)
 		port_table_fini(&s->ports);
+	handle_table_release(s->handles); /* after the services let go of it */
 	bool mem_free = true;
 	if (s->wake) {
 		/* No GPU wait of ours may read the channel once it is gone. */

@@ -51,6 +51,10 @@ struct session {
 	uint64_t chan_charged; /* chan.bytes, charged to the user's ACCOUNT_CHANNEL */
 	struct port_table ports;
 	bool ports_ready;
+	/* The client's handle table (core/handles.h), opened at attach with the
+	 * channel's handle generations, before its services take it; released
+	 * after they let go. */
+	struct handle_table *handles;
 
 	/* Waking a dozing poller 0 (wake.h): the client's pipe, the GPU watch
 	 * of its doorbell. wake_wfd is the client's end until the welcome

@@ -6,7 +6,7 @@
  *  - an eventfd of the daemon's own, written on attach, detach and stop
  *    (wake_kick) and by the CUDA callbacks of wake_cuda.c;
  *  - one pipe per client: the daemon keeps the read end, the client gets
- *    the write end with the welcome (include/gpusys/wire.h) and writes a
+ *    the write end with the welcome (common/wire.h) and writes a
  *    byte when it rings the doorbell of a dozing daemon. Per client rather
  *    than one for all: the read end is a file description no client can
  *    reach (it cannot make it blocking, read other clients' wake-ups or
@@ -40,7 +40,7 @@ struct wake_chan {
 int wake_create(struct wake **ret);
 void wake_destroy(struct wake *w);
 
-/* Any thread: make a poller 0 sleeping in wake_wait() return. */
+/* Any thread: make a poller 0 sleeping in wake_sleep() return. */
 void wake_kick(struct wake *w);
 
 /* Main thread, at attach: the pipe; *ret_wfd is the client's end (send it,

@@ -10,12 +10,11 @@
  *
  * The GPU's front end polls the word; no CPU time is spent while it waits,
  * and a stream blocked on it takes no time slices from the client's
- * kernels. The price is latency: on the H100 the wait takes ~0.2 ms to
- * notice a store to host memory, ~0.4 ms from a kernel's doorbell to the
- * daemon awake while the client's context shares the GPU (bench/RESULTS.md,
- * "Idle cost and wake-up"). gpu_watch = 0 (or GPUSYSD_GPU_WATCH=0)
- * (the gpu_watch setting) turns the watch off: timed naps for CUDA clients
- * (~30 us, ~8% of a core).
+ * kernels. The price is latency: the wait is slow to notice a store to
+ * host memory, slower still while the client's context shares the GPU
+ * (tenths of a millisecond; measured, see bench/RESULTS.md: "Idle cost and
+ * wake-up"). gpu_watch = 0 (or GPUSYSD_GPU_WATCH=0) turns the watch off:
+ * timed naps for CUDA clients, quicker to answer and costlier in CPU.
  *
  * Why AND ~seen and not GEQ seen + 1: the doorbell is not monotonic. A
  * message's later packets ring with (1 << 63) | port << 32 | seq, its first with
@@ -52,7 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "core/channel.h"
 #include "core/gpus.h"
 #include "util/log.h"
@@ -145,11 +144,11 @@ void wake_gpu_open(struct wake *w, struct wake_chan *c, const struct channel *ch
 	/* gpu_watch = 0: no watch, timed naps (to measure against). */
 	if (!gpu_watch_enabled)
 		return;
-	/* One GPU only. With two H200s in one daemon, a doorbell wait
+	/* One GPU only. With two GPUs in one daemon, a doorbell wait
 	 * pending on one GPU stalled mapping calls for the other
 	 * (cuMemHostRegister of the next client's header, an unregister at a
-	 * detach): the daemon's main thread hung for good (bench/RESULTS.md,
-	 * issue 17). A wait only ends when a client rings, so nothing bounds
+	 * detach): the daemon's main thread hung for good (found, see
+	 * bench/RESULTS.md: "Every GPU of the host"). A wait only ends when a client rings, so nothing bounds
 	 * that stall; timed naps cost more CPU when idle but cannot hang. */
 	static bool said_multi;
 	if (gpus_real_count() > 1) {

@@ -128,9 +128,9 @@ unsigned config_auto_pollers(unsigned ncpu)
 {
 	if (ncpu <= 2)
 		return 1;
-	/* Up to 8: measured on the H100 (bench/RESULTS.md) the whole GPU
-	 * reached 11.9 M warp requests/s with 4 pollers and 18.1 M with 8.
-	 * Busy pollers each spin on a core; idle ones sleep. */
+	/* Up to 8: the whole GPU's request rate grew from 4 pollers to 8
+	 * (measured, see bench/RESULTS.md: "After the pollers share out the
+	 * ports"). Busy pollers each spin on a core; idle ones sleep. */
 	return ncpu / 2 < 8 ? ncpu / 2 : 8;
 }
 

@@ -47,9 +47,9 @@ int64_t parallel_io(int fd, bool write_op, uint8_t *buf, int64_t off, uint64_t l
 
 /* pwrite len bytes from buf to the regular file open as wr_fd, at off, by
  * copying into a shared mapping of the file in parallel: writes to one file
- * through write(2) serialise on its inode lock (4.1-4.6 GB/s from 1 to 16
- * threads on tmpfs), copies into a mapping do not (15.7 GB/s from 16;
- * bench/RESULTS.md). rw_fd: the same file open for reading and writing (a
+ * through write(2) serialise on its inode lock (no faster from 16 threads
+ * than from one), copies into a mapping do not (measured, see
+ * bench/RESULTS.md: "GPU-initiated writes through a shared mapping"). rw_fd: the same file open for reading and writing (a
  * mapping needs both). The last page goes first through wr_fd so the file
  * reaches off + len; a chunk whose copy faults (a concurrent truncation, a
  * full file system) is written with pwrite instead. Returns as parallel_io;

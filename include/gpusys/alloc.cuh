@@ -96,6 +96,14 @@ static __device__ int gpusys_free(const gpusys_heap_t &h, void *p)
 	return e[0];
 }
 
+/* Bytes of the heap mapped right now, as the host's mapping thread last
+ * wrote them: no request, a figure that only grows while the heap is open
+ * (the device side of gpusys_heap_mapped). */
+static __device__ __forceinline__ uint64_t gpusys_heap_mapped_bytes(const gpusys_heap_t &h)
+{
+	return gpusys_load_shared_u64(&h.heap.ctl->mapped);
+}
+
 /* The daemon's figures for this client's heap (one lane asks). 0 or -errno. */
 static __device__ int gpusys_alloc_stat(const gpusys_heap_t &h, struct gpusys_alloc_stat *st)
 {

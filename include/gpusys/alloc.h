@@ -3,7 +3,7 @@
  * The alloc service: a growable per-client heap of device memory (host
  * memory for emulated clients). Opcodes, request and response layouts shared
  * by the device code (include/gpusys/alloc.cuh, device/alloc_client.h), the
- * emulator (include/gpusys/alloc_emu.h), libgpusys's heap (libclient/) and
+ * emulator (include/gpusys/emulator/alloc.h), libgpusys's heap (libclient/) and
  * the daemon (daemon/services/alloc/). Plain C that nvcc also accepts.
  * docs/ALLOC.md says what the heap promises.
  *

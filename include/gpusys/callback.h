@@ -66,9 +66,9 @@ enum gpusys_callback_flags {
 	/* The callback returns within microseconds and never blocks: when the
 	 * pool's poller finds the request it runs it itself rather than
 	 * queueing it for a worker. Spinning workers now claim requests
-	 * themselves, so this saves nothing measurable on the GPU
-	 * (bench/RESULTS.md, 2026-11-25: 8.2-10.1 us against 6.9-7.7 us without the
-	 * flag, cause not found). A QUICK callback that blocks holds up every
+	 * themselves, so this saves nothing measurable on the GPU: it measured
+	 * slower than without the flag, cause not found (measured, see
+	 * bench/RESULTS.md: "Figures that stood in code comments"). A QUICK callback that blocks holds up every
 	 * other callback meanwhile (never daemon calls). */
 	GPUSYS_CALLBACK_QUICK = 1u << 0,
 };
@@ -132,7 +132,12 @@ void *gpusys_callbacks_channel(const struct gpusys_callbacks *cb, uint64_t *ret_
  * Arguments travel packed in order, each at its alignment; the result
  * comes back the same way. Argument and result types must be trivially
  * copyable (no pointers into the other side's memory, of course).
+ *
+ * C++ linkage even where the header is included inside an extern "C"
+ * block (gpusys/gpusys.h includes it, and C headers are often included
+ * that way): templates cannot have C linkage.
  */
+extern "C++" {
 #include <stddef.h>
 #include <string.h>
 #include <type_traits>
@@ -266,6 +271,7 @@ static inline int gpusys_register(struct gpusys_callbacks *cb, gpusys_callback<R
 	d.flags = flags;
 	return gpusys_callbacks_register(cb, &d);
 }
+} /* extern "C++" */
 #endif /* __cplusplus */
 
 #endif /* GPUSYS_CALLBACK_H */

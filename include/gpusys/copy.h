@@ -2,7 +2,8 @@
 /*
  * Bulk copies between pageable host memory and device memory, faster than
  * cudaMemcpy from pageable memory (which the driver stages through one
- * small pinned buffer, 7-13 GB/s on an H100 host against 55 GB/s pinned).
+ * small pinned buffer, a fraction of the pinned link's rate; measured, see
+ * bench/RESULTS.md: "Bulk copies from pageable memory").
  * Multithreaded double queuing: producer threads copy the caller's pages
  * into a pool of pinned buffers while one thread keeps the DMA engine busy
  * on its own stream (the reverse for device to host); or the caller's own

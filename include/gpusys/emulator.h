@@ -7,6 +7,11 @@
  *
  * Per-lane arguments are arrays of GPUSYS_WARP_LANES, indexed by lane; only
  * lanes in mask are read or written.
+ *
+ * The emulator's whole API, apart from the real one (gpusys/gpusys.h does
+ * not include it): this header, and at its end the service calls of
+ * emulated warps, one header each under gpusys/emulator/ (print, file,
+ * socket, alloc).
  */
 #ifndef GPUSYS_EMULATOR_H
 #define GPUSYS_EMULATOR_H
@@ -107,5 +112,11 @@ int gpusys_emu_query(const struct gpusys_emu *emu);
 #ifdef __cplusplus
 }
 #endif
+
+/* The services' calls from emulated warps. */
+#include "gpusys/emulator/print.h"
+#include "gpusys/emulator/file.h"
+#include "gpusys/emulator/socket.h"
+#include "gpusys/emulator/alloc.h"
 
 #endif /* GPUSYS_EMULATOR_H */

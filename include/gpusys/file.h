@@ -2,7 +2,7 @@
 /*
  * The file service: opcodes, request and response layouts shared by the
  * device code (include/gpusys/file.cuh), the host-lane emulator
- * (include/gpusys/file_emu.h), the client protocol (device/file_client.h) and
+ * (include/gpusys/emulator/file.h), the client protocol (device/file_client.h) and
  * the daemon (daemon/services/file/service_file.c). Plain C that nvcc also accepts.
  *
  * Every call is a port request (include/gpusys/abi.h) with one lane payload

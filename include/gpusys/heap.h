@@ -23,7 +23,7 @@
 
 #include "gpusys/alloc.h"
 #include "gpusys/dev.h"
-#include "gpusys/gpusys.h"
+#include "gpusys/attach.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,7 +2,7 @@
 /*
  * The print service: types and limits shared by the device code
  * (include/gpusys/print.cuh), the host-lane emulator
- * (include/gpusys/emu_print.h), the packer (device/print_pack.h) and the
+ * (include/gpusys/emulator/print.h), the packer (device/print_pack.h) and the
  * daemon (daemon/services/print/print_format.c, daemon/services/print/service_print.c). Plain C that nvcc
  * also accepts.
  *

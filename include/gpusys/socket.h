@@ -2,7 +2,7 @@
 /*
  * The socket service: opcodes, request and response layouts shared by the
  * device code (include/gpusys/socket.cuh), the host-lane emulator
- * (include/gpusys/socket_emu.h), the client protocol (device/sock_client.h)
+ * (include/gpusys/emulator/socket.h), the client protocol (device/sock_client.h)
  * and the daemon (daemon/services/socket/). Plain C that nvcc also accepts.
  *
  * Every call is a port request with one lane payload per calling lane:

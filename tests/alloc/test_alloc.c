@@ -23,7 +23,6 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "gpusys/alloc_emu.h"
 #include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "../daemon/harness.h"

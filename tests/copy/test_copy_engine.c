@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The copy engine (libclient/copy_engine.h) without a GPU: its consumer is a
+ * The copy engine (libclient/copy/copy_engine.h) without a GPU: its consumer is a
  * fake DMA engine over a host arena that moves the bytes LATE (only when
  * the engine polls a transfer and is told it is done), so a staging buffer
  * reused too early, or copied out too early, shows up as wrong bytes. Every
@@ -8,7 +8,7 @@
  * directions, staged and pinned in place, concurrent jobs, and errors that
  * must be reported (never a hang, never a partial success). And jobs whose
  * transfers a fake GPU stream runs from a schedule queued at submit, as
- * libclient/copy.c does for stream-ordered copies (COPY_EVERY_CHUNK).
+ * libclient/copy/copy.c does for stream-ordered copies (COPY_EVERY_CHUNK).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -23,7 +23,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "libclient/copy_engine.h"
+#include "libclient/copy/copy_engine.h"
 
 #define MAX_SLOTS 16
 #define MAX_SCHED 4096
@@ -273,7 +273,7 @@ static int f_start_checked(void *ctx, unsigned slot, uint64_t ticket, enum copy_
 }
 
 /* The fake GPU stream: each scheduled chunk in order waits for its slot's
- * go, moves the bytes, says done (libclient/copy.c's
+ * go, moves the bytes, says done (libclient/copy/copy.c's
  * cuStreamWaitValue64 / cuMemcpy*Async / cuStreamWriteValue64). */
 static void *gpu_main(void *arg)
 {

@@ -22,7 +22,6 @@
 
 #include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
-#include "gpusys/file_emu.h"
 #include "../daemon/harness.h"
 
 static char *ctl(const struct gd *d, const char *a1, const char *a2, int *ret_status, char **ret_err)

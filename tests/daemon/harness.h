@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "gpusys/wire.h"
+#include "common/wire.h"
 
 struct gd {
 	pid_t pid;

@@ -26,7 +26,7 @@
 
 #include "gpusys/emulator.h"
 #include "gpusys/gpusys.h"
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "harness.h"
 
 static int listening(const char *path, int type)

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "gpusys/gpusys.h"
-#include "libclient/client.h" /* the connection layer itself, linked from the library's objects */
+#include "libclient/attach/client.h" /* the connection layer itself, linked from the library's objects */
 #include "harness.h"
 
 static struct gpusys_attach_opts opts(const struct gd *d, uint32_t ports)

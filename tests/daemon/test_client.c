@@ -21,8 +21,8 @@
 
 #include "common/fdpass.h"
 #include "gpusys/gpusys.h"
-#include "libclient/client.h" /* the connection layer itself, linked from the library's objects */
-#include "gpusys/wire.h"
+#include "libclient/attach/client.h" /* the connection layer itself, linked from the library's objects */
+#include "common/wire.h"
 
 enum fault {
 	GOOD,

@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "gpusys/gpusys.h"
-#include "libclient/client.h" /* the connection layer: the hello itself */
+#include "libclient/attach/client.h" /* the connection layer: the hello itself */
 #include "gpusys/emulator.h"
 #include "harness.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The pollers' idle policy with a client attached: poller 0 spins, naps on
  * a timer for a moment, then sleeps until a client wakes it (header.dozing
- * and the wake pipe, include/gpusys/wire.h). Checks the issue's targets:
+ * and the wake pipe, common/wire.h). Checks the issue's targets:
  * an idle daemon with a client attached uses at most 1% of a core, and the
  * first request after a second of quiet is served promptly (<= 1 ms here:
  * a shared 2-core VM whose other tenants' builds delay any wake-up; the
@@ -27,7 +27,7 @@
 
 #include "common/proc_tasks.h"
 #include "gpusys/gpusys.h"
-#include "libclient/client.h" /* the connection layer itself, linked from the library's objects */
+#include "libclient/attach/client.h" /* the connection layer itself, linked from the library's objects */
 #include "gpusys/emulator.h"
 #include "gpusys/device/host_sync.h"
 #include "common/port_host.h"

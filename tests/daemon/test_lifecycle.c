@@ -23,7 +23,6 @@
 
 #include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
-#include "gpusys/file_emu.h"
 #include "harness.h"
 
 static void assert_contains(const char *hay, const char *needle)

@@ -24,7 +24,7 @@
 
 #include "gpusys/emulator.h"
 #include "gpusys/gpusys.h"
-#include "libclient/client.h" /* the connection layer: ports granted */
+#include "libclient/attach/client.h" /* the connection layer: ports granted */
 #include "harness.h"
 
 static void write_text(const char *path, const char *text)

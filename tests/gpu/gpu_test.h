@@ -27,7 +27,7 @@
 #include <cuda_runtime.h>
 
 #include "gpusys/gpusys.h"
-#include "gpusys/wire.h"
+#include "common/wire.h"
 extern "C" {
 #include "common/cuda_driver.h"
 }

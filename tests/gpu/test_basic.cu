@@ -179,7 +179,7 @@ static void run(uint32_t kind)
 	gpusys_t *g = gt_attach(1u << kind, 0);
 	GT_CHECK(gpusys_memory_kind(g) == kind, "asked for %s, got %s", gt_kind_name(kind),
 		 gt_kind_name(gpusys_memory_kind(g)));
-	/* The default: one port per resident warp slot (libclient/cuda.c),
+	/* The default: one port per resident warp slot (libclient/attach/cuda.c),
 	 * which the daemon's default max_ports grants. */
 	cudaDeviceProp prop;
 	GT_CUDA(cudaGetDeviceProperties(&prop, 0));

@@ -13,8 +13,18 @@ line names build outputs (daemon/gpusysd in a build directory), an
 #include a system header (systemd/sd-daemon.h). A
 word inside a longer path (/usr/include/gpusys/device/..., build/daemon/...)
 is not one of ours and is skipped, as are globs and placeholders (*, X, N,
-<...>) and the names of build outputs listed in GENERATED. Prints each
-missing path with FILE:LINE; exit 1 if any.
+<...>) and the names of build outputs listed in GENERATED.
+
+Comments of code also name files by their bare name ("wake_cuda.c: a
+stream wait", "see abi.h"): each such name of a C or CUDA source or header
+must be the name of some file of the tree (issue 31), unless it is a
+header from outside it (EXTERNAL). Documents are left out of that check:
+they name the reader's own files (prog.c).
+
+Prints each missing path with FILE:LINE; exit 1 if any.
+
+check-paths.py --self-test: runs the check on a scratch tree holding one
+stale path and one stale bare name, and fails unless both are reported.
 """
 import os
 import re
@@ -29,6 +39,9 @@ SCANNED = re.compile(r'(\.(c|h|cu|cuh|py|sh|md|conf|build|txt|1|3|5|8|service|so
 SKIP_DIRS = {'.git', '.debs', 'subprojects', '__pycache__', 'corpus'}
 # Produced by the build, named as such (build/.../config.h and the like).
 GENERATED = {'man/gpusysd.conf.5'}
+
+# Headers from outside the tree that comments name by their bare name.
+EXTERNAL = {'cuda.h', 'nvml.h', 'barrier.h'}  # the CUDA driver, NVML, liburing's barriers
 
 C_COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*', re.S)
 DOCUMENT = re.compile(r'\.(md|txt|[1358])$')
@@ -73,6 +86,20 @@ def candidates(text):
             yield lineno, p.rstrip('.')
 
 
+# A bare file name in a comment (no directory before it): wake_cuda.c, abi.h.
+BARE = re.compile(r'(?<![\w./~$<*-])([A-Za-z_][\w-]*\.(?:c|h|cu|cuh))(?![\w/*])')
+
+
+def bare_names(name, text):
+    """Code only: the bare names of C and CUDA files its comments give."""
+    if DOCUMENT.search(name):
+        return
+    for lineno, line in enumerate(text.splitlines(), 1):
+        for m in BARE.finditer(line):
+            if m.group(1) not in EXTERNAL:
+                yield lineno, m.group(1)
+
+
 # A relative path that climbs out of its directory ([RESULTS](../bench/RESULTS.md)).
 UP = re.compile(r'(?<![\w./~$-])((?:\.\./)+[\w./+-]*[\w+])')
 
@@ -109,9 +136,13 @@ def exists(root, p, programs):
     return os.path.basename(p) in programs and os.path.isdir(os.path.join(root, os.path.dirname(p)))
 
 
-def main():
-    root = os.path.realpath(sys.argv[1])
+def check(root):
+    """The missing mentions under root, and how many were checked."""
     programs = targets(root)
+    names = set()
+    for d, dirs, files in os.walk(root):
+        dirs[:] = [x for x in dirs if x not in SKIP_DIRS and not x.startswith(('.', 'build'))]
+        names |= set(files)
     build_dirs = {d for d in os.listdir(root) if d.startswith('build')}
     missing, checked = [], 0
     for d, dirs, files in os.walk(root):
@@ -133,6 +164,11 @@ def main():
                 if exists(root, p, programs):
                     continue
                 missing.append('%s:%d: %s does not exist' % (os.path.relpath(path, root), lineno, p))
+            for lineno, p in bare_names(f, commented(f, text)):
+                checked += 1
+                if p in names:
+                    continue
+                missing.append('%s:%d: no file of the tree is named %s' % (os.path.relpath(path, root), lineno, p))
             # Relative to the document, inside the tree (a tool beside the
             # checkout is no part of it).
             for lineno, p in up_paths(f, text):
@@ -141,6 +177,40 @@ def main():
                 if full.startswith(root + os.sep) and os.path.exists(full):
                     continue
                 missing.append('%s:%d: %s is not in this repository' % (os.path.relpath(path, root), lineno, p))
+    return missing, checked
+
+
+def self_test():
+    """The check finds a stale path and a stale bare name, and passes a
+    tree without them."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as root:
+        os.makedirs(os.path.join(root, 'daemon', 'core'))
+        src = os.path.join(root, 'daemon', 'core', 'here.c')
+        with open(src, 'w') as f:
+            f.write('/* as in daemon/core/here.c and here.c, see cuda.h */\nint x; /* gone.c */\n'
+                    '/* daemon/gone/file.c */\n')
+        missing, _ = check(root)
+        want = ['daemon/core/here.c:2: no file of the tree is named gone.c',
+                'daemon/core/here.c:3: daemon/gone/file.c does not exist']
+        if sorted(missing) != sorted(want):
+            print('self-test: expected %s, got %s' % (want, missing))
+            return 1
+        with open(src, 'w') as f:
+            f.write('/* as in daemon/core/here.c and here.c */\n')
+        missing, _ = check(root)
+        if missing:
+            print('self-test: a clean tree reported %s' % missing)
+            return 1
+    print('self-test: both stale mentions reported, the clean tree passed')
+    return 0
+
+
+def main():
+    if sys.argv[1] == '--self-test':
+        return self_test()
+    root = os.path.realpath(sys.argv[1])
+    missing, checked = check(root)
     for m in missing:
         print(m)
     print('%d path mentions checked, %d missing' % (checked, len(missing)))

@@ -4,7 +4,7 @@
 check-symbols.py LIBGPUSYS.so INCLUDEDIR CC [--no-cuda] [--man LIBGPUSYS.3]
 
 Declared: every function prototype (not static) that the C headers under
-INCLUDEDIR/gpusys/ (and gpusys/device/) declare, as the compiler itself
+INCLUDEDIR/gpusys/ (and gpusys/device/, gpusys/emulator/) declare, as the compiler itself
 lists them (gcc -aux-info over one file including them all), and every
 extern variable they declare. Exported: the library's defined dynamic
 symbols (nm -D). Each must be in the other: an export nobody declares is an
@@ -35,7 +35,8 @@ def exported(lib):
 
 
 def declared(incdir, cc):
-    headers = sorted(os.path.join(d, f) for d in (os.path.join(incdir, 'gpusys'), os.path.join(incdir, 'gpusys', 'device'))
+    headers = sorted(os.path.join(d, f) for d in (os.path.join(incdir, 'gpusys'), os.path.join(incdir, 'gpusys', 'device'),
+                                                  os.path.join(incdir, 'gpusys', 'emulator'))
                      if os.path.isdir(d) for f in os.listdir(d) if f.endswith('.h'))
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, 'all.c')

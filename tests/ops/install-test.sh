@@ -28,6 +28,7 @@ meson install -C "$build" --no-rebuild --quiet --destdir "$root" >"$tmp/install.
 
 # What is installed, and what is not.
 for f in "$sbindir/gpusysd" "$bindir/gpusysctl" "$libdir/pkgconfig/gpusys.pc" "$includedir/gpusys/gpusys.h" \
+	"$includedir/gpusys/gpusys.cuh" "$includedir/gpusys/emulator.h" "$includedir/gpusys/emulator/file.h" \
 	"$includedir/gpusys/device.cuh" "$includedir/gpusys/device/port_client.h" \
 	"$sysconfdir/gpusysd/gpusysd.conf" "$mandir/man3/libgpusys.3"; do
 	[ -e "$root$f" ] || fail "not installed: $f"
@@ -35,6 +36,8 @@ done
 ls "$root$libdir"/libgpusys.so.* >/dev/null 2>&1 || fail "libgpusys.so not installed in $libdir"
 [ ! -e "$root$bindir/gpusys-bench" ] || fail "gpusys-bench is installed by default (-Dbench=true only)"
 [ ! -e "$root$includedir/gpusys/client.h" ] || fail "the private handshake header is installed"
+# The attach handshake's wire format is the daemon's and the library's only.
+find "$root$includedir" -name 'wire.h' | grep . && fail "the attach handshake (wire.h) is installed"
 for unit in gpusysd.service gpusysd.socket; do
 	if [ -e "$src/systemd/$unit" ]; then
 		find "$root" -name "$unit" -path '*systemd/system/*' | grep -q . || fail "systemd/$unit not installed"
@@ -61,7 +64,7 @@ cd "$tmp"
 nvcc=$(command -v nvcc || true)
 [ -n "$nvcc" ] || [ ! -x /usr/local/cuda/bin/nvcc ] || nvcc=/usr/local/cuda/bin/nvcc
 n=0
-for h in "$root$includedir"/gpusys/*.h "$root$includedir"/gpusys/device/*.h; do
+for h in "$root$includedir"/gpusys/*.h "$root$includedir"/gpusys/device/*.h "$root$includedir"/gpusys/emulator/*.h; do
 	rel=${h#"$root$includedir"/}
 	printf '#include "%s"\n' "$rel" >one.c
 	# shellcheck disable=SC2086
@@ -79,6 +82,61 @@ if [ -n "$nvcc" ]; then
 	done
 fi
 echo "ok $n installed headers stand alone"
+
+# One include per side (issue 31): gpusys/gpusys.h alone declares the whole
+# host API (attach, callbacks, heap, copies) and not the emulator's, which
+# gpusys/emulator.h declares; gpusys/gpusys.cuh alone gives kernels every
+# service. An undeclared function is an error here, not a warning.
+cat >host_api.c <<'PROG'
+#include <gpusys/gpusys.h>
+int main(void)
+{
+	gpusys_t *g;
+	struct gpusys_heap *h;
+	gpusys_copy_t *c;
+	struct gpusys_callbacks *cb;
+	int r = gpusys_attach(NULL, &g);
+	r |= gpusys_heap_open(g, NULL, &h);
+	r |= gpusys_copy_open(NULL, &c);
+	r |= gpusys_callbacks_create(NULL, &cb);
+	gpusys_detach(g);
+	return r;
+}
+PROG
+# shellcheck disable=SC2086
+cc -std=c11 -D_GNU_SOURCE -Werror=implicit-function-declaration -c $cflags host_api.c -o host_api.o 2>err.txt ||
+	{ cat err.txt >&2; fail "gpusys/gpusys.h alone does not declare the host API"; }
+printf '#include <gpusys/gpusys.h>\nint main(void) { return gpusys_emu_open == 0; }\n' >no_emu.c
+# shellcheck disable=SC2086
+if cc -std=c11 -D_GNU_SOURCE -c $cflags no_emu.c -o no_emu.o 2>/dev/null; then
+	fail "gpusys/gpusys.h declares the emulator's API (gpusys_emu_open)"
+fi
+printf '#include <gpusys/emulator.h>\nint main(void) { return gpusys_emu_open == 0 || gpusys_emu_file_open == 0; }\n' >emu.c
+# shellcheck disable=SC2086
+cc -std=c11 -D_GNU_SOURCE -c $cflags emu.c -o emu.o 2>err.txt ||
+	{ cat err.txt >&2; fail "gpusys/emulator.h alone does not declare the emulator's API"; }
+echo "ok gpusys/gpusys.h declares the host API and leaves the emulator to gpusys/emulator.h"
+if [ -n "$nvcc" ]; then
+	cat >device_api.cu <<'PROG'
+#include <gpusys/gpusys.h>
+#include <gpusys/gpusys.cuh>
+__global__ void k(gpusys_dev_t dev, gpusys_heap_t heap)
+{
+	gpusys_printf(dev, "%d\n", (int)threadIdx.x);
+	long long fd = gpusys_open(dev, "/dev/null", O_RDONLY);
+	long long s = gpusys_socket(dev, AF_INET, SOCK_STREAM);
+	void *p = gpusys_malloc(heap, 64);
+	gpusys_free(heap, p);
+	(void)fd;
+	(void)s;
+	(void)gpusys_heap_mapped_bytes(heap);
+}
+PROG
+	# shellcheck disable=SC2086
+	"$nvcc" -std=c++17 -arch="$arch" -c $cflags device_api.cu -o device_api.o 2>err.txt ||
+		{ cat err.txt >&2; fail "gpusys/gpusys.cuh alone does not give kernels the device API"; }
+	echo "ok gpusys/gpusys.cuh gives kernels print, files, sockets and the heap"
+fi
 
 # The host example, built against the installed library only.
 cp "$src/examples/gpusys_example.c" "$tmp/"

@@ -33,7 +33,6 @@
 
 #include "cases.h"
 #include "gpusys/gpusys.h"
-#include "gpusys/emu_print.h"
 #include "gpusys/emulator.h"
 #include "../daemon/harness.h"
 

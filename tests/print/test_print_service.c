@@ -24,7 +24,6 @@
 
 #include <cmocka.h>
 
-#include "gpusys/emu_print.h"
 #include "gpusys/emulator.h"
 #include "../proto/inproc_server.h"
 #include "services/print/service_print.h"

@@ -25,9 +25,8 @@
 
 #include "common/fdpass.h"
 #include "gpusys/emulator.h"
-#include "gpusys/file_emu.h"
-#include "gpusys/wire.h"
-#include "libclient/client.h"
+#include "common/wire.h"
+#include "libclient/attach/client.h"
 #include "../daemon/harness.h"
 
 #define L GPUSYS_WARP_LANES

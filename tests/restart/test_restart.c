@@ -35,9 +35,8 @@
 #include <cmocka.h>
 
 #include "gpusys/gpusys.h"
-#include "libclient/client.h" /* the connection layer: attach once */
+#include "libclient/attach/client.h" /* the connection layer: attach once */
 #include "gpusys/emulator.h"
-#include "gpusys/file_emu.h"
 #include "../daemon/harness.h"
 
 #define L GPUSYS_WARP_LANES

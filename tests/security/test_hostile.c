@@ -41,9 +41,8 @@
 #include "gpusys/gpusys.h"
 #include "gpusys/alloc.h"
 #include "gpusys/emulator.h"
-#include "gpusys/file_emu.h"
 #include "gpusys/socket.h"
-#include "libclient/client.h"
+#include "libclient/attach/client.h"
 #include "../daemon/harness.h"
 
 #define L GPUSYS_WARP_LANES

@@ -37,7 +37,6 @@
 #include <cmocka.h>
 
 #include "gpusys/gpusys.h"
-#include "gpusys/emu_print.h"
 #include "gpusys/emulator.h"
 #include "gpusys/device/print_pack.h"
 #include "../daemon/harness.h"

@@ -39,8 +39,6 @@
 
 #include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
-#include "gpusys/file_emu.h"
-#include "gpusys/socket_emu.h"
 #include "../daemon/harness.h"
 #include "../daemon/emu_client.h"
 

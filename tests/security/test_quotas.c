@@ -39,7 +39,6 @@
 #include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "common/port_host.h"
-#include "gpusys/file_emu.h"
 #include "../daemon/harness.h"
 #include "../daemon/emu_client.h"
 #include "../daemon/users.h"

@@ -30,7 +30,6 @@
 
 #include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
-#include "gpusys/file_emu.h"
 #include "util/log.h" /* LOG_BURST, LOG_PER_S */
 #include "../daemon/harness.h"
 #include "../daemon/users.h"

@@ -4,7 +4,7 @@
  * calls that complete later (call_later, call_complete, deadlines and the
  * cancel hook), a libevent main loop on its own thread, and the emulator's
  * general socket call (gpusys_emu_sock_call) replaced by a direct call of
- * the service's handler. The one-lane wrappers of libclient/socket_emu.c
+ * the service's handler. The one-lane wrappers of libclient/emulator/socket_emu.c
  * run on top unchanged, so test_socket.c is the same test as the one that
  * goes through the real daemon.
  */
@@ -19,7 +19,7 @@
 
 #include "core/call.h"
 #include "core/service.h"
-#include "gpusys/socket_emu.h"
+#include "gpusys/emulator.h"
 #include "services/socket/service_socket.h"
 #include "../device/sock_client.h"
 #include "fake_core.h"
@@ -241,6 +241,6 @@ void fake_set_client(pid_t pid, uid_t uid, gid_t gid)
 	fk.client.creds.ngroups = 0;
 }
 
-/* The emulator's per-thread port hint (libclient/emulator.c), which the
+/* The emulator's per-thread port hint (libclient/emulator/emulator.c), which the
  * one-lane wrappers' bulk path reads. */
 __thread uint32_t gpusys_emu_port_hint;

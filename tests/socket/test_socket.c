@@ -42,12 +42,10 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "gpusys/socket_emu.h"
+#include "gpusys/emulator.h"
 
 #ifdef SOCK_TEST_DAEMON
 #include "gpusys/gpusys.h"
-#include "gpusys/emulator.h"
-#include "gpusys/file_emu.h"
 #include "../daemon/harness.h"
 #include "../daemon/emu_client.h"
 #else

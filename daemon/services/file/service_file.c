@@ -39,8 +39,9 @@ static const struct config_key settings[] = {
 	 * bulk slot is 16 chunks of 512 KiB, one for each thread. */
 	{ "file_io_chunk", CONFIG_BYTES, PARALLEL_IO_MIN_CHUNK, UINT64_C(64) << 20, UINT64_C(512) << 10 },
 	/* Microseconds they spin for the next chunk before sleeping: 0, as
-	 * 100 gained nothing consistent in gpusys-bench file (bench/RESULTS.md,
-	 * 2026-11-25) and costs CPU after every transfer. */
+	 * spinning gained nothing consistent in gpusys-bench file and costs CPU
+	 * after every transfer (measured, see bench/RESULTS.md: "GPU-initiated
+	 * reads and what bounds them"). */
 	{ "file_io_spin_us", CONFIG_COUNT, 0, 10000, 0 },
 	/* Open files, directories and sockets per client (one space). */
 	{ "max_handles_per_client", CONFIG_COUNT, 16, GPUSYS_FILE_HANDLES_LIMIT, GPUSYS_FILE_DEFAULT_MAX_HANDLES },

@@ -3,7 +3,7 @@
  * The print service: GPUSYS_OP_PRINT (one line per lane) and
  * GPUSYS_OP_PRINT_FLUSH.
  *
- * PRINT runs on the poller (SERVICE_INLINE). It formats every lane's record
+ * PRINT runs on the poller (SERVICE_ON_POLLER). It formats every lane's record
  * (daemon/services/print/print_format.c) into private memory, without a lock; then, under
  * the client's mutex, appends the lanes' lines in lane order to the client's
  * output buffer, and only then is the request acknowledged. So a lane's next

@@ -45,7 +45,7 @@
 #include "gpusys/callback.h"
 #include "common/port_host.h"
 #include "gpusys/device/host_sync.h"
-#include "dev_handle.h"
+#include "libclient/attach/dev_handle.h"
 
 #define SPIN_NS (200u * 1000u)         /* poller spins this long after work */
 #define NAP_NS (50u * 1000u)           /* then naps this long at a time */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Attaching to gpusysd: the client half of the handshake in
- * include/gpusys/wire.h, and the check of the channel it hands us. */
+ * common/wire.h, and the check of the channel it hands us. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -18,7 +18,7 @@
 #include "common/fdpass.h"
 #include "gpusys/gpusys.h"
 #include "client.h"
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "dev_handle.h"
 
 #define WELCOME_TIMEOUT_MS 10000
@@ -479,7 +479,7 @@ const char *gpusys_strerror(int err)
 }
 
 /* The connection to the daemon (owned by c): a CUDA client's watchdog polls
- * it for the hang-up (libclient/cuda.c). */
+ * it for the hang-up (libclient/attach/cuda.c). */
 int gpusys_client_socket_fd(const struct gpusys_client *c)
 {
 	return c->sock;

@@ -11,7 +11,7 @@
 
 #include "gpusys/emulator.h"
 #include "../device/port_client.h"
-#include "dev_handle.h"
+#include "libclient/attach/dev_handle.h"
 
 __thread uint32_t gpusys_emu_port_hint;
 

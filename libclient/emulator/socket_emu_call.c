@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "gpusys/emulator.h"
-#include "gpusys/socket_emu.h"
+#include "gpusys/emulator/socket.h"
 #include "../device/sock_client.h"
 
 #define L GPUSYS_WARP_LANES

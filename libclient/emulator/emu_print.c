@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "gpusys/emu_print.h"
+#include "gpusys/emulator/print.h"
 #include "../device/print_pack.h"
 
 int gpusys_emu_print(const gpusys_dev_t *dev, uint64_t mask, const struct gpusys_print_line lines[GPUSYS_WARP_LANES],

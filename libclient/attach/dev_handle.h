@@ -25,7 +25,7 @@ void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks);
  * daemon, and unregisters it (stopping its watchdog) before unmapping it.
  * 0 or -ENOMEM (then emulated warps over it neither ring nor are watched). */
 /* reconnect(ctx, stop_fd): the watchdog's re-offer after a daemon restart
- * (gpusys_client_reconnect, libclient/client.h), or NULL. A pointer, so
+ * (gpusys_client_reconnect, libclient/attach/client.h), or NULL. A pointer, so
  * that programs linking the emulator without the attach code (in-process
  * tests) need none. */
 typedef int (*gpusys_reconnect_fn)(void *ctx, int stop_fd);
@@ -33,7 +33,7 @@ int gpusys_channel_register(void *base, int wake_fd, int sock_fd, gpusys_reconne
 void gpusys_channel_unregister(const void *base);
 
 /* The wake descriptor that goes with the channel mapped at base, so
- * emulated warps wake a dozing daemon (include/gpusys/wire.h). -1: none
+ * emulated warps wake a dozing daemon (common/wire.h). -1: none
  * known. */
 int gpusys_wake_fd_of(const void *base);
 

@@ -39,7 +39,7 @@
 #include "gpusys/callback.h"
 #include "gpusys/emulator.h" /* gpusys_channel_progress */
 #include "gpusys/gpusys.h"
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "gpusys/device/host_sync.h"
 #include "client.h"
 #include "dev_handle.h"
@@ -376,12 +376,12 @@ int gpusys_attach(const struct gpusys_options *opts, gpusys_t **ret)
 	 * too (no warp waits on another for a port except while that one's
 	 * request is in flight, so they cannot deadlock: tests/gpu/test_allwarps
 	 * runs every resident warp over 7 ports), but the lock then decides who
-	 * goes next, unfairly: with 8 ports per SM, 8448 warps on an H200 saw
-	 * a p99 10x their p50 and 38 M requests/s; with one port each, 1.8x
-	 * and 45 M, and a single warp the same 3.0 us (bench/RESULTS.md). The
-	 * cost is channel memory: 2.3 KiB a port (19 MiB for 8448). Before the
-	 * pollers' scans got cheap, 8448 ports had slowed one warp to 6-13 us,
-	 * and the default was 8 per SM. */
+	 * goes next, unfairly: with 8 ports per SM the whole GPU's p99 stood far
+	 * above its p50 and its rate lower, while a single warp was as fast
+	 * either way (measured, see bench/RESULTS.md: "One port per warp, and a
+	 * shorter client path"). The cost is channel memory: 2.3 KiB a port.
+	 * Before the pollers' scans got cheap, 8448 ports had slowed one warp
+	 * down, and the default was 8 per SM. */
 	int sms = 0;
 	cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->cudev);
 	g->sms = sms > 0 ? (uint32_t)sms : 1u;
@@ -512,9 +512,10 @@ struct gpusys_callbacks *gpusys_callbacks_of(gpusys_t *g)
 	struct gpusys_callbacks *cb;
 	/* 8 ports per SM (at most the daemon channel's count), not one per
 	 * warp slot: the callback server's threads scan every port on each
-	 * pass, and with 8448 ports an empty callback took 4.3 us on an H200
-	 * against 3.4 us with 1056 (bench/RESULTS.md). Callbacks are host
-	 * work of microseconds; their ports are shared by a few warps each. */
+	 * pass, and with 8448 ports an empty callback was slower than with 1056
+	 * (measured, see bench/RESULTS.md: "Figures that stood in code
+	 * comments"). Callbacks are host work of microseconds; their ports are
+	 * shared by a few warps each. */
 	uint32_t cb_ports = g->sms * 8u;
 	if (cb_ports > g->dev.num_ports)
 		cb_ports = g->dev.num_ports;
@@ -639,8 +640,9 @@ gpusys_dev_t gpusys_device(const gpusys_t *g)
 	if (wake_fd >= 0 && __atomic_load_n(&h->dozing, __ATOMIC_RELAXED)) {
 		/* Its GPU watch on our doorbell is pending too. Left alone it
 		 * fires at the kernel's first request, and the daemon's context
-		 * then takes the GPU for ~0.3 ms in front of that request
-		 * (measured on the H100); rung now, it fires around the launch.
+		 * then takes the GPU in front of that request (measured, see
+		 * bench/RESULTS.md: "Kernels in flight keep the fast wake-up");
+		 * rung now, it fires around the launch.
 		 * The value has a bit the last one lacked: GPUSYS_RING_HOST
 		 * (bit 62; device rings stay below it, abi.h), or, if that is
 		 * already set, the lowest clear bit under it (+1). */

@@ -67,7 +67,7 @@ uint32_t gpusys_client_conn_id(const struct gpusys_client *c);
  * importer such as CUDA. */
 int gpusys_client_memory_fd(const struct gpusys_client *c);
 uint32_t gpusys_client_memory_kind(const struct gpusys_client *c); /* enum gpusys_memory_kind */
-/* The wake descriptor (owned by c; include/gpusys/wire.h): a host thread
+/* The wake descriptor (owned by c; common/wire.h): a host thread
  * that rings the doorbell of a dozing daemon writes a byte to it. The
  * emulator does this by itself (gpusys_emu_open finds it). */
 int gpusys_client_wake_fd(const struct gpusys_client *c);

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* File calls from the host-lane emulator: device/file_client.h compiled for
- * the CPU, each thread one warp (include/gpusys/file_emu.h). */
+ * the CPU, each thread one warp (include/gpusys/emulator/file.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpusys/emulator.h"
-#include "gpusys/file_emu.h"
+#include "gpusys/emulator/file.h"
 #include "../device/file_client.h"
 #include "bulk_emu.h"
 

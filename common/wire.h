@@ -42,7 +42,7 @@
 #define GPUSYS_WIRE_H
 
 #include <stdint.h>
-#include "abi.h"
+#include "gpusys/abi.h"
 
 #define GPUSYS_HELLO_MAGIC UINT32_C(0x4c454847)   /* "GHEL" */
 #define GPUSYS_WELCOME_MAGIC UINT32_C(0x4c455747) /* "GWEL" */

@@ -2,7 +2,7 @@
 /*
  * The bulk copy engine: multithreaded double queuing (SAC 2019) between
  * pageable host memory and a "device" that a pluggable DMA consumer moves
- * data to and from. No CUDA in here: libclient/copy.c plugs in the CUDA
+ * data to and from. No CUDA in here: libclient/copy/copy.c plugs in the CUDA
  * DMA engine (cuMemcpyHtoDAsync / cuMemcpyDtoHAsync on the engine's own
  * stream), tests/copy plugs in a host memcpy that completes late.
  *
@@ -18,7 +18,7 @@
  * Chunks are numbered across the engine's life (tickets, in submission
  * order) and chunk t always uses slot t % nslots, so a consumer can queue a
  * job's transfers before any byte is staged (a CUDA stream that waits for a
- * flag per chunk: libclient/copy.c); COPY_EVERY_CHUNK then makes every
+ * flag per chunk: libclient/copy/copy.c); COPY_EVERY_CHUNK then makes every
  * chunk pass through start/poll even after an error, so that such a
  * schedule never waits forever.
  *

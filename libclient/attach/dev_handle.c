@@ -76,7 +76,7 @@ void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks)
  * docs/RESTART.md), and otherwise writes client_host_state = ABORT in
  * the channel: spinning warps then return -ESHUTDOWN within
  * GPUSYS_SPIN_CHECK_EVERY polls, as the CUDA path's watchdog makes kernels
- * do (libclient/cuda.c). The thread belongs to the attachment: detach stops
+ * do (libclient/attach/cuda.c). The thread belongs to the attachment: detach stops
  * and joins it before the channel is unmapped.
  */
 struct watched {

@@ -11,7 +11,7 @@
 
 #include "gpusys/emulator.h" /* gpusys_channel_progress */
 #include "gpusys/gpusys.h"
-#include "gpusys/wire.h"
+#include "common/wire.h"
 #include "client.h"
 
 struct gpusys {

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Socket calls from the host-lane emulator: device/sock_client.h compiled
- * for the CPU, each thread one warp (include/gpusys/socket_emu.h). */
+ * for the CPU, each thread one warp (include/gpusys/emulator/socket.h). */
 #include <errno.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpusys/emulator.h"
-#include "gpusys/socket_emu.h"
+#include "gpusys/emulator/socket.h"
 #include "../device/sock_client.h"
 #include "bulk_emu.h"
 

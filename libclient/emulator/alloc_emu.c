@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The heap for emulated warps (include/gpusys/alloc_emu.h): host memory
+ * The heap for emulated warps (include/gpusys/emulator/alloc.h): host memory
  * reserved once, opened up by a mapping thread when device code (here: an
  * emulated warp) asks for what the daemon granted. The device side is
  * device/alloc_client.h compiled for the CPU, so CI runs the same cache and
@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "gpusys/alloc_emu.h"
+#include "gpusys/emulator/alloc.h"
 #include "../device/alloc_client.h"
 
 struct gpusys_emu_heap {
