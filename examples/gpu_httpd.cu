@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include "gpusys/gpusys.h"
+#include "gpusys/print.cuh"
 #include "gpusys/socket.cuh"
 
 #define REQ_MAX 8192u            /* request head */
@@ -112,9 +113,21 @@ static __device__ const char *content_type(const char *path, unsigned n)
 	return "application/octet-stream";
 }
 
+/* Every error a connection's calls return is logged with its errno (the
+ * client's stderr, through gpusysd). */
+static __device__ void conn_error(const gpusys_dev_t &dev, long long c, const char *call, long long r)
+{
+	gpusys_fprintf(dev, GPUSYS_PRINT_STDERR, "gpu_httpd: warp %u: connection %lld: %s: errno %lld\n", blockIdx.x,
+		       c, call, -r);
+}
+
+/* A short send is not an error: gpusys_send_all sends the rest. */
 static __device__ bool send_all(const gpusys_dev_t &dev, long long c, const void *b, unsigned long long n)
 {
-	return gpusys_send(dev, c, b, n) == (long long)n;
+	long long r = gpusys_send_all(dev, c, b, n);
+	if (r < 0)
+		conn_error(dev, c, "send", r);
+	return r >= 0;
 }
 
 /* A response with a small body (errors). */
@@ -186,6 +199,8 @@ static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct server
 		long long want = st.size - off < FILE_CHUNK ? st.size - off : FILE_CHUNK;
 		long long got = gpusys_pread(dev, f, m->file, (unsigned long long)want, off);
 		if (got <= 0) {
+			if (got < 0)
+				conn_error(dev, c, "pread", got);
 			ok = false; /* the file shrank: the length we promised is wrong, close */
 			break;
 		}
@@ -214,6 +229,8 @@ static __device__ void connection(const gpusys_dev_t &dev, long long c, struct s
 				return;
 			}
 			long long r = gpusys_recv(dev, c, m->req + have, REQ_MAX - have);
+			if (r < 0)
+				conn_error(dev, c, "recv", r);
 			if (r <= 0)
 				return;
 			have += (unsigned)r;
@@ -294,12 +311,21 @@ static __global__ void k_httpd(gpusys_dev_t dev, struct server *srv, struct warp
 		if (c < 0) {
 			if (c == -ESHUTDOWN || c == -EBADF)
 				return;
-			continue; /* ECONNABORTED and friends: the next one */
+			/* EMFILE (our handle quota), ECONNABORTED...: the next one */
+			conn_error(dev, -1, "accept", c);
+			if (c == -EMFILE || c == -ENFILE || c == -ENOMEM)
+				for (int i = 0; i < 10; i++)
+					__nanosleep(1000000); /* 10 ms: a quota does not clear at once */
+			continue;
 		}
 		int one = 1;
-		gpusys_setsockopt(dev, c, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof(one));
+		long long r = gpusys_setsockopt(dev, c, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof(one));
+		if (r < 0)
+			conn_error(dev, c, "setsockopt", r);
 		connection(dev, c, srv, m);
-		gpusys_close(dev, c);
+		r = gpusys_close(dev, c);
+		if (r < 0)
+			conn_error(dev, c, "close", r);
 	}
 }
 

@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 
 #include "gpusys/gpusys.h"
+#include "gpusys/print.cuh"
 #include "gpusys/socket.cuh"
 
 #define BUF (64u << 10)
@@ -54,6 +55,15 @@ static __global__ void k_listen(gpusys_dev_t dev, int port, struct shared_state 
 	st->error = r;
 }
 
+/* Every error a connection's calls return is logged with its errno (the
+ * client's stderr, through gpusysd): a connection this server ends for any
+ * reason but its peer's close says why. */
+static __device__ void echo_error(gpusys_dev_t dev, long long c, const char *call, long long r)
+{
+	gpusys_fprintf(dev, GPUSYS_PRINT_STDERR, "tcp_echo: warp %u: connection %lld: %s: errno %lld\n", blockIdx.x,
+		       c, call, -r);
+}
+
 static __global__ void k_echo(gpusys_dev_t dev, struct shared_state *st, unsigned long long quota, uint8_t *bufs)
 {
 	if (threadIdx.x != 0)
@@ -64,18 +74,37 @@ static __global__ void k_echo(gpusys_dev_t dev, struct shared_state *st, unsigne
 		long long c = gpusys_accept(dev, st->listener);
 		if (c == -EAGAIN)
 			continue; /* nobody within 200 ms: look at the quota again */
-		if (c < 0) {
-			st->error = (int)c;
+		if (c == -ESHUTDOWN || c == -EBADF) {
+			st->error = (int)c; /* the daemon or the listener is gone */
 			return;
+		}
+		if (c < 0) {
+			/* EMFILE (our handle quota), ECONNABORTED...: this one
+			 * fails, the next may not */
+			echo_error(dev, -1, "accept", c);
+			if (c == -EMFILE || c == -ENFILE || c == -ENOMEM)
+				for (int i = 0; i < 10; i++)
+					__nanosleep(1000000); /* 10 ms: a quota does not clear at once */
+			continue;
 		}
 		for (;;) {
 			long long n = gpusys_recv(dev, c, buf, BUF);
-			if (n <= 0)
+			if (n == 0)
+				break; /* the peer closed */
+			if (n < 0) {
+				echo_error(dev, c, "recv", n);
 				break;
-			if (gpusys_send(dev, c, buf, (unsigned long long)n) != n)
+			}
+			/* A short send is not an error: gpusys_send_all sends the rest. */
+			long long w = gpusys_send_all(dev, c, buf, (unsigned long long)n);
+			if (w < 0) {
+				echo_error(dev, c, "send", w);
 				break;
+			}
 		}
-		gpusys_close(dev, c);
+		long long r = gpusys_close(dev, c);
+		if (r < 0)
+			echo_error(dev, c, "close", r);
 		atomicAdd(&st->served, 1ull);
 	}
 }

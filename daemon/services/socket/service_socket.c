@@ -334,7 +334,9 @@ static void socket_handle(struct port_call *call)
 	uint16_t op = call->opcode;
 	uint32_t room[GPUSYS_WARP_LANES] = { 0 };
 	bool value_op[GPUSYS_WARP_LANES] = { false };
-	uint64_t total = 0;
+	uint64_t fixed = 0, lazy = 0;
+	/* Receives' rooms last (sock_room.c): let go while they wait. */
+	bool receives = op == GPUSYS_OP_SOCK_RECV || op == GPUSYS_OP_SOCK_RECVFROM;
 
 	for (unsigned i = 0; i < GPUSYS_WARP_LANES; i++) {
 		if (!(call->lane_mask >> i & 1))
@@ -344,32 +346,31 @@ static void socket_handle(struct port_call *call)
 		if (call->len[i] >= sizeof(q))
 			memcpy(&q, call->data[i], sizeof(q));
 		room[i] = room_for(op, &q, call->cap[i], &value_op[i]);
-		total += room[i];
+		*(receives ? &lazy : &fixed) += room[i];
 	}
-	int r = port_call_charge(call, sizeof(struct sock_call) + sizeof(struct resp_head) + total);
+	int r = port_call_charge(call, sizeof(struct sock_call) + fixed + lazy);
 	if (r < 0) {
 		call->status = r;
 		return;
 	}
 	struct sock_call *sc = calloc(1, sizeof(*sc));
-	uint8_t *resp = malloc(sizeof(struct resp_head) + total);
-	if (!sc || !resp) {
-		free(sc);
-		free(resp);
+	if (!sc) {
 		call->status = -ENOMEM;
 		return;
 	}
-	struct resp_head head = { .sc = sc };
-	memcpy(resp, &head, sizeof(head));
-	call->resp_buf = resp;
+	sc->call = call;
+	sc->cl = cl;
+	if (sock_room_alloc(sc, fixed, lazy) < 0) {
+		free(sc);
+		call->status = -ENOMEM;
+		return;
+	}
+	call->later_data = sc;
 	pthread_mutexattr_t ma;
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&sc->lock, &ma);
 	pthread_mutexattr_destroy(&ma);
-	sc->call = call;
-	sc->cl = cl;
-	uint8_t *data = resp + sizeof(struct resp_head);
 
 	bool as_client = op_as_client(op);
 	struct creds_saved saved;
@@ -385,8 +386,10 @@ static void socket_handle(struct port_call *call)
 		struct sock_lane *l = &sc->lane[i];
 		l->sc = sc;
 		l->idx = (uint8_t)i;
-		l->out = data + at;
+		l->off = (uint32_t)at; /* fixed + lazy: within the bounded lane payloads */
+		l->out = sc->resp + at;
 		l->room = room[i];
+		l->lazy = receives;
 		l->value_op = value_op[i];
 		at += room[i];
 		if (call->cap[i] < room[i] || (value_op[i] && call->cap[i] < sizeof(int64_t)) ||
@@ -436,6 +439,7 @@ static void socket_handle(struct port_call *call)
 		timeout = (latest > now ? latest - now : 0) + 1000000000u; /* the lanes' own timers go first */
 	}
 	sc->waiting = waiting;
+	sock_room_shrink(sc); /* before call_later charges for the wait */
 	sc->ev_arm = event_new(sock_g.base, -1, 0, sock_call_arm, sc);
 	r = sc->ev_arm ? call_later(call, timeout, &sock_later_ops) : -ENOMEM;
 	if (r < 0) {

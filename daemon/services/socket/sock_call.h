@@ -72,8 +72,10 @@ struct sock_lane {
 	uint32_t addr_len;
 	struct handle_entry *e;  /* with a reference while the lane works */
 	struct sock *s;
-	uint8_t *out;          /* response room */
+	uint8_t *out;          /* response room: sc->resp + off (NULL while the room is let go) */
+	uint32_t off;
 	uint32_t room;
+	bool lazy;             /* a receive: its room is in the part let go while it waits */
 	uint32_t out_len;
 	int64_t val;
 	uint64_t done;         /* bytes so far (send all, MSG_WAITALL, bulk) */
@@ -96,13 +98,13 @@ struct sock_call {
 	bool holding;              /* arming: do not complete yet */
 	bool cancelled;
 	bool finishing;            /* call_complete is under way */
+	/* The response room (sock_room.c): call->resp_buf, the lanes' rooms
+	 * at their l->off, receives' last. */
+	uint8_t *resp;
+	uint64_t fixed_bytes;      /* every other lane's room */
+	uint64_t lazy_bytes;       /* the receiving lanes' room */
+	bool lazy_out;             /* not held (or charged) now: they wait with nothing */
 	struct sock_lane lane[GPUSYS_WARP_LANES];
-};
-
-/* call->resp_buf: this header, then the lanes' response room. */
-struct resp_head {
-	struct sock_call *sc;
-	uint64_t pad;
 };
 
 struct sock_client {
@@ -110,9 +112,25 @@ struct sock_client {
 	struct handle_table *ht;
 };
 
+/* sock_room.c: the response room of a call. A lane receiving (RECV,
+ * RECVFROM) may wait long for data (an idle keep-alive connection); while
+ * every receiving lane of the call waits with nothing received, the call
+ * holds (and is charged for) no room for them, and takes it back when data
+ * is there. Room for thousands of idle connections' receives would
+ * otherwise exhaust the client's memory budget (client_mem_budget), and
+ * their calls fail with -ENOMEM. All under sc->lock (or before the call is
+ * shared). */
+int sock_room_alloc(struct sock_call *sc, uint64_t fixed, uint64_t lazy); /* 0 or -ENOMEM */
+void sock_room_shrink(struct sock_call *sc); /* let the receives' room go, if none holds data */
+int sock_room_grow(struct sock_call *sc);    /* take it back: 0 or -ENOMEM (nothing received) */
+
 /* sock_objects.c: enter a new descriptor; the handle, or -errno with fd
  * closed. */
 int sock_insert(struct sock_client *cl, int fd, int domain, int type, bool nonblock);
+/* Whether the client has max_handles_per_client handles open (a new one
+ * would be -EMFILE). The user's quota (max_handles_per_uid) is known only
+ * when a handle is entered: past it an accepted connection is closed. */
+bool sock_table_full(struct sock_client *cl);
 void sock_addr_record(struct gpusys_sock_addr *r, const struct sockaddr_storage *ss, socklen_t len);
 
 /* sock_options.c: 0 or -errno. */

@@ -63,6 +63,14 @@ int sock_insert(struct sock_client *cl, int fd, int domain, int type, bool nonbl
 	return h;
 }
 
+bool sock_table_full(struct sock_client *cl)
+{
+	pthread_mutex_lock(&cl->ht->lock);
+	bool full = cl->ht->count >= cl->ht->max;
+	pthread_mutex_unlock(&cl->ht->lock);
+	return full;
+}
+
 /* ---------------------------------------------------------- addresses */
 
 void sock_addr_record(struct gpusys_sock_addr *r, const struct sockaddr_storage *ss, socklen_t len)

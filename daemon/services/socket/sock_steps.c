@@ -139,6 +139,11 @@ static int step_accept(struct sock_lane *l)
 	int flags = l->q.flags;
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return -EINVAL;
+	/* At its handle quota the client gets -EMFILE and the connection
+	 * stays queued, as accept(2) leaves it: taking it and closing it for
+	 * want of a handle would look to the peer like a server hanging up. */
+	if (sock_table_full(l->sc->cl))
+		return -EMFILE;
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	int fd = accept4(l->e->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -218,6 +223,11 @@ int sock_step_poll(struct sock_lane *l)
 int sock_lane_try(struct sock_lane *l)
 {
 	const struct client *c = l->sc->cl->c;
+	if (l->lazy && !l->out) {
+		int r = sock_room_grow(l->sc); /* nothing received yet: -ENOMEM loses nothing */
+		if (r < 0)
+			return r;
+	}
 	switch (l->sc->call->opcode) {
 	case GPUSYS_OP_SOCK_SEND:
 	case GPUSYS_OP_SOCK_SENDTO:

@@ -213,6 +213,7 @@ static void lane_retry(struct sock_lane *l)
 	if (r == LANE_WAIT) {
 		if (l->wait == WAIT_POLL)
 			return; /* its events persist */
+		sock_room_shrink(l->sc);
 		lane_watch(l);
 		return;
 	}
@@ -364,10 +365,8 @@ void sock_call_arm(evutil_socket_t fd, short what, void *arg)
 
 static void sock_call_cancel(struct port_call *call, enum call_cancel_reason why)
 {
-	struct resp_head head;
+	struct sock_call *sc = call->later_data;
 	(void)why;
-	memcpy(&head, call->resp_buf, sizeof(head));
-	struct sock_call *sc = head.sc;
 	pthread_mutex_lock(&sc->lock);
 	sc->cancelled = true;
 	sc->call = NULL;
