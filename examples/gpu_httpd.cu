@@ -5,7 +5,9 @@
  * (HTTP/1.1 by default, HTTP/1.0 with "Connection: keep-alive"),
  * Content-Length, 404 for what is not a regular file, 400 for a malformed
  * request, 403 for a path that would leave DIR (a ".." segment), 501 for
- * other methods. "/" and paths ending in "/" serve index.html.
+ * other methods. "/" and paths ending in "/" serve index.html. Paths are
+ * percent-decoded ("/with%20space.txt"); the parser (http_request.h) is
+ * shared with the CPU peer, bench/http_cpu.c, and tested on the host.
  *
  * Each warp's first lane serves one connection at a time (accept, then
  * requests until the peer closes or asks to), so WARPS (default 128) is how
@@ -26,8 +28,9 @@
 #include "gpusys/gpusys.h"
 #include "gpusys/print.cuh"
 #include "gpusys/socket.cuh"
+#include "http_request.h"
 
-#define REQ_MAX 8192u            /* request head */
+#define REQ_MAX HTTP_HEAD_MAX     /* request head */
 #define FILE_CHUNK (256u << 10)  /* file bytes per pread */
 #define PATH_ROOM 1024u
 
@@ -148,38 +151,25 @@ static __device__ bool respond_simple(const gpusys_dev_t &dev, long long c, stru
 	return send_all(dev, c, m->head, (unsigned long long)(o - m->head));
 }
 
-/* Serve one parsed request. false: drop the connection. */
-static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct server *srv, struct warp_mem *m,
-			     const char *target, unsigned tlen, bool head_only, bool keep)
+static __device__ const char *status_text(int status)
 {
-	/* The path: no "..", no NUL, within our room; a query is ignored. */
-	unsigned n = 0;
-	while (n < tlen && target[n] != '?' && target[n] != '#')
-		n++;
-	if (n == 0 || target[0] != '/')
-		return respond_simple(dev, c, m, "400 Bad Request", head_only, false) && false;
-	for (unsigned i = 0; i < n; i++) {
-		bool seg_start = target[i] == '/';
-		if (seg_start && i + 2 < n && target[i + 1] == '.' && target[i + 2] == '.' &&
-		    (i + 3 == n || target[i + 3] == '/'))
-			return respond_simple(dev, c, m, "403 Forbidden", head_only, keep) && keep;
-		if (target[i] == '%' || target[i] == '\\')
-			/* no decoding: an encoded ".." or separator never means anything here */
-			return respond_simple(dev, c, m, "403 Forbidden", head_only, keep) && keep;
+	switch (status) {
+	case 400:
+		return "400 Bad Request";
+	case 403:
+		return "403 Forbidden";
+	case 414:
+		return "414 URI Too Long";
+	default:
+		return "501 Not Implemented";
 	}
-	bool dir = target[n - 1] == '/';
-	if (srv->root_len + n + 11 >= PATH_ROOM)
-		return respond_simple(dev, c, m, "404 Not Found", head_only, keep) && keep;
-	char *o = m->path;
-	for (unsigned i = 0; i < srv->root_len; i++)
-		*o++ = srv->root[i];
-	for (unsigned i = 0; i < n; i++)
-		*o++ = target[i];
-	if (dir)
-		o = d_cat(o, "index.html");
-	*o = 0;
-	unsigned plen = (unsigned)(o - m->path);
+}
 
+/* Serve one parsed request: the file at m->path (DIR and the decoded path,
+ * plen bytes). false: drop the connection. */
+static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct warp_mem *m, unsigned plen,
+			     bool head_only, bool keep)
+{
 	long long f = gpusys_open(dev, m->path, O_RDONLY);
 	struct gpusys_stat st;
 	if (f < 0 || gpusys_fstat(dev, f, &st) < 0 || (st.mode & S_IFMT) != S_IFREG) {
@@ -187,7 +177,7 @@ static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct server
 			gpusys_close(dev, f);
 		return respond_simple(dev, c, m, "404 Not Found", head_only, keep) && keep;
 	}
-	o = m->head;
+	char *o = m->head;
 	o = d_cat(o, "HTTP/1.1 200 OK\r\nContent-Type: ");
 	o = d_cat(o, content_type(m->path, plen));
 	o = d_cat(o, "\r\nContent-Length: ");
@@ -215,15 +205,12 @@ static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct server
 static __device__ void connection(const gpusys_dev_t &dev, long long c, struct server *srv, struct warp_mem *m)
 {
 	unsigned have = 0;
+	for (unsigned i = 0; i < srv->root_len; i++)
+		m->path[i] = srv->root[i];
 	for (;;) {
 		/* Read until the head is complete. */
-		unsigned end = 0;
-		for (;;) {
-			for (unsigned i = 3; i < have && !end; i++)
-				if (m->req[i - 3] == '\r' && m->req[i - 2] == '\n' && m->req[i - 1] == '\r' && m->req[i] == '\n')
-					end = i + 1;
-			if (end)
-				break;
+		unsigned end;
+		while (!(end = http_head_end(m->req, have))) {
 			if (have >= REQ_MAX) {
 				respond_simple(dev, c, m, "400 Bad Request", false, false);
 				return;
@@ -235,45 +222,18 @@ static __device__ void connection(const gpusys_dev_t &dev, long long c, struct s
 				return;
 			have += (unsigned)r;
 		}
-		/* Request line: METHOD SP target SP HTTP/1.x CRLF */
-		const char *q = m->req;
-		unsigned sp1 = 0, sp2 = 0, eol = 0;
-		while (eol < end && q[eol] != '\r')
-			eol++;
-		for (unsigned i = 0; i < eol; i++)
-			if (q[i] == ' ') {
-				if (!sp1)
-					sp1 = i;
-				else if (!sp2)
-					sp2 = i;
-			}
-		bool http11 = sp2 && eol - sp2 - 1 == 8 && d_prefix_ci(q + sp2 + 1, "HTTP/1.1");
-		bool http10 = sp2 && eol - sp2 - 1 == 8 && d_prefix_ci(q + sp2 + 1, "HTTP/1.0");
-		if (!sp1 || !sp2 || sp2 == sp1 + 1 || (!http11 && !http10)) {
-			respond_simple(dev, c, m, "400 Bad Request", false, false);
-			return;
-		}
-		bool keep = http11;
-		for (unsigned i = eol + 2; i + 11 < end; i++) {
-			if (q[i - 1] != '\n')
-				continue;
-			if (d_prefix_ci(q + i, "connection:")) {
-				unsigned j = i + 11;
-				while (q[j] == ' ')
-					j++;
-				if (d_prefix_ci(q + j, "close"))
-					keep = false;
-				else if (d_prefix_ci(q + j, "keep-alive"))
-					keep = true;
-			}
-		}
-		bool get = sp1 == 3 && d_prefix_ci(q, "GET");
-		bool head = sp1 == 4 && d_prefix_ci(q, "HEAD");
+		/* The parser (http_request.h, shared with bench/http_cpu.c)
+		 * decodes the path after DIR in m->path. */
+		struct http_request rq;
+		int status = http_parse_request(m->req, end, &rq, m->path + srv->root_len, PATH_ROOM - srv->root_len);
+		bool head = rq.method == HTTP_HEAD;
 		bool ok;
-		if (!get && !head)
-			ok = respond_simple(dev, c, m, "501 Not Implemented", false, keep) && keep;
+		if (status == 400)
+			ok = respond_simple(dev, c, m, status_text(status), head, false) && false;
+		else if (status)
+			ok = respond_simple(dev, c, m, status_text(status), head, rq.keep_alive) && rq.keep_alive;
 		else
-			ok = serve(dev, c, srv, m, q + sp1 + 1, sp2 - sp1 - 1, head, keep);
+			ok = serve(dev, c, m, srv->root_len + rq.path_len, head, rq.keep_alive);
 		atomicAdd(&srv->requests, 1ull);
 		if (!ok)
 			return;
