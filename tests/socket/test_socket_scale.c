@@ -494,7 +494,8 @@ static void test_short_sends(void **s)
 
 /* ------------------------------------------------------ handle quota */
 
-/* Past max_handles_per_client an accept answers -EMFILE and leaves the
+/* Past max_handles_per_client an accept answers -EMFILE (counted by errno:
+ * gpusysctl latency) and leaves the
  * connection queued (the peer sees nothing close; before, it was accepted
  * and closed for want of a handle); once a handle is closed
  * the same connection is accepted and works. */
@@ -538,6 +539,17 @@ static void test_emfile_past_quota(void **s)
 	setsockopt(fds[15], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	assert_int_equal(recv(fds[15], pong, 4, MSG_WAITALL), 4);
 	assert_memory_equal(ping, pong, 4);
+	/* gpusysctl latency says which errors: socket.accept's EMFILE, twice */
+	json_t *lat = control_request(d2.runtime, "{\"cmd\":\"latency\"}\n");
+	assert_non_null(lat);
+	json_t *o, *found = NULL;
+	size_t at;
+	json_array_foreach(json_object_get(lat, "ops"), at, o)
+		if (!strcmp(json_string_value(json_object_get(o, "name")), "socket.accept"))
+			found = o;
+	assert_non_null(found);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(found, "errnos"), "EMFILE")), 2);
+	json_decref(lat);
 	for (unsigned i = 0; i < PEERS; i++)
 		close(fds[i]);
 	D = saved;

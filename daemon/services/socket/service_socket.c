@@ -349,20 +349,18 @@ static void socket_handle(struct port_call *call)
 		*(receives ? &lazy : &fixed) += room[i];
 	}
 	int r = port_call_charge(call, sizeof(struct sock_call) + fixed + lazy);
-	if (r < 0) {
-		call->status = r;
-		return;
+	struct sock_call *sc = r == 0 ? calloc(1, sizeof(*sc)) : NULL;
+	if (sc) {
+		sc->call = call;
+		sc->cl = cl;
+		if (sock_room_alloc(sc, fixed, lazy) < 0) {
+			free(sc);
+			sc = NULL;
+		}
 	}
-	struct sock_call *sc = calloc(1, sizeof(*sc));
 	if (!sc) {
-		call->status = -ENOMEM;
-		return;
-	}
-	sc->call = call;
-	sc->cl = cl;
-	if (sock_room_alloc(sc, fixed, lazy) < 0) {
-		free(sc);
-		call->status = -ENOMEM;
+		call->status = r < 0 ? r : -ENOMEM;
+		sock_error_count(op, call->status);
 		return;
 	}
 	call->later_data = sc;
@@ -395,10 +393,12 @@ static void socket_handle(struct port_call *call)
 		if (call->cap[i] < room[i] || (value_op[i] && call->cap[i] < sizeof(int64_t)) ||
 		    (op == GPUSYS_OP_SOCK_RECVFROM && room[i] == 0)) {
 			call->lane_status[i] = -EMSGSIZE;
+			sock_error_count(op, -EMSGSIZE);
 			continue;
 		}
 		if (cr < 0) {
 			call->lane_status[i] = cr;
+			sock_error_count(op, cr);
 			continue;
 		}
 		r = lane_parse(sc, i, l);
@@ -562,4 +562,5 @@ const struct service service_socket = {
 	.stop = socket_stop,
 	.client_init = socket_client_init,
 	.client_fini = socket_client_fini,
+	.errors = sock_errors_report,
 };

@@ -150,6 +150,10 @@ int sock_first_getnameinfo(struct sock_lane *l);
 void sock_dns_lookup(struct sock_lane *l);
 void sock_rdns_lookup(struct sock_lane *l);
 
+/* sock_errors.c: count an answer r of opcode (an error when < 0). */
+void sock_error_count(uint16_t opcode, int32_t r);
+void sock_errors_report(void (*emit)(void *arg, uint16_t opcode, int err, uint64_t count), void *arg);
+
 /* sock_wait.c */
 void sock_lane_drop(struct sock_lane *l);        /* let go of its events and descriptors */
 void sock_lane_answer(struct sock_lane *l, int r); /* write its answer into the call */

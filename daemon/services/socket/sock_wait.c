@@ -87,6 +87,7 @@ void sock_lane_answer(struct sock_lane *l, int r)
 	struct port_call *call = l->sc->call;
 	unsigned i = l->idx;
 	call->lane_status[i] = r;
+	sock_error_count(call->opcode, r);
 	if (r < 0)
 		return;
 	if (l->value_op) {
