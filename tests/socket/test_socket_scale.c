@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -557,6 +558,72 @@ static void test_emfile_past_quota(void **s)
 	gd_finish(&d2);
 }
 
+/* ---------------------------------------------------- waiting threads */
+
+/* The daemon's threads named name (/proc/PID/task/N/comm). */
+static unsigned threads_named(pid_t pid, const char *name)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "grep -lx '%s' /proc/%d/task/*/comm 2>/dev/null | wc -l", name, (int)pid);
+	FILE *f = popen(cmd, "r");
+	unsigned n = 0;
+	if (f && fscanf(f, "%u", &n) != 1)
+		n = 0;
+	if (f)
+		pclose(f);
+	return n;
+}
+
+/* Calls that wait are armed and completed on socket_wait_loops event loops
+ * of their own threads (4 by default), not on the main loop: every test
+ * above ran through them; here the threads are counted, and 0 puts the
+ * waits back on the main loop, where a waiting receive still completes. */
+static void test_wait_loops(void **s)
+{
+	(void)s;
+	assert_int_equal(threads_named(daemon_.pid, "sock-wait"), 4);
+	struct gd d2;
+	struct emu_client k2;
+	gd_start(&d2, "socket_wait_loops = 0\n");
+	assert_int_equal(threads_named(d2.pid, "sock-wait"), 0);
+	assert_int_equal(emu_client_attach(&k2, d2.runtime, 8, 0, GPUSYS_ATTACH_NO_STDIO), 0);
+	const gpusys_dev_t *saved = D;
+	D = k2.dev;
+	struct sockaddr_in sa;
+	int64_t lh = listener(&sa);
+	int fd;
+	int64_t h;
+	connect_pairs(lh, &sa, 1, &fd, &h);
+	struct idle_warp w = { .warp = 1, .hs = &h, .bufs = malloc(8) };
+	gpusys_emu_set_warp(1);
+	struct gpusys_emu_sock_lane lane;
+	memset(&lane, 0, sizeof(lane));
+	lane.q.handle = (int32_t)h;
+	lane.q.count = 8;
+	lane.out = w.bufs;
+	lane.out_cap = 8;
+	pid_t kid = fork();
+	if (kid == 0) {
+		usleep(200000);
+		uint64_t v = 42;
+		_exit(send(fd, &v, 8, 0) == 8 ? 0 : 1);
+	}
+	assert_int_equal(gpusys_emu_sock_call(D, GPUSYS_OP_SOCK_RECV, 1, &lane), 0);
+	assert_int_equal(lane.ret, 8);
+	uint64_t v;
+	memcpy(&v, w.bufs, 8);
+	assert_int_equal(v, 42);
+	waitpid(kid, NULL, 0);
+	free(w.bufs);
+	close(fd);
+	assert_int_equal(gpusys_emu_sock_close(D, h), 0);
+	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
+	D = saved;
+	gpusys_emu_set_warp(0);
+	emu_client_detach(&k2);
+	gd_finish(&d2);
+}
+
 /* -------------------------------------------------------------- setup */
 
 static int setup(void **state)
@@ -584,6 +651,7 @@ int main(void)
 		cmocka_unit_test(test_thousand_connections_echo),
 		cmocka_unit_test(test_short_sends),
 		cmocka_unit_test(test_emfile_past_quota),
+		cmocka_unit_test(test_wait_loops),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

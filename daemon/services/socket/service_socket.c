@@ -5,25 +5,28 @@
  * (util/creds.h) wherever a path or a privilege is involved.
  *
  * Nothing blocking holds a thread. Every descriptor is non-blocking. A
- * handler (on a worker) tries each lane once; a lane that would block
- * (accept with nobody pending, recv with nothing to read, send into a full
- * buffer, a connect in progress, a poll with nothing ready, any name
+ * handler (on a poller or a worker) tries each lane once; a lane that would
+ * block (accept with nobody pending, recv with nothing to read, send into a
+ * full buffer, a connect in progress, a poll with nothing ready, any name
  * lookup) becomes a waiting lane and the call is handed to the core with
- * call_later(). The daemon's main loop then watches the lane's descriptor
- * (or its DNS request) with a libevent event bounded by SO_RCVTIMEO /
- * SO_SNDTIMEO or the poll timeout, retries when it fires, and the last lane
- * to finish completes the call (call_complete()).
+ * call_later(). One of the service's event loops (sock_loops.c: threads of
+ * their own, one libevent event_base each; the main loop for name lookups,
+ * where evdns runs) then watches the lane's descriptor (or its DNS request)
+ * with an event bounded by SO_RCVTIMEO / SO_SNDTIMEO or the poll timeout,
+ * retries when it fires, and the last lane to finish completes the call
+ * (call_complete()).
  *
- * Per call, the service keeps a struct sock_call (the lanes' state), apart
- * from the call: the response room is call->resp_buf (freed by the core
- * with the call), which starts with a pointer to it. The hand-off from the
- * worker is a pre-made event (ev_arm) activated after call_later(); the
- * main loop then arms the lanes' events. Everything on a sock_call happens
- * under its lock; libevent events are only ever freed on the main loop. The
- * core's cancel hook normally runs on the main loop and frees everything at
- * once; when it runs on the handler's thread (a client detaching while the
- * handler was returning), it lets go of the descriptors, disowns the call
- * and has the main loop free the rest (ev_arm again).
+ * Per call, the service keeps a struct sock_call (the lanes' state, its
+ * loop), apart from the call (call->later_data); the response room is
+ * call->resp_buf (sock_room.c; freed by the core with the call). The
+ * hand-off from the handler is a pre-made event (ev_arm) activated after
+ * call_later(); the call's loop then arms the lanes' events. Everything on
+ * a sock_call happens under its lock; libevent events are only ever freed
+ * on the call's loop. The core's cancel hook (deadline, detach: the main
+ * loop; or the handler's thread when a client detaches while the handler
+ * returns) waits for a completion under way on the call's loop, lets go of
+ * the descriptors, disowns the call and has the call's loop free the rest
+ * (ev_arm again); on the call's own loop it frees everything at once.
  *
  * This file: the ops table, parsing each lane, its first try and the
  * hand-off to the main loop. The rest, by concern, is listed in
@@ -66,6 +69,8 @@ static const struct config_key socket_settings[] = {
 	{ "socket_allow_inet", CONFIG_COUNT, 0, 1, 1 },
 	{ "socket_allow_inet6", CONFIG_COUNT, 0, 1, 1 },
 	{ "socket_allow_unix", CONFIG_COUNT, 0, 1, 1 },
+	/* event loops of their own threads that calls wait on (0: the main loop) */
+	{ "socket_wait_loops", CONFIG_COUNT, 0, 64, 4 },
 	/* evdns: seconds per try and tries per name server */
 	{ "socket_dns_timeout_s", CONFIG_COUNT, 1, 60, 2 },
 	{ "socket_dns_attempts", CONFIG_COUNT, 1, 10, 2 },
@@ -369,6 +374,10 @@ static void socket_handle(struct port_call *call)
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&sc->lock, &ma);
 	pthread_mutexattr_destroy(&ma);
+	pthread_cond_init(&sc->finished, NULL);
+	/* Name lookups wait where evdns runs, the main loop; the rest on a
+	 * socket loop (sock_loops.c). */
+	sock_loop_pick(sc, op == GPUSYS_OP_SOCK_GETADDRINFO || op == GPUSYS_OP_SOCK_GETNAMEINFO);
 
 	bool as_client = op_as_client(op);
 	struct creds_saved saved;
@@ -432,7 +441,7 @@ static void socket_handle(struct port_call *call)
 		return;
 	}
 
-	/* Some lanes wait: the call completes later, from the main loop. */
+	/* Some lanes wait: the call completes later, from its loop. */
 	uint64_t timeout = 0;
 	if (!forever && latest) {
 		uint64_t now = now_ns();
@@ -440,7 +449,7 @@ static void socket_handle(struct port_call *call)
 	}
 	sc->waiting = waiting;
 	sock_room_shrink(sc); /* before call_later charges for the wait */
-	sc->ev_arm = event_new(sock_g.base, -1, 0, sock_call_arm, sc);
+	sc->ev_arm = event_new(sc->base, -1, 0, sock_call_arm, sc);
 	r = sc->ev_arm ? call_later(call, timeout, &sock_later_ops) : -ENOMEM;
 	if (r < 0) {
 		for (unsigned i = 0; i < GPUSYS_WARP_LANES; i++) {
@@ -454,7 +463,7 @@ static void socket_handle(struct port_call *call)
 		sock_call_free(sc);
 		return;
 	}
-	/* From here sc belongs to the main loop (and the core's cancel). */
+	/* From here sc belongs to its loop (and the core's cancel). */
 	event_active(sc->ev_arm, EV_TIMEOUT, 1);
 }
 
@@ -482,6 +491,11 @@ static int socket_start(const struct service_env *env)
 	}
 	if (!sock_g.dns)
 		return -ENOMEM;
+	if (sock_loops_start((unsigned)config_value(env->cfg, "socket_wait_loops")) < 0) {
+		evdns_base_free(sock_g.dns, 1);
+		sock_g.dns = NULL;
+		return -ENOMEM;
+	}
 	char v[32];
 	snprintf(v, sizeof(v), "%llu", (unsigned long long)config_value(env->cfg, "socket_dns_timeout_s"));
 	evdns_base_set_option(sock_g.dns, "timeout:", v);
@@ -492,6 +506,7 @@ static int socket_start(const struct service_env *env)
 
 static void socket_stop(void)
 {
+	sock_loops_stop(); /* every client is gone: their calls were cancelled */
 	if (sock_g.dns)
 		evdns_base_free(sock_g.dns, 1); /* pending lookups were cancelled with their clients */
 	sock_g.dns = NULL;

@@ -7,7 +7,10 @@
  *
  *   service_socket.c  the ops table, parsing, each lane's first try, the hand-off
  *   sock_steps.c      one non-blocking attempt of a lane (send, recv, accept...)
- *   sock_wait.c       waiting lanes on the main loop: events, retries, finishing, cancel
+ *   sock_wait.c       waiting lanes on their loop: events, retries, finishing, cancel
+ *   sock_loops.c      the event loops calls wait on (threads of their own)
+ *   sock_room.c       a call's response room, let go while its receives wait
+ *   sock_errors.c     errors counted by opcode and errno
  *   sock_dns.c        getaddrinfo / getnameinfo through evdns
  *   sock_options.c    setsockopt / getsockopt
  *   sock_objects.c    the socket object in the handle table, address records
@@ -91,13 +94,16 @@ struct sock_lane {
 
 struct sock_call {
 	pthread_mutex_t lock;      /* recursive: a DNS answer may come inside arming */
+	pthread_cond_t finished;   /* finishing went back to false (cancel waits for it) */
+	struct event_base *base;   /* the loop it waits on (sock_loops.c) */
+	pthread_t loop_thread;     /* that loop's thread */
 	struct port_call *call;    /* NULL once cancelled */
 	struct sock_client *cl;
-	struct event *ev_arm;      /* main loop: arm the lanes, or clean up after a cancel */
+	struct event *ev_arm;      /* its loop: arm the lanes, or clean up after a cancel */
 	unsigned waiting;          /* lanes not done */
 	bool holding;              /* arming: do not complete yet */
 	bool cancelled;
-	bool finishing;            /* call_complete is under way */
+	bool finishing;            /* call_complete is under way (on the call's loop) */
 	/* The response room (sock_room.c): call->resp_buf, the lanes' rooms
 	 * at their l->off, receives' last. */
 	uint8_t *resp;
@@ -150,6 +156,12 @@ int sock_first_getnameinfo(struct sock_lane *l);
 void sock_dns_lookup(struct sock_lane *l);
 void sock_rdns_lookup(struct sock_lane *l);
 
+/* sock_loops.c: n event loops of their own threads (0: none, the main
+ * loop only); a call's loop (main_loop: the main one, for name lookups). */
+int sock_loops_start(unsigned n);
+void sock_loops_stop(void);
+void sock_loop_pick(struct sock_call *sc, bool main_loop);
+
 /* sock_errors.c: count an answer r of opcode (an error when < 0). */
 void sock_error_count(uint16_t opcode, int32_t r);
 void sock_errors_report(void (*emit)(void *arg, uint16_t opcode, int err, uint64_t count), void *arg);
@@ -157,9 +169,9 @@ void sock_errors_report(void (*emit)(void *arg, uint16_t opcode, int err, uint64
 /* sock_wait.c */
 void sock_lane_drop(struct sock_lane *l);        /* let go of its events and descriptors */
 void sock_lane_answer(struct sock_lane *l, int r); /* write its answer into the call */
-void sock_lane_finish(struct sock_lane *l, int r); /* a waiting lane is done (main loop, sc locked) */
+void sock_lane_finish(struct sock_lane *l, int r); /* a waiting lane is done (its loop, sc locked) */
 void sock_call_free(struct sock_call *sc);
-bool sock_call_enter(struct sock_call *sc); /* main loop: false when cancelled */
+bool sock_call_enter(struct sock_call *sc); /* its loop: false when cancelled */
 void sock_call_leave(struct sock_call *sc); /* completes the call when every lane is done */
 void sock_call_arm(evutil_socket_t fd, short what, void *arg); /* sc->ev_arm's callback */
 extern const struct call_later_ops sock_later_ops;

@@ -21,7 +21,7 @@ static void sock_closed(struct handle_entry *e)
 	struct sock *s = e->obj;
 	pthread_mutex_lock(&s->lock);
 	s->closed = true;
-	/* Lanes waiting on it finish with -EBADF on the main loop. */
+	/* Lanes waiting on it finish with -EBADF on their loop. */
 	for (struct sock_lane *l = s->waiters; l; l = l->wnext)
 		if (l->ev)
 			event_active(l->ev, EV_READ, 1);

@@ -3,7 +3,7 @@
  * One non-blocking attempt of a lane's call (send, recv, accept, connect,
  * poll and their bulk and addressed forms): done, or LANE_WAIT with what to
  * wait for in l->wait. Run by the first try (a poller or a worker) and by
- * every retry on the main loop.
+ * every retry on the call's loop.
  */
 #include <errno.h>
 #include <poll.h>

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Lanes that wait, on the main loop: watching a descriptor (or a poll's
- * descriptors) with a libevent event bounded by the lane's deadline,
- * retrying when it fires, finishing lanes and completing the call when the
- * last is done; and the core's cancel (deadline, detach).
+ * Lanes that wait, on their call's event loop (sock_loops.c): watching a
+ * descriptor (or a poll's descriptors) with a libevent event bounded by the
+ * lane's deadline, retrying when it fires, finishing lanes and completing
+ * the call when the last is done; and the core's cancel (deadline, detach),
+ * which may come from another thread.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -34,7 +35,7 @@ static void lane_unlist(struct sock_lane *l)
 	pthread_mutex_unlock(&l->s->lock);
 }
 
-/* Free the lane's events (main loop, or a thread before any exist). */
+/* Free the lane's events (the call's loop, or a thread before any exist). */
 static void lane_unwatch(struct sock_lane *l)
 {
 	lane_unlist(l);
@@ -105,11 +106,12 @@ void sock_call_free(struct sock_call *sc)
 			sock_lane_drop(&sc->lane[i]);
 	if (sc->ev_arm)
 		event_free(sc->ev_arm);
+	pthread_cond_destroy(&sc->finished);
 	pthread_mutex_destroy(&sc->lock);
 	free(sc);
 }
 
-/* Entering from the main loop: false when the call was cancelled (the
+/* Entering from the call's loop: false when the call was cancelled (the
  * caller returns at once; the cleanup is on its way). */
 bool sock_call_enter(struct sock_call *sc)
 {
@@ -130,12 +132,22 @@ void sock_call_leave(struct sock_call *sc)
 	if (fin)
 		sc->finishing = true;
 	pthread_mutex_unlock(&sc->lock);
-	if (fin && call_complete(call))
+	if (!fin)
+		return;
+	if (call_complete(call)) {
 		sock_call_free(sc); /* ours: no cancel can come now */
-	/* else the core took the call back: its cancel frees sc */
+		return;
+	}
+	/* The core took the call back (its deadline, a detach) on another
+	 * thread: its cancel waits for this (call.h: a completer on another
+	 * thread than the main loop), then has this loop free sc. */
+	pthread_mutex_lock(&sc->lock);
+	sc->finishing = false;
+	pthread_cond_broadcast(&sc->finished);
+	pthread_mutex_unlock(&sc->lock);
 }
 
-/* A waiting lane is done (on the main loop, sc locked). */
+/* A waiting lane is done (on the call's loop, sc locked). */
 void sock_lane_finish(struct sock_lane *l, int r)
 {
 	struct sock_call *sc = l->sc;
@@ -166,7 +178,7 @@ static void lane_watch(struct sock_lane *l)
 	pthread_mutex_lock(&l->s->lock);
 	if (l->ev)
 		event_free(l->ev);
-	l->ev = event_new(sock_g.base, l->e->fd, ev, lane_event, l);
+	l->ev = event_new(l->sc->base, l->e->fd, ev, lane_event, l);
 	bool ok = l->ev && event_add(l->ev, tvp) == 0;
 	if (ok && l->s->closed)
 		event_active(l->ev, EV_READ, 1);
@@ -294,7 +306,7 @@ static void poll_arm(struct sock_lane *l)
 			continue;
 		short ev = EV_PERSIST | ((l->pfd[i].events & POLLOUT) ? EV_WRITE : 0) |
 			   ((l->pfd[i].events & ~POLLOUT) || !(l->pfd[i].events & POLLOUT) ? EV_READ : 0);
-		l->pev[i] = event_new(sock_g.base, l->pfd[i].fd, ev, poll_event, l);
+		l->pev[i] = event_new(l->sc->base, l->pfd[i].fd, ev, poll_event, l);
 		if (!l->pev[i] || event_add(l->pev[i], NULL) < 0) {
 			sock_lane_finish(l, -ENOMEM);
 			return;
@@ -302,7 +314,7 @@ static void poll_arm(struct sock_lane *l)
 	}
 	if (l->q.timeout_ms > 0) {
 		struct timeval tv = { .tv_sec = l->q.timeout_ms / 1000, .tv_usec = l->q.timeout_ms % 1000 * 1000 };
-		l->ev = evtimer_new(sock_g.base, poll_timer, l);
+		l->ev = evtimer_new(l->sc->base, poll_timer, l);
 		if (!l->ev || evtimer_add(l->ev, &tv) < 0) {
 			sock_lane_finish(l, -ENOMEM);
 			return;
@@ -369,15 +381,21 @@ static void sock_call_cancel(struct port_call *call, enum call_cancel_reason why
 	struct sock_call *sc = call->later_data;
 	(void)why;
 	pthread_mutex_lock(&sc->lock);
+	/* A completion under way on the call's loop: the core has taken the
+	 * call, so it fails; wait until it has let go of sc. */
+	while (sc->finishing)
+		pthread_cond_wait(&sc->finished, &sc->lock);
 	sc->cancelled = true;
 	sc->call = NULL;
-	if (pthread_equal(pthread_self(), sock_g.main_thread)) {
+	if (pthread_equal(pthread_self(), sc->loop_thread)) {
 		pthread_mutex_unlock(&sc->lock);
 		sock_call_free(sc); /* events and all: nothing else runs on this loop now */
 		return;
 	}
-	/* The handler's thread (the client went while it returned): let go of
-	 * the descriptors now, the events on the main loop. */
+	/* Another thread than the call's loop (the main loop's deadline or
+	 * detach for a call on a socket loop, or the handler's thread when the
+	 * client went while it returned): let go of the descriptors now, the
+	 * events on the call's loop, which frees sc (ev_arm again). */
 	for (unsigned i = 0; i < GPUSYS_WARP_LANES; i++) {
 		struct sock_lane *l = &sc->lane[i];
 		if (!l->sc)
