@@ -24,9 +24,10 @@
  * a sock_call happens under its lock; libevent events are only ever freed
  * on the call's loop. The core's cancel hook (deadline, detach: the main
  * loop; or the handler's thread when a client detaches while the handler
- * returns) waits for a completion under way on the call's loop, lets go of
- * the descriptors, disowns the call and has the call's loop free the rest
- * (ev_arm again); on the call's own loop it frees everything at once.
+ * returns) waits for a completion under way on the call's loop, disowns
+ * the call, and waits while the call's loop lets go of the events and
+ * descriptors (ev_arm again), then frees sc; on the call's own loop it
+ * frees everything at once.
  *
  * This file: the ops table, parsing each lane, its first try and the
  * hand-off to the main loop. The rest, by concern, is listed in

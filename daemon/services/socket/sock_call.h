@@ -94,7 +94,7 @@ struct sock_lane {
 
 struct sock_call {
 	pthread_mutex_t lock;      /* recursive: a DNS answer may come inside arming */
-	pthread_cond_t finished;   /* finishing went back to false (cancel waits for it) */
+	pthread_cond_t finished;   /* finishing went back to false, or cleaned became true (cancel waits) */
 	struct event_base *base;   /* the loop it waits on (sock_loops.c) */
 	pthread_t loop_thread;     /* that loop's thread */
 	struct port_call *call;    /* NULL once cancelled */
@@ -103,6 +103,7 @@ struct sock_call {
 	unsigned waiting;          /* lanes not done */
 	bool holding;              /* arming: do not complete yet */
 	bool cancelled;
+	bool cleaned;              /* cancelled: its loop let go of everything (the canceller frees sc) */
 	bool finishing;            /* call_complete is under way (on the call's loop) */
 	/* The response room (sock_room.c): call->resp_buf, the lanes' rooms
 	 * at their l->off, receives' last. */

@@ -58,9 +58,19 @@ static void lane_unwatch(struct sock_lane *l)
 	}
 }
 
-/* Let go of the lane's descriptors (any thread; after lane_unlist). */
+/* Let go of the lane's descriptors (any thread; after lane_unlist). A lane
+ * that holds none touches nothing of its client: a completed call is freed
+ * after call_complete(), when the client may be gone (its table and state
+ * freed by a detach on the main loop), and every lane of it let go of its
+ * descriptors when it finished. */
 static void lane_unref(struct sock_lane *l)
 {
+	if (!l->e && !l->pe) {
+		free(l->pfd);
+		l->pfd = NULL;
+		l->s = NULL;
+		return;
+	}
 	struct handle_table *ht = l->sc->cl->ht;
 	if (l->e)
 		handle_table_put(ht, l->e);
@@ -135,7 +145,10 @@ void sock_call_leave(struct sock_call *sc)
 	if (!fin)
 		return;
 	if (call_complete(call)) {
-		sock_call_free(sc); /* ours: no cancel can come now */
+		/* Ours: no cancel can come now. Every lane has let go of its
+		 * descriptors (sock_lane_finish), so this frees only sc and its
+		 * events, on its loop: the client may be gone already. */
+		sock_call_free(sc);
 		return;
 	}
 	/* The core took the call back (its deadline, a detach) on another
@@ -363,9 +376,16 @@ void sock_call_arm(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	pthread_mutex_lock(&sc->lock);
 	if (sc->cancelled) {
-		/* Cancelled on another thread: the rest is ours to free. */
+		/* Cancelled on another thread, which waits: let go of the
+		 * events (ours to free) and the descriptors (while the client's
+		 * table still exists: the detach waits too), then hand sc back
+		 * to the canceller, which frees it. */
+		for (unsigned i = 0; i < GPUSYS_WARP_LANES; i++)
+			if (sc->lane[i].sc)
+				sock_lane_drop(&sc->lane[i]);
+		sc->cleaned = true;
+		pthread_cond_broadcast(&sc->finished);
 		pthread_mutex_unlock(&sc->lock);
-		sock_call_free(sc);
 		return;
 	}
 	sc->holding = true;
@@ -394,17 +414,15 @@ static void sock_call_cancel(struct port_call *call, enum call_cancel_reason why
 	}
 	/* Another thread than the call's loop (the main loop's deadline or
 	 * detach for a call on a socket loop, or the handler's thread when the
-	 * client went while it returned): let go of the descriptors now, the
-	 * events on the call's loop, which frees sc (ev_arm again). */
-	for (unsigned i = 0; i < GPUSYS_WARP_LANES; i++) {
-		struct sock_lane *l = &sc->lane[i];
-		if (!l->sc)
-			continue;
-		lane_unlist(l);
-		lane_unref(l);
-	}
+	 * client went while it returned): the loop lets go of the events and
+	 * the descriptors (ev_arm again) while this waits, so that no
+	 * descriptor closes (the detach closes the client's table next) while
+	 * the loop still watches it; then sc is ours. */
 	event_active(sc->ev_arm, EV_TIMEOUT, 1);
+	while (!sc->cleaned)
+		pthread_cond_wait(&sc->finished, &sc->lock);
 	pthread_mutex_unlock(&sc->lock);
+	sock_call_free(sc); /* ev_arm's callback may still be returning: event_free waits for it */
 }
 
 const struct call_later_ops sock_later_ops = { .cancel = sock_call_cancel };
