@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -558,6 +559,91 @@ static void test_emfile_past_quota(void **s)
 	gd_finish(&d2);
 }
 
+/* ------------------------------------------- a detach racing answers */
+
+/* A client with 256 receives waiting on the socket loops dies while its
+ * peers' data arrives, so that completions on the loops race the core's
+ * cancels on the main loop (item 7's guarantees: exactly one of them takes
+ * each call, no descriptor is closed under a loop that still watches it).
+ * Three rounds; each time every socket of the dead client is closed and
+ * the daemon serves on. The sanitizer builds (ASan, TSan) are where this
+ * fails if it is wrong. */
+#define RACE_CONNS 256
+
+static void race_child(const struct sockaddr_in *sa, int ready)
+{
+	struct emu_client k;
+	if (emu_client_attach(&k, daemon_.runtime, 16, 0, GPUSYS_ATTACH_NO_STDIO) < 0)
+		_exit(1);
+	D = k.dev;
+	static int64_t hs[RACE_CONNS];
+	for (unsigned i = 0; i < RACE_CONNS; i++) {
+		hs[i] = gpusys_emu_socket(D, AF_INET, SOCK_STREAM, 0);
+		if (hs[i] < 0 || gpusys_emu_connect(D, hs[i], sa, sizeof(*sa)) != 0)
+			_exit(2);
+	}
+	struct idle_warp w[RACE_CONNS / LANES];
+	pthread_t t[RACE_CONNS / LANES];
+	for (unsigned k2 = 0; k2 < RACE_CONNS / LANES; k2++) {
+		w[k2] = (struct idle_warp){ .warp = k2, .hs = hs + k2 * LANES, .bufs = malloc((size_t)LANES * IDLE_ROOM) };
+		pthread_create(&t[k2], NULL, idle_receive, &w[k2]);
+	}
+	if (write(ready, "x", 1) != 1)
+		_exit(3);
+	for (unsigned k2 = 0; k2 < RACE_CONNS / LANES; k2++)
+		pthread_join(t[k2], NULL);
+	pause(); /* killed here or before */
+	_exit(0);
+}
+
+static void test_detach_while_completing(void **s)
+{
+	(void)s;
+	usleep(300000);
+	int base = count_fds(daemon_.pid);
+	for (int round = 0; round < 3; round++) {
+		int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		socklen_t sl = sizeof(sa);
+		assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		assert_int_equal(listen(lfd, 4096), 0);
+		assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+		int ready[2];
+		assert_int_equal(pipe(ready), 0);
+		pid_t p = fork();
+		if (p == 0) {
+			close(ready[0]);
+			race_child(&sa, ready[1]);
+		}
+		close(ready[1]);
+		static int fds[RACE_CONNS];
+		for (unsigned i = 0; i < RACE_CONNS; i++) {
+			fds[i] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+			assert_true(fds[i] >= 0);
+		}
+		char x;
+		assert_int_equal(read(ready[0], &x, 1), 1);
+		usleep(100000); /* the receives wait on the loops */
+		/* data for all, and the client killed in the middle of it */
+		for (unsigned i = 0; i < RACE_CONNS; i++) {
+			uint64_t v = i;
+			send(fds[i], &v, 8, MSG_NOSIGNAL);
+			if (i == RACE_CONNS / 2 + (unsigned)round * 32)
+				kill(p, SIGKILL);
+		}
+		waitpid(p, NULL, 0);
+		wait_fds(daemon_.pid, base); /* every socket of it closed */
+		for (unsigned i = 0; i < RACE_CONNS; i++)
+			close(fds[i]);
+		close(lfd);
+		close(ready[0]);
+		/* and the daemon serves on */
+		int64_t h = gpusys_emu_socket(D, AF_INET, SOCK_DGRAM, 0);
+		assert_true(h > 2);
+		assert_int_equal(gpusys_emu_sock_close(D, h), 0);
+	}
+}
+
 /* ---------------------------------------------------- waiting threads */
 
 /* The daemon's threads named name (/proc/PID/task/N/comm). */
@@ -652,6 +738,7 @@ int main(void)
 		cmocka_unit_test(test_short_sends),
 		cmocka_unit_test(test_emfile_past_quota),
 		cmocka_unit_test(test_wait_loops),
+		cmocka_unit_test(test_detach_while_completing),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
