@@ -4,8 +4,9 @@
  * the same work the same way: THREADS threads (default 128, as gpu_httpd's
  * warps) each accept one connection at a time and serve its keep-alive
  * requests (read the head, parse, open + fstat + pread + send, close the
- * file). GET/HEAD, 404, 400, 403 for "..", like gpu_httpd; for comparison
- * only.
+ * file). GET/HEAD, 404, 400, 403 for "..", percent-decoded paths: the
+ * request parser is gpu_httpd's own (examples/http_request.h); for
+ * comparison only.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,10 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "../examples/http_request.h"
 
 static char root[PATH_MAX];
 static int lfd;
@@ -38,78 +40,86 @@ static int simple(int c, const char *status, int keep)
 	return send_all(c, h, (size_t)n);
 }
 
+static const char *status_text(int status)
+{
+	switch (status) {
+	case 400:
+		return "400 Bad Request";
+	case 403:
+		return "403 Forbidden";
+	case 414:
+		return "414 URI Too Long";
+	default:
+		return "501 Not Implemented";
+	}
+}
+
+/* The file at path (DIR and the decoded path). 0: keep the connection. */
+static int serve(int c, const char *path, uint8_t *file, int head_only, int keep)
+{
+	int f = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (f < 0 || fstat(f, &st) < 0 || !S_ISREG(st.st_mode)) {
+		if (f >= 0)
+			close(f);
+		return simple(c, "404 Not Found", keep) == 0 && keep ? 0 : -1;
+	}
+	char h[256];
+	int n = snprintf(h, sizeof(h), "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %lld\r\nConnection: %s\r\n\r\n",
+			 (long long)st.st_size, keep ? "keep-alive" : "close");
+	int ok = send_all(c, h, (size_t)n) == 0;
+	off_t off = 0;
+	while (ok && !head_only && off < st.st_size) {
+		ssize_t got = pread(f, file, 256 << 10, off);
+		if (got <= 0 || send_all(c, file, (size_t)got) < 0)
+			ok = 0;
+		off += got > 0 ? got : 0;
+	}
+	close(f);
+	return ok && keep ? 0 : -1;
+}
+
 static void connection(int c, char *req, uint8_t *file)
 {
-	size_t have = 0;
+	char path[PATH_MAX + 64];
+	size_t rl = strlen(root);
+	memcpy(path, root, rl);
+	unsigned have = 0;
 	for (;;) {
-		char *end;
-		while (!(end = memmem(req, have, "\r\n\r\n", 4))) {
-			if (have >= 8192) {
+		unsigned end;
+		while (!(end = http_head_end(req, have))) {
+			if (have >= HTTP_HEAD_MAX) {
 				simple(c, "400 Bad Request", 0);
 				return;
 			}
-			ssize_t r = recv(c, req + have, 8192 - have, 0);
+			ssize_t r = recv(c, req + have, HTTP_HEAD_MAX - have, 0);
 			if (r <= 0)
 				return;
-			have += (size_t)r;
+			have += (unsigned)r;
 		}
-		size_t headlen = (size_t)(end - req) + 4;
-		char *sp1 = memchr(req, ' ', headlen), *eol = memchr(req, '\r', headlen);
-		char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
-		if (!sp1 || !sp2 || eol - sp2 - 1 != 8 || strncasecmp(sp2 + 1, "HTTP/1.", 7)) {
-			simple(c, "400 Bad Request", 0);
-			return;
-		}
-		int keep = sp2[8] == '1';
-		char *conn = memmem(req, headlen, "\nConnection:", 12);
-		if (conn && !strncasecmp(conn + 13, "close", 5))
-			keep = 0;
-		int get = sp1 - req == 3 && !strncmp(req, "GET", 3), head = sp1 - req == 4 && !strncmp(req, "HEAD", 4);
+		/* The same parser as gpu_httpd (examples/http_request.h), with
+		 * the same room for the path (its PATH_ROOM, 1024 with DIR). */
+		struct http_request rq;
+		unsigned room = rl < 1024 ? 1024 - (unsigned)rl : 1;
+		int status = http_parse_request(req, end, &rq, path + rl, room);
 		int ok;
-		if (!get && !head) {
-			ok = simple(c, "501 Not Implemented", keep) == 0 && keep;
-		} else {
-			char path[PATH_MAX + 64];
-			size_t tl = (size_t)(sp2 - sp1 - 1);
-			if (tl == 0 || sp1[1] != '/' || memmem(sp1 + 1, tl, "..", 2) || tl > 1024) {
-				ok = simple(c, "403 Forbidden", keep) == 0 && keep;
-			} else {
-				snprintf(path, sizeof(path), "%s%.*s%s", root, (int)tl, sp1 + 1, sp1[tl] == '/' ? "index.html" : "");
-				int f = open(path, O_RDONLY | O_CLOEXEC);
-				struct stat st;
-				if (f < 0 || fstat(f, &st) < 0 || !S_ISREG(st.st_mode)) {
-					if (f >= 0)
-						close(f);
-					ok = simple(c, "404 Not Found", keep) == 0 && keep;
-				} else {
-					char h[256];
-					int n = snprintf(h, sizeof(h),
-							 "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %lld\r\nConnection: %s\r\n\r\n",
-							 (long long)st.st_size, keep ? "keep-alive" : "close");
-					ok = send_all(c, h, (size_t)n) == 0;
-					off_t off = 0;
-					while (ok && get && off < st.st_size) {
-						ssize_t got = pread(f, file, 256 << 10, off);
-						if (got <= 0 || send_all(c, file, (size_t)got) < 0)
-							ok = 0;
-						off += got > 0 ? got : 0;
-					}
-					close(f);
-					ok = ok && keep;
-				}
-			}
-		}
+		if (status == 400)
+			ok = (simple(c, status_text(status), 0), 0);
+		else if (status)
+			ok = simple(c, status_text(status), rq.keep_alive) == 0 && rq.keep_alive;
+		else
+			ok = serve(c, path, file, rq.method == HTTP_HEAD, rq.keep_alive) == 0;
 		if (!ok)
 			return;
-		memmove(req, req + headlen, have - headlen);
-		have -= headlen;
+		memmove(req, req + end, have - end);
+		have -= end;
 	}
 }
 
 static void *worker(void *arg)
 {
 	(void)arg;
-	char *req = malloc(8193);
+	char *req = malloc(HTTP_HEAD_MAX + 1);
 	uint8_t *file = malloc(256 << 10);
 	for (;;) {
 		int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);

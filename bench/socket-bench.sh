@@ -2,22 +2,38 @@
 # The socket examples and benchmarks on the GPU machine, after
 # scripts/device-build: starts its own gpusysd, runs callback_tcp and
 # tcp_echo, serves a directory with gpu_httpd and checks it with curl (GET,
-# HEAD, keep-alive, 404, 400, a path escaping the directory), then measures:
-# gpusys-bench-sock (TCP echo round trip and bulk send, kernel vs CPU) and
-# gpu_httpd vs http_cpu under http_load with 100 connections.
+# HEAD, keep-alive, 404, 400, paths escaping the directory, plain and
+# percent-encoded, a percent-encoded name), then measures, each against its
+# CPU peer in the same run:
+# - 1000 and 10,000 connections echoing 1 B-64 KiB payloads for 10 s
+#   (bench/echo_load, every byte checked) against tcp_echo (one kernel of the
+#   default size) and bench/echo_cpu;
+# - gpu_httpd vs http_cpu under wrk (Debian's, carried in .debs/ by
+#   scripts/fetch-device-debs) at 100 and 1000 connections, 6 B and 4 KiB
+#   files, and under http_load (100 connections, bodies read);
+# - gpusys-bench-sock (TCP echo round trip and bulk send, kernel vs CPU);
+# and ends with gpusysctl latency (socket errors by errno).
 #   bench/socket-bench.sh [BUILD_DIR]
 set -u
 B=${1:-build-gpu}
 ulimit -n 65536
 work=$(mktemp -d /tmp/gpusys-sockbench.XXXXXX)
 mkdir -p "$work/run" "$work/www/sub"
-echo "channel_bulk_bytes = 256M" > "$work/gpusysd.conf"
+# Room for every lane's request in flight at once: 160 warps x 32 lanes,
+# each with up to 64 KiB of pread or 8 KiB of receive room.
+printf 'channel_bulk_bytes = 256M\nclient_mem_budget = 1G\n' > "$work/gpusysd.conf"
 "$B/daemon/gpusysd" --foreground --runtime-dir "$work/run" --config "$work/gpusysd.conf" > "$work/daemon.log" 2>&1 &
 daemon=$!
 export GPUSYS_RUNTIME_DIR=$work/run
 for _ in $(seq 200); do [[ -S $work/run/gpusysd.sock ]] && break; sleep 0.05; done
 ls "$work/run"
 trap 'kill $daemon 2>/dev/null; kill $(jobs -p) 2>/dev/null' EXIT
+# wrk and its libluajit, unpacked from .debs/ by scripts/device-build
+deps=${GPUSYS_DEPS:-/tmp/deps}
+export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+WRK=$(command -v wrk || echo "$deps/usr/bin/wrk")
+[[ -x $WRK ]] || echo "no wrk (run scripts/fetch-device-debs here, carry .debs/): wrk runs left out"
+grep -m1 'descriptor limit' "$work/daemon.log"
 
 echo "== callback_tcp"
 timeout 30 "$B/examples/callback_tcp"; echo "rc=$?"
@@ -34,8 +50,10 @@ wait $te; echo "tcp_echo rc=$?"
 echo "== gpu_httpd"
 printf '<html><body>gpu_httpd works</body></html>\n' > "$work/www/index.html"
 head -c 4096 /dev/urandom > "$work/www/4k.bin"
+printf 'hello\n' > "$work/www/6b.txt"
+printf 'spaced\n' > "$work/www/with space.txt"
 head -c 1048576 /dev/urandom > "$work/www/sub/1m.bin"
-"$B/examples/gpu_httpd" "$work/www" 18080 128 &
+"$B/examples/gpu_httpd" "$work/www" 18080 &
 httpd=$!
 for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:18080/ && break; sleep 0.1; done
 curl -s -i http://127.0.0.1:18080/ | tr -d '\r'
@@ -43,21 +61,49 @@ echo "HEAD: $(curl -s -I http://127.0.0.1:18080/4k.bin | tr -d '\r' | grep -E 'H
 echo "1m.bin: $(curl -s http://127.0.0.1:18080/sub/1m.bin | cmp - "$work/www/sub/1m.bin" && echo identical)"
 echo "404: $(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:18080/nothing)"
 echo "escape: $(curl -s --path-as-is -o /dev/null -w '%{http_code}' 'http://127.0.0.1:18080/../../etc/passwd')"
+echo "escape encoded: $(curl -s --path-as-is -o /dev/null -w '%{http_code}' 'http://127.0.0.1:18080/..%2F..%2Fetc%2Fpasswd') $(curl -s --path-as-is -o /dev/null -w '%{http_code}' 'http://127.0.0.1:18080/%2e%2e/%2e%2e/etc/passwd')"
+echo "%00: $(curl -s --path-as-is -o /dev/null -w '%{http_code}' 'http://127.0.0.1:18080/6b.txt%00.html')"
+echo "with%20space.txt: $(curl -s -w ' %{http_code}' 'http://127.0.0.1:18080/with%20space.txt')"
 echo "400: $( (exec 3<>/dev/tcp/127.0.0.1/18080; printf 'garbage\r\n\r\n' >&3; timeout 5 head -1 <&3) | tr -d '\r')"
 echo "keep-alive: $(curl -sv http://127.0.0.1:18080/ http://127.0.0.1:18080/4k.bin -o /dev/null -o /dev/null 2>&1 | grep -ci 're-using\|reusing')"
-"$B/bench/http_load" 127.0.0.1 18080 /index.html 100 5
-"$B/bench/http_load" 127.0.0.1 18080 /4k.bin 100 5
-kill $httpd; wait $httpd 2>/dev/null
 
 echo "== http_cpu (the CPU peer: 128 threads)"
 "$B/bench/http_cpu" "$work/www" 18081 128 &
 cpu=$!
 sleep 0.5
-"$B/bench/http_load" 127.0.0.1 18081 /index.html 100 5
-"$B/bench/http_load" 127.0.0.1 18081 /4k.bin 100 5
-kill $cpu
+
+# The same loads on both servers, alternately, in one run.
+for port in 18080 18081; do
+	who=$([[ $port == 18080 ]] && echo gpu_httpd || echo http_cpu)
+	for f in /6b.txt /4k.bin; do
+		for c in 100 1000; do
+			if [[ -x $WRK ]]; then
+				printf '%s wrk -c%s %s: ' "$who" "$c" "$f"
+				"$WRK" -t8 -c"$c" -d8s "http://127.0.0.1:$port$f" | grep -E 'Requests/sec|Non-2xx|Socket errors' | tr '\n' ' '
+				echo
+			fi
+		done
+		printf '%s http_load 100 %s: ' "$who" "$f"
+		"$B/bench/http_load" 127.0.0.1 "$port" "$f" 100 5
+	done
+done
+kill $httpd $cpu; wait $httpd 2>/dev/null
+
+echo "== 1000 and 10,000 connections echoing 1 B-64 KiB for 10 s (0 dropped, 0 wrong)"
+"$B/examples/tcp_echo" 17778 &
+te=$!
+"$B/bench/echo_cpu" 17779 16 &
+ec=$!
+sleep 2
+for conns in 1000 10000; do
+	printf 'tcp_echo %s: ' "$conns"; "$B/bench/echo_load" 127.0.0.1 17778 "$conns" 10 16; echo "rc=$?"
+	printf 'echo_cpu %s: ' "$conns"; "$B/bench/echo_load" 127.0.0.1 17779 "$conns" 10 16; echo "rc=$?"
+done
+kill $te $ec; wait $te 2>/dev/null
 
 echo "== gpusys-bench-sock"
 timeout 120 "$B/bench/gpusys-bench-sock" 20000 1024
+echo "== gpusysctl latency (socket errors by errno)"
+"$B/tools/gpusysctl" latency | grep -E 'OPCODE|socket|errors:'
 echo "== daemon log (tail)"
 tail -5 "$work/daemon.log"

@@ -3,6 +3,7 @@
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/util.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -29,6 +30,19 @@ static uint64_t le_ns(unsigned e)
 static void help(struct evbuffer *b, const char *name, const char *type, const char *text)
 {
 	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+}
+
+/* Errors by opcode and errno, where a service counts them (service.h). */
+static void errno_metric(void *arg, uint16_t opcode, int err, uint64_t count)
+{
+	struct evbuffer *b = arg;
+	const struct service_op *op = NULL;
+	struct service_lookup look;
+	if (service_lookup(opcode, &look))
+		op = look.op;
+	const char *name = err ? strerrorname_np(err) : NULL;
+	evbuffer_add_printf(b, "gpusysd_request_errno_total{opcode=\"0x%04x\",name=\"%s\",errno=\"%s\"} %llu\n", opcode,
+			    op ? op->name : "?", name ? name : "other", (unsigned long long)count);
 }
 
 /* Per opcode: counters and the latency histogram (its buckets cumulative,
@@ -99,6 +113,8 @@ static void on_metrics(struct evhttp_request *req, void *arg)
 		return;
 	}
 	ops_metrics(b);
+	help(b, "gpusysd_request_errno_total", "counter", "Errors answered, by opcode and errno (services that count them).");
+	services_errors(errno_metric, b);
 	unsigned long long busy = 0;
 	registry_for_each(&d->reg, s) busy += session_ports_in_use(s);
 	help(b, "gpusysd_clients", "gauge", "Clients attached.");

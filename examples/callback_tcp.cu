@@ -20,7 +20,16 @@ struct result {
 	int port;            /* published by the server when it listens (0: not yet, < 0: failed) */
 	long long server_rc, client_rc;
 	char server_got[64], client_got[64];
+	char server_call[24], client_call[24]; /* the call that failed, if one did */
 };
+
+static __device__ void failed_at(char *dst, const char *call)
+{
+	unsigned i = 0;
+	for (; call[i] && i < 23; i++)
+		dst[i] = call[i];
+	dst[i] = 0;
+}
 
 static __global__ void k_callback_tcp(gpusys_dev_t dev, struct result *res)
 {
@@ -39,6 +48,7 @@ static __global__ void k_callback_tcp(gpusys_dev_t dev, struct result *res)
 		if (r == 0)
 			r = gpusys_getsockname(dev, l, &a, &len);
 		if (r < 0) {
+			failed_at(res->server_call, "socket/bind/listen");
 			res->server_rc = r;
 			*port = -1;
 			return;
@@ -46,10 +56,17 @@ static __global__ void k_callback_tcp(gpusys_dev_t dev, struct result *res)
 		__threadfence();
 		*port = gpusys_ntohs(a.sin_port);
 		long long c = gpusys_accept(dev, l);
+		if (c < 0)
+			failed_at(res->server_call, "accept");
 		long long n = c < 0 ? c : gpusys_recv(dev, c, res->server_got, sizeof(res->server_got) - 1);
+		if (c >= 0 && n < 0)
+			failed_at(res->server_call, "recv");
 		if (n > 0) {
+			/* a short send is not an error: gpusys_send_all sends the rest */
 			const char reply[] = "hello from the server thread";
-			n = gpusys_send(dev, c, reply, sizeof(reply) - 1);
+			n = gpusys_send_all(dev, c, reply, sizeof(reply) - 1);
+			if (n < 0)
+				failed_at(res->server_call, "send");
 		}
 		res->server_rc = n;
 		gpusys_close(dev, c);
@@ -68,12 +85,19 @@ static __global__ void k_callback_tcp(gpusys_dev_t dev, struct result *res)
 		a.sin_port = gpusys_htons((uint16_t)p);
 		a.sin_addr.s_addr = gpusys_htonl(0x7f000001);
 		long long r = c < 0 ? c : gpusys_connect(dev, c, &a, sizeof(a));
+		if (r < 0)
+			failed_at(res->client_call, c < 0 ? "socket" : "connect");
 		if (r == 0) {
 			const char hello[] = "hello from the client thread";
-			r = gpusys_send(dev, c, hello, sizeof(hello) - 1);
+			r = gpusys_send_all(dev, c, hello, sizeof(hello) - 1);
+			if (r < 0)
+				failed_at(res->client_call, "send");
 		}
-		if (r > 0)
+		if (r > 0) {
 			r = gpusys_recv(dev, c, res->client_got, sizeof(res->client_got) - 1, MSG_WAITALL);
+			if (r < 0)
+				failed_at(res->client_call, "recv");
+		}
 		res->client_rc = r;
 		gpusys_close(dev, c);
 	}
@@ -105,6 +129,13 @@ int main(void)
 	}
 	printf("server thread got: \"%s\" (%lld)\n", res->server_got, res->server_rc);
 	printf("client thread got: \"%s\" (%lld)\n", res->client_got, res->client_rc);
+	/* every error with its errno */
+	if (res->server_rc < 0)
+		fprintf(stderr, "callback_tcp: server thread: %s: %s (errno %lld)\n", res->server_call,
+			strerror((int)-res->server_rc), -res->server_rc);
+	if (res->client_rc < 0)
+		fprintf(stderr, "callback_tcp: client thread: %s: %s (errno %lld)\n", res->client_call,
+			strerror((int)-res->client_rc), -res->client_rc);
 	gpusys_detach(g);
 	return res->server_rc > 0 && res->client_rc > 0 ? 0 : 1;
 }

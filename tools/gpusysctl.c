@@ -325,6 +325,15 @@ static int print_latency(json_t *r, bool hist)
 			us_or_dash(o, pct[k], v[k], sizeof(v[k]));
 		printf("%-7s %-16s %12lld %8lld %10s %10s %10s %10s %10s\n", str(o, "opcode"), str(o, "name"),
 		       num(o, "count"), num(o, "errors"), v[0], v[1], v[2], v[3], v[4]);
+		/* which errors, where the service counts them by errno */
+		json_t *errnos = json_object_get(o, "errnos"), *n;
+		const char *e;
+		if (json_object_size(errnos)) {
+			printf("%-7s %-16s errors:", "", "");
+			json_object_foreach(errnos, e, n)
+				printf(" %s %lld", e, (long long)json_integer_value(n));
+			printf("\n");
+		}
 		if (hist)
 			print_histogram(json_object_get(o, "histogram"));
 	}

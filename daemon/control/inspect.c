@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -126,6 +127,28 @@ static json_t *own_counts(struct registry *reg, const struct control_peer *who)
 	return json_pack("{s:o, s:b, s:s}", "ops", ops, "timed", stats_enabled(), "shown", "own");
 }
 
+/* Errors by errno, as the services count them (service.h errors): a JSON
+ * object per opcode ("0x0306": {"ECONNRESET": 3...}). */
+static const char *errno_name(int err)
+{
+	const char *n = err ? strerrorname_np(err) : NULL;
+	return n ? n : "other";
+}
+
+static void errno_json(void *arg, uint16_t opcode, int err, uint64_t count)
+{
+	json_t *by_op = arg;
+	char key[8];
+	snprintf(key, sizeof(key), "0x%04x", opcode);
+	json_t *o = json_object_get(by_op, key);
+	if (!o) {
+		o = json_object();
+		if (!o || json_object_set_new(by_op, key, o) < 0)
+			return;
+	}
+	json_object_set_new(o, errno_name(err), json_integer((json_int_t)count));
+}
+
 json_t *inspect_latency(struct registry *reg, const struct control_peer *who)
 {
 	if (!who->admin)
@@ -138,6 +161,9 @@ json_t *inspect_latency(struct registry *reg, const struct control_peer *who)
 		free(l);
 		return NULL;
 	}
+	json_t *errnos = json_object();
+	if (errnos)
+		services_errors(errno_json, errnos);
 	for (uint32_t id = 0; id < service_op_count(); id++) {
 		stats_op_latency(id, l);
 		if (!l->count)
@@ -152,7 +178,7 @@ json_t *inspect_latency(struct registry *reg, const struct control_peer *who)
 			json_array_append_new(hist, json_pack("[I, I, I]", (json_int_t)lo, (json_int_t)hi,
 							      (json_int_t)l->bucket[b]));
 		}
-		json_array_append_new(ops, json_pack("{s:o, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+		json_t *entry = json_pack("{s:o, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
 						     "opcode", opcode_json(op->opcode),
 						     "name", op->name,
 						     "count", (json_int_t)l->count,
@@ -166,8 +192,15 @@ json_t *inspect_latency(struct registry *reg, const struct control_peer *who)
 						     "p99_us", us(stats_percentile_ns(l, 0.99)),
 						     "p999_us", us(stats_percentile_ns(l, 0.999)),
 						     "max_us", us(l->max_ns),
-						     "histogram", hist ? hist : json_array()));
+						     "histogram", hist ? hist : json_array());
+		char key[8];
+		snprintf(key, sizeof(key), "0x%04x", op->opcode);
+		json_t *by_errno = errnos ? json_object_get(errnos, key) : NULL;
+		if (entry && by_errno)
+			json_object_set(entry, "errnos", by_errno);
+		json_array_append_new(ops, entry);
 	}
+	json_decref(errnos);
 	free(l);
 	return json_pack("{s:o, s:b, s:s}", "ops", ops, "timed", stats_enabled(), "shown", "all");
 }

@@ -19,7 +19,8 @@ json_t *inspect_ports(struct registry *reg, unsigned limit, const struct control
 
 /* {"ops": [{opcode, name, count, errors, bytes_in, bytes_out, mean_us,
  * p50_us, p90_us, p99_us, p999_us, max_us, histogram: [[lo_ns, hi_ns,
- * count]...]}...], "timed": bool, "shown": "all"} for every opcode served
+ * count]...], errnos: {"ECONNRESET": n...} where the service counts its
+ * errors by errno}...], "timed": bool, "shown": "all"} for every opcode served
  * at least once, daemon-wide, when who is an admin. Anyone else gets
  * "shown": "own" and per opcode only {opcode, name, count, errors,
  * bytes_in, bytes_out} of their own attached clients: the latency

@@ -164,6 +164,14 @@ void services_client_transfers(void *const states[SERVICES_MAX], uint64_t since_
 			reg.table[s]->client_transfers(states[s], since_ns, emit, arg);
 }
 
+void services_errors(void (*emit)(void *arg, uint16_t opcode, int err, uint64_t count), void *arg)
+{
+	unsigned n = count();
+	for (unsigned s = 0; s < n; s++)
+		if (reg.table[s]->errors)
+			reg.table[s]->errors(emit, arg);
+}
+
 void services_client_fini(const struct client *c, void *states[SERVICES_MAX])
 {
 	unsigned n = count();

@@ -85,12 +85,20 @@ struct service {
 	 * bytes since since_ns (a report: racy reads are fine). */
 	void (*client_transfers)(void *state, uint64_t since_ns,
 				 void (*emit)(void *arg, const struct service_transfer *t), void *arg);
+	/* May be NULL: the errors its calls answered since start, daemon-wide,
+	 * by opcode and errno (lanes and whole calls: one count each); emit is
+	 * called for each count that is not 0 (a report: racy reads are fine).
+	 * gpusysctl latency and the metrics show them. */
+	void (*errors)(void (*emit)(void *arg, uint16_t opcode, int err, uint64_t count), void *arg);
 };
 
 /* The table the core serves (before anything else: lookups use it). */
 void services_use(const struct service *const *table);
 /* Its index of svc, or -1. */
 int service_index(const struct service *svc);
+
+/* Every service's errors hook. */
+void services_errors(void (*emit)(void *arg, uint16_t opcode, int err, uint64_t count), void *arg);
 
 #define SERVICES_MAX 16u    /* entries of gpusysd_services */
 #define SERVICE_OPS_MAX 256u /* operations of all services together (op_id) */

@@ -205,6 +205,29 @@ static __device__ long long gpusys_send(gpusys_dev_t dev, gpusys_fd_t h, const v
 	return gpusys_sendto(dev, h, buf, n, flags, 0, 0);
 }
 
+/* All n bytes, or the -errno that stopped it. A send may be short (a
+ * non-blocking socket, MSG_DONTWAIT, SO_SNDTIMEO, an error after some
+ * bytes): that is not an error, the rest goes in the next call, as a server
+ * must do with send(2). *sent (if not NULL): the bytes sent either way. */
+static __device__ long long gpusys_send_all(gpusys_dev_t dev, gpusys_fd_t h, const void *buf, unsigned long long n,
+					    int flags = 0, unsigned long long *sent = 0)
+{
+	unsigned long long done = 0;
+	long long r = 0;
+	while (done < n) {
+		r = gpusys_send(dev, h, (const uint8_t *)buf + done, n - done, flags);
+		if (r <= 0) {
+			r = r < 0 ? r : -EAGAIN; /* nothing moved, no error: do not spin */
+			break;
+		}
+		done += (unsigned long long)r;
+		r = 0;
+	}
+	if (sent)
+		*sent = done;
+	return r < 0 ? r : (long long)done;
+}
+
 /* Bytes received (0: the peer closed), straight into buf, at most 1 MiB. */
 static __device__ long long gpusys_recv(gpusys_dev_t dev, gpusys_fd_t h, void *buf, unsigned long long n, int flags = 0)
 {

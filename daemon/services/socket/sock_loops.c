@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The event loops socket calls wait on: socket_wait_loops threads, each
+ * with its own libevent event_base (as memcached's worker threads each
+ * have theirs), so that the calls that wait (accept, recv, send on a full
+ * buffer, connect, poll) are armed, retried and completed on several
+ * threads instead of all on the daemon's main loop. A call stays on the
+ * loop it was given (its events, retries, completion and cleanup); name
+ * lookups stay on the main loop, where evdns runs. With 0 loops, every call
+ * waits on the main loop, as before.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "services/socket/sock_call.h"
+
+#define LOOPS_MAX 64
+
+struct sock_loop {
+	struct event_base *base;
+	pthread_t thread;
+};
+
+static struct {
+	struct sock_loop loop[LOOPS_MAX];
+	unsigned n;
+	atomic_uint next;
+} L;
+
+static void *run(void *arg)
+{
+	struct sock_loop *lp = arg;
+	event_base_loop(lp->base, EVLOOP_NO_EXIT_ON_EMPTY);
+	return NULL;
+}
+
+int sock_loops_start(unsigned n)
+{
+	if (n > LOOPS_MAX)
+		n = LOOPS_MAX;
+	for (L.n = 0; L.n < n; L.n++) {
+		struct sock_loop *lp = &L.loop[L.n];
+		lp->base = event_base_new();
+		if (!lp->base || pthread_create(&lp->thread, NULL, run, lp) != 0) {
+			if (lp->base)
+				event_base_free(lp->base);
+			sock_loops_stop();
+			return -ENOMEM;
+		}
+		pthread_setname_np(lp->thread, "sock-wait"); /* top -H, /proc/PID/task/N/comm */
+	}
+	return 0;
+}
+
+void sock_loops_stop(void)
+{
+	for (unsigned i = 0; i < L.n; i++) {
+		/* After the active events: a cancelled call's cleanup (ev_arm)
+		 * runs before the loop ends. */
+		event_base_loopexit(L.loop[i].base, NULL);
+		pthread_join(L.loop[i].thread, NULL);
+		event_base_free(L.loop[i].base);
+	}
+	L.n = 0;
+}
+
+void sock_loop_pick(struct sock_call *sc, bool main_loop)
+{
+	if (main_loop || L.n == 0) {
+		sc->base = sock_g.base;
+		sc->loop_thread = sock_g.main_thread;
+		return;
+	}
+	unsigned i = atomic_fetch_add_explicit(&L.next, 1, memory_order_relaxed) % L.n;
+	sc->base = L.loop[i].base;
+	sc->loop_thread = L.loop[i].thread;
+}
