@@ -397,8 +397,8 @@ static void test_small_no_round_trips(void **unused)
 			assert_int_equal(e[l], 0);
 	}
 	uint64_t steady = gpusys_emu_submitted(k.emu) - t1;
-	printf("# then 2048 frees and 32000 malloc+free pairs of 1 B - 2 KiB: %llu requests (pool chunks for new "
-	       "classes)\n",
+	printf("# then 2048 frees and 32000 malloc+free pairs of 1 B - 2 KiB: %llu requests (new classes "
+	       "take free slabs of the chunk held)\n",
 	       (unsigned long long)steady);
 	/* at most one chunk per class that had none yet */
 	assert_true(steady <= GPUSYS_ALLOC_CLASSES);
