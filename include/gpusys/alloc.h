@@ -84,7 +84,9 @@ struct gpusys_alloc_req {
 			      closes its heap and opens another gets a fresh one
 			      (the daemon drops the old heap's metadata). Never
 			      dereferenced by the daemon. */
-	uint32_t extra;    /* MALLOC of a small block: further blocks of its class wanted (cache refill) */
+	uint32_t extra;    /* MALLOC of a small block: further blocks of its class wanted (the
+			      daemon honours it; the device, which cuts its own small
+			      blocks since issue 29, sends 0) */
 	uint32_t flags;    /* 0 */
 };
 GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_alloc_req) == 48, "alloc request layout");
@@ -127,7 +129,7 @@ enum gpusys_alloc_refusal {
  * holds (tests measure a killed client's heap going away with it). */
 struct gpusys_alloc_stat {
 	uint64_t reserve, limit, grant, mapped;
-	uint64_t live_bytes;      /* bytes in live blocks, as the blocks' sizes (cached small blocks included) */
+	uint64_t live_bytes;      /* bytes in live blocks, as the blocks' sizes (a pool chunk is one) */
 	uint64_t used_bytes;      /* bytes taken from the heap: live large blocks and slabs */
 	uint64_t live_blocks;
 	uint64_t mallocs, frees, reallocs;

@@ -47,7 +47,10 @@ struct cl {
 	const gpusys_heap_dev_t *hp;
 };
 
-static void cl_attach(struct cl *k, uint32_t ports, uint64_t reserve)
+/* groups: how many "SMs" have their own current slabs; warps beyond that
+ * share them (gpusys_emu_set_warp() % groups), as a GPU's warps of one SM
+ * do. */
+static void cl_attach_groups(struct cl *k, uint32_t ports, uint64_t reserve, uint32_t groups)
 {
 	struct gpusys_options o = {
 		.runtime_dir = daemon_.runtime,
@@ -56,9 +59,14 @@ static void cl_attach(struct cl *k, uint32_t ports, uint64_t reserve)
 	};
 	assert_int_equal(gpusys_attach(&o, &k->c), 0);
 	assert_int_equal(gpusys_emu_open(gpusys_host_channel(k->c), &k->emu), 0);
-	assert_int_equal(gpusys_emu_heap_open(reserve, ports, &k->heap), 0);
+	assert_int_equal(gpusys_emu_heap_open(reserve, groups, &k->heap), 0);
 	k->dev = gpusys_emu_dev(k->emu);
 	k->hp = gpusys_emu_heap_dev(k->heap);
+}
+
+static void cl_attach(struct cl *k, uint32_t ports, uint64_t reserve)
+{
+	cl_attach_groups(k, ports, reserve, ports);
 }
 
 static void cl_detach(struct cl *k)
@@ -282,7 +290,8 @@ static void test_random_million(void **unused)
 {
 	(void)unused;
 	struct cl k;
-	cl_attach(&k, WARPS, 256 * MiB);
+	/* 4 warps on each group's slabs: they meet on the same words */
+	cl_attach_groups(&k, WARPS, 256 * MiB, 2);
 	struct warp_job *jobs = calloc(WARPS, sizeof(*jobs));
 	pthread_t th[WARPS];
 	for (uint32_t w = 0; w < WARPS; w++) {
@@ -752,7 +761,7 @@ static void test_small_growth_8x(void **unused)
 {
 	(void)unused;
 	struct cl k;
-	cl_attach(&k, GROW_WARPS, 256 * MiB);
+	cl_attach_groups(&k, GROW_WARPS, 256 * MiB, 1); /* all on the same slabs */
 	int32_t err;
 	void *p = one_malloc(&k, GROW_BLOCK, &err); /* the first chunk, and the first grant mapped */
 	assert_non_null(p);
