@@ -21,6 +21,11 @@
  *              with %globaltimer; the calls that took a new chunk from
  *              gpusysd (waiting for the mapping thread when the grant was
  *              not mapped yet) are reported apart: p50, p99, max.
+ *   mm         the memory manager's program (Stuart, Cox, Owens 2010;
+ *              examples/memory_manager.cu): every block, for each of its
+ *              jobs, takes a page for three 64x64 float matrices (48 KiB),
+ *              fills two, multiplies, checks a sample, frees the page;
+ *              gpusys_malloc against CUDA's malloc, same grid, same run.
  *   grow       one warp, one lane: malloc of a large block beyond what is
  *              mapped (the daemon answers EAGAIN with a larger grant, the
  *              mapping thread creates and maps memory while the kernel
@@ -167,6 +172,51 @@ static __global__ void k_chunk(gpusys_heap_t h, unsigned chunks, int max_calls, 
 	}
 	if (threadIdx.x == 0)
 		*calls = i;
+}
+
+/* The memory manager's job loop; cuda: CUDA's malloc, else gpusys. */
+#define MM_N 64
+static __global__ void k_mm(gpusys_heap_t h, int cuda, int jobs, unsigned *wrong, unsigned *fails)
+{
+	__shared__ float *page;
+	for (int j = 0; j < jobs; j++) {
+		if (threadIdx.x == 0) {
+			size_t bytes = 3 * MM_N * MM_N * sizeof(float);
+			page = (float *)(cuda ? malloc(bytes) : gpusys_malloc(h, bytes));
+			if (!page)
+				atomicAdd(fails, 1u);
+		}
+		__syncthreads();
+		float *a = page, *b = page + MM_N * MM_N, *c = page + 2 * MM_N * MM_N;
+		if (page) {
+			for (int i = threadIdx.x; i < MM_N * MM_N; i += blockDim.x) {
+				a[i] = (float)((i + j) % 7);
+				b[i] = (float)((i * 3 + blockIdx.x) % 5);
+			}
+			__syncthreads();
+			for (int i = threadIdx.x; i < MM_N * MM_N; i += blockDim.x) {
+				int r = i / MM_N, col = i % MM_N;
+				float acc = 0;
+				for (int k = 0; k < MM_N; k++)
+					acc += a[r * MM_N + k] * b[k * MM_N + col];
+				c[i] = acc;
+			}
+			__syncthreads();
+			if (threadIdx.x == 0) {
+				int i = (j * 131 + blockIdx.x) % (MM_N * MM_N), r = i / MM_N, col = i % MM_N;
+				float acc = 0;
+				for (int k = 0; k < MM_N; k++)
+					acc += (float)((r * MM_N + k + j) % 7) * (float)(((k * MM_N + col) * 3 + blockIdx.x) % 5);
+				if (acc != c[i])
+					atomicAdd(wrong, 1u);
+				if (cuda)
+					free(page);
+				else if (gpusys_free(h, page))
+					atomicAdd(fails, 1u);
+			}
+		}
+		__syncthreads();
+	}
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -349,6 +399,39 @@ extern "C" int bench_alloc_gpu(int argc, char **argv)
 			fprintf(stderr, "gpusys-bench: size %zu: synchronize %s, %u failed calls\n", size,
 				gpusys_strerror(rc), gfails);
 		fflush(stdout);
+		gpusys_heap_close(h);
+		gpusys_detach(g);
+	}
+
+	/* The memory manager's program, both allocators. */
+	{
+		const int mm_blocks = prop.multiProcessorCount * 4, mm_jobs = 16;
+		unsigned *wrong;
+		CK(cudaMallocManaged(&wrong, sizeof(unsigned)));
+		gpusys_t *g = attach(runtime_dir);
+		struct gpusys_heap *h = heap_open(g);
+		double ms[2];
+		unsigned w[2], f[2];
+		for (int cuda = 1; cuda >= 0; cuda--) {
+			*wrong = 0;
+			*fails = 0;
+			k_mm<<<mm_blocks, 256>>>(gpusys_heap_device(h), cuda, 1, wrong, fails); /* warm-up */
+			if (gpusys_synchronize(g, NULL, 60000))
+				*fails += 1;
+			CK(cudaGetLastError());
+			*wrong = 0;
+			uint64_t t0 = bench_now_ns();
+			k_mm<<<mm_blocks, 256>>>(gpusys_heap_device(h), cuda, mm_jobs, wrong, fails);
+			int rc = gpusys_synchronize(g, NULL, 120000);
+			uint64_t t1 = bench_now_ns();
+			CK(cudaGetLastError());
+			ms[cuda] = (t1 - t0) / 1e6;
+			w[cuda] = *wrong;
+			f[cuda] = *fails + (rc != 0);
+		}
+		printf("mm: %d blocks x %d jobs, a 48 KiB page each: gpusys %.2f ms, CUDA %.2f ms, %.2fx (wrong %u/%u, "
+		       "failed %u/%u)\n",
+		       mm_blocks, mm_jobs, ms[0], ms[1], ms[1] / ms[0], w[0], w[1], f[0], f[1]);
 		gpusys_heap_close(h);
 		gpusys_detach(g);
 	}

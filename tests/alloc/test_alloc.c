@@ -879,6 +879,113 @@ static void test_trim(void **unused)
 	cl_detach(&k);
 }
 
+/* Small blocks only, from 8 warps on 2 groups' slabs: every block passes
+ * from warp to warp through the device's atomics alone (no request), so
+ * ThreadSanitizer sees the edges (scripts/test runs this one under it).
+ * Contents checked. */
+#define SMALL_OPS 200000
+
+static void *small_main(void *arg)
+{
+	struct warp_job *j = arg;
+	const struct cl *k = j->k;
+	uint64_t seed = 0x9e3779b9ull + j->warp * 104729ull, tag = (uint64_t)j->warp << 40;
+	gpusys_emu_set_warp(j->warp);
+	while (j->ops < SMALL_OPS / WARPS) {
+		uint32_t idx[L];
+		uint64_t mm = 0, mf = 0, size[L];
+		void *ptr[L], *ret[L];
+		int32_t err[L];
+		for (uint32_t l = 0; l < L; l++) {
+			uint64_t r = rnd(&seed);
+			idx[l] = (uint32_t)(r % ENTRIES);
+			if (r >> 61 == 0)
+				continue;
+			if (!j->e[l][idx[l]].p) {
+				mm |= UINT64_C(1) << l;
+				size[l] = 1 + (r >> 8) % GPUSYS_ALLOC_SMALL_MAX;
+			} else {
+				mf |= UINT64_C(1) << l;
+				ptr[l] = j->e[l][idx[l]].p;
+				if (!check(ptr[l], j->e[l][idx[l]].size, j->e[l][idx[l]].tag))
+					j->bad++;
+			}
+		}
+		if (mm) {
+			gpusys_emu_malloc(k->dev, k->hp, mm, size, ret, err);
+			for (uint32_t l = 0; l < L; l++) {
+				if (!(mm >> l & 1))
+					continue;
+				struct entry *e = &j->e[l][idx[l]];
+				if (err[l] || !ret[l]) {
+					j->bad++;
+					continue;
+				}
+				e->p = ret[l];
+				e->size = size[l];
+				e->tag = ++tag;
+				fill(e->p, e->size, e->tag);
+			}
+		}
+		if (mf) {
+			gpusys_emu_free(k->dev, k->hp, mf, ptr, err);
+			for (uint32_t l = 0; l < L; l++) {
+				if (!(mf >> l & 1))
+					continue;
+				if (err[l])
+					j->bad++;
+				j->e[l][idx[l]].p = NULL;
+			}
+		}
+		j->ops += (uint64_t)__builtin_popcountll(mm) + __builtin_popcountll(mf);
+	}
+	return NULL;
+}
+
+static void test_small_threads(void **unused)
+{
+	(void)unused;
+	struct cl k;
+	cl_attach_groups(&k, WARPS, 256 * MiB, 2);
+	struct warp_job *jobs = calloc(WARPS, sizeof(*jobs));
+	pthread_t th[WARPS];
+	for (uint32_t w = 0; w < WARPS; w++) {
+		jobs[w].k = &k;
+		jobs[w].warp = w;
+		assert_int_equal(pthread_create(&th[w], NULL, small_main, &jobs[w]), 0);
+	}
+	for (uint32_t w = 0; w < WARPS; w++) {
+		pthread_join(th[w], NULL);
+		assert_int_equal(jobs[w].bad, 0);
+	}
+	struct span *v = calloc(WARPS * L * ENTRIES, sizeof(*v));
+	size_t n = 0;
+	for (uint32_t w = 0; w < WARPS; w++) {
+		for (uint32_t l = 0; l < L; l++) {
+			for (uint32_t i = 0; i < ENTRIES; i++) {
+				struct entry *e = &jobs[w].e[l][i];
+				if (!e->p)
+					continue;
+				assert_true(check(e->p, e->size, e->tag));
+				v[n].p = e->p;
+				v[n].size = e->size;
+				n++;
+			}
+		}
+	}
+	qsort(v, n, sizeof(*v), cmp_span);
+	for (size_t i = 1; i < n; i++)
+		assert_true(v[i - 1].p + v[i - 1].size <= v[i].p);
+	struct gpusys_alloc_stat st = stat_of(&k);
+	/* to the daemon only pool chunks: no small block went through it */
+	assert_int_equal(st.live_blocks, st.pool_bytes / GPUSYS_ALLOC_CHUNK_BYTES);
+	printf("# %d small ops from %d warps on 2 groups: %zu live, pool %llu MiB\n", SMALL_OPS, WARPS, n,
+	       (unsigned long long)(st.pool_bytes >> 20));
+	free(v);
+	free(jobs);
+	cl_detach(&k);
+}
+
 static uint64_t daemon_rss_kib(void)
 {
 	char path[64], line[256];
@@ -986,8 +1093,13 @@ static int teardown(void **unused)
 	return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	/* "slabs": only the test that ThreadSanitizer can follow (see above) */
+	if (argc > 1 && !strcmp(argv[1], "slabs")) {
+		const struct CMUnitTest only[] = { cmocka_unit_test(test_small_threads) };
+		return cmocka_run_group_tests(only, setup, teardown);
+	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_calloc_realloc_aligned),
 		cmocka_unit_test(test_small_no_round_trips),
@@ -998,6 +1110,7 @@ int main(void)
 		cmocka_unit_test(test_small_growth_8x),
 		cmocka_unit_test(test_trim),
 		cmocka_unit_test(test_killed_client),
+		cmocka_unit_test(test_small_threads),
 		cmocka_unit_test(test_random_million),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
