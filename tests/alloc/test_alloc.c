@@ -50,10 +50,10 @@ struct cl {
 /* groups: how many "SMs" have their own current slabs; warps beyond that
  * share them (gpusys_emu_set_warp() % groups), as a GPU's warps of one SM
  * do. */
-static void cl_attach_groups(struct cl *k, uint32_t ports, uint64_t reserve, uint32_t groups)
+static void cl_attach_to(struct cl *k, const char *runtime, uint32_t ports, uint64_t reserve, uint32_t groups)
 {
 	struct gpusys_options o = {
-		.runtime_dir = daemon_.runtime,
+		.runtime_dir = runtime,
 		.num_ports = ports,
 		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK | GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD,
 	};
@@ -62,6 +62,11 @@ static void cl_attach_groups(struct cl *k, uint32_t ports, uint64_t reserve, uin
 	assert_int_equal(gpusys_emu_heap_open(reserve, groups, &k->heap), 0);
 	k->dev = gpusys_emu_dev(k->emu);
 	k->hp = gpusys_emu_heap_dev(k->heap);
+}
+
+static void cl_attach_groups(struct cl *k, uint32_t ports, uint64_t reserve, uint32_t groups)
+{
+	cl_attach_to(k, daemon_.runtime, ports, reserve, groups);
 }
 
 static void cl_attach(struct cl *k, uint32_t ports, uint64_t reserve)
@@ -986,6 +991,50 @@ static void test_small_threads(void **unused)
 	cl_detach(&k);
 }
 
+/* The daemon's metadata for a heap is charged to the client's memory
+ * budget: with a small client_mem_budget, a heap of many 16 KiB blocks is
+ * refused (ENOMEM) long before its limit, and accepted again once frees
+ * have shrunk the metadata. */
+static void test_meta_budget(void **unused)
+{
+	(void)unused;
+	struct gd small;
+	gd_start(&small, "pollers = 1\nalloc_limit_bytes = 64M\nalloc_chunk_bytes = 4M\nclient_mem_budget = 200K\n");
+	struct cl k;
+	cl_attach_to(&k, small.runtime, 2, 64 * MiB, 2);
+	enum { MAX = 4096 };
+	static void *blk[MAX];
+	int n = 0;
+	int32_t err = 0;
+	while (n < MAX) {
+		blk[n] = one_malloc(&k, 16384, &err);
+		if (!blk[n])
+			break;
+		n++;
+	}
+	struct gpusys_alloc_stat st = stat_of(&k);
+	printf("# client_mem_budget 200 KiB: %d blocks of 16 KiB (limit: %d), then %d; daemon metadata %llu KiB, "
+	       "enomem %llu\n",
+	       n, (int)(LIMIT / 16384), err, (unsigned long long)(st.meta_bytes >> 10), (unsigned long long)st.enomem);
+	assert_int_equal(err, -ENOMEM);
+	assert_true(n > 100 && n < (int)(LIMIT / 16384) * 3 / 4);
+	assert_true(st.used_bytes < LIMIT);
+	/* the step that did not fit was made, then refused: a block record,
+	 * or the page map's growth for a new mapping (8 B a page) */
+	assert_true(st.meta_bytes <= 200 * 1024 + (LIMIT / GPUSYS_ALLOC_PAGE) * 8);
+	assert_true(st.enomem >= 1);
+	/* frees shrink the metadata (block records): mallocs fit again */
+	for (int i = 0; i < n; i++)
+		assert_int_equal(one_free(&k, blk[i]), 0);
+	void *p = one_malloc(&k, 16384, &err);
+	assert_int_equal(err, 0);
+	assert_non_null(p);
+	assert_int_equal(one_free(&k, p), 0);
+	cl_detach(&k);
+	gd_finish(&small);
+	gd_cleanup(&small);
+}
+
 static uint64_t daemon_rss_kib(void)
 {
 	char path[64], line[256];
@@ -1109,6 +1158,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_small_growth_8x),
 		cmocka_unit_test(test_trim),
+		cmocka_unit_test(test_meta_budget),
 		cmocka_unit_test(test_killed_client),
 		cmocka_unit_test(test_small_threads),
 		cmocka_unit_test(test_random_million),

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,7 @@
 #include "services/alloc/alloc_calls.h"
 #include "services/alloc/alloc_heap.h"
 #include "core/call.h"
+#include "core/pending.h" /* port_charge: the heap's metadata stays charged between calls */
 
 struct alloc_client {
 	pthread_mutex_t lock;
@@ -27,6 +29,11 @@ struct alloc_client {
 	 * the device says about them only moves this client's own figures. */
 	uint64_t pool_chunks, pool_chunks_got, pool_chunks_back;
 	uint64_t dev_refused[3]; /* GPUSYS_ALLOC_REFUSED_* - 1 */
+	/* The heap's metadata, charged to the client's memory budget
+	 * (client_mem_budget, and its user's) for as long as it exists. */
+	struct port_table *table;
+	uint64_t meta_charged;
+	bool over_budget; /* the last charge failed: no malloc until it fits */
 	uint64_t grant_counted, meta_counted, refused_counted; /* this heap's share of the totals below */
 };
 
@@ -54,6 +61,25 @@ int alloc_client_new(struct alloc_client **ret)
 	return 0;
 }
 
+/* Charge (or give back) what the metadata grew (or shrank) by since the
+ * last call (lock held). A charge that does not fit leaves the heap over
+ * its budget: mallocs are refused with -ENOMEM until frees bring the
+ * metadata back under it (or the budget has room again). */
+static void charge_meta(struct alloc_client *c, uint64_t meta)
+{
+	if (!c->table)
+		return;
+	if (meta > c->meta_charged) {
+		c->over_budget = port_charge(c->table, meta - c->meta_charged) < 0;
+		if (!c->over_budget)
+			c->meta_charged = meta;
+	} else {
+		port_uncharge(c->table, c->meta_charged - meta);
+		c->meta_charged = meta;
+		c->over_budget = false;
+	}
+}
+
 /* Bring this heap's share of the daemon-wide figures up to date (lock held). */
 static void account(struct alloc_client *c)
 {
@@ -69,12 +95,15 @@ static void account(struct alloc_client *c)
 	c->grant_counted = st.grant;
 	c->meta_counted = st.meta_bytes;
 	c->refused_counted = refused;
+	charge_meta(c, st.meta_bytes);
 }
 
 void alloc_client_free(struct alloc_client *c)
 {
 	if (!c)
 		return;
+	if (c->table && c->meta_charged)
+		port_uncharge(c->table, c->meta_charged);
 	if (c->heap) {
 		atomic_fetch_sub_explicit(&all_grant, c->grant_counted, memory_order_relaxed);
 		atomic_fetch_sub_explicit(&all_meta, c->meta_counted, memory_order_relaxed);
@@ -102,6 +131,20 @@ static int first_req(const struct port_call *call, struct gpusys_alloc_req *q)
 
 /* Lock the client's heap, making it on the first request and taking the
  * client's report of what it has mapped. -errno for the whole call. */
+/* Whether the heap's metadata is over the client's memory budget (lock
+ * held): then a malloc is refused, counted as ENOMEM. */
+static bool over_budget(struct alloc_client *c)
+{
+	if (!c->over_budget)
+		return false;
+	struct gpusys_alloc_stat st;
+	alloc_heap_stat(c->heap, &st);
+	charge_meta(c, st.meta_bytes); /* room again? */
+	if (c->over_budget)
+		alloc_heap_count_enomem(c->heap);
+	return c->over_budget;
+}
+
 static int heap_enter(struct alloc_client *c, const struct port_call *call)
 {
 	struct gpusys_alloc_req q;
@@ -109,6 +152,7 @@ static int heap_enter(struct alloc_client *c, const struct port_call *call)
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&c->lock);
+	c->table = call->table; /* one per client, alive until its client_fini */
 	if (c->heap && (q.base != c->base || q.reserve != c->reserve)) {
 		/* Another range: the client closed its heap (unmapping all of
 		 * it) and opened a new one. Its blocks are gone with the old
@@ -192,6 +236,8 @@ void alloc_call_malloc(struct alloc_client *c, struct port_call *call)
 		if (!(call->lane_mask >> l & 1u))
 			continue;
 		r = lane_req(call, l, &q, GPUSYS_ALLOC_F_POOL);
+		if (r == 0 && over_budget(c))
+			r = -ENOMEM;
 		if (r == 0 && q.flags & GPUSYS_ALLOC_F_POOL) {
 			/* A pool chunk: a large block of exactly this shape,
 			 * with the trim delay the device should keep. */
@@ -311,6 +357,8 @@ void alloc_call_realloc(struct alloc_client *c, struct port_call *call)
 			out[l].size = usable;
 			if (q.arg2 <= usable && q.arg2 > usable / 2)
 				out[l].off = q.arg;
+			else if (over_budget(c))
+				r = -ENOMEM;
 			else
 				r = alloc_heap_malloc(c->heap, q.arg2, 0, &out[l].off);
 		}
