@@ -29,7 +29,7 @@
  *   grow       one warp, one lane: malloc of a large block beyond what is
  *              mapped (the daemon answers EAGAIN with a larger grant, the
  *              mapping thread creates and maps memory while the kernel
- *              runs, the warp asks again); next to it a 64 KiB malloc
+ *              runs, the warp asks again); next to it a 128 KiB malloc
  *              from mapped memory (one round trip) and a 64 B one (the
  *              device's slabs, none).
  */
@@ -226,7 +226,7 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* One lane: t[0] a malloc needing a new chunk, t[1] its free, t[2] a
- * malloc from mapped memory (64 KiB: a round trip), t[3] a small one (the
+ * malloc from mapped memory (128 KiB: a round trip), t[3] a small one (the
  * device's slabs, after a first one took its slab). */
 static __global__ void k_grow(gpusys_heap_t h, size_t big, unsigned long long *t, int *err)
 {
@@ -241,7 +241,7 @@ static __global__ void k_grow(gpusys_heap_t h, size_t big, unsigned long long *t
 	gpusys_free(h, p);
 	t[1] = gnow() - a;
 	a = gnow();
-	void *q = gpusys_malloc(h, 65536);
+	void *q = gpusys_malloc(h, 131072);
 	t[2] = gnow() - a;
 	gpusys_free(h, q);
 	q = gpusys_malloc(h, 64);
@@ -360,7 +360,7 @@ extern "C" int bench_alloc_gpu(int argc, char **argv)
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		size_t size = sizes[s];
 		if (hold && size > 1024)
-			continue; /* 33792 threads x 16 x 64 KiB would be 35 GB */
+			continue; /* 33792 threads x 8 x 64 KiB would be 17 GB */
 		/* CUDA device malloc, heap sized beforehand: warm-up, then timed. */
 		*fails = 0;
 		k_cuda_pairs<<<blocks, threads>>>(size, 1, 0, fails);
@@ -483,7 +483,7 @@ extern "C" int bench_alloc_gpu(int argc, char **argv)
 	CK(cudaMallocManaged(&t, 4 * sizeof(*t)));
 	CK(cudaMallocManaged(&err, sizeof(int)));
 	printf("grow: one lane's malloc beyond what is mapped (new memory created and mapped mid-kernel)\n");
-	printf("%10s  %12s  %12s  %12s  %12s  %s\n", "block", "malloc us", "host map ms", "free us", "64K us",
+	printf("%10s  %12s  %12s  %12s  %12s  %s\n", "block", "malloc us", "host map ms", "free us", "128K us",
 	       "64B (slab) us");
 	size_t big = (size_t)4 << 20;
 	for (int i = 0; i < 6; i++, big *= 2) {

@@ -5,7 +5,7 @@
  * arguments are arrays indexed with GPUSYS_LI(lane); code marked
  * GPUSYS_ALLOC_AS_LANE(x) runs on lane x on a GPU and once on the host.
  *
- * Small blocks (up to GPUSYS_ALLOC_SMALL_MAX) are the device's own: malloc
+ * Small blocks (up to GPUSYS_SLAB_MAX, 64 KiB) are the device's own: malloc
  * and free run on slabs in the client's heap (device/alloc_slab.h), one
  * class group of lanes at a time, with no request to gpusysd except when
  * the pool needs another chunk. Large blocks are a warp-aggregated request
@@ -100,12 +100,12 @@ GPUSYS_FN void gpusys_alloc_malloc_lanes(const gpusys_dev_t *dev, const gpusys_h
 		ret[GPUSYS_LI(l)] = 0;
 		err[GPUSYS_LI(l)] = 0;
 		need[GPUSYS_LI(l)] = s != 0;
-		cls[GPUSYS_LI(l)] = gpusys_alloc_class_of(s, a);
+		cls[GPUSYS_LI(l)] = gpusys_slab_class_of(s, a);
 		if (s && ((a & (a - 1)) || a > GPUSYS_ALLOC_MAX_ALIGN)) {
 			err[GPUSYS_LI(l)] = -EINVAL;
 			need[GPUSYS_LI(l)] = 0;
 		}
-		small[GPUSYS_LI(l)] = need[GPUSYS_LI(l)] && cls[GPUSYS_LI(l)] < GPUSYS_ALLOC_CLASSES;
+		small[GPUSYS_LI(l)] = need[GPUSYS_LI(l)] && cls[GPUSYS_LI(l)] < GPUSYS_SLAB_CLASSES;
 		if (small[GPUSYS_LI(l)])
 			need[GPUSYS_LI(l)] = 0;
 	}
@@ -195,10 +195,11 @@ GPUSYS_FN void gpusys_alloc_malloc_lanes(const gpusys_dev_t *dev, const gpusys_h
 
 /* Where each lane's pointer goes: nowhere (NULL), the device's slabs, the
  * daemon (inside the heap, not a pool chunk), or refused here (outside the
- * heap: -EFAULT). off[l] gets its offset in the heap. */
+ * heap: -EFAULT). *off gets its offset in the heap, *co its chunk's
+ * chunk_of entry. */
 enum { GPUSYS_ALLOC_TO_NONE, GPUSYS_ALLOC_TO_SLAB, GPUSYS_ALLOC_TO_DAEMON, GPUSYS_ALLOC_TO_REFUSED };
 
-GPUSYS_FN uint32_t gpusys_alloc_route(const gpusys_heap_dev_t *hp, const void *p, uint64_t *off)
+GPUSYS_FN uint32_t gpusys_alloc_route(const gpusys_heap_dev_t *hp, const void *p, uint64_t *off, uint32_t *co)
 {
 	if (!p)
 		return GPUSYS_ALLOC_TO_NONE;
@@ -206,8 +207,8 @@ GPUSYS_FN uint32_t gpusys_alloc_route(const gpusys_heap_dev_t *hp, const void *p
 	*off = (uint64_t)((uintptr_t)p - (uintptr_t)hp->base);
 	if (*off >= hp->reserve)
 		return GPUSYS_ALLOC_TO_REFUSED;
-	uint32_t co = gpusys_slab_load32(&hp->chunk_of[*off >> GPUSYS_ALLOC_CHUNK_SHIFT]);
-	return co ? GPUSYS_ALLOC_TO_SLAB : GPUSYS_ALLOC_TO_DAEMON;
+	*co = gpusys_slab_load32(&hp->chunk_of[*off >> GPUSYS_ALLOC_CHUNK_SHIFT]);
+	return *co ? GPUSYS_ALLOC_TO_SLAB : GPUSYS_ALLOC_TO_DAEMON;
 }
 
 /* Tell gpusysd what the device refused (err[l] of the lanes in m: -EFAULT,
@@ -265,12 +266,13 @@ GPUSYS_FN int gpusys_alloc_trim_lanes(const gpusys_dev_t *dev, const gpusys_heap
 GPUSYS_FN void gpusys_alloc_free_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
 				       void *const *ptr, int32_t *err)
 {
-	uint32_t to[GPUSYS_ALLOC_LANES], is[GPUSYS_ALLOC_LANES];
+	uint32_t to[GPUSYS_ALLOC_LANES], is[GPUSYS_ALLOC_LANES], co[GPUSYS_ALLOC_LANES];
 	uint64_t off[GPUSYS_ALLOC_LANES];
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
 		off[GPUSYS_LI(l)] = 0;
-		to[GPUSYS_LI(l)] = gpusys_alloc_route(hp, ptr[GPUSYS_LI(l)], &off[GPUSYS_LI(l)]);
+		co[GPUSYS_LI(l)] = 0;
+		to[GPUSYS_LI(l)] = gpusys_alloc_route(hp, ptr[GPUSYS_LI(l)], &off[GPUSYS_LI(l)], &co[GPUSYS_LI(l)]);
 		err[GPUSYS_LI(l)] = to[GPUSYS_LI(l)] == GPUSYS_ALLOC_TO_REFUSED ? -EFAULT : 0;
 		is[GPUSYS_LI(l)] = to[GPUSYS_LI(l)] == GPUSYS_ALLOC_TO_SLAB;
 	}
@@ -280,7 +282,7 @@ GPUSYS_FN void gpusys_alloc_free_lanes(const gpusys_dev_t *dev, const gpusys_hea
 #if defined(__CUDACC__)
 		if (is[0])
 #endif
-			emptied = gpusys_slab_free_lanes(hp, ms, off, err);
+			emptied = gpusys_slab_free_lanes(hp, ms, off, co, err);
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
 			if (err[GPUSYS_LI(l)])
@@ -415,12 +417,13 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 		kind[GPUSYS_LI(l)] = !p ? MALLOC : sz == 0 ? FREE : DAEMON;
 		if (kind[GPUSYS_LI(l)] != DAEMON)
 			continue;
-		uint32_t to = gpusys_alloc_route(hp, p, &off[GPUSYS_LI(l)]);
+		uint32_t co = 0;
+		uint32_t to = gpusys_alloc_route(hp, p, &off[GPUSYS_LI(l)], &co);
 		if (to == GPUSYS_ALLOC_TO_REFUSED) {
 			err[GPUSYS_LI(l)] = -EFAULT;
 		} else if (to == GPUSYS_ALLOC_TO_SLAB) {
 			uint32_t cb = 0;
-			int32_t e = gpusys_slab_probe(hp, off[GPUSYS_LI(l)], &cb);
+			int32_t e = gpusys_slab_probe(hp, off[GPUSYS_LI(l)], co, &cb);
 			err[GPUSYS_LI(l)] = e;
 			if (!e && sz <= cb && sz > cb / 2) {
 				ret[GPUSYS_LI(l)] = p;

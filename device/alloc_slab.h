@@ -168,13 +168,29 @@ GPUSYS_FN unsigned long long *gpusys_slab_bits(struct gpusys_alloc_slab *sl)
 GPUSYS_FN int gpusys_slab_valid(const gpusys_heap_dev_t *hp, uint32_t s)
 {
 	uint64_t off = (uint64_t)s << GPUSYS_ALLOC_SLAB_SHIFT;
-	return off < hp->reserve && gpusys_slab_load32(&hp->chunk_of[off >> GPUSYS_ALLOC_CHUNK_SHIFT]) != 0;
+	if (off >= hp->reserve)
+		return 0;
+	uint32_t co = gpusys_slab_load32(&hp->chunk_of[off >> GPUSYS_ALLOC_CHUNK_SHIFT]);
+	/* a whole-chunk slab has its header at the chunk's start only; a
+	 * chunk being given back is still walked by trim (GONE) */
+	return co != 0 && (!(co & GPUSYS_CHUNK_WHOLE) || s % GPUSYS_ALLOC_CHUNK_SLABS == 0);
 }
 
-/* The per-SM current slab of class c (number + 1) and its lock. */
+/* The slab holding offset off of a pool chunk whose chunk_of entry is co:
+ * its 64 KiB slab, or the whole chunk. */
+GPUSYS_FN uint32_t gpusys_slab_of(uint64_t off, uint32_t co)
+{
+	uint32_t s = (uint32_t)(off >> GPUSYS_ALLOC_SLAB_SHIFT);
+	return co & GPUSYS_CHUNK_WHOLE ? s - s % GPUSYS_ALLOC_CHUNK_SLABS : s;
+}
+
+/* The current slab of class c (number + 1) for SM group g, and its lock.
+ * Whole-chunk classes share theirs among fewer groups. */
 GPUSYS_FN uint32_t *gpusys_slab_cur(const gpusys_heap_dev_t *hp, uint32_t g, uint32_t c)
 {
-	return &hp->cur[(g * GPUSYS_ALLOC_CLASSES + c) * 2u];
+	if (gpusys_slab_whole(c))
+		g %= GPUSYS_SLAB_WHOLE_GROUPS;
+	return &hp->cur[(g * GPUSYS_SLAB_CLASSES + c) * 2u];
 }
 
 /* Move a slab from state `from` to `to` (class cls), keeping its count.
@@ -209,10 +225,11 @@ GPUSYS_FN void gpusys_slab_push_free_locked(const gpusys_heap_dev_t *hp, uint32_
 		gpusys_slab_store(&gpusys_slab_at(hp, ci * GPUSYS_ALLOC_CHUNK_SLABS)->since, gpusys_alloc_now_ns());
 }
 
-/* Ask gpusysd for one more pool chunk and put its slabs on the free list.
- * Waits for the mapping thread when the chunk is granted but not mapped.
- * 0 or -errno (-ENOMEM: the client's limit). Lane l, alone. */
-GPUSYS_FN int gpusys_slab_grow_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l)
+/* Ask gpusysd for one more pool chunk: 0 and its offset, or -errno
+ * (-ENOMEM: the client's limit). Waits for the mapping thread when the
+ * chunk is granted but not mapped. Lane l, alone. */
+GPUSYS_FN int gpusys_slab_chunk_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l,
+				       uint64_t *ret_off)
 {
 	struct gpusys_alloc_pool *po = hp->pool;
 	struct gpusys_alloc_resp a;
@@ -242,7 +259,20 @@ GPUSYS_FN int gpusys_slab_grow_leader(const gpusys_dev_t *dev, const gpusys_heap
 		return -EIO;
 	if (a.size)
 		gpusys_slab_store(&po->trim_delay_ns, a.size); /* the daemon's alloc_trim_delay_ms, in ns */
-	uint32_t first = (uint32_t)(a.off >> GPUSYS_ALLOC_SLAB_SHIFT);
+	*ret_off = a.off;
+	return 0;
+}
+
+/* One more pool chunk cut into 64 KiB slabs, all on the free list. 0 or
+ * -errno. Lane l, alone. */
+GPUSYS_FN int gpusys_slab_grow_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l)
+{
+	struct gpusys_alloc_pool *po = hp->pool;
+	uint64_t off = 0;
+	int r = gpusys_slab_chunk_leader(dev, hp, l, &off);
+	if (r)
+		return r;
+	uint32_t first = (uint32_t)(off >> GPUSYS_ALLOC_SLAB_SHIFT);
 	for (uint32_t i = 0; i < GPUSYS_ALLOC_CHUNK_SLABS; i++) {
 		struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, first + i);
 		gpusys_slab_store(&sl->ctl, GPUSYS_SLAB_CTL(GPUSYS_SLAB_FREE, 0, 0));
@@ -250,7 +280,7 @@ GPUSYS_FN int gpusys_slab_grow_leader(const gpusys_dev_t *dev, const gpusys_heap
 		gpusys_slab_store(&sl->since, 0);
 	}
 	gpusys_alloc_lock(&po->lock);
-	gpusys_slab_store32(&hp->chunk_of[a.off >> GPUSYS_ALLOC_CHUNK_SHIFT], 1);
+	gpusys_slab_store32(&hp->chunk_of[off >> GPUSYS_ALLOC_CHUNK_SHIFT], 1);
 	for (uint32_t i = GPUSYS_ALLOC_CHUNK_SLABS; i-- > 0;)
 		gpusys_slab_push_free_locked(hp, first + i);
 	gpusys_slab_store32(&po->chunks, gpusys_slab_load32(&po->chunks) + 1);
@@ -304,10 +334,31 @@ GPUSYS_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap
 		gpusys_lock_release(&po->class_lock[c]);
 		if (!s1)
 			break;
-		if (gpusys_slab_move(gpusys_slab_at(hp, s1 - 1), GPUSYS_SLAB_LISTED, GPUSYS_SLAB_ACTIVE, c, 1)) {
+		struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s1 - 1);
+		if (gpusys_slab_move(sl, GPUSYS_SLAB_LISTED, GPUSYS_SLAB_ACTIVE, c, 1)) {
+			gpusys_slab_store(&sl->since, 0); /* in use again: trim's clock stops */
 			*ret_s = s1 - 1;
 			return 0;
 		}
+	}
+	if (gpusys_slab_whole(c)) {
+		/* A class above 2 KiB: a new chunk is its slab. */
+		uint64_t off = 0;
+		int r = gpusys_slab_chunk_leader(dev, hp, l, &off);
+		if (r)
+			return r;
+		uint32_t s = (uint32_t)(off >> GPUSYS_ALLOC_SLAB_SHIFT);
+		struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s);
+		gpusys_slab_store(&sl->ctl, GPUSYS_SLAB_CTL(GPUSYS_SLAB_FREE, 0, 0));
+		gpusys_slab_store(&sl->since, 0);
+		gpusys_alloc_lock(&po->lock);
+		gpusys_slab_store32(&hp->chunk_of[off >> GPUSYS_ALLOC_CHUNK_SHIFT], GPUSYS_CHUNK_WHOLE | 1u);
+		gpusys_slab_store32(&po->chunks, gpusys_slab_load32(&po->chunks) + 1);
+		gpusys_slab_store(&po->chunks_got, gpusys_slab_load(&po->chunks_got) + 1);
+		gpusys_lock_release(&po->lock);
+		gpusys_slab_cut(hp, s, c);
+		*ret_s = s;
+		return 0;
 	}
 	for (;;) {
 		gpusys_alloc_lock(&po->lock);
@@ -425,7 +476,10 @@ GPUSYS_FN int gpusys_slab_claim_leader(const gpusys_dev_t *dev, const gpusys_hea
 GPUSYS_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l)
 {
 	struct gpusys_alloc_pool *po = hp->pool;
-	for (uint32_t c = 0; c < GPUSYS_ALLOC_CLASSES; c++) {
+	const uint32_t GONE = GPUSYS_CHUNK_GONE;
+	uint64_t now = gpusys_alloc_now_ns(), delay = gpusys_slab_load(&po->trim_delay_ns);
+	uint32_t marked = 0;
+	for (uint32_t c = 0; c < GPUSYS_SLAB_CLASSES; c++) {
 		gpusys_alloc_lock(&po->class_lock[c]);
 		uint32_t *link = &po->class_head[c];
 		uint32_t s1;
@@ -435,26 +489,46 @@ GPUSYS_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap
 				break;
 			}
 			struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s1 - 1);
-			if (gpusys_slab_cas(&sl->ctl, GPUSYS_SLAB_CTL(GPUSYS_SLAB_LISTED, c, 0),
-					    GPUSYS_SLAB_CTL(GPUSYS_SLAB_FREE, 0, 0))) {
-				gpusys_slab_store32(link, gpusys_slab_load32(&sl->next));
-				gpusys_alloc_lock(&po->lock);
-				gpusys_slab_push_free_locked(hp, s1 - 1);
-				gpusys_lock_release(&po->lock);
-			} else {
-				link = &sl->next;
+			int gone = 0;
+			if (gpusys_slab_load(&sl->ctl) == GPUSYS_SLAB_CTL(GPUSYS_SLAB_LISTED, c, 0) && gpusys_slab_whole(c)) {
+				/* A whole chunk: back to gpusysd once it has been
+				 * seen empty for the delay (its clock starts now). */
+				uint64_t since = gpusys_slab_load(&sl->since);
+				if (!since)
+					gpusys_slab_store(&sl->since, now);
+				else if (now >= since && now - since >= delay &&
+					 gpusys_slab_cas(&sl->ctl, GPUSYS_SLAB_CTL(GPUSYS_SLAB_LISTED, c, 0),
+							 GPUSYS_SLAB_CTL(GPUSYS_SLAB_FREE, 0, 0)))
+					gone = 2;
+			} else if (!gpusys_slab_whole(c) &&
+				   gpusys_slab_cas(&sl->ctl, GPUSYS_SLAB_CTL(GPUSYS_SLAB_LISTED, c, 0),
+						   GPUSYS_SLAB_CTL(GPUSYS_SLAB_FREE, 0, 0))) {
+				gone = 1;
 			}
+			if (!gone) {
+				link = &sl->next;
+				continue;
+			}
+			gpusys_slab_store32(link, gpusys_slab_load32(&sl->next));
+			gpusys_alloc_lock(&po->lock);
+			if (gone == 1) {
+				gpusys_slab_push_free_locked(hp, s1 - 1);
+			} else {
+				gpusys_slab_store32(&hp->chunk_of[(s1 - 1) / GPUSYS_ALLOC_CHUNK_SLABS], GONE);
+				gpusys_slab_store32(&po->chunks, gpusys_slab_load32(&po->chunks) - 1);
+				marked++;
+			}
+			gpusys_lock_release(&po->lock);
 		}
 		gpusys_lock_release(&po->class_lock[c]);
 	}
 
-	/* Unlink every slab of the chunks old enough, marking them. */
-	const uint32_t GONE = 0xffffffffu;
-	uint64_t now = gpusys_alloc_now_ns();
-	uint32_t marked = 0;
+	/* Unlink every slab of the cut chunks old enough, marking them. The
+	 * clock is read again: the loop above may have stamped chunks. */
+	uint32_t cut_marked = 0;
+	now = gpusys_alloc_now_ns();
 	gpusys_alloc_lock(&po->lock);
 	uint32_t *link = &po->free_head;
-	uint64_t delay = gpusys_slab_load(&po->trim_delay_ns);
 	uint32_t s1;
 	while ((s1 = gpusys_slab_load32(link)) != 0) {
 		if (!gpusys_slab_valid(hp, s1 - 1)) {
@@ -466,9 +540,9 @@ GPUSYS_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap
 		uint32_t n = gpusys_slab_load32(&hp->chunk_of[ci]);
 		if (n == 1 + GPUSYS_ALLOC_CHUNK_SLABS) {
 			uint64_t since = gpusys_slab_load(&gpusys_slab_at(hp, ci * GPUSYS_ALLOC_CHUNK_SLABS)->since);
-			if (since && now - since >= delay) {
+			if (since && now >= since && now - since >= delay) {
 				gpusys_slab_store32(&hp->chunk_of[ci], GONE);
-				marked++;
+				cut_marked++;
 				n = GONE;
 			}
 		}
@@ -479,8 +553,9 @@ GPUSYS_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap
 			link = &sl->next;
 		}
 	}
-	gpusys_slab_store32(&po->chunks, gpusys_slab_load32(&po->chunks) - marked);
+	gpusys_slab_store32(&po->chunks, gpusys_slab_load32(&po->chunks) - cut_marked);
 	gpusys_lock_release(&po->lock);
+	marked += cut_marked;
 	if (!marked)
 		return 0;
 
@@ -507,13 +582,35 @@ GPUSYS_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap
 /* Whether off (in a pool chunk) is the start of a live small block: 0 and
  * *ret_bytes (its class's size), -EINVAL (inside a slot or the header) or
  * -ENOENT (not allocated). For realloc, which keeps or copies the block. */
-GPUSYS_FN int gpusys_slab_probe(const gpusys_heap_dev_t *hp, uint64_t off, uint32_t *ret_bytes)
+/* The slab of off (chunk_of entry co), its class in *ret_c, and off's
+ * place in it; -ENOENT when the slab holds no blocks (free, or a header
+ * whose class does not fit the chunk's kind: scribbled). */
+GPUSYS_FN int gpusys_slab_locate(const gpusys_heap_dev_t *hp, uint64_t off, uint32_t co,
+				 struct gpusys_alloc_slab **ret_sl, uint32_t *ret_c, uint32_t *ret_rel)
 {
-	struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, (uint32_t)(off >> GPUSYS_ALLOC_SLAB_SHIFT));
+	uint32_t s = gpusys_slab_of(off, co);
+	struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s);
+	*ret_sl = sl;
+	*ret_c = 0;
+	*ret_rel = 0;
+	if (co & GPUSYS_CHUNK_GONE)
+		return -ENOENT; /* trim is giving it back: no block is live there */
 	unsigned long long v = gpusys_slab_load(&sl->ctl);
 	uint32_t c = GPUSYS_SLAB_CTL_CLS(v), st = GPUSYS_SLAB_CTL_STATE(v);
-	uint32_t rel = (uint32_t)(off & (GPUSYS_ALLOC_SLAB_BYTES - 1));
-	if (st == GPUSYS_SLAB_FREE || st > GPUSYS_SLAB_LISTED || c >= GPUSYS_ALLOC_CLASSES)
+	*ret_sl = sl;
+	*ret_c = c;
+	*ret_rel = (uint32_t)(off - ((uint64_t)s << GPUSYS_ALLOC_SLAB_SHIFT));
+	if (st == GPUSYS_SLAB_FREE || st > GPUSYS_SLAB_LISTED || c >= GPUSYS_SLAB_CLASSES ||
+	    gpusys_slab_whole(c) != !!(co & GPUSYS_CHUNK_WHOLE))
+		return -ENOENT;
+	return 0;
+}
+
+GPUSYS_FN int gpusys_slab_probe(const gpusys_heap_dev_t *hp, uint64_t off, uint32_t co, uint32_t *ret_bytes)
+{
+	struct gpusys_alloc_slab *sl;
+	uint32_t c, rel;
+	if (gpusys_slab_locate(hp, off, co, &sl, &c, &rel))
 		return -ENOENT;
 	uint32_t cb = gpusys_alloc_class_bytes(c);
 	if (rel % cb || rel / cb < gpusys_slab_first(c))
@@ -534,22 +631,21 @@ GPUSYS_FN int gpusys_slab_probe(const gpusys_heap_dev_t *hp, uint64_t off, uint3
  * slab). Returns whether a slab became empty (time to trim). The counts
  * are taken back per lane (on the GPU, lanes of one slab in one atomic).
  */
-GPUSYS_FN int gpusys_slab_free_lanes(const gpusys_heap_dev_t *hp, uint64_t mask, const uint64_t *off, int32_t *err)
+GPUSYS_FN int gpusys_slab_free_lanes(const gpusys_heap_dev_t *hp, uint64_t mask, const uint64_t *off,
+				     const uint32_t *co, int32_t *err)
 {
 	uint32_t emptied[GPUSYS_ALLOC_LANES];
 	struct gpusys_alloc_slab *slab[GPUSYS_ALLOC_LANES];
 	uint32_t ok[GPUSYS_ALLOC_LANES];
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
-		uint64_t o = off[GPUSYS_LI(l)];
-		struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, (uint32_t)(o >> GPUSYS_ALLOC_SLAB_SHIFT));
-		unsigned long long v = gpusys_slab_load(&sl->ctl);
-		uint32_t c = GPUSYS_SLAB_CTL_CLS(v), st = GPUSYS_SLAB_CTL_STATE(v);
-		uint32_t rel = (uint32_t)(o & (GPUSYS_ALLOC_SLAB_BYTES - 1));
+		struct gpusys_alloc_slab *sl;
+		uint32_t c, rel;
 		int32_t e = 0;
+		int bad = gpusys_slab_locate(hp, off[GPUSYS_LI(l)], co[GPUSYS_LI(l)], &sl, &c, &rel);
 		emptied[GPUSYS_LI(l)] = 0;
 		slab[GPUSYS_LI(l)] = sl;
-		if (st == GPUSYS_SLAB_FREE || st > GPUSYS_SLAB_LISTED || c >= GPUSYS_ALLOC_CLASSES) {
+		if (bad) {
 			e = -ENOENT;
 		} else if (rel % gpusys_alloc_class_bytes(c) || rel / gpusys_alloc_class_bytes(c) < gpusys_slab_first(c)) {
 			e = -EINVAL;
@@ -583,7 +679,7 @@ GPUSYS_FN int gpusys_slab_free_lanes(const gpusys_heap_dev_t *hp, uint64_t mask,
 			    gpusys_slab_move(sl, GPUSYS_SLAB_DETACHED, GPUSYS_SLAB_LISTED, c, 1)) {
 				/* Room again: onto the class's partial list. */
 				struct gpusys_alloc_pool *po = hp->pool;
-				uint32_t s = (uint32_t)(((uint8_t *)sl - hp->base) >> GPUSYS_ALLOC_SLAB_SHIFT);
+				uint32_t s = (uint32_t)((uint64_t)((uint8_t *)sl - hp->base) >> GPUSYS_ALLOC_SLAB_SHIFT);
 				gpusys_alloc_lock(&po->class_lock[c]);
 				gpusys_slab_store32(&sl->next, gpusys_slab_load32(&po->class_head[c]));
 				gpusys_slab_store32(&po->class_head[c], s + 1);

@@ -5,7 +5,7 @@
  * gpusys_heap_device(heap) to the kernel by value.
  *
  * Calls are warp-aggregated: the lanes that reach one together share the
- * work. Small blocks (up to 2 KiB) are malloc'd and freed on the device,
+ * work. Small blocks (up to 64 KiB) are malloc'd and freed on the device,
  * from slabs in the heap, without a request; large blocks are one request
  * per warp to gpusysd, which checks their frees against its own metadata.
  *

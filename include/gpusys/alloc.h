@@ -14,7 +14,7 @@
  *   - the daemon keeps every byte of the allocator's metadata in its own
  *     memory and names blocks by their offset in the heap, never by address:
  *     it never reads or writes the heap, and the client cannot corrupt it;
- *   - small blocks (up to GPUSYS_ALLOC_SMALL_MAX) are the device's: it asks
+ *   - small blocks (up to GPUSYS_SLAB_MAX, 64 KiB) are the device's: it asks
  *     the daemon for whole pool chunks and cuts them into slabs itself
  *     (device/alloc_slab.h), so small mallocs and frees need no round trip.
  *     The daemon sees a pool chunk as one large block: what the device
@@ -163,13 +163,25 @@ struct gpusys_alloc_ctl {
  * GPUSYS_ALLOC_CHUNK_BYTES aligned to itself, flags GPUSYS_ALLOC_F_POOL):
  * to the daemon a chunk is one large block of the client's, checked and
  * counted like any other. The device cuts it into slabs of
- * GPUSYS_ALLOC_SLAB_BYTES, one class per slab, and hands blocks out and
+ * GPUSYS_ALLOC_SLAB_BYTES (or makes it one slab, for classes above 2 KiB),
+ * one class per slab, and hands blocks out and
  * takes them back with atomics on the slab's bitmap, with no request. All
  * of that metadata is in the client's own memory (the slab headers inside
  * the heap, the lists below in its private device memory): a kernel that
  * scribbles on it can only break its own heap; the daemon never reads it.
  */
 #define GPUSYS_ALLOC_CHUNK_BYTES GPUSYS_ALLOC_MAP_ALIGN /* 2 MiB, aligned to itself */
+/* The device's classes: the daemon's eight (16 B .. 2 KiB, slabs of 64 KiB,
+ * 32 to a chunk) and five more (4 KiB .. 64 KiB), each slab a whole chunk. */
+#define GPUSYS_SLAB_CLASSES 13u
+#define GPUSYS_SLAB_MAX (GPUSYS_ALLOC_GRANULE << (GPUSYS_SLAB_CLASSES - 1)) /* 64 KiB */
+/* SM groups that have their own current slab of a whole-chunk class: fewer
+ * than SMs, so that a GPU does not hold a chunk per SM and class. */
+#define GPUSYS_SLAB_WHOLE_GROUPS 8u
+/* chunk_of[]: a chunk that is one slab of a class above 2 KiB; a chunk
+ * trim is giving back (no slab of it may be touched) */
+#define GPUSYS_CHUNK_WHOLE 0x40000000u
+#define GPUSYS_CHUNK_GONE 0x80000000u
 #define GPUSYS_ALLOC_CHUNK_SLABS ((uint32_t)(GPUSYS_ALLOC_CHUNK_BYTES / GPUSYS_ALLOC_SLAB_BYTES))
 #define GPUSYS_ALLOC_SLAB_SHIFT 16u
 #define GPUSYS_ALLOC_CHUNK_SHIFT 21u
@@ -206,11 +218,34 @@ GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_alloc_slab) == 24, "slab header layout
 #define GPUSYS_SLAB_CTL_CLS(v) ((uint32_t)((v) >> 32) & 0xffu)
 #define GPUSYS_SLAB_CTL_STATE(v) ((uint32_t)((v) >> 40) & 0xffu)
 
+/* The device's class for size bytes aligned to align, or
+ * GPUSYS_SLAB_CLASSES for a large block (the daemon's). */
+GPUSYS_ABI_FN uint32_t gpusys_slab_class_of(uint64_t size, uint64_t align)
+{
+	uint64_t need = size > align ? size : align;
+	if (need > GPUSYS_SLAB_MAX)
+		return GPUSYS_SLAB_CLASSES;
+	uint32_t c = 0;
+	while (((uint64_t)GPUSYS_ALLOC_GRANULE << c) < need)
+		c++;
+	return c;
+}
+
+/* A slab of class c is 64 KiB, or a whole chunk above 2 KiB. */
+GPUSYS_ABI_FN int gpusys_slab_whole(uint32_t c)
+{
+	return c >= GPUSYS_ALLOC_CLASSES;
+}
+GPUSYS_ABI_FN uint32_t gpusys_slab_bytes(uint32_t c)
+{
+	return gpusys_slab_whole(c) ? (uint32_t)GPUSYS_ALLOC_CHUNK_BYTES : GPUSYS_ALLOC_SLAB_BYTES;
+}
+
 /* Slots in a slab of class c, the first one the header leaves free, and
  * the number of bitmap words. */
 GPUSYS_ABI_FN uint32_t gpusys_slab_slots(uint32_t c)
 {
-	return GPUSYS_ALLOC_SLAB_BYTES / gpusys_alloc_class_bytes(c);
+	return gpusys_slab_bytes(c) / gpusys_alloc_class_bytes(c);
 }
 GPUSYS_ABI_FN uint32_t gpusys_slab_words(uint32_t c)
 {
@@ -232,8 +267,8 @@ struct gpusys_alloc_pool {
 	uint32_t free_head;                          /* free slabs: slab number + 1 */
 	uint32_t free_slabs;
 	uint32_t chunks;                             /* pool chunks held */
-	uint32_t class_lock[GPUSYS_ALLOC_CLASSES];
-	uint32_t class_head[GPUSYS_ALLOC_CLASSES];   /* partial slabs of each class */
+	uint32_t class_lock[GPUSYS_SLAB_CLASSES];
+	uint32_t class_head[GPUSYS_SLAB_CLASSES];    /* partial slabs of each class */
 	uint32_t groups;                             /* per-SM current slabs: groups x classes */
 	uint32_t pad;
 	unsigned long long trim_delay_ns;            /* a free chunk older than this goes back */
@@ -248,7 +283,8 @@ typedef struct gpusys_heap_dev {
 	uint64_t reserve;
 	struct gpusys_alloc_ctl *ctl;       /* shared with the mapping thread */
 	struct gpusys_alloc_pool *pool;     /* private */
-	uint32_t *chunk_of;                 /* reserve / CHUNK_BYTES: 0, or 1 + free slabs of a pool chunk */
+	uint32_t *chunk_of;                 /* reserve / CHUNK_BYTES: 0; 1 + free slabs of a pool chunk
+					       cut in 64 KiB slabs; GPUSYS_CHUNK_WHOLE | 1 for a whole-chunk slab */
 	uint32_t *cur;                      /* groups x classes: an SM's current slab + 1, then a lock each */
 	int32_t *last_err;                  /* err_slots * GPUSYS_WARP_LANES: errno of each thread's last call */
 	uint32_t err_slots;
@@ -260,7 +296,7 @@ typedef struct gpusys_heap_dev {
 GPUSYS_ABI_FN uint64_t gpusys_alloc_pool_bytes(uint64_t reserve, uint32_t groups)
 {
 	return sizeof(struct gpusys_alloc_pool) + (reserve / GPUSYS_ALLOC_CHUNK_BYTES) * 4u +
-	       (uint64_t)groups * GPUSYS_ALLOC_CLASSES * 8u;
+	       (uint64_t)groups * GPUSYS_SLAB_CLASSES * 8u;
 }
 
 #endif /* GPUSYS_ALLOC_H */

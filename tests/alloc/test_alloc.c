@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <setjmp.h>
@@ -35,7 +36,7 @@
 #define MiB (UINT64_C(1) << 20)
 #define LIMIT (64 * MiB)
 #define CHUNK (4 * MiB)
-#define TRIM_DELAY_MS 50
+#define TRIM_DELAY_MS 300
 
 static struct gd daemon_;
 
@@ -398,7 +399,7 @@ static void test_small_no_round_trips(void **unused)
 	/* the steady state: pairs of every small class, no request at all */
 	for (int i = 0; i < 1000; i++) {
 		for (uint32_t l = 0; l < L; l++)
-			s[l] = 1 + (uint64_t)((i * 37 + l * 101) % GPUSYS_ALLOC_SMALL_MAX);
+			s[l] = 1 + (uint64_t)((i * 37 + l * 101) % (l < 24 ? GPUSYS_ALLOC_SMALL_MAX : GPUSYS_SLAB_MAX));
 		gpusys_emu_malloc(k.dev, k.hp, 0xffffffffu, s, r, e);
 		for (uint32_t l = 0; l < L; l++) {
 			assert_int_equal(e[l], 0);
@@ -411,11 +412,12 @@ static void test_small_no_round_trips(void **unused)
 			assert_int_equal(e[l], 0);
 	}
 	uint64_t steady = gpusys_emu_submitted(k.emu) - t1;
-	printf("# then 2048 frees and 32000 malloc+free pairs of 1 B - 2 KiB: %llu requests (new classes "
-	       "take free slabs of the chunk held)\n",
+	printf("# then 2048 frees and 32000 malloc+free pairs of 1 B - 64 KiB: %llu requests (classes up to 2 KiB "
+	       "take free slabs of the chunk held; each class above needs a chunk of its own)\n",
 	       (unsigned long long)steady);
-	/* at most one chunk per class that had none yet */
-	assert_true(steady <= GPUSYS_ALLOC_CLASSES);
+	/* a chunk (a request, and one more if its grant was not mapped yet)
+	 * for each class above 2 KiB, once; nothing else */
+	assert_true(steady >= 1 && steady <= 2 * (GPUSYS_SLAB_CLASSES - GPUSYS_ALLOC_CLASSES));
 	cl_detach(&k);
 }
 
@@ -593,12 +595,12 @@ static void test_bad_frees(void **unused)
 	struct cl k;
 	cl_attach(&k, 2, 64 * MiB);
 	int32_t err;
-	uint8_t *a = one_malloc(&k, 100, &err), *b = one_malloc(&k, 100, &err), *big = one_malloc(&k, 50000, &err);
+	uint8_t *a = one_malloc(&k, 100, &err), *b = one_malloc(&k, 100, &err), *big = one_malloc(&k, 100000, &err);
 	assert_non_null(a);
 	assert_non_null(b);
 	assert_non_null(big);
 	fill(b, 100, 7);
-	fill(big, 50000, 8);
+	fill(big, 100000, 8);
 	struct gpusys_alloc_stat st0 = stat_of(&k);
 	int on_stack;
 	assert_int_equal(one_free(&k, &on_stack), -EFAULT);             /* foreign */
@@ -829,17 +831,30 @@ static void test_trim(void **unused)
 	}
 	struct gpusys_alloc_stat full = stat_of(&k);
 	assert_int_equal(full.pool_bytes, 4 * GPUSYS_ALLOC_CHUNK_BYTES);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < CALLS; i++) {
 		gpusys_emu_free(k.dev, k.hp, 0xffffffffu, keep[i], e);
 		for (uint32_t l = 0; l < L; l++)
 			assert_int_equal(e[l], 0);
 	}
-	/* Freed at once; but within the delay nothing leaves the pool. */
+	/* Empty slabs went back to the device's pool at once (trim runs when
+	 * a free empties a slab); the chunks stay within the delay. */
 	struct gpusys_alloc_stat now = stat_of(&k);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
 	const struct gpusys_alloc_pool *po = gpusys_emu_heap_pool(k.heap);
-	printf("# trim: pool %llu MiB after the frees, %u free slabs in the device's pool\n",
-	       (unsigned long long)(now.pool_bytes >> 20), po->free_slabs);
+	printf("# trim: pool %llu MiB after the frees (%.1f ms), %u free slabs in the device's pool, delay %llu ns\n",
+	       (unsigned long long)(now.pool_bytes >> 20), ms, po->free_slabs, (unsigned long long)po->trim_delay_ns);
+	assert_true(po->free_slabs >= 3 * GPUSYS_ALLOC_CHUNK_SLABS);
+	if (ms < TRIM_DELAY_MS / 2)
+		assert_int_equal(now.pool_chunks_back, 0);
 	usleep(2 * TRIM_DELAY_MS * 1000);
+	if (getenv("ALLOC_DEBUG"))
+		for (uint32_t ci = 0; ci < 32; ci++)
+			if (k.hp->chunk_of[ci])
+				fprintf(stderr, "chunk %u: %#x since %llu\n", ci, k.hp->chunk_of[ci],
+					((struct gpusys_alloc_slab *)(k.hp->base + ((uint64_t)ci << 21)))->since);
 	int back = gpusys_emu_heap_trim(k.dev, k.hp);
 	struct gpusys_alloc_stat after = stat_of(&k);
 	printf("# trim after %d ms: %d chunks back; pool %llu -> %llu MiB, daemon used %llu -> %llu MiB\n",
@@ -991,6 +1006,72 @@ static void test_small_threads(void **unused)
 	cl_detach(&k);
 }
 
+/* Classes above 2 KiB (4 - 64 KiB): a whole pool chunk is one slab. Blocks
+ * aligned to their class, contents kept, bad frees refused on the device,
+ * and empty chunks back to gpusysd after the delay. */
+static void test_whole_chunk_classes(void **unused)
+{
+	(void)unused;
+	struct cl k;
+	cl_attach(&k, 1, 64 * MiB);
+	enum { CALLS = 4 }; /* 128 blocks of 64 KiB: 31 a chunk, 5 chunks */
+	void *keep[CALLS][L];
+	uint64_t s[L];
+	int32_t e[L];
+	uint64_t t0 = gpusys_emu_submitted(k.emu);
+	for (int i = 0; i < CALLS; i++) {
+		for (uint32_t l = 0; l < L; l++)
+			s[l] = 40000 + l * 800;
+		gpusys_emu_malloc(k.dev, k.hp, 0xffffffffu, s, keep[i], e);
+		for (uint32_t l = 0; l < L; l++) {
+			assert_int_equal(e[l], 0);
+			assert_int_equal((uintptr_t)keep[i][l] % 65536, 0);
+			fill(keep[i][l], s[l], (uint64_t)i * L + l);
+		}
+	}
+	struct gpusys_alloc_stat full = stat_of(&k);
+	printf("# 128 blocks of 40-65 KiB: %llu requests, pool %llu MiB\n",
+	       (unsigned long long)(gpusys_emu_submitted(k.emu) - t0 - 1), (unsigned long long)(full.pool_bytes >> 20));
+	assert_int_equal(full.pool_bytes, 5 * GPUSYS_ALLOC_CHUNK_BYTES);
+	/* to the daemon: five chunks, no block of its own */
+	assert_int_equal(full.live_blocks, 5);
+	uint8_t *p = keep[0][0];
+	int32_t err;
+	assert_int_equal(one_free(&k, p + 4096), -EINVAL);
+	void *pv[L] = { p }, *r[L];
+	uint64_t sz[L] = { 50000 };
+	gpusys_emu_realloc(k.dev, k.hp, 1, pv, sz, r, e); /* fits its 64 KiB: stays */
+	assert_int_equal(e[0], 0);
+	assert_ptr_equal(r[0], p);
+	for (int i = 0; i < CALLS; i++) {
+		for (uint32_t l = 0; l < L; l++) {
+			s[l] = 40000 + l * 800;
+			assert_true(check(keep[i][l], s[l], (uint64_t)i * L + l));
+		}
+		gpusys_emu_free(k.dev, k.hp, 0xffffffffu, keep[i], e);
+		for (uint32_t l = 0; l < L; l++)
+			assert_int_equal(e[l], 0);
+	}
+	assert_int_equal(one_free(&k, p), -ENOENT);
+	struct gpusys_alloc_stat st = stat_of(&k);
+	assert_int_equal(st.dev_refused_interior, 1);
+	assert_int_equal(st.dev_refused_unallocated, 1);
+	/* a whole chunk's clock starts when trim first sees it empty */
+	usleep(2 * TRIM_DELAY_MS * 1000);
+	int back = gpusys_emu_heap_trim(k.dev, k.hp);
+	st = stat_of(&k);
+	printf("# whole-chunk slabs: trim gave back %d, %llu in all; pool %llu MiB\n", back,
+	       (unsigned long long)st.pool_chunks_back, (unsigned long long)(st.pool_bytes >> 20));
+	/* all but the warp's current slab's chunk */
+	assert_int_equal(st.pool_chunks_back, 4);
+	assert_int_equal(st.pool_bytes, GPUSYS_ALLOC_CHUNK_BYTES);
+	(void)one_malloc(&k, 5000, &err); /* 8 KiB: another class, another chunk */
+	assert_int_equal(err, 0);
+	cl_detach(&k);
+}
+
+#define BUDGET_BLOCK 102400 /* a large block: the daemon's metadata */
+
 /* The daemon's metadata for a heap is charged to the client's memory
  * budget: with a small client_mem_budget, a heap of many 16 KiB blocks is
  * refused (ENOMEM) long before its limit, and accepted again once frees
@@ -999,7 +1080,7 @@ static void test_meta_budget(void **unused)
 {
 	(void)unused;
 	struct gd small;
-	gd_start(&small, "pollers = 1\nalloc_limit_bytes = 64M\nalloc_chunk_bytes = 4M\nclient_mem_budget = 200K\n");
+	gd_start(&small, "pollers = 1\nalloc_limit_bytes = 64M\nalloc_chunk_bytes = 4M\nclient_mem_budget = 140K\n");
 	struct cl k;
 	cl_attach_to(&k, small.runtime, 2, 64 * MiB, 2);
 	enum { MAX = 4096 };
@@ -1007,26 +1088,26 @@ static void test_meta_budget(void **unused)
 	int n = 0;
 	int32_t err = 0;
 	while (n < MAX) {
-		blk[n] = one_malloc(&k, 16384, &err);
+		blk[n] = one_malloc(&k, BUDGET_BLOCK, &err);
 		if (!blk[n])
 			break;
 		n++;
 	}
 	struct gpusys_alloc_stat st = stat_of(&k);
-	printf("# client_mem_budget 200 KiB: %d blocks of 16 KiB (limit: %d), then %d; daemon metadata %llu KiB, "
+	printf("# client_mem_budget 140 KiB: %d blocks of 100 KiB (limit: %d), then %d; daemon metadata %llu KiB, "
 	       "enomem %llu\n",
-	       n, (int)(LIMIT / 16384), err, (unsigned long long)(st.meta_bytes >> 10), (unsigned long long)st.enomem);
+	       n, (int)(LIMIT / BUDGET_BLOCK), err, (unsigned long long)(st.meta_bytes >> 10), (unsigned long long)st.enomem);
 	assert_int_equal(err, -ENOMEM);
-	assert_true(n > 100 && n < (int)(LIMIT / 16384) * 3 / 4);
+	assert_true(n > 100 && n < (int)(LIMIT / BUDGET_BLOCK) * 3 / 4);
 	assert_true(st.used_bytes < LIMIT);
 	/* the step that did not fit was made, then refused: a block record,
 	 * or the page map's growth for a new mapping (8 B a page) */
-	assert_true(st.meta_bytes <= 200 * 1024 + (LIMIT / GPUSYS_ALLOC_PAGE) * 8);
+	assert_true(st.meta_bytes <= 140 * 1024 + (LIMIT / GPUSYS_ALLOC_PAGE) * 8);
 	assert_true(st.enomem >= 1);
 	/* frees shrink the metadata (block records): mallocs fit again */
 	for (int i = 0; i < n; i++)
 		assert_int_equal(one_free(&k, blk[i]), 0);
-	void *p = one_malloc(&k, 16384, &err);
+	void *p = one_malloc(&k, BUDGET_BLOCK, &err);
 	assert_int_equal(err, 0);
 	assert_non_null(p);
 	assert_int_equal(one_free(&k, p), 0);
@@ -1158,6 +1239,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_small_growth_8x),
 		cmocka_unit_test(test_trim),
+		cmocka_unit_test(test_whole_chunk_classes),
 		cmocka_unit_test(test_meta_budget),
 		cmocka_unit_test(test_killed_client),
 		cmocka_unit_test(test_small_threads),

@@ -164,7 +164,7 @@ static __global__ void k_limit(gpusys_heap_t h, struct result *res)
 static __global__ void k_bad(gpusys_heap_t h, void *foreign, struct result *res)
 {
 	uint8_t *a = (uint8_t *)gpusys_malloc(h, 100);
-	uint8_t *big = (uint8_t *)gpusys_malloc(h, 50000);
+	uint8_t *big = (uint8_t *)gpusys_malloc(h, 100000); /* above 64 KiB: the daemon's */
 	if (!a || !big) {
 		report(res, 40);
 		return;
