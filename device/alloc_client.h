@@ -254,7 +254,7 @@ GPUSYS_FN int gpusys_alloc_trim_lanes(const gpusys_dev_t *dev, const gpusys_heap
 	(void)dev;
 	GPUSYS_ALLOC_AS_LANE(ld)
 	{
-		r = gpusys_slab_trim_leader(dev, hp, ld);
+		r = gpusys_slab_trim_leader(dev, hp, ld, 0);
 	}
 	return (int)GPUSYS_ALLOC_BCAST(mask, (uint32_t)r, ld);
 }

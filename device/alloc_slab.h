@@ -263,13 +263,27 @@ GPUSYS_FN int gpusys_slab_chunk_leader(const gpusys_dev_t *dev, const gpusys_hea
 	return 0;
 }
 
+GPUSYS_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, int force);
+
+/* A new chunk, and when the client's limit is reached, one more try after
+ * a trim that does not wait for the delay: the pool's empty chunks go back
+ * to gpusysd first. */
+GPUSYS_FN int gpusys_slab_chunk_or_trim_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l,
+					       uint64_t *ret_off)
+{
+	int r = gpusys_slab_chunk_leader(dev, hp, l, ret_off);
+	if (r == -ENOMEM && gpusys_slab_trim_leader(dev, hp, l, 1) > 0)
+		r = gpusys_slab_chunk_leader(dev, hp, l, ret_off);
+	return r;
+}
+
 /* One more pool chunk cut into 64 KiB slabs, all on the free list. 0 or
  * -errno. Lane l, alone. */
 GPUSYS_FN int gpusys_slab_grow_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l)
 {
 	struct gpusys_alloc_pool *po = hp->pool;
 	uint64_t off = 0;
-	int r = gpusys_slab_chunk_leader(dev, hp, l, &off);
+	int r = gpusys_slab_chunk_or_trim_leader(dev, hp, l, &off);
 	if (r)
 		return r;
 	uint32_t first = (uint32_t)(off >> GPUSYS_ALLOC_SLAB_SHIFT);
@@ -344,7 +358,7 @@ GPUSYS_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap
 	if (gpusys_slab_whole(c)) {
 		/* A class above 2 KiB: a new chunk is its slab. */
 		uint64_t off = 0;
-		int r = gpusys_slab_chunk_leader(dev, hp, l, &off);
+		int r = gpusys_slab_chunk_or_trim_leader(dev, hp, l, &off);
 		if (r)
 			return r;
 		uint32_t s = (uint32_t)(off >> GPUSYS_ALLOC_SLAB_SHIFT);
@@ -473,11 +487,11 @@ GPUSYS_FN int gpusys_slab_claim_leader(const gpusys_dev_t *dev, const gpusys_hea
  * to gpusysd (a FREE of the chunk), which can hand the memory out again.
  * Returns how many chunks went back, or -errno. Lane l.
  */
-GPUSYS_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l)
+GPUSYS_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, int force)
 {
 	struct gpusys_alloc_pool *po = hp->pool;
 	const uint32_t GONE = GPUSYS_CHUNK_GONE;
-	uint64_t now = gpusys_alloc_now_ns(), delay = gpusys_slab_load(&po->trim_delay_ns);
+	uint64_t now = gpusys_alloc_now_ns(), delay = force ? 0 : gpusys_slab_load(&po->trim_delay_ns);
 	uint32_t marked = 0;
 	for (uint32_t c = 0; c < GPUSYS_SLAB_CLASSES; c++) {
 		gpusys_alloc_lock(&po->class_lock[c]);

@@ -1006,6 +1006,48 @@ static void test_small_threads(void **unused)
 	cl_detach(&k);
 }
 
+/* At the limit, a malloc that needs a new pool chunk first gives back the
+ * pool's empty chunks, without waiting for the delay. */
+static void test_limit_trims(void **unused)
+{
+	(void)unused;
+	struct cl k;
+	cl_attach(&k, 1, 256 * MiB);
+	enum { CALLS = 100 }; /* 2 KiB blocks: 4 chunks, then all freed */
+	void *keep[CALLS][L];
+	uint64_t s[L];
+	int32_t e[L], err = 0;
+	for (uint32_t l = 0; l < L; l++)
+		s[l] = 2000;
+	for (int i = 0; i < CALLS; i++) {
+		gpusys_emu_malloc(k.dev, k.hp, 0xffffffffu, s, keep[i], e);
+		for (uint32_t l = 0; l < L; l++)
+			assert_int_equal(e[l], 0);
+	}
+	for (int i = 0; i < CALLS; i++)
+		gpusys_emu_free(k.dev, k.hp, 0xffffffffu, keep[i], e);
+	/* the rest of the limit in 1 MiB blocks */
+	static void *blk[64];
+	int n = 0;
+	while (n < 64 && (blk[n] = one_malloc(&k, MiB, &err)) != NULL)
+		n++;
+	assert_int_equal(err, -ENOMEM);
+	struct gpusys_alloc_stat st = stat_of(&k);
+	assert_int_equal(st.pool_chunks_back, 0); /* within the delay */
+	/* a 64 KiB block needs a chunk of its own: the empty ones go back */
+	void *p = one_malloc(&k, 65536, &err);
+	st = stat_of(&k);
+	printf("# at the limit with %d x 1 MiB: a 64 KiB malloc %s, chunks given back %llu\n", n,
+	       p ? "succeeded" : "failed", (unsigned long long)st.pool_chunks_back);
+	assert_int_equal(err, 0);
+	assert_non_null(p);
+	assert_int_equal(st.pool_chunks_back, 3);
+	assert_int_equal(one_free(&k, p), 0);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(one_free(&k, blk[i]), 0);
+	cl_detach(&k);
+}
+
 /* Classes above 2 KiB (4 - 64 KiB): a whole pool chunk is one slab. Blocks
  * aligned to their class, contents kept, bad frees refused on the device,
  * and empty chunks back to gpusysd after the delay. */
@@ -1240,6 +1282,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_small_growth_8x),
 		cmocka_unit_test(test_trim),
 		cmocka_unit_test(test_whole_chunk_classes),
+		cmocka_unit_test(test_limit_trims),
 		cmocka_unit_test(test_meta_budget),
 		cmocka_unit_test(test_killed_client),
 		cmocka_unit_test(test_small_threads),

@@ -11,7 +11,9 @@
 #include "gpusys/alloc.cuh"
 
 #define MiB (1ull << 20)
-#define LIMIT_MIB 1024ull
+/* 2 GiB: the random run's live set (67 584 threads x 4 blocks, up to 64 KiB)
+ * in slabs, with the SMs' current slabs, stays well under it */
+#define LIMIT_MIB 2048ull
 #define CHUNK_MIB 16ull
 
 struct result {
@@ -128,8 +130,9 @@ static __global__ void k_random(gpusys_heap_t h, struct result *res, int iters)
 	atomicAdd(&res->ops, ops);
 }
 
-/* Each thread takes 1 MiB blocks until NULL; ENOMEM; free; again. */
-#define PER 64
+/* Each thread takes 1 MiB blocks until NULL; ENOMEM; free; again. 32
+ * threads x PER is more than the limit. */
+#define PER 96
 static __global__ void k_limit(gpusys_heap_t h, struct result *res)
 {
 	void *b[PER];
