@@ -923,7 +923,9 @@ static void *small_main(void *arg)
 				continue;
 			if (!j->e[l][idx[l]].p) {
 				mm |= UINT64_C(1) << l;
-				size[l] = 1 + (r >> 8) % GPUSYS_ALLOC_SMALL_MAX;
+				/* one in 16 from the whole-chunk classes (4 - 64 KiB) */
+				size[l] = (r >> 40) % 16 ? 1 + (r >> 8) % GPUSYS_ALLOC_SMALL_MAX
+							 : GPUSYS_ALLOC_SMALL_MAX + 1 + (r >> 8) % (GPUSYS_SLAB_MAX - GPUSYS_ALLOC_SMALL_MAX);
 			} else {
 				mf |= UINT64_C(1) << l;
 				ptr[l] = j->e[l][idx[l]].p;
