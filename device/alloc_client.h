@@ -401,7 +401,7 @@ GPUSYS_FN void gpusys_alloc_calloc_lanes(const gpusys_dev_t *dev, const gpusys_h
 GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
 					  void *const *ptr, const uint64_t *size, void **ret, int32_t *err)
 {
-	enum { MALLOC, FREE, DAEMON, SLAB_MOVE, DONE };
+	enum { RA_MALLOC, RA_FREE, RA_DAEMON, RA_SLAB_MOVE, RA_DONE };
 	uint32_t kind[GPUSYS_ALLOC_LANES], is[GPUSYS_ALLOC_LANES], refused[GPUSYS_ALLOC_LANES];
 	uint64_t zero[GPUSYS_ALLOC_LANES], off[GPUSYS_ALLOC_LANES], keep[GPUSYS_ALLOC_LANES];
 	GPUSYS_FOR_EACH_LANE(mask, l)
@@ -414,8 +414,8 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 		refused[GPUSYS_LI(l)] = 0;
 		keep[GPUSYS_LI(l)] = 0;
 		off[GPUSYS_LI(l)] = 0;
-		kind[GPUSYS_LI(l)] = !p ? MALLOC : sz == 0 ? FREE : DAEMON;
-		if (kind[GPUSYS_LI(l)] != DAEMON)
+		kind[GPUSYS_LI(l)] = !p ? RA_MALLOC : sz == 0 ? RA_FREE : RA_DAEMON;
+		if (kind[GPUSYS_LI(l)] != RA_DAEMON)
 			continue;
 		uint32_t co = 0;
 		uint32_t to = gpusys_alloc_route(hp, p, &off[GPUSYS_LI(l)], &co);
@@ -427,15 +427,15 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 			err[GPUSYS_LI(l)] = e;
 			if (!e && sz <= cb && sz > cb / 2) {
 				ret[GPUSYS_LI(l)] = p;
-				kind[GPUSYS_LI(l)] = DONE;
+				kind[GPUSYS_LI(l)] = RA_DONE;
 			} else if (!e) {
 				keep[GPUSYS_LI(l)] = cb < sz ? cb : sz;
-				kind[GPUSYS_LI(l)] = SLAB_MOVE;
+				kind[GPUSYS_LI(l)] = RA_SLAB_MOVE;
 			}
 		}
 		if (err[GPUSYS_LI(l)]) {
 			refused[GPUSYS_LI(l)] = 1;
-			kind[GPUSYS_LI(l)] = DONE;
+			kind[GPUSYS_LI(l)] = RA_DONE;
 		}
 	}
 	uint64_t mr = gpusys_alloc_ballot(mask, refused);
@@ -450,8 +450,8 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 	for (uint32_t k = 0; k < 2; k++) {
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
-			is[GPUSYS_LI(l)] = k == 0 ? kind[GPUSYS_LI(l)] == MALLOC || kind[GPUSYS_LI(l)] == SLAB_MOVE
-						  : kind[GPUSYS_LI(l)] == FREE;
+			is[GPUSYS_LI(l)] = k == 0 ? kind[GPUSYS_LI(l)] == RA_MALLOC || kind[GPUSYS_LI(l)] == RA_SLAB_MOVE
+						  : kind[GPUSYS_LI(l)] == RA_FREE;
 		}
 		uint64_t m = gpusys_alloc_ballot(mask, is);
 		if (!m)
@@ -470,7 +470,7 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 	 * leaves it as it was). */
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
-		is[GPUSYS_LI(l)] = kind[GPUSYS_LI(l)] == SLAB_MOVE && ret[GPUSYS_LI(l)] != 0;
+		is[GPUSYS_LI(l)] = kind[GPUSYS_LI(l)] == RA_SLAB_MOVE && ret[GPUSYS_LI(l)] != 0;
 		if (is[GPUSYS_LI(l)])
 			gpusys_alloc_copy((uint8_t *)ret[GPUSYS_LI(l)], (const uint8_t *)ptr[GPUSYS_LI(l)],
 					  keep[GPUSYS_LI(l)]);
@@ -490,7 +490,7 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 	uint32_t need[GPUSYS_ALLOC_LANES], move[GPUSYS_ALLOC_LANES];
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
-		need[GPUSYS_LI(l)] = kind[GPUSYS_LI(l)] == DAEMON;
+		need[GPUSYS_LI(l)] = kind[GPUSYS_LI(l)] == RA_DAEMON;
 		move[GPUSYS_LI(l)] = 0;
 	}
 	void *old[GPUSYS_ALLOC_LANES];
