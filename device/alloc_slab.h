@@ -37,12 +37,20 @@
 /* --------------------------------------------------------------- atomics */
 
 #if defined(__CUDACC__)
-/* Device scope: the heap is one GPU's memory. Claims acquire what the last
- * free of a slot published (the block's bytes), frees release them. */
+/* Device scope: the heap is one GPU's memory. A reservation acquires what
+ * the slab's last change of state published (a fresh bitmap); a claim
+ * acquires what the last free of a slot published (the block's bytes),
+ * frees release them. Counts taken back need no order. */
+GPUSYS_FN unsigned long long gpusys_slab_reserve(unsigned long long *p, unsigned long long v)
+{
+	unsigned long long old;
+	asm volatile("atom.acquire.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+	return old;
+}
 GPUSYS_FN unsigned long long gpusys_slab_add(unsigned long long *p, unsigned long long v)
 {
 	unsigned long long old;
-	asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+	asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
 	return old;
 }
 GPUSYS_FN unsigned long long gpusys_slab_or(unsigned long long *p, unsigned long long v)
@@ -101,9 +109,13 @@ GPUSYS_FN uint32_t gpusys_slab_nth_bit(unsigned long long v, uint32_t n)
 	return 32u + __fns((uint32_t)(v >> 32), 0, (int)(n - c) + 1);
 }
 #else
+GPUSYS_FN unsigned long long gpusys_slab_reserve(unsigned long long *p, unsigned long long v)
+{
+	return __atomic_fetch_add(p, v, __ATOMIC_ACQUIRE);
+}
 GPUSYS_FN unsigned long long gpusys_slab_add(unsigned long long *p, unsigned long long v)
 {
-	return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
+	return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
 GPUSYS_FN unsigned long long gpusys_slab_or(unsigned long long *p, unsigned long long v)
 {
@@ -419,7 +431,7 @@ GPUSYS_FN int gpusys_slab_claim_leader(const gpusys_dev_t *dev, const gpusys_hea
 		uint32_t s1 = gpusys_slab_load32(cur);
 		if (s1 && gpusys_slab_valid(hp, s1 - 1)) {
 			struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s1 - 1);
-			unsigned long long old = gpusys_slab_add(&sl->ctl, n);
+			unsigned long long old = gpusys_slab_reserve(&sl->ctl, n);
 			uint32_t live = GPUSYS_SLAB_CTL_LIVE(old);
 			if (GPUSYS_SLAB_CTL_STATE(old) == GPUSYS_SLAB_ACTIVE && GPUSYS_SLAB_CTL_CLS(old) == c &&
 			    live < usable) {
