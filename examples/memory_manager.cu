@@ -59,7 +59,7 @@ static __global__ void work(gpusys_heap_t h, int n, int jobs, struct tally *t)
 			} else {
 				atomicAdd(&t->pages, 1ull);
 				/* the heap as mapped right now (written by the host's mapping thread) */
-				unsigned long long mib = gpusys_load_shared_u64(&h.heap.ctl->mapped) >> 20;
+				unsigned long long mib = gpusys_heap_mapped_bytes(h) >> 20;
 				if (atomicMax(&t->printed_mib, mib) < mib)
 					gpusys_printf(h.dev, "block %d job %d: heap now %llu MiB mapped\n",
 						      (int)blockIdx.x, job, mib);
