@@ -117,6 +117,8 @@ static struct gpusys_hello make_hello(const struct gpusys_attach_opts *o)
 	return h;
 }
 
+static int recv_welcome(int sock, struct gpusys_welcome *w, int *ret_fd, int *ret_wake);
+
 /* Send hello h with the descriptors it may carry: stdout and stderr
  * (pass_stdio), the working directory cwd (or -1), the channel (or -1: a
  * re-offer, wire.h). */
@@ -146,6 +148,18 @@ static int send_hello(int sock, struct gpusys_hello h, bool pass_stdio, int cwd,
 		h.fd_mask |= GPUSYS_HELLO_FD_CHANNEL;
 	}
 	ssize_t n = fdpass_send(sock, &h, sizeof(h), fds, (unsigned)nfds, MSG_NOSIGNAL);
+	if (n == -EPIPE || n == -ECONNRESET) {
+		/* gpusysd may have refused before reading the hello (out of
+		 * descriptors, it accepts, says why and closes at once): its
+		 * reason is still there to be read, and says more than EPIPE. */
+		struct gpusys_welcome w;
+		int mem_fd = -1, wake_fd = -1;
+		int r = recv_welcome(sock, &w, &mem_fd, &wake_fd);
+		if (r < 0)
+			return r;
+		close(mem_fd);
+		close(wake_fd);
+	}
 	if (n < 0)
 		return fail((int)n, "cannot send the hello: %s", strerror((int)-n));
 	return 0;
