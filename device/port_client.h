@@ -106,8 +106,8 @@ GPUSYS_FN void gpusys_copy_from_channel(uint8_t *dst, const uint8_t *src, uint32
  * registers: a piece that the compiler puts on the stack (a byte pointer
  * into it, an array indexed at run time) is stored there as soon as its
  * load is issued, and that store waits for the load, so the loads of a
- * batch went across the bus one after another (measured: 4 us per batch of
- * 8 where one trip is about 1.3, bench/RESULTS.md "Stream copies"). */
+ * batch went across the bus one after another (measured, see
+ * bench/RESULTS.md: "Packet 0 as a warp (issue 27)", streams). */
 GPUSYS_FN uint32_t gpusys_piece_byte(uint4 v, uint32_t i)
 {
 	uint32_t w = i < 8 ? (i < 4 ? v.x : v.y) : (i < 12 ? v.z : v.w);
@@ -133,8 +133,8 @@ GPUSYS_FN uint4 gpusys_piece_with_byte(uint4 v, uint32_t i, uint32_t byte)
  * chunks of packet 0 (abi.h gpusys_inline_at). On a GPU each chunk is one
  * 16-byte store, the same chunk of every lane of the warp lying together:
  * one coalesced run of whole lines for the warp, where 8-byte stores into
- * 64-byte slots were pieces of every line (bench/RESULTS.md "Packet 0 as a
- * warp"). Only src's m bytes are read; a partial chunk is padded with
+ * 64-byte slots were pieces of every line (bench/RESULTS.md: "Packet 0 as
+ * a warp (issue 27)"). Only src's m bytes are read; a partial chunk is padded with
  * zeros. */
 GPUSYS_FN void gpusys_inline_put(uint8_t *packet_data, uint32_t l, const uint8_t *src, uint32_t m)
 {
@@ -457,9 +457,9 @@ GPUSYS_FN void gpusys_stream_chunk(uint8_t *packet, uint32_t pkt, uint32_t k, ui
 #if defined(__CUDACC__)
 /* Pieces whose loads are in flight at once, per lane, writing to the
  * channel and reading from it. Each is four registers for the whole call
- * path, which every kernel that makes calls carries: 8 for reading raised
- * the registers of the bench's kernels by 22-33 over 4 (ptxas -v), 8 for
- * both by 24-40; 4 keeps them where they were. */
+ * path, which every kernel that makes calls carries: 8 raised the registers
+ * of the bench's kernels, 4 keeps them where they were (ptxas -v; see
+ * bench/RESULTS.md: "Packet 0 as a warp (issue 27)"). */
 #define GPUSYS_STREAM_BATCH 4u
 #define GPUSYS_STREAM_READ_BATCH 4u
 #define GPUSYS_STREAM_PIECE 16u

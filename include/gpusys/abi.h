@@ -39,7 +39,7 @@
  *              chunk by chunk (gpusys_inline_at): chunk k of lane l at
  *              data[512 k + 16 l]. A warp's 16-byte store or load of chunk k
  *              is then one contiguous run, not 32 pieces 64 bytes apart
- *              (bench/RESULTS.md "Packet 0 as a warp").
+ *              (bench/RESULTS.md: "Packet 0 as a warp (issue 27)").
  *   packet k>0 (streaming) raw bytes of the "stream": the concatenation,
  *              in lane order, of every active lane's bytes beyond its first
  *              GPUSYS_INLINE_BYTES. Both sides derive the stream layout from
