@@ -32,16 +32,6 @@ extern "C" {
 }
 #include "gpusys/device.cuh"
 
-#define CK(x)                                                                                                  \
-	do {                                                                                                   \
-		cudaError_t e_ = (x);                                                                          \
-		if (e_ != cudaSuccess) {                                                                       \
-			fprintf(stderr, "gpusys-bench: %s:%d: %s: %s\n", __FILE__, __LINE__, #x,               \
-				cudaGetErrorString(e_));                                                       \
-			exit(1);                                                                               \
-		}                                                                                              \
-	} while (0)
-
 enum layout { LAYOUT_WORD, LAYOUT_SLOTS, LAYOUT_CHUNKS };
 static const char *const layout_name[] = { "word", "slots", "chunks" };
 
@@ -196,10 +186,10 @@ extern "C" int bench_packet_gpu(int argc, char **argv)
 	struct floor_shared *sh;
 	unsigned long long *lat;
 	unsigned *bad;
-	CK(cudaHostAlloc((void **)&sh, sizeof(*sh), cudaHostAllocMapped));
+	BENCH_CK(cudaHostAlloc((void **)&sh, sizeof(*sh), cudaHostAllocMapped));
 	memset(sh, 0, sizeof(*sh));
-	CK(cudaMalloc((void **)&lat, sizeof(*lat) * iters));
-	CK(cudaMalloc((void **)&bad, sizeof(*bad)));
+	BENCH_CK(cudaMalloc((void **)&lat, sizeof(*lat) * iters));
+	BENCH_CK(cudaMalloc((void **)&bad, sizeof(*bad)));
 	uint64_t *host_lat = (uint64_t *)malloc(sizeof(*host_lat) * iters);
 
 	static const struct {
@@ -217,16 +207,16 @@ extern "C" int bench_packet_gpu(int argc, char **argv)
 		for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
 			pthread_t th;
 			sh->w.req = sh->w.rep = sh->w.stop = 0;
-			CK(cudaMemset(bad, 0, sizeof(*bad)));
+			BENCH_CK(cudaMemset(bad, 0, sizeof(*bad)));
 			if (pthread_create(&th, NULL, floor_server, sh) != 0)
 				return 1;
 			k_floor<<<1, 32>>>(sh, rows[r].layout, rows[r].lanes, rows[r].n, iters, warm, lat, bad);
-			CK(cudaDeviceSynchronize());
+			BENCH_CK(cudaDeviceSynchronize());
 			sh->w.stop = 1;
 			pthread_join(th, NULL);
 			unsigned nbad;
-			CK(cudaMemcpy(&nbad, bad, sizeof(nbad), cudaMemcpyDeviceToHost));
-			CK(cudaMemcpy(host_lat, lat, sizeof(*host_lat) * iters, cudaMemcpyDeviceToHost));
+			BENCH_CK(cudaMemcpy(&nbad, bad, sizeof(nbad), cudaMemcpyDeviceToHost));
+			BENCH_CK(cudaMemcpy(host_lat, lat, sizeof(*host_lat) * iters, cudaMemcpyDeviceToHost));
 			qsort(host_lat, iters, sizeof(*host_lat), cmp_u64);
 			double p50 = host_lat[iters / 2] / 1e3, p99 = host_lat[iters * 99 / 100] / 1e3;
 			if (rows[r].layout == LAYOUT_WORD)

@@ -291,15 +291,20 @@ static void xform_call(uint64_t mask, const uint32_t *len, int async)
 static void test_payloads(void **state)
 {
 	(void)state;
-	static const uint32_t sizes[] = { 0,    1,    63,	  64,	 65,	   2047,     2048,
-					  2049, 4097, 100000, 262144, MIB - 1, MIB };
+	/* packet 0's 16-byte chunks (abi.h gpusys_inline_at) and its end, a
+	 * packet's, a window's, the protocol's maximum */
+	static const uint32_t sizes[] = { 0,	1,    4,      15,     16,     17,	 31,	  33,	 63,
+					  64,	65,   2047,   2048,   2049,   4097,	 100000, 262144, MIB - 1,
+					  MIB };
 	uint32_t len[LANES];
 	gpusys_emu_set_warp(1);
 	for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-		/* one lane, then every lane at that size */
+		/* one lane, alternate lanes, then every lane at that size */
 		for (uint32_t l = 0; l < LANES; l++)
 			len[l] = sizes[s];
 		xform_call(UINT64_C(1) << (s % LANES), len, s % 2);
+		if (sizes[s] <= 4097)
+			xform_call(UINT64_C(0x55555555) << (s % 2), len, s % 2);
 		if (sizes[s] <= 262144 || s == sizeof(sizes) / sizeof(sizes[0]) - 1)
 			xform_call(ALL_LANES, len, (s + 1) % 2);
 	}

@@ -93,7 +93,7 @@ static void test_echo_boundary_sizes(void **state)
 	struct gpusys_emu *emu;
 	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
 	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
-	const uint64_t masks[] = { 1, 0x80000000u, 0x5, 0xffff0000u, 0xffffffffu, 0x12345678u };
+	const uint64_t masks[] = { 1, 0x80000000u, 0x5, 0x55555555u, 0xaaaaaaaau, 0xffff0000u, 0xffffffffu, 0x12345678u };
 	uint32_t len[GPUSYS_WARP_LANES];
 
 	for (size_t m = 0; m < sizeof(masks) / sizeof(masks[0]); m++) {
