@@ -21,7 +21,10 @@ work=$(mktemp -d /tmp/gpusys-sockbench.XXXXXX)
 mkdir -p "$work/run" "$work/www/sub"
 # Room for every lane's request in flight at once: 160 warps x 32 lanes,
 # each with up to 64 KiB of pread or 8 KiB of receive room.
-printf 'channel_bulk_bytes = 256M\nclient_mem_budget = 1G\n' > "$work/gpusysd.conf"
+# max_handles_per_uid: the 10,000-connection row is one client of one user;
+# by default a user gets a quarter of gpusysd's descriptor limit (4,960 on a
+# machine whose limit is 20,000), and accept answers EMFILE past it.
+printf 'channel_bulk_bytes = 256M\nclient_mem_budget = 1G\nmax_handles_per_uid = 12000\n' > "$work/gpusysd.conf"
 "$B/daemon/gpusysd" --foreground --runtime-dir "$work/run" --config "$work/gpusysd.conf" > "$work/daemon.log" 2>&1 &
 daemon=$!
 export GPUSYS_RUNTIME_DIR=$work/run
