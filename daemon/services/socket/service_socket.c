@@ -78,7 +78,6 @@ static const struct config_key socket_settings[] = {
 	{ NULL, 0, 0, 0, 0 },
 };
 
-struct sock_global sock_g;
 
 static bool family_allowed(int domain)
 {

@@ -37,7 +37,7 @@ struct sock_global {
 	struct sock_policy pol;
 };
 
-extern struct sock_global sock_g; /* set by the service's start() */
+extern struct sock_global sock_g; /* sock_global.c; set by the service's start() */
 
 #define SEND_FLAGS (MSG_DONTWAIT | MSG_MORE | MSG_OOB | MSG_EOR | MSG_NOSIGNAL | MSG_CONFIRM)
 #define RECV_FLAGS (MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_TRUNC | MSG_OOB)
@@ -65,6 +65,9 @@ struct sock_lane {
 	struct sock_call *sc;
 	uint8_t idx;
 	uint8_t wait;          /* enum lane_wait while waiting, WAIT_NONE when done */
+	/* WAIT_DNS, WAIT_RDNS: how the hand-off starts the lookup (set by
+	 * sock_dns.c with the wait, so the waits need not know DNS) */
+	void (*start_lookup)(struct sock_lane *l);
 	bool connecting;       /* CONNECT: in progress, SO_ERROR tells */
 	bool with_creds;       /* retries act as the client (a Unix path is named) */
 	bool value_op;         /* the answer is an int64_t value */
@@ -150,12 +153,10 @@ int sock_lane_try(struct sock_lane *l);
 int sock_step_connect(struct sock_lane *l);
 int sock_step_poll(struct sock_lane *l);
 
-/* sock_dns.c: the first try of a lookup (checks; LANE_WAIT to go to
- * evdns), starting it on the main loop, and evdns itself. */
+/* sock_dns.c: the first try of a lookup (checks; LANE_WAIT, with
+ * l->start_lookup set, to go to evdns on the main loop), and evdns itself. */
 int sock_first_getaddrinfo(struct sock_lane *l);
 int sock_first_getnameinfo(struct sock_lane *l);
-void sock_dns_lookup(struct sock_lane *l);
-void sock_rdns_lookup(struct sock_lane *l);
 
 /* sock_loops.c: n event loops of their own threads (0: none, the main
  * loop only); a call's loop (main_loop: the main one, for name lookups). */

@@ -113,7 +113,7 @@ static void dns_fill(struct sock_lane *l, int result, struct evutil_addrinfo *re
 	sock_lane_finish(l, n ? 0 : EAI_NONAME);
 }
 
-void sock_dns_lookup(struct sock_lane *l)
+static void dns_lookup(struct sock_lane *l)
 {
 	const char *host = (const char *)l->body;
 	const char *serv = host + strlen(host) + 1;
@@ -183,7 +183,7 @@ static void rdns_fill(struct sock_lane *l, int result, char type, int count, int
 	sock_lane_finish(l, 0);
 }
 
-void sock_rdns_lookup(struct sock_lane *l)
+static void rdns_lookup(struct sock_lane *l)
 {
 	struct dns_ticket *t = calloc(1, sizeof(*t));
 	if (!t || !sock_g.dns) {
@@ -241,6 +241,7 @@ int sock_first_getaddrinfo(struct sock_lane *l)
 	if (*serv && strspn(serv, "0123456789") != strlen(serv) && !service_known(serv, l->q.b))
 		return EAI_SERVICE;
 	l->wait = WAIT_DNS; /* evdns runs on the main loop: always there */
+	l->start_lookup = dns_lookup;
 	return LANE_WAIT;
 }
 
@@ -256,6 +257,7 @@ int sock_first_getnameinfo(struct sock_lane *l)
 		return -EMSGSIZE;
 	if (!(l->q.flags & NI_NUMERICHOST)) {
 		l->wait = WAIT_RDNS;
+		l->start_lookup = rdns_lookup;
 		return LANE_WAIT;
 	}
 	char *host = (char *)l->out;

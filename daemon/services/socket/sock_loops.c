@@ -24,11 +24,12 @@ struct sock_loop {
 	pthread_t thread;
 };
 
-static struct {
+struct sock_loop_set {
 	struct sock_loop loop[LOOPS_MAX];
 	unsigned n;
 	atomic_uint next;
-} L;
+};
+static struct sock_loop_set L;
 
 static void *run(void *arg)
 {

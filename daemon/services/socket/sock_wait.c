@@ -343,10 +343,8 @@ static void lane_arm(struct sock_lane *l)
 {
 	switch (l->wait) {
 	case WAIT_DNS:
-		sock_dns_lookup(l);
-		return;
 	case WAIT_RDNS:
-		sock_rdns_lookup(l);
+		l->start_lookup(l);
 		return;
 	case WAIT_POLL:
 		poll_arm(l);
