@@ -80,7 +80,7 @@ static void detach(struct daemon *d, struct session *s, const char *why)
 	registry_remove(&d->reg, s);
 	/* Calls pending later hold references too: nobody waits for them
 	 * any more, so they are cancelled (their services let go). */
-	unsigned cancelled = port_table_cancel_later(&s->ports);
+	unsigned cancelled = later_cancel_table(&s->ports);
 	if (cancelled)
 		log_info("client %u: %u pending calls cancelled", s->id, cancelled);
 	log_info("client %u detached (%s): pid %d comm '%s', %llu requests", s->id, why, (int)s->peer.pid,

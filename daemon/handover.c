@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "core/channel.h"
+#include "core/later.h"
 #include "core/poller.h"
 #include "core/pool.h"
 #include "core/port_server.h"
@@ -101,7 +102,7 @@ void daemon_handover(struct daemon *d)
 	registry_for_each(&d->reg, s)
 	{
 		port_table_drain(&s->ports);
-		cancelled += port_table_cancel_later(&s->ports);
+		cancelled += later_cancel_table(&s->ports);
 	}
 	while (any_busy(d) && now_ms() < drain_end)
 		nap();

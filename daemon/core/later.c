@@ -261,7 +261,7 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 	take_back(t, pd, CALL_CANCEL_DEADLINE, -ETIMEDOUT);
 }
 
-unsigned port_table_cancel_later(struct port_table *t)
+unsigned later_cancel_table(struct port_table *t)
 {
 	unsigned n = 0;
 

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to the core's request path (port_server.c, later.c): a request
- * that lives across steps, and what the two files ask of each other.
+ * Private to the port module (port_server.c, the request side;
+ * port_answer.c, the answer side) and later.c: a request that lives across
+ * steps, and the answer side's entries.
  */
 #ifndef GPUSYSD_CORE_PENDING_H
 #define GPUSYSD_CORE_PENDING_H
 
+#include "common/port_host.h"
 #include "core/port_server.h"
 
 struct event;
@@ -65,33 +67,50 @@ static inline struct pending *pending_of(struct port_call *call)
 	return (struct pending *)call; /* call is the first member */
 }
 
-/* port_answer.c: answer a call whose service is done (packet 0 of the
- * response, or the whole of it), count it, free it unless a response
- * stream follows. Does not release the claim. */
+/* The hand-back and the progress count, on every path of both sides (and
+ * the fast path of every NOOP): inline, so that the request side asks the
+ * answer side nothing for them. */
+/* Hand the port back to the client: everything we wrote, then the word. */
+static inline void port_ack(struct port_table *t, uint32_t p, uint32_t seq, uint32_t sw_flags, int32_t status)
+{
+	atomic_store_explicit(&t->seen[p], (uint16_t)(seq & GPUSYS_SEQ_MASK), memory_order_relaxed);
+	port_host_hand_back(&t->server_word[p], seq, sw_flags, status);
+}
+
+static inline void port_count_completion(struct port_table *t, unsigned slot)
+{
+	/* This thread is the only writer of its counter and progress word
+	 * (PORT_LATER_SLOT's writers hold later_slot_lock). */
+	uint64_t n = atomic_load_explicit(&t->completed[slot].n, memory_order_relaxed) + 1;
+	atomic_store_explicit(&t->completed[slot].n, n, memory_order_relaxed);
+	gpusys_host_release_before(&t->hdr->progress[slot].completed);
+	__atomic_store_n(&t->hdr->progress[slot].completed, t->progress_base[slot] + n, __ATOMIC_RELAXED);
+}
+
+/* port_answer.c, the answer side. The request side (port_server.c) and
+ * later.c call it; it calls neither: one way. Each request enters it once
+ * to be answered (port_answer_inline, port_answer or port_refuse), and once
+ * for each packet of a response stream (port_send_packet). */
+
+/* A call served from the stack on the poller (serve_inline): answer it,
+ * count it, and keep it for its response stream when it has one. */
+void port_answer_inline(struct port_table *t, uint32_t p, uint32_t cs, struct port_call *call, unsigned slot);
+/* A pending call whose service is done: packet 0 of the response (or the
+ * whole of it), counted, freed unless a response stream follows. Does not
+ * release the claim. */
 void port_answer(struct port_table *t, struct pending *pd, unsigned slot);
+/* A request refused before any service saw it. */
+void port_refuse(struct port_table *t, uint32_t p, uint32_t cs, uint64_t lane_mask, uint16_t flags, int32_t status,
+		 unsigned slot);
+/* The response stream's next packet; the last one ends the call. */
+void port_send_packet(struct port_table *t, uint32_t p, uint32_t cs, unsigned slot);
 void port_pending_free(struct port_table *t, struct pending *pd);
 
 /* The client's budget: 0 or -ENOMEM; and giving bytes back. */
 int port_charge(struct port_table *t, uint64_t bytes);
 void port_uncharge(struct port_table *t, uint64_t bytes);
 
-/* Hand the port back (seq, flags, status in the server word). */
-void port_ack(struct port_table *t, uint32_t p, uint32_t seq, uint32_t sw_flags, int32_t status);
-/* One request done, on progress slot slot (its only writer). */
-void port_count_completion(struct port_table *t, unsigned slot);
-/* Count a call in the per-opcode statistics (after port_respond, which
- * sets what it counts). */
-void port_count_call(struct port_table *t, const struct port_call *call, unsigned slot);
-
-/* Packet 0 of call's answer, and the hand-back. The number of response
- * stream packets still to send (off/part NULL: none may follow). */
-uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, struct port_call *call, uint32_t *off,
-		      uint32_t *part);
 /* For gpusysctl ports: mark port p's call as pending later (or not). */
 void port_state_set_later(struct port_table *t, uint32_t p, bool later);
-
-/* later.c: after a handler returned: true when the call stays pending
- * (the port stays claimed), false when it must be answered now. */
-bool later_after_handler(struct port_table *t, struct pending *pd);
 
 #endif

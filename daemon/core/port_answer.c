@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Answering calls: the response's packet 0 and the hand-back of the port,
- * the client's memory budget, and the counting of every completion. Shared
- * by the stepping of ports (port_server.c) and by calls that complete
- * later (later.c), whichever thread finishes them.
+ * The answer side of the port module: the response's packet 0 and the
+ * hand-back of the port, the response stream, the client's memory budget,
+ * and the counting of every completion. The request side (port_server.c)
+ * and calls that complete later (later.c) call it, whichever thread
+ * finishes them; it calls neither of them (its entries: core/pending.h).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -15,6 +16,10 @@
 #include "core/lanes.h"
 #include "core/pending.h"
 #include "common/port_host.h"
+
+/* port_server.h: the fast path's answer and count, sampled by the pollers;
+ * defined here, where the fast path answers (port_answer_inline). */
+_Thread_local struct port_timing port_timing;
 
 /* The one place bytes are counted against the client's budget. */
 int port_charge(struct port_table *t, uint64_t bytes)
@@ -61,27 +66,10 @@ void port_pending_free(struct port_table *t, struct pending *pd)
 	free(pd);
 }
 
-/* Hand the port back to the client: everything we wrote, then the word. */
-void port_ack(struct port_table *t, uint32_t p, uint32_t seq, uint32_t sw_flags, int32_t status)
-{
-	atomic_store_explicit(&t->seen[p], (uint16_t)(seq & GPUSYS_SEQ_MASK), memory_order_relaxed);
-	port_host_hand_back(&t->server_word[p], seq, sw_flags, status);
-}
-
-void port_count_completion(struct port_table *t, unsigned slot)
-{
-	/* This thread is the only writer of its counter and progress word
-	 * (PORT_LATER_SLOT's writers hold later_slot_lock). */
-	uint64_t n = atomic_load_explicit(&t->completed[slot].n, memory_order_relaxed) + 1;
-	atomic_store_explicit(&t->completed[slot].n, n, memory_order_relaxed);
-	gpusys_host_release_before(&t->hdr->progress[slot].completed);
-	__atomic_store_n(&t->hdr->progress[slot].completed, t->progress_base[slot] + n, __ATOMIC_RELAXED);
-}
-
 /* Write response packet 0 (unless NOREPLY) and hand the port back. Returns
  * the number of response stream packets still to send. */
-uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, struct port_call *call, uint32_t *off,
-			uint32_t *part)
+static uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, struct port_call *call, uint32_t *off,
+			     uint32_t *part)
 {
 	struct gpusys_port *port = &t->ports[p];
 	uint32_t chunks = 0, trivial = 1, longest = 0;
@@ -140,7 +128,7 @@ uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, struct por
 	return chunks;
 }
 
-void port_count_call(struct port_table *t, const struct port_call *call, unsigned slot)
+static void port_count_call(struct port_table *t, const struct port_call *call, unsigned slot)
 {
 	stats_record(&t->stats, slot, call->op_id, call->t_start, call->failed, call->bytes_in, call->bytes_out);
 }
@@ -171,4 +159,89 @@ void port_answer(struct port_table *t, struct pending *pd, unsigned slot)
 void port_state_set_later(struct port_table *t, uint32_t p, bool later)
 {
 	__atomic_store_n(&t->state[p].later, later, __ATOMIC_RELAXED);
+}
+
+/* The fast path's answer (a call served on the poller from the stack,
+ * port_server.c serve_inline): packet 0 and the hand-back, the counts, and
+ * when the answer outgrew its packet, a pending call of its own for the
+ * stream (its bytes may point into the caller's frame: they are copied). */
+void port_answer_inline(struct port_table *t, uint32_t p, uint32_t cs, struct port_call *call, unsigned slot)
+{
+	uint32_t off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES];
+	bool timed = port_timing.on;
+	uint64_t a0 = timed ? stats_now() : 0;
+	uint32_t chunks = port_respond(t, p, cs, call, off, part);
+	uint64_t a1 = timed ? stats_now() : 0;
+	port_count_call(t, call, slot);
+	if (chunks) {
+		/* The response outgrew its packet: keep it for streaming. Its
+		 * bytes may point into this stack frame, so copy them out. */
+		struct pending *pd = calloc(1, sizeof(*pd));
+		uint64_t total = call->bytes_out;
+		uint8_t *copy = pd ? malloc(total) : NULL;
+		if (!copy) {
+			free(pd);
+			/* Too late to refuse: the client already has packet 0
+			 * and waits for the rest. Mark the channel dead for
+			 * this client rather than leave it spinning. */
+			__atomic_store_n(&t->hdr->server_state, GPUSYS_SERVER_STOPPED, __ATOMIC_RELAXED);
+			port_uncharge(t, call->charged);
+			free(call->resp_buf);
+			port_count_completion(t, slot);
+			return;
+		}
+		for (uint64_t l = 0, at = 0; l < GPUSYS_WARP_LANES; l++) {
+			if (call->resp_len[l])
+				memcpy(copy + at, call->resp_data[l], call->resp_len[l]);
+			call->resp_data[l] = copy + at;
+			at += call->resp_len[l];
+		}
+		free(call->resp_buf);
+		call->resp_buf = copy;
+		pd->call = *call;
+		memcpy(pd->off, off, sizeof(off));
+		memcpy(pd->part, part, sizeof(part));
+		struct port_state *st = &t->state[p];
+		st->chunk = 0;
+		st->chunks = chunks;
+		st->pending = pd;
+		port_state_set_phase(st, PHASE_SEND);
+		__atomic_store_n(&st->later, false, __ATOMIC_RELAXED);
+		return;
+	}
+	port_uncharge(t, call->charged);
+	free(call->resp_buf);
+	port_count_completion(t, slot);
+	if (timed) {
+		port_timing.answer += a1 - a0;
+		port_timing.count += stats_now() - a1;
+	}
+}
+
+/* Answer a request refused before a service saw it. */
+void port_refuse(struct port_table *t, uint32_t p, uint32_t cs, uint64_t lane_mask, uint16_t flags, int32_t status,
+		 unsigned slot)
+{
+	struct port_call call = { .lane_mask = lane_mask, .flags = flags, .status = status };
+	port_respond(t, p, cs, &call, NULL, NULL);
+	port_count_completion(t, slot);
+}
+
+/* The response stream's next packet, which the client asked for; the last
+ * one ends the call. */
+void port_send_packet(struct port_table *t, uint32_t p, uint32_t cs, unsigned slot)
+{
+	struct port_state *st = &t->state[p];
+	struct pending *pd = st->pending;
+
+	uint32_t pkt;
+	uint8_t *packet = port_table_stream(t, p, &pkt);
+	port_host_stream_copy(packet, pkt, st->chunk, pd->off, pd->part, (uint8_t *const *)pd->call.resp_data, 1);
+	if (++st->chunk == st->chunks) {
+		port_state_set_phase(st, PHASE_IDLE);
+		st->pending = NULL;
+		port_pending_free(t, pd);
+		port_count_completion(t, slot);
+	}
+	port_ack(t, p, cs, 0, 0);
 }

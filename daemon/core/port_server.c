@@ -22,11 +22,10 @@
 #include <string.h>
 
 #include "core/lanes.h"
+#include "core/later.h"
 #include "core/pending.h"
 #include "core/port_server.h"
 #include "common/port_host.h"
-
-_Thread_local struct port_timing port_timing;
 
 /* What the client word says about a request. */
 struct request_head {
@@ -91,7 +90,7 @@ void port_table_fini(struct port_table *t)
 	if (!t->seen && !t->claim && !t->state)
 		return; /* never initialised, or already torn down */
 	/* Pending calls first: their services' state is still there. */
-	port_table_cancel_later(t);
+	later_cancel_table(t);
 	if (t->svc_ready)
 		services_client_fini(t->client, t->svc_state);
 	t->svc_ready = false;
@@ -206,64 +205,7 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 			       GPUSYS_CHUNK_BYTES);
 	}
 	svc->op->handle(&call);
-	uint32_t off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES];
-	bool timed = port_timing.on;
-	uint64_t a0 = timed ? stats_now() : 0;
-	uint32_t chunks = port_respond(t, p, cs, &call, off, part);
-	uint64_t a1 = timed ? stats_now() : 0;
-	port_count_call(t, &call, slot);
-	if (chunks) {
-		/* The response outgrew its packet: keep it for streaming. Its
-		 * bytes may point into this stack frame, so copy them out. */
-		struct pending *pd = calloc(1, sizeof(*pd));
-		uint64_t total = call.bytes_out;
-		uint8_t *copy = pd ? malloc(total) : NULL;
-		if (!copy) {
-			free(pd);
-			/* Too late to refuse: the client already has packet 0
-			 * and waits for the rest. Mark the channel dead for
-			 * this client rather than leave it spinning. */
-			__atomic_store_n(&t->hdr->server_state, GPUSYS_SERVER_STOPPED, __ATOMIC_RELAXED);
-			port_uncharge(t, call.charged);
-			free(call.resp_buf);
-			port_count_completion(t, slot);
-			return;
-		}
-		for (uint64_t l = 0, at = 0; l < GPUSYS_WARP_LANES; l++) {
-			if (call.resp_len[l])
-				memcpy(copy + at, call.resp_data[l], call.resp_len[l]);
-			call.resp_data[l] = copy + at;
-			at += call.resp_len[l];
-		}
-		free(call.resp_buf);
-		call.resp_buf = copy;
-		pd->call = call;
-		memcpy(pd->off, off, sizeof(off));
-		memcpy(pd->part, part, sizeof(part));
-		struct port_state *st = &t->state[p];
-		st->chunk = 0;
-		st->chunks = chunks;
-		st->pending = pd;
-		port_state_set_phase(st, PHASE_SEND);
-		__atomic_store_n(&st->later, false, __ATOMIC_RELAXED);
-		return;
-	}
-	port_uncharge(t, call.charged);
-	free(call.resp_buf);
-	port_count_completion(t, slot);
-	if (timed) {
-		port_timing.answer += a1 - a0;
-		port_timing.count += stats_now() - a1;
-	}
-}
-
-/* Answer a request refused before a service saw it. */
-static void refuse(struct port_table *t, uint32_t p, uint32_t cs, const struct request_head *h, int32_t status,
-		   unsigned slot)
-{
-	struct port_call call = { .lane_mask = h->lane_mask, .flags = h->flags, .status = status };
-	port_respond(t, p, cs, &call, NULL, NULL);
-	port_count_completion(t, slot);
+	port_answer_inline(t, p, cs, &call, slot);
 }
 
 static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t word, unsigned slot,
@@ -290,7 +232,7 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 		 * layout: answer at once. An honest client never gets here
 		 * (it checks the same bounds before sending). */
 		atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
-		refuse(t, p, cs, &h, status, slot);
+		port_refuse(t, p, cs, h.lane_mask, h.flags, status, slot);
 		return PORT_STEP_DONE;
 	}
 
@@ -315,7 +257,7 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 	struct pending *pd = calloc(1, sizeof(*pd));
 	if (!pd) {
 		/* Not even room to track the stream: answer now. */
-		refuse(t, p, cs, &h, -ENOMEM, slot);
+		port_refuse(t, p, cs, h.lane_mask, h.flags, -ENOMEM, slot);
 		return PORT_STEP_DONE;
 	}
 	if (!found)
@@ -391,24 +333,6 @@ static enum port_step receive_packet(struct port_table *t, uint32_t p, uint32_t 
 	return dispatch(t, p, cs, pd, slot, ret_call, keep);
 }
 
-static enum port_step send_packet(struct port_table *t, uint32_t p, uint32_t cs, unsigned slot)
-{
-	struct port_state *st = &t->state[p];
-	struct pending *pd = st->pending;
-
-	uint32_t pkt;
-	uint8_t *packet = port_table_stream(t, p, &pkt);
-	port_host_stream_copy(packet, pkt, st->chunk, pd->off, pd->part, (uint8_t *const *)pd->call.resp_data, 1);
-	if (++st->chunk == st->chunks) {
-		port_state_set_phase(st, PHASE_IDLE);
-		st->pending = NULL;
-		port_pending_free(t, pd);
-		port_count_completion(t, slot);
-	}
-	port_ack(t, p, cs, 0, 0);
-	return PORT_STEP_DONE;
-}
-
 enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progress_slot,
 				struct port_call **ret_call)
 {
@@ -437,7 +361,8 @@ enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progr
 		r = receive_packet(t, p, cs, progress_slot, ret_call, &keep);
 		break;
 	case PHASE_SEND:
-		r = send_packet(t, p, cs, progress_slot);
+		port_send_packet(t, p, cs, progress_slot);
+		r = PORT_STEP_DONE;
 		break;
 	default:
 		/* BUSY ports stay claimed by their call; never here. */

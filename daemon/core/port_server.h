@@ -216,11 +216,6 @@ struct port_activity {
 };
 bool port_server_activity(const struct port_table *t, uint32_t p, struct port_activity *ret);
 
-/* Cancel every pending call of t (the client is gone): each service's
- * cancel hook runs, the calls are answered -ECANCELED and freed. Main
- * thread. Returns how many were cancelled. */
-unsigned port_table_cancel_later(struct port_table *t);
-
 /* Restart handover (docs/RESTART.md). Drain: from now on no request starts
  * (a packet 0 stays unread for the next daemon); requests under way go on. */
 void port_table_drain(struct port_table *t);
