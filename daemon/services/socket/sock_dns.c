@@ -113,6 +113,21 @@ static void dns_fill(struct sock_lane *l, int result, struct evutil_addrinfo *re
 	sock_lane_finish(l, n ? 0 : EAI_NONAME);
 }
 
+/* A new ticket linking lane l to its evdns request; NULL when there is no
+ * memory or no resolver, and then l is finished with EAI_MEMORY. */
+static struct dns_ticket *ticket_for(struct sock_lane *l)
+{
+	struct dns_ticket *t = calloc(1, sizeof(*t));
+	if (!t || !sock_g.dns) {
+		free(t);
+		sock_lane_finish(l, EAI_MEMORY);
+		return NULL;
+	}
+	t->lane = l;
+	l->dns = t;
+	return t;
+}
+
 static void dns_lookup(struct sock_lane *l)
 {
 	const char *host = (const char *)l->body;
@@ -123,14 +138,9 @@ static void dns_lookup(struct sock_lane *l)
 	hints.ai_socktype = l->q.b;
 	hints.ai_protocol = l->q.c;
 	hints.ai_flags = l->q.flags;
-	struct dns_ticket *t = calloc(1, sizeof(*t));
-	if (!t || !sock_g.dns) {
-		free(t);
-		sock_lane_finish(l, EAI_MEMORY);
+	struct dns_ticket *t = ticket_for(l);
+	if (!t)
 		return;
-	}
-	t->lane = l;
-	l->dns = t;
 	/* The answer may come at once (a number, /etc/hosts): then l is
 	 * already finished when this returns. */
 	evdns_getaddrinfo(sock_g.dns, *host ? host : NULL, *serv ? serv : NULL, &hints, dns_answer, t);
@@ -185,14 +195,9 @@ static void rdns_fill(struct sock_lane *l, int result, char type, int count, int
 
 static void rdns_lookup(struct sock_lane *l)
 {
-	struct dns_ticket *t = calloc(1, sizeof(*t));
-	if (!t || !sock_g.dns) {
-		free(t);
-		sock_lane_finish(l, EAI_MEMORY);
+	struct dns_ticket *t = ticket_for(l);
+	if (!t)
 		return;
-	}
-	t->lane = l;
-	l->dns = t;
 	struct sockaddr_storage ss;
 	memcpy(&ss, l->addr, l->addr_len);
 	struct evdns_request *rq;
