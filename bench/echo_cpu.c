@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cpu_peer.h"
+
 #define BUF (64u << 10)
 
 static int lfd;
@@ -79,18 +81,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int threads = argc > 2 ? atoi(argv[2]) : 16;
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	int one = 1;
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1])) };
-	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 4096) < 0) {
-		perror("echo_cpu");
+	lfd = cpu_peer_listen(argv[1], SOCK_NONBLOCK, "echo_cpu");
+	if (lfd < 0)
 		return 1;
-	}
-	for (int i = 1; i < threads; i++) {
-		pthread_t t;
-		pthread_create(&t, NULL, worker, NULL);
-	}
-	worker(NULL);
+	cpu_peer_run(threads, worker);
 	return 0;
 }

@@ -22,6 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cpu_peer.h"
+
 #include "../examples/http_request.h"
 
 static char root[PATH_MAX];
@@ -38,20 +40,6 @@ static int simple(int c, const char *status, int keep)
 	int n = snprintf(h, sizeof(h), "HTTP/1.1 %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\nConnection: %s\r\n\r\n%s\n",
 			 status, strlen(status) + 1, keep ? "keep-alive" : "close", status);
 	return send_all(c, h, (size_t)n);
-}
-
-static const char *status_text(int status)
-{
-	switch (status) {
-	case 400:
-		return "400 Bad Request";
-	case 403:
-		return "403 Forbidden";
-	case 414:
-		return "414 URI Too Long";
-	default:
-		return "501 Not Implemented";
-	}
 }
 
 /* The file at path (DIR and the decoded path). 0: keep the connection. */
@@ -104,9 +92,9 @@ static void connection(int c, char *req, uint8_t *file)
 		int status = http_parse_request(req, end, &rq, path + rl, room);
 		int ok;
 		if (status == 400)
-			ok = (simple(c, status_text(status), 0), 0);
+			ok = (simple(c, http_status_text(status), 0), 0);
 		else if (status)
-			ok = simple(c, status_text(status), rq.keep_alive) == 0 && rq.keep_alive;
+			ok = simple(c, http_status_text(status), rq.keep_alive) == 0 && rq.keep_alive;
 		else
 			ok = serve(c, path, file, rq.method == HTTP_HEAD, rq.keep_alive) == 0;
 		if (!ok)
@@ -140,18 +128,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int threads = argc > 3 ? atoi(argv[3]) : 128;
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int one = 1;
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2])) };
-	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 4096) < 0) {
-		perror("http_cpu");
+	lfd = cpu_peer_listen(argv[2], 0, "http_cpu");
+	if (lfd < 0)
 		return 1;
-	}
-	for (int i = 1; i < threads; i++) {
-		pthread_t t;
-		pthread_create(&t, NULL, worker, NULL);
-	}
-	worker(NULL);
+	cpu_peer_run(threads, worker);
 	return 0;
 }

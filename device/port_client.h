@@ -461,7 +461,6 @@ GPUSYS_FN void gpusys_stream_chunk(uint8_t *packet, uint32_t pkt, uint32_t k, ui
  * of the bench's kernels, 4 keeps them where they were (ptxas -v; see
  * bench/RESULTS.md: "Packet 0 as a warp (issue 27)"). */
 #define GPUSYS_STREAM_BATCH 4u
-#define GPUSYS_STREAM_READ_BATCH 4u
 #define GPUSYS_STREAM_PIECE 16u
 
 struct gpusys_stream_spans {
@@ -566,10 +565,10 @@ GPUSYS_FN void gpusys_stream_pieces(const struct gpusys_stream_spans *sp, uint8_
 		}
 		return;
 	}
-	for (uint32_t j0 = first; j0 < last; j0 += GPUSYS_STREAM_READ_BATCH * step) {
-		uint4 v[GPUSYS_STREAM_READ_BATCH];
+	for (uint32_t j0 = first; j0 < last; j0 += GPUSYS_STREAM_BATCH * step) {
+		uint4 v[GPUSYS_STREAM_BATCH];
 #pragma unroll
-		for (uint32_t t = 0; t < GPUSYS_STREAM_READ_BATCH; t++) {
+		for (uint32_t t = 0; t < GPUSYS_STREAM_BATCH; t++) {
 			uint32_t j = j0 + t * step;
 			if (j < last)
 				asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -578,7 +577,7 @@ GPUSYS_FN void gpusys_stream_pieces(const struct gpusys_stream_spans *sp, uint8_
 					     : "memory");
 		}
 #pragma unroll
-		for (uint32_t t = 0; t < GPUSYS_STREAM_READ_BATCH; t++) {
+		for (uint32_t t = 0; t < GPUSYS_STREAM_BATCH; t++) {
 			uint32_t j = j0 + t * step;
 			if (j < last)
 				gpusys_stream_scatter(sp, &at, lo + j * GPUSYS_STREAM_PIECE, total, v[t]);

@@ -175,20 +175,6 @@ static __device__ bool respond_simple(const gpusys_dev_t &dev, long long c, stru
 	return send_all(dev, c, m->head, (unsigned long long)(o - m->head));
 }
 
-static __device__ const char *status_text(int status)
-{
-	switch (status) {
-	case 400:
-		return "400 Bad Request";
-	case 403:
-		return "403 Forbidden";
-	case 414:
-		return "414 URI Too Long";
-	default:
-		return "501 Not Implemented";
-	}
-}
-
 /* Serve one parsed request: the file at m->path (DIR and the decoded path,
  * plen bytes). false: drop the connection. */
 static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct warp_mem *m, unsigned plen,
@@ -253,9 +239,9 @@ static __device__ bool conn_ready(const gpusys_dev_t &dev, struct conn *k, struc
 		bool head = rq.method == HTTP_HEAD;
 		bool ok;
 		if (status == 400)
-			ok = respond_simple(dev, c, m, status_text(status), head, false) && false;
+			ok = respond_simple(dev, c, m, http_status_text(status), head, false) && false;
 		else if (status)
-			ok = respond_simple(dev, c, m, status_text(status), head, rq.keep_alive) && rq.keep_alive;
+			ok = respond_simple(dev, c, m, http_status_text(status), head, rq.keep_alive) && rq.keep_alive;
 		else
 			ok = serve(dev, c, m, srv->root_len + rq.path_len, head, rq.keep_alive);
 		atomicAdd(&srv->requests, 1ull);

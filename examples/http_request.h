@@ -158,4 +158,20 @@ HTTP_FN int http_parse_request(const char *buf, unsigned head_len, struct http_r
 	return http_decode_path(buf + sp1 + 1, sp2 - sp1 - 1, path, room, &r->path_len);
 }
 
+/* The status line's text for a status http_parse_request returns (400,
+ * 403, 414; anything else is 501), as both servers answer it. */
+HTTP_FN const char *http_status_text(int status)
+{
+	switch (status) {
+	case 400:
+		return "400 Bad Request";
+	case 403:
+		return "403 Forbidden";
+	case 414:
+		return "414 URI Too Long";
+	default:
+		return "501 Not Implemented";
+	}
+}
+
 #endif
