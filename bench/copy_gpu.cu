@@ -147,6 +147,16 @@ static int verify(gpusys_copy_t *c, int htod, uint8_t *dev, uint8_t *host, uint8
 	return memcmp(check, host, n) ? -1 : 0;
 }
 
+/* What the engine did with its producers while copying (copy_adapt.h). */
+static void print_producers(gpusys_copy_t *c)
+{
+	struct gpusys_copy_info in;
+	gpusys_copy_get_info(c, &in);
+	printf("producers: %u at open, %u at the end (max %u; %llu added, %llu taken back); last engine copy %.1f GB/s\n",
+	       in.producers, in.producers_now, in.producers_max, (unsigned long long)in.producers_added,
+	       (unsigned long long)in.producers_removed, in.last_copy_gbps);
+}
+
 static void sweep(uint8_t *dev, uint8_t *host)
 {
 	size_t n = (size_t)256 << 20;
@@ -224,15 +234,16 @@ extern "C" int bench_copy_gpu(int argc, char **argv)
 	struct gpusys_copy_info in;
 	gpusys_copy_get_info(c, &in);
 	static const char *pn[] = { "by size", "driver", "staged", "in place" };
-	printf("gpusys_copy_open: %.0f ms (measuring %.0f ms): %u producers, %u pinned buffers of %zu KiB;\n"
+	printf("gpusys_copy_open: %.0f ms (measuring %.0f ms): %u producers (up to %u while copying), %u pinned buffers of %zu KiB;\n"
 	       "  engine from %zu B host->device, %zu B device->host (else cudaMemcpy); large copies %s / %s\n"
 	       "  measured: host copy %.1f GB/s one thread, %.1f with the producers; link (pinned DMA) %.1f GB/s\n\n",
-	       open_ms, in.calibration_ms, in.producers, in.buffers, in.chunk_bytes >> 10, in.min_engine_bytes[0],
+	       open_ms, in.calibration_ms, in.producers, in.producers_max, in.buffers, in.chunk_bytes >> 10, in.min_engine_bytes[0],
 	       in.min_engine_bytes[1], pn[in.large_path[0]], pn[in.large_path[1]], in.host_copy_gbps_1,
 	       in.host_copy_gbps_n, in.link_gbps);
 
 	if (do_interleaved) {
 		interleaved(c, dev, host, max);
+		print_producers(c);
 		gpusys_copy_close(c);
 		cudaFree(dev);
 		cudaFreeHost(pinned);
@@ -281,6 +292,7 @@ extern "C" int bench_copy_gpu(int argc, char **argv)
 	gpusys_copy_get_info(c, &in);
 	printf("chunks pinned in place %llu, pin fallbacks %llu\n", (unsigned long long)in.chunks_in_place,
 	       (unsigned long long)in.pin_fallbacks);
+	print_producers(c);
 	gpusys_copy_close(c);
 	if (out)
 		fclose(out);

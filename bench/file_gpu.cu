@@ -78,11 +78,14 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: gpusys-bench file [--size BYTES] [--blocks N] [--threads T] [--dir DIR] [--reps N]\n"
 		"                         [--daemon PATH | --runtime-dir DIR] [--json] [--reads-only] [--no-floors]\n"
+		"                         [--halves MIB[,MIB...]]\n"
 		"  A file of --size bytes (default 1 GiB) in --dir (default /dev/shm, else /tmp) read into\n"
 		"  device memory by 1 and by --blocks blocks (default 16) of --threads threads (1024), and\n"
 		"  written back; best of --reps (3). --daemon starts that gpusysd with a bulk area allowed.\n"
 		"  Then the floors of reads: the copy loop alone, host threads' pread alone, both\n"
-		"  pipelined without gpusysd (--no-floors: not). --reads-only: no writes.\n");
+		"  pipelined without gpusysd (--no-floors: not). --reads-only: no writes.\n"
+		"  --halves 8,16: the reads again, in that order, through a client whose bulk slots are\n"
+		"  cut in halves of those MiB (gpusys_options.bulk_slot_bytes; 8 is the default).\n");
 }
 
 static double secs_since(uint64_t t0)
@@ -225,6 +228,56 @@ static double write_floor(const char *path, const uint8_t *src, uint64_t size, i
 	return best;
 }
 
+/* --halves: the reads of 1 and of `blocks` blocks again, through a second
+ * client whose slots are two halves of half bytes (its own handle on the
+ * file), checked against the file. ret[0], ret[1]: GB/s, < 0 on error;
+ * *ret_half: the half the client got (a smaller area gives smaller ones). */
+static void halves_reads(const char *runtime_dir, const char *in_path, const uint8_t *host, uint8_t *dbuf,
+			 uint8_t *check, uint64_t size, int blocks, int threads, int reps, uint64_t half, double ret[2],
+			 struct read_split split[2], uint64_t *ret_half)
+{
+	ret[0] = ret[1] = -1;
+	*ret_half = 0;
+	struct gpusys_options o;
+	memset(&o, 0, sizeof(o));
+	o.runtime_dir = runtime_dir;
+	o.bulk_slot_bytes = 2 * half;
+	o.bulk_bytes = (uint64_t)blocks * 2 * half;
+	gpusys_t *g = NULL;
+	if (gpusys_attach(&o, &g)) {
+		fprintf(stderr, "gpusys-bench: attach with %llu MiB halves: %s\n", (unsigned long long)(half >> 20),
+			gpusys_last_error());
+		return;
+	}
+	gpusys_dev_t dev = gpusys_device(g);
+	*ret_half = dev.bulk_slot_bytes / 2;
+	char *dpath = NULL;
+	long long *dh = NULL, h = -1;
+	cudaMalloc(&dpath, PATH_MAX);
+	cudaMalloc(&dh, sizeof(long long));
+	cudaMemcpy(dpath, in_path, strlen(in_path) + 1, cudaMemcpyHostToDevice);
+	k_open<<<1, 1>>>(dev, dpath, O_RDONLY, dh);
+	cudaMemcpy(&h, dh, sizeof(h), cudaMemcpyDeviceToHost);
+	if (h >= 0) {
+		cudaMemset(dbuf, 0, size);
+		ret[0] = gpu_move(g, h, dbuf, size, 0, 1, threads, reps, &split[0], false);
+		ret[1] = gpu_move(g, h, dbuf, size, 0, blocks, threads, reps, &split[1], false);
+		cudaMemcpy(check, dbuf, size, cudaMemcpyDeviceToHost);
+		if (memcmp(check, host, size) != 0) {
+			fprintf(stderr, "gpusys-bench: %llu MiB halves: the data read differs from the file\n",
+				(unsigned long long)(half >> 20));
+			ret[0] = ret[1] = -1;
+		}
+		k_close<<<1, 1>>>(dev, h);
+	} else {
+		fprintf(stderr, "gpusys-bench: gpusys_open: %s\n", gpusys_strerror((int)h));
+	}
+	gpusys_synchronize(g, NULL, -1);
+	cudaFree(dpath);
+	cudaFree(dh);
+	gpusys_detach(g);
+}
+
 static double memcpy_gbs(void *dst, const void *src, uint64_t size, cudaMemcpyKind kind, int reps)
 {
 	double best = 0;
@@ -241,6 +294,9 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 {
 	uint64_t size = UINT64_C(1) << 30;
 	int blocks = 16, threads = 1024, reps = 3, json = 0, reads_only = 0, floors = 1, opt;
+	enum { MAX_HALVES = 8 };
+	uint64_t halves[MAX_HALVES];
+	int nhalves = 0;
 	const char *dir = NULL, *daemon = NULL, *runtime_dir = NULL;
 	static const struct option opts[] = {
 		{ "size", required_argument, NULL, 's' },  { "blocks", required_argument, NULL, 'b' },
@@ -248,6 +304,7 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 		{ "reps", required_argument, NULL, 'n' },  { "daemon", required_argument, NULL, 'd' },
 		{ "runtime-dir", required_argument, NULL, 'r' }, { "json", no_argument, NULL, 'j' },
 		{ "reads-only", no_argument, NULL, 'R' }, { "no-floors", no_argument, NULL, 'F' },
+		{ "halves", required_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
 	optind = 1;
@@ -263,6 +320,22 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 		case 'j': json = 1; break;
 		case 'R': reads_only = 1; break;
 		case 'F': floors = 0; break;
+		case 'H':
+			for (char *p = optarg; *p && nhalves < MAX_HALVES;) {
+				char *end;
+				unsigned long long mib = strtoull(p, &end, 10);
+				if (end == p || mib < 1 || mib > (GPUSYS_BULK_MAX_SLOT_BYTES >> 21)) {
+					usage();
+					return 2;
+				}
+				halves[nhalves++] = (uint64_t)mib << 20;
+				p = *end == ',' ? end + 1 : end;
+				if (*end && *end != ',') {
+					usage();
+					return 2;
+				}
+			}
+			break;
 		default: usage(); return 2;
 		}
 	}
@@ -377,6 +450,14 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 		k_close<<<1, 1>>>(dev, hw);
 		gpusys_synchronize(g, NULL, -1);
 
+		/* --halves: the same reads with other slot divisions, same run. */
+		double hv_gbs[MAX_HALVES][2];
+		struct read_split hv_split[MAX_HALVES][2];
+		uint64_t hv_got[MAX_HALVES];
+		for (int i = 0; i < nhalves; i++)
+			halves_reads(runtime_dir, in_path, host, dbuf, pinned, size, blocks, threads, reps, halves[i],
+				     hv_gbs[i], hv_split[i], &hv_got[i]);
+
 		/* What programs do today, same size, same run. */
 		memcpy(pinned, host, size);
 		h2d_pin = memcpy_gbs(dbuf, pinned, size, cudaMemcpyHostToDevice, reps);
@@ -448,6 +529,7 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			{ 1, 5, 8u << 20, 0 },	 { 1, 5, 8u << 20, 1 },	  { 1, 8, 8u << 20, 1 },
 			{ 1, 16, 8u << 20, 0 },	 { 1, 16, 8u << 20, 1 },  { 1, 16, 2u << 20, 1 },
 			{ 1, 16, 16u << 20, 1 }, { 0, 0, 8u << 20, 0 },	  { 0, 0, 8u << 20, 1 },
+			{ 0, 0, 16u << 20, 1 },
 		};
 		const int npipes = floors ? (int)(sizeof(pipes) / sizeof(pipes[0])) : 0;
 		double fl_pipe[16], fl_wait[16];
@@ -464,6 +546,11 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			       "\"d2h_pageable_gbs\":%.2f,\"pread_then_memcpy_gbs\":%.2f}\n",
 			       (unsigned long long)size, blocks, threads, r1, rn, w1, wn, h2d_pin, h2d_page, d2h_pin,
 			       d2h_page, staged);
+			for (int i = 0; i < nhalves; i++)
+				printf("{\"half_mib\":%llu,\"half_asked_mib\":%llu,\"read_1_block_gbs\":%.2f,"
+				       "\"read_n_blocks_gbs\":%.2f}\n",
+				       (unsigned long long)(hv_got[i] >> 20), (unsigned long long)(halves[i] >> 20),
+				       hv_gbs[i][0], hv_gbs[i][1]);
 		} else {
 			printf("file %s, %.0f MiB, bulk %u slots of %u MiB, best of %d\n\n", dir, size / 1048576.0,
 			       dev.bulk_slots, dev.bulk_slot_bytes >> 20, reps);
@@ -474,6 +561,12 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			bench_gbs_row(rn_32, "gpusys_pread_block, %d blocks, kernel capped at 32 registers", blocks);
 			bench_gbs_row(r1_d4, "gpusys_pread_block, 1 block, copy loop 4 deep (before)");
 			bench_gbs_row(rn_d4, "gpusys_pread_block, %d blocks, copy loop 4 deep (before)", blocks);
+			for (int i = 0; i < nhalves; i++) {
+				bench_gbs_row(hv_gbs[i][0], "gpusys_pread_block, 1 block, %llu MiB halves (--halves)",
+					      (unsigned long long)(hv_got[i] >> 20));
+				bench_gbs_row(hv_gbs[i][1], "gpusys_pread_block, %d blocks, %llu MiB halves (--halves)", blocks,
+					      (unsigned long long)(hv_got[i] >> 20));
+			}
 			bench_gbs_row(w1, "gpusys_pwrite_block, device -> file, 1 block x %d threads", threads);
 			bench_gbs_row(wn, "gpusys_pwrite_block, device -> file, %d blocks x %d threads", blocks, threads);
 			bench_gbs_row(staged, "pread(2) into pinned + cudaMemcpy H2D (file -> device, host-driven)");
@@ -512,6 +605,12 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			       s1.daemon_us, s1.copy_us, s1.call_ms);
 			printf("  %d blocks: gpusysd filling %.0f us, copying %.0f us, call %.1f ms\n", blocks, sn.daemon_us,
 			       sn.copy_us, sn.call_ms);
+			for (int i = 0; i < nhalves; i++)
+				printf("  %llu MiB halves (--halves): 1 block filling %.0f us, copying %.0f us, call %.1f ms; "
+				       "%d blocks filling %.0f us, copying %.0f us, call %.1f ms\n",
+				       (unsigned long long)(hv_got[i] >> 20), hv_split[i][0].daemon_us, hv_split[i][0].copy_us,
+				       hv_split[i][0].call_ms, blocks, hv_split[i][1].daemon_us, hv_split[i][1].copy_us,
+				       hv_split[i][1].call_ms);
 		}
 		ret = r1 < 0 || rn < 0 || (!reads_only && (w1 < 0 || wn < 0));
 	}

@@ -64,6 +64,11 @@ struct gpusys_options {
 				    mask of (1u << enum gpusys_memory_kind) to force one
 				    (emulated: always memfd) */
 	uint32_t flags;          /* enum gpusys_attach_flags */
+	uint64_t bulk_slot_bytes; /* how the bulk area is divided among block
+				     calls (include/gpusys/file.h,
+				     gpusys_bulk_slot_size); 0:
+				     $GPUSYS_BULK_SLOT_BYTES, else 16 MiB (halves
+				     of 8 MiB). Larger slots: fewer of them */
 };
 
 enum gpusys_attach_flags {

@@ -57,11 +57,19 @@ struct gpusys_copy_options {
 				     open (per direction); SIZE_MAX: never the engine */
 	enum gpusys_copy_path path; /* force one path for every copy (benchmarks) */
 	uint32_t flags;           /* enum gpusys_copy_flags */
+	unsigned max_producers;   /* the most producers the engine puts to work
+				     while copying, adding them while the DMA
+				     waits on them; 0: the cores less one when
+				     producers are measured, producers (a fixed
+				     count) when given */
 };
 
 /* Environment overrides (read at open, for options left 0):
  * GPUSYS_COPY_CHUNK, GPUSYS_COPY_BUFFERS, GPUSYS_COPY_PRODUCERS,
- * GPUSYS_COPY_MIN_BYTES (bytes), GPUSYS_COPY_PATH (auto|driver|staged|in-place). */
+ * GPUSYS_COPY_MAX_PRODUCERS, GPUSYS_COPY_MIN_BYTES (bytes),
+ * GPUSYS_COPY_PATH (auto|driver|staged|in-place).
+ * For tests: GPUSYS_COPY_SLOW_PRODUCER_US makes the first producer hold
+ * each chunk it copies that many microseconds longer. */
 
 /* Start the engine for a device (its primary context, like the CUDA
  * runtime). -ENODEV without a driver or device, -ENOMEM. */
@@ -100,6 +108,12 @@ struct gpusys_copy_info {
 	double link_gbps;                     /* pinned host to device DMA */
 	double calibration_ms;                /* time open spent measuring */
 	uint64_t chunks_in_place, pin_fallbacks;
+	/* While copying: producers is the count chosen at open; the engine
+	 * adds producers (up to producers_max) while the DMA waits on them and
+	 * takes back one that did not raise the rate. */
+	unsigned producers_now, producers_max;
+	uint64_t producers_added, producers_removed;
+	double last_copy_gbps;                /* the last copy through the engine */
 };
 void gpusys_copy_get_info(gpusys_copy_t *c, struct gpusys_copy_info *ret);
 /* Change the forced path (GPUSYS_COPY_AUTO: by size again). */

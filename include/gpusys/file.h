@@ -129,29 +129,58 @@ GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_dirent) == 272, "gpusys_dirent layout"
  * (a smaller area is one slot), each used by one cooperative call at a time
  * as two halves (the daemon fills one while the caller copies the other).
  * Below GPUSYS_BULK_MIN_SLOT there are no slots and bulk calls fall back to
- * packets. */
+ * packets. The division is the client's alone (the daemon bounds every
+ * range to the whole area): a client may choose larger slots
+ * (gpusys_options.bulk_slot_bytes), up to GPUSYS_BULK_MAX_SLOT_BYTES, so
+ * that each block asks for fewer, larger halves (measured, see
+ * bench/RESULTS.md: "GPU-initiated reads and what bounds them"); never
+ * smaller, as the slot locks are counted with the default size. */
 #define GPUSYS_BULK_SLOT_BYTES (UINT64_C(16) << 20)
+#define GPUSYS_BULK_MAX_SLOT_BYTES (UINT64_C(256) << 20)
 #define GPUSYS_BULK_MIN_SLOT (UINT64_C(64) << 10)
 #define GPUSYS_BULK_MAX_SLOTS 1024u
 
-GPUSYS_ABI_FN uint32_t gpusys_bulk_slots(uint64_t bulk_bytes)
+/* The slot size a wish for one gives: 0 or too small the default, too
+ * large the most, else rounded down to a whole MiB. */
+GPUSYS_ABI_FN uint64_t gpusys_bulk_slot_size(uint64_t wanted)
+{
+	if (wanted <= GPUSYS_BULK_SLOT_BYTES)
+		return GPUSYS_BULK_SLOT_BYTES;
+	if (wanted >= GPUSYS_BULK_MAX_SLOT_BYTES)
+		return GPUSYS_BULK_MAX_SLOT_BYTES;
+	return wanted >> 20 << 20;
+}
+
+/* Slots of an area divided in slots of slot_bytes (gpusys_bulk_slot_size). */
+GPUSYS_ABI_FN uint32_t gpusys_bulk_slots_of(uint64_t bulk_bytes, uint64_t slot_bytes)
 {
 	if (bulk_bytes < GPUSYS_BULK_MIN_SLOT)
 		return 0;
-	uint64_t n = bulk_bytes / GPUSYS_BULK_SLOT_BYTES;
+	uint64_t n = bulk_bytes / slot_bytes;
 	if (n == 0)
 		return 1;
 	return n > GPUSYS_BULK_MAX_SLOTS ? GPUSYS_BULK_MAX_SLOTS : (uint32_t)n;
 }
 
-GPUSYS_ABI_FN uint32_t gpusys_bulk_slot_bytes(uint64_t bulk_bytes)
+GPUSYS_ABI_FN uint32_t gpusys_bulk_slot_bytes_of(uint64_t bulk_bytes, uint64_t slot_bytes)
 {
-	uint32_t n = gpusys_bulk_slots(bulk_bytes);
+	uint32_t n = gpusys_bulk_slots_of(bulk_bytes, slot_bytes);
 	if (n == 0)
 		return 0;
-	if (n == 1 && bulk_bytes < GPUSYS_BULK_SLOT_BYTES)
+	if (n == 1 && bulk_bytes < slot_bytes)
 		return (uint32_t)(bulk_bytes / 8192u * 8192u); /* halves stay page aligned */
-	return (uint32_t)GPUSYS_BULK_SLOT_BYTES;
+	return (uint32_t)slot_bytes;
+}
+
+/* With the default slot size. */
+GPUSYS_ABI_FN uint32_t gpusys_bulk_slots(uint64_t bulk_bytes)
+{
+	return gpusys_bulk_slots_of(bulk_bytes, GPUSYS_BULK_SLOT_BYTES);
+}
+
+GPUSYS_ABI_FN uint32_t gpusys_bulk_slot_bytes(uint64_t bulk_bytes)
+{
+	return gpusys_bulk_slot_bytes_of(bulk_bytes, GPUSYS_BULK_SLOT_BYTES);
 }
 
 #endif /* GPUSYS_FILE_H */

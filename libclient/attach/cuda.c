@@ -463,7 +463,8 @@ again:
 	gpusys_dev_fill(&g->dev, (void *)(uintptr_t)g->dbase, g->host, (struct gpusys_port_lock *)(uintptr_t)g->priv,
 			(unsigned long long *)(uintptr_t)(g->priv + (size_t)n * sizeof(struct gpusys_port_lock)));
 	gpusys_dev_set_bulk_locks(&g->dev, (uint32_t *)(uintptr_t)(g->priv + (size_t)n * sizeof(struct gpusys_port_lock) +
-								  sizeof(unsigned long long)));
+								  sizeof(unsigned long long)),
+				  opts ? opts->bulk_slot_bytes : 0);
 	g->dev.warp_futures = (uint32_t *)(uintptr_t)g->warp_futures;
 	g->dev.warp_slots = g->warp_slots;
 

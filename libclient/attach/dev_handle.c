@@ -51,11 +51,18 @@ void gpusys_dev_fill(gpusys_dev_t *dev, void *base, const struct gpusys_channel_
 	dev->callbacks = 0;
 }
 
-void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks)
+void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks, uint64_t slot_bytes)
 {
+	if (!slot_bytes) {
+		const char *v = getenv("GPUSYS_BULK_SLOT_BYTES");
+		slot_bytes = v ? strtoull(v, NULL, 0) : 0;
+	}
+	/* Never smaller than the default: bulk_locks holds gpusys_bulk_slots()
+	 * words, the count at the default size. */
+	slot_bytes = gpusys_bulk_slot_size(slot_bytes);
 	dev->bulk_locks = dev->bulk ? bulk_locks : 0;
-	dev->bulk_slots = dev->bulk_locks ? gpusys_bulk_slots(dev->bulk_bytes) : 0;
-	dev->bulk_slot_bytes = dev->bulk_slots ? gpusys_bulk_slot_bytes(dev->bulk_bytes) : 0;
+	dev->bulk_slots = dev->bulk_locks ? gpusys_bulk_slots_of(dev->bulk_bytes, slot_bytes) : 0;
+	dev->bulk_slot_bytes = dev->bulk_slots ? gpusys_bulk_slot_bytes_of(dev->bulk_bytes, slot_bytes) : 0;
 	if (!dev->bulk_slots)
 		dev->bulk_locks = 0;
 }

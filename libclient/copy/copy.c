@@ -563,6 +563,11 @@ void gpusys_copy_get_info(gpusys_copy_t *c, struct gpusys_copy_info *ret)
 	copy_engine_get_stats(c->engine, &st);
 	ret->chunks_in_place = st.chunks_in_place;
 	ret->pin_fallbacks = st.pin_fallbacks;
+	ret->producers_now = st.producers_active;
+	ret->producers_max = st.producers_max;
+	ret->producers_added = st.producers_added;
+	ret->producers_removed = st.producers_removed;
+	ret->last_copy_gbps = st.last_job_ns ? (double)st.last_job_bytes / (double)st.last_job_ns : 0;
 }
 
 /* ---- measurements at open ---- */
@@ -782,6 +787,8 @@ int gpusys_copy_open(const struct gpusys_copy_options *opts, gpusys_copy_t **ret
 		o.buffers = (unsigned)env_size("GPUSYS_COPY_BUFFERS");
 	if (!o.producers)
 		o.producers = (unsigned)env_size("GPUSYS_COPY_PRODUCERS");
+	if (!o.max_producers)
+		o.max_producers = (unsigned)env_size("GPUSYS_COPY_MAX_PRODUCERS");
 	if (!o.min_engine_bytes)
 		o.min_engine_bytes = env_size("GPUSYS_COPY_MIN_BYTES");
 	const char *p = getenv("GPUSYS_COPY_PATH");
@@ -832,7 +839,16 @@ int gpusys_copy_open(const struct gpusys_copy_options *opts, gpusys_copy_t **ret
 	unsigned maxk = ncpu > 2 ? (unsigned)ncpu - 1 : 1;
 	c->nprod = o.producers ? o.producers : calibrate ? choose_producers(c, c->info.link_gbps, maxk)
 					     : (maxk < 8 ? maxk : 8);
-	c->nbuf = o.buffers ? o.buffers : 2 * c->nprod;
+	/* The count measured at open can be short (the DMA's own memory
+	 * traffic is not in the measurement): let the engine add producers
+	 * up to the cores less one. A count given is a fixed count. */
+	unsigned maxp = o.max_producers ? o.max_producers : o.producers ? o.producers : maxk;
+	if (maxp < c->nprod)
+		maxp = c->nprod;
+	/* Two buffers per producer as before; growing producers need one each
+	 * and the link a few queued, not two each. */
+	unsigned grown = maxp + 4 < 2 * maxp ? maxp + 4 : 2 * maxp;
+	c->nbuf = o.buffers ? o.buffers : 2 * c->nprod > grown ? 2 * c->nprod : grown;
 	if (c->nbuf < 2)
 		c->nbuf = 2;
 
@@ -876,6 +892,8 @@ int gpusys_copy_open(const struct gpusys_copy_options *opts, gpusys_copy_t **ret
 		.min_chunk = c->chunk < MIN_CHUNK ? c->chunk : MIN_CHUNK,
 		.nproducers = c->nprod,
 		.page_size = c->page,
+		.max_producers = maxp,
+		.slow_producer_us = (unsigned)env_size("GPUSYS_COPY_SLOW_PRODUCER_US"),
 	};
 	if ((rc = copy_engine_create(&cfg, &c->engine)) < 0) {
 		c->engine = NULL;

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "copy_adapt.h"
 #include "copy_engine.h"
 
 enum stage {
@@ -69,10 +70,26 @@ struct copy_job {
 	struct copy_job *queue_next;
 };
 
+/* A producer thread: its number decides whether it works (below active). */
+struct producer_arg {
+	struct copy_engine *e;
+	unsigned idx;
+};
+
+/* The consumer's measure of the current job (copy_adapt.h): a window opens
+ * at the job's first finished DMA (before it the link waits on the first
+ * chunk, whatever the producer count) and closes after enough chunks. */
+struct window {
+	bool open;
+	uint64_t t0_ns, starved_ns, bytes;
+	unsigned chunks;
+};
+
 struct copy_engine {
 	struct copy_engine_config cfg;
 	pthread_mutex_t lk;
 	pthread_cond_t prod_cv; /* producers: work in pq, or a chunk to claim */
+	pthread_cond_t idle_cv; /* producers not working (idx >= active) */
 	pthread_cond_t cons_cv; /* consumer: work in cq, a slot back, a job queued */
 	pthread_cond_t done_cv; /* waiters: a job done; create: a thread started */
 	struct slot *slots;
@@ -86,10 +103,24 @@ struct copy_engine {
 	int start_err;
 	pthread_t consumer;
 	pthread_t *producers;
+	struct producer_arg *pargs;
 	unsigned nproducers_running;
+	unsigned nthreads;      /* producer threads: max_producers */
+	unsigned active;        /* producers working: adapt.active, read unlocked
+				   (relaxed) by copy_engine_chunk_for */
+	struct copy_adapt adapt;
+	struct window win;
+	uint64_t job_t0_ns;     /* consumer's: when the current job began */
 	bool consumer_running;
 	struct copy_engine_stats stats;
 };
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 static bool first_stage_is_producer(const struct copy_job *j)
 {
@@ -185,15 +216,33 @@ static int thread_begin(struct copy_engine *e, enum copy_thread_role role)
 	return rc;
 }
 
+/* Under lock: whether a working producer would find something to do. */
+static bool producer_work(const struct copy_engine *e)
+{
+	return e->pq.count || (e->cur && first_stage_is_producer(e->cur) && can_claim(e, e->cur));
+}
+
 static void *producer_main(void *arg)
 {
-	struct copy_engine *e = arg;
+	struct producer_arg *pa = arg;
+	struct copy_engine *e = pa->e;
+	const unsigned idx = pa->idx;
 	const struct copy_dma_ops *ops = e->cfg.ops;
 	int started = thread_begin(e, COPY_THREAD_PRODUCER);
 
 	pthread_mutex_lock(&e->lk);
 	for (;;) {
 		unsigned s;
+		if (idx >= e->active) {
+			/* Not working now. A wake-up meant for a working producer
+			 * may have come here: pass it on before parking. */
+			if (e->stop_producers)
+				break;
+			if (producer_work(e))
+				pthread_cond_signal(&e->prod_cv);
+			pthread_cond_wait(&e->idle_cv, &e->lk);
+			continue;
+		}
 		if (e->pq.count)
 			s = ring_pop(&e->pq);
 		else if (e->cur && first_stage_is_producer(e->cur) && can_claim(e, e->cur))
@@ -215,10 +264,14 @@ static void *producer_main(void *arg)
 		case ST_COPY_IN:
 			if (!failed)
 				memcpy(sl->buf, sl->host, sl->n);
+			if (idx == 0 && e->cfg.slow_producer_us)
+				usleep(e->cfg.slow_producer_us);
 			break;
 		case ST_COPY_OUT:
 			if (!failed)
 				memcpy(sl->host, sl->buf, sl->n);
+			if (idx == 0 && e->cfg.slow_producer_us)
+				usleep(e->cfg.slow_producer_us);
 			break;
 		case ST_PIN:
 			rc = failed ? -ECANCELED : ops->pin(e->cfg.ctx, sl->host, sl->n);
@@ -287,6 +340,45 @@ static void after_dma(struct copy_engine *e, unsigned s, int rc)
 		release(e, s);
 }
 
+/* Under lock: a window's worth of chunks is at least this many, and two
+ * per working producer, so that each producer's pace shows in it. */
+#define WINDOW_MIN_CHUNKS 8
+
+static void set_active(struct copy_engine *e, unsigned n)
+{
+	unsigned before = e->active;
+	if (n == before)
+		return;
+	__atomic_store_n(&e->active, n, __ATOMIC_RELAXED);
+	if (n > before)
+		pthread_cond_broadcast(&e->idle_cv); /* to work */
+	else
+		pthread_cond_broadcast(&e->prod_cv); /* the last one parks after its chunk */
+}
+
+/* Under lock, for the consumer: a chunk's DMA finished well. Ends the
+ * measuring window when it has enough chunks, and lets copy_adapt decide. */
+static void window_chunk(struct copy_engine *e, size_t n)
+{
+	struct window *w = &e->win;
+	uint64_t t = now_ns();
+	if (!w->open) {
+		*w = (struct window){ .open = true, .t0_ns = t };
+		return;
+	}
+	w->chunks++;
+	w->bytes += n;
+	unsigned need = 2 * e->active > WINDOW_MIN_CHUNKS ? 2 * e->active : WINDOW_MIN_CHUNKS;
+	if (w->chunks < need)
+		return;
+	double dt = (double)(t - w->t0_ns);
+	if (dt < 1)
+		dt = 1;
+	/* bytes per ns are GB/s */
+	set_active(e, copy_adapt_window(&e->adapt, (double)w->starved_ns / dt, (double)w->bytes / dt));
+	*w = (struct window){ .open = true, .t0_ns = t };
+}
+
 static void wait_briefly(struct copy_engine *e)
 {
 	/* A transfer is in flight and nothing else to do: look again in ~10 us
@@ -332,6 +424,8 @@ static void *consumer_main(void *arg)
 			if (rc < 0)
 				fail_job(j, rc);
 			e->cur = j;
+			e->job_t0_ns = now_ns();
+			e->win = (struct window){ 0 };
 			pthread_cond_broadcast(&e->prod_cv);
 		}
 		struct copy_job *j = e->cur;
@@ -371,6 +465,8 @@ static void *consumer_main(void *arg)
 				break;
 			fl.head = (fl.head + 1) % fl.cap;
 			fl.count--;
+			if (rc > 0 && going(j))
+				window_chunk(e, e->slots[s].n);
 			after_dma(e, s, rc);
 			progress = true;
 		}
@@ -380,8 +476,13 @@ static void *consumer_main(void *arg)
 				ops->job_end(e->cfg.ctx, j->req.job_arg, j->err);
 			pthread_mutex_lock(&e->lk);
 			e->stats.jobs++;
-			if (!j->err)
+			if (!j->err) {
 				e->stats.bytes += j->req.n;
+				e->stats.last_job_bytes = j->req.n;
+				e->stats.last_job_ns = now_ns() - e->job_t0_ns;
+			}
+			copy_adapt_job_end(&e->adapt);
+			e->win.open = false;
 			e->cur = NULL;
 			j->done = true;
 			pthread_cond_broadcast(&e->done_cv);
@@ -399,10 +500,18 @@ static void *consumer_main(void *arg)
 			if (rc != 0) {
 				fl.head = (fl.head + 1) % fl.cap;
 				fl.count--;
+				if (rc > 0 && going(j))
+					window_chunk(e, e->slots[s].n);
 				after_dma(e, s, rc);
 			}
 		} else if (fl.count == 1) {
 			wait_briefly(e);
+		} else if (e->win.open && going(j)) {
+			/* Nothing on the link and the job not done: the link waits
+			 * on producers (copy_adapt.h). */
+			uint64_t t0 = now_ns();
+			pthread_cond_wait(&e->cons_cv, &e->lk);
+			e->win.starved_ns += now_ns() - t0;
 		} else {
 			pthread_cond_wait(&e->cons_cv, &e->lk);
 		}
@@ -425,6 +534,7 @@ static void stop_threads(struct copy_engine *e)
 	pthread_mutex_lock(&e->lk);
 	e->stop_producers = true;
 	pthread_cond_broadcast(&e->prod_cv);
+	pthread_cond_broadcast(&e->idle_cv);
 	pthread_mutex_unlock(&e->lk);
 	for (unsigned i = 0; i < e->nproducers_running; i++)
 		pthread_join(e->producers[i], NULL);
@@ -436,12 +546,14 @@ static void free_engine(struct copy_engine *e)
 {
 	pthread_mutex_destroy(&e->lk);
 	pthread_cond_destroy(&e->prod_cv);
+	pthread_cond_destroy(&e->idle_cv);
 	pthread_cond_destroy(&e->cons_cv);
 	pthread_cond_destroy(&e->done_cv);
 	free(e->slots);
 	free(e->pq.v);
 	free(e->cq.v);
 	free(e->producers);
+	free(e->pargs);
 	free(e);
 }
 
@@ -461,14 +573,19 @@ int copy_engine_create(const struct copy_engine_config *cfg, struct copy_engine 
 	}
 	pthread_mutex_init(&e->lk, NULL);
 	pthread_cond_init(&e->prod_cv, NULL);
+	pthread_cond_init(&e->idle_cv, NULL);
 	pthread_cond_init(&e->cons_cv, NULL);
 	pthread_cond_init(&e->done_cv, NULL);
 	unsigned n = cfg->nslots;
 	e->slots = calloc(n, sizeof(*e->slots));
 	e->pq = (struct ring){ .v = calloc(n, sizeof(unsigned)), .cap = n };
 	e->cq = (struct ring){ .v = calloc(n, sizeof(unsigned)), .cap = n };
-	e->producers = calloc(cfg->nproducers, sizeof(pthread_t));
-	if (!e->slots || !e->pq.v || !e->cq.v || !e->producers) {
+	e->nthreads = cfg->max_producers > cfg->nproducers ? cfg->max_producers : cfg->nproducers;
+	e->active = cfg->nproducers;
+	copy_adapt_init(&e->adapt, cfg->nproducers, e->nthreads);
+	e->producers = calloc(e->nthreads, sizeof(pthread_t));
+	e->pargs = calloc(e->nthreads, sizeof(*e->pargs));
+	if (!e->slots || !e->pq.v || !e->cq.v || !e->producers || !e->pargs) {
 		free_engine(e);
 		return -ENOMEM;
 	}
@@ -477,8 +594,9 @@ int copy_engine_create(const struct copy_engine_config *cfg, struct copy_engine 
 	int rc = -pthread_create(&e->consumer, NULL, consumer_main, e);
 	if (rc == 0)
 		e->consumer_running = true;
-	for (unsigned i = 0; rc == 0 && i < cfg->nproducers; i++) {
-		rc = -pthread_create(&e->producers[i], NULL, producer_main, e);
+	for (unsigned i = 0; rc == 0 && i < e->nthreads; i++) {
+		e->pargs[i] = (struct producer_arg){ e, i };
+		rc = -pthread_create(&e->producers[i], NULL, producer_main, &e->pargs[i]);
 		if (rc == 0)
 			e->nproducers_running++;
 	}
@@ -511,8 +629,8 @@ size_t copy_engine_chunk_for(const struct copy_engine *e, size_t n)
 	size_t max = e->cfg.buffer_bytes;
 	if (!e->cfg.min_chunk)
 		return max;
-	/* Enough chunks to keep every producer busy, rounded to 64 KiB. */
-	size_t c = n / e->cfg.nproducers + 1;
+	/* Enough chunks to keep every working producer busy, rounded to 64 KiB. */
+	size_t c = n / __atomic_load_n(&e->active, __ATOMIC_RELAXED) + 1;
 	c = (c + 65535) & ~(size_t)65535;
 	if (c < e->cfg.min_chunk)
 		c = e->cfg.min_chunk;
@@ -623,6 +741,11 @@ void copy_engine_get_stats(struct copy_engine *e, struct copy_engine_stats *ret)
 {
 	pthread_mutex_lock(&e->lk);
 	*ret = e->stats;
+	ret->producers_start = e->cfg.nproducers;
+	ret->producers_active = e->active;
+	ret->producers_max = e->nthreads;
+	ret->producers_added = e->adapt.added;
+	ret->producers_removed = e->adapt.removed;
 	pthread_mutex_unlock(&e->lk);
 }
 

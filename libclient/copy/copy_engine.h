@@ -24,7 +24,10 @@
  *
  * Free slots are the empty-buffer queue; slots waiting for the consumer are
  * the full-buffer queue (FIFO); slots waiting for a producer a third queue.
- * N producer threads, one consumer thread. Jobs run one at a time, in the
+ * N producer threads, one consumer thread; with max_producers above
+ * nproducers, threads up to max_producers are started and the engine puts
+ * more of them to work while the consumer is found waiting on producers
+ * (copy_adapt.h). Jobs run one at a time, in the
  * order they were submitted (the link is one resource; a job from another
  * thread waits its turn, it does not share the pool). A chunk whose pages
  * cannot be pinned falls back to staging.
@@ -95,9 +98,13 @@ struct copy_engine_config {
 	size_t buffer_bytes;   /* the largest chunk */
 	size_t min_chunk;      /* a job's chunk: its size over nproducers, between
 				  min_chunk and buffer_bytes (0: buffer_bytes) */
-	unsigned nproducers;   /* >= 1 */
+	unsigned nproducers;   /* >= 1: producers working at the start */
 	size_t page_size;      /* in place: chunks start on these host boundaries
 				  (0: sysconf(_SC_PAGESIZE)) */
+	unsigned max_producers; /* the most it may put to work while copying
+				   (copy_adapt.h); 0 or nproducers: a fixed count */
+	unsigned slow_producer_us; /* tests: producer 0 holds each chunk it
+				      copies this much longer (a slow thread) */
 };
 
 enum copy_request_flags {
@@ -153,6 +160,12 @@ struct copy_engine_stats {
 	uint64_t chunks_in_place; /* pinned in place */
 	uint64_t pin_fallbacks;   /* pin failed: staged instead */
 	unsigned max_in_flight;   /* the most slots held at once */
+	/* Producers (copy_adapt.h): working at the start, now, the most allowed. */
+	unsigned producers_start, producers_active, producers_max;
+	uint64_t producers_added, producers_removed;
+	/* The last job that finished: its bytes and the time from its first
+	 * chunk's start to its end. */
+	uint64_t last_job_bytes, last_job_ns;
 };
 void copy_engine_get_stats(struct copy_engine *e, struct copy_engine_stats *ret);
 

@@ -53,7 +53,7 @@ int gpusys_emu_open(void *channel_base, struct gpusys_emu **ret)
 		free(emu);
 		return r2;
 	}
-	gpusys_dev_set_bulk_locks(&emu->dev, (uint32_t *)(emu->locks + hdr->num_ports));
+	gpusys_dev_set_bulk_locks(&emu->dev, (uint32_t *)(emu->locks + hdr->num_ports), 0);
 	emu->dev.warp_futures = emu->warp_futures;
 	emu->dev.warp_slots = GPUSYS_EMU_WARP_SLOTS;
 	*ret = emu;

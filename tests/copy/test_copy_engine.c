@@ -9,6 +9,9 @@
  * must be reported (never a hang, never a partial success). And jobs whose
  * transfers a fake GPU stream runs from a schedule queued at submit, as
  * libclient/copy/copy.c does for stream-ordered copies (COPY_EVERY_CHUNK).
+ * And the producer count adapting while copying (copy_adapt.h): a slow
+ * producer on a fast link makes the engine add producers, a slow link with
+ * fast producers does not.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -16,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <stdarg.h>
@@ -23,6 +27,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "libclient/copy/copy_adapt.h"
 #include "libclient/copy/copy_engine.h"
 
 #define MAX_SLOTS 16
@@ -307,8 +312,19 @@ struct rig {
 	struct copy_engine *e;
 };
 
+static void rig_up_adaptive(struct rig *r, size_t dev_bytes, size_t buf_bytes, unsigned nslots, unsigned nprod,
+			    size_t min_chunk, const struct copy_dma_ops *ops, unsigned max_prod, unsigned slow_us);
+
 static void rig_up(struct rig *r, size_t dev_bytes, size_t buf_bytes, unsigned nslots, unsigned nprod, size_t min_chunk,
 		   const struct copy_dma_ops *ops)
+{
+	rig_up_adaptive(r, dev_bytes, buf_bytes, nslots, nprod, min_chunk, ops, 0, 0);
+}
+
+/* max_prod > nprod: producers may be added while copying; slow_us: the
+ * first producer holds each chunk that much longer. */
+static void rig_up_adaptive(struct rig *r, size_t dev_bytes, size_t buf_bytes, unsigned nslots, unsigned nprod,
+			    size_t min_chunk, const struct copy_dma_ops *ops, unsigned max_prod, unsigned slow_us)
 {
 	memset(r, 0, sizeof(*r));
 	r->f.mem = malloc(dev_bytes);
@@ -335,6 +351,8 @@ static void rig_up(struct rig *r, size_t dev_bytes, size_t buf_bytes, unsigned n
 		.min_chunk = min_chunk,
 		.nproducers = nprod,
 		.page_size = 4096,
+		.max_producers = max_prod,
+		.slow_producer_us = slow_us,
 	};
 	assert_int_equal(copy_engine_create(&cfg, &r->e), 0);
 }
@@ -836,6 +854,159 @@ static void test_ordered_cancel_stuck(void **state)
 	rig_down(&r);
 }
 
+/* ---- producers adapting while copying ---- */
+
+/* The decisions alone, on made-up windows. */
+static void test_adapt_decisions(void **state)
+{
+	(void)state;
+	struct copy_adapt a;
+	copy_adapt_init(&a, 2, 6);
+	/* a link that never waits: nothing added */
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(copy_adapt_window(&a, 0.01, 40.0), 2);
+	/* one starved window is not enough, two in a row are */
+	assert_int_equal(copy_adapt_window(&a, 0.5, 20.0), 2);
+	assert_int_equal(copy_adapt_window(&a, 0.02, 40.0), 2);
+	assert_int_equal(copy_adapt_window(&a, 0.5, 20.0), 2);
+	assert_int_equal(copy_adapt_window(&a, 0.5, 20.0), 3);
+	/* the trial helped and the link still waits: the next one at once */
+	assert_int_equal(copy_adapt_window(&a, 0.3, 30.0), 4);
+	/* helped, and the link no longer waits: stays */
+	assert_int_equal(copy_adapt_window(&a, 0.01, 40.0), 4);
+	assert_int_equal(copy_adapt_window(&a, 0.01, 40.0), 4);
+	/* starved again; a producer that does not raise the rate goes, and
+	 * the count stops growing however starved the link */
+	assert_int_equal(copy_adapt_window(&a, 0.2, 40.0), 4);
+	assert_int_equal(copy_adapt_window(&a, 0.2, 40.0), 5);
+	assert_int_equal(copy_adapt_window(&a, 0.2, 40.5), 4);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(copy_adapt_window(&a, 0.9, 10.0), 4);
+	assert_int_equal(a.added, 3);
+	assert_int_equal(a.removed, 1);
+	/* the ceiling holds */
+	copy_adapt_init(&a, 1, 2);
+	for (int i = 0; i < 20; i++)
+		assert_true(copy_adapt_window(&a, 0.9, 1.0 + i) <= 2);
+	assert_int_equal(a.active, 2);
+	/* a trial cut short by the job's end stays, unjudged */
+	copy_adapt_init(&a, 1, 4);
+	copy_adapt_window(&a, 0.9, 1.0);
+	assert_int_equal(copy_adapt_window(&a, 0.9, 1.0), 2);
+	copy_adapt_job_end(&a);
+	assert_int_equal(copy_adapt_window(&a, 0.0, 0.5), 2);
+	/* a fixed count never moves */
+	copy_adapt_init(&a, 3, 0);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(copy_adapt_window(&a, 0.9, 1.0), 3);
+}
+
+/* A fake link that takes link_us per transfer, one after another: a poll
+ * says done once the transfer's time has passed (and moves the bytes then,
+ * as f_poll does). */
+static struct {
+	unsigned us;
+	uint64_t free_ns;          /* when the link has finished what it was given */
+	uint64_t due_ns[MAX_SLOTS];
+} link_time;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static int timed_start(void *ctx, unsigned slot, uint64_t ticket, enum copy_dir dir, void *host, uint64_t dev, size_t n)
+{
+	uint64_t t = mono_ns();
+	link_time.free_ns = (link_time.free_ns > t ? link_time.free_ns : t) + link_time.us * 1000ull;
+	link_time.due_ns[slot % MAX_SLOTS] = link_time.free_ns;
+	return f_start_checked(ctx, slot, ticket, dir, host, dev, n);
+}
+
+static int timed_poll(void *ctx, unsigned slot, bool block)
+{
+	uint64_t t = mono_ns(), due = link_time.due_ns[slot % MAX_SLOTS];
+	if (t < due) {
+		if (!block)
+			return 0;
+		usleep((useconds_t)((due - t) / 1000 + 1));
+	}
+	return f_poll(ctx, slot, true);
+}
+
+static const struct copy_dma_ops timed_ops = {
+	.start = timed_start,
+	.poll = timed_poll,
+	.check = f_check,
+	.job_begin = f_job_begin,
+	.job_end = f_job_end,
+};
+
+/* One copy each way of n bytes, checked. */
+static void copy_both_ways(struct rig *r, size_t n, uint64_t seed)
+{
+	uint8_t *src = malloc(n), *dst = malloc(n);
+	assert_non_null(src);
+	assert_non_null(dst);
+	fill(src, n, seed);
+	struct copy_request q = { COPY_HTOD, COPY_STAGED, src, 0, n, NULL };
+	assert_int_equal(copy_engine_copy(r->e, &q), 0);
+	assert_memory_equal(r->f.mem, src, n);
+	memset(dst, 0, n);
+	q = (struct copy_request){ COPY_DTOH, COPY_STAGED, dst, 0, n, NULL };
+	assert_int_equal(copy_engine_copy(r->e, &q), 0);
+	assert_memory_equal(dst, src, n);
+	free(src);
+	free(dst);
+}
+
+/* Start with one producer, and make it slow (2 ms a chunk) against a link
+ * that takes 50 us a chunk: the link waits on it, so the engine puts more
+ * producers to work; the copies finish with the right bytes. */
+static void test_slow_producer_adds(void **state)
+{
+	(void)state;
+	struct rig r;
+	link_time.us = 50;
+	link_time.free_ns = 0;
+	rig_up_adaptive(&r, 4 << 20, 64 << 10, 8, 1, 0, &timed_ops, 4, 2000);
+	copy_both_ways(&r, 4 << 20, 31);
+	struct copy_engine_stats st;
+	copy_engine_get_stats(r.e, &st);
+	assert_int_equal(st.producers_start, 1);
+	assert_int_equal(st.producers_max, 4);
+	assert_true(st.producers_added >= 1);
+	assert_true(st.producers_active >= 2);
+	assert_true(st.producers_active <= 4);
+	assert_int_equal(st.producers_added - st.producers_removed, st.producers_active - 1);
+	assert_int_equal(st.last_job_bytes, 4 << 20);
+	assert_true(st.last_job_ns > 0);
+	/* later copies start from what was learned */
+	copy_both_ways(&r, 1 << 20, 32);
+	copy_engine_get_stats(r.e, &st);
+	assert_true(st.producers_active >= 2);
+	rig_down(&r);
+}
+
+/* A slow link (1 ms a chunk) with fast producers: the link never waits on
+ * them, so none is added. */
+static void test_slow_link_adds_none(void **state)
+{
+	(void)state;
+	struct rig r;
+	link_time.us = 1000;
+	link_time.free_ns = 0;
+	rig_up_adaptive(&r, 2 << 20, 64 << 10, 8, 2, 0, &timed_ops, 4, 0);
+	copy_both_ways(&r, 2 << 20, 33);
+	struct copy_engine_stats st;
+	copy_engine_get_stats(r.e, &st);
+	assert_int_equal(st.producers_added, 0);
+	assert_int_equal(st.producers_active, 2);
+	rig_down(&r);
+}
+
 int main(void)
 {
 	alarm(240); /* a hang fails the run */
@@ -855,6 +1026,9 @@ int main(void)
 		cmocka_unit_test(test_ordered_many_queued),
 		cmocka_unit_test(test_ordered_error_drains),
 		cmocka_unit_test(test_ordered_cancel_stuck),
+		cmocka_unit_test(test_adapt_decisions),
+		cmocka_unit_test(test_slow_producer_adds),
+		cmocka_unit_test(test_slow_link_adds_none),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

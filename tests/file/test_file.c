@@ -868,6 +868,78 @@ static void test_concurrent_blocks(void **state)
 	emu_client_detach(&k);
 }
 
+/* The client divides its bulk area (GPUSYS_BULK_SLOT_BYTES, read at open):
+ * 32 MiB slots make two of a 64 MiB area, and block calls through them move
+ * the right bytes, from more threads than slots and in one call longer
+ * than a slot; a wish below the default gives the default, one above the
+ * area one slot of the whole area. */
+static void test_larger_slots(void **state)
+{
+	(void)state;
+	struct emu_client k;
+	setenv("GPUSYS_BULK_SLOT_BYTES", "33554432", 1);
+	int rc = cl_attach(&k, true, 64u << 20);
+	unsetenv("GPUSYS_BULK_SLOT_BYTES");
+	assert_int_equal(rc, 0);
+	assert_int_equal(k.dev->bulk_slots, 2);
+	assert_int_equal(k.dev->bulk_slot_bytes, 32u << 20);
+	enum { BLOCKS = 4 };
+	const uint64_t per = (9u << 20) + 333, total = per * BLOCKS;
+	uint8_t *src = malloc(total), *dst = malloc(total);
+	assert_non_null(src);
+	assert_non_null(dst);
+	fill(src, total, 77);
+	host_write_file("ls.in", src, total, 0644);
+	int64_t in = f_open(k.dev, "ls.in", O_RDONLY, 0), out = f_open(k.dev, "ls.out", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(in > 0 && out > 0);
+	struct range_arg a[BLOCKS];
+	pthread_t t[BLOCKS];
+	for (unsigned b = 0; b < BLOCKS; b++) {
+		a[b] = (struct range_arg){ k.dev, (int32_t)in, (int32_t)out, src, per * b, per, b, 0 };
+		pthread_create(&t[b], NULL, range_main, &a[b]);
+	}
+	for (unsigned b = 0; b < BLOCKS; b++) {
+		pthread_join(t[b], NULL);
+		assert_true(a[b].ok);
+	}
+	/* one call across two slots' worth */
+	memset(dst, 0, total);
+	assert_int_equal(gpusys_emu_pread_block(k.dev, (int32_t)in, dst, total - 7, 7), (int64_t)(total - 7));
+	assert_memory_equal(dst, src + 7, total - 7);
+	assert_int_equal(f_close(k.dev, in), 0);
+	assert_int_equal(f_close(k.dev, out), 0);
+	int fd = open("ls.out", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	memset(dst, 0, total);
+	uint64_t got = 0;
+	while (got < total) {
+		ssize_t n = read(fd, dst + got, total - got);
+		assert_true(n > 0);
+		got += (uint64_t)n;
+	}
+	close(fd);
+	assert_memory_equal(dst, src, total);
+	unlink("ls.in");
+	unlink("ls.out");
+	free(src);
+	free(dst);
+	emu_client_detach(&k);
+
+	setenv("GPUSYS_BULK_SLOT_BYTES", "1048576", 1); /* below the default */
+	rc = cl_attach(&k, true, 64u << 20);
+	assert_int_equal(rc, 0);
+	assert_int_equal(k.dev->bulk_slots, 4);
+	assert_int_equal(k.dev->bulk_slot_bytes, 16u << 20);
+	emu_client_detach(&k);
+	setenv("GPUSYS_BULK_SLOT_BYTES", "1073741824", 1); /* above the area */
+	rc = cl_attach(&k, true, 64u << 20);
+	unsetenv("GPUSYS_BULK_SLOT_BYTES");
+	assert_int_equal(rc, 0);
+	assert_int_equal(k.dev->bulk_slots, 1);
+	assert_int_equal(k.dev->bulk_slot_bytes, 64u << 20);
+	emu_client_detach(&k);
+}
+
 /* Without a bulk area the block calls go through packets (slowly). */
 static void test_block_without_bulk(void **state)
 {
@@ -1253,6 +1325,7 @@ int main(void)
 		cmocka_unit_test(test_big_file),
 		cmocka_unit_test(test_concurrent_blocks),
 		cmocka_unit_test(test_block_without_bulk),
+		cmocka_unit_test(test_larger_slots),
 		cmocka_unit_test(test_bulk_write_mapped),
 		cmocka_unit_test(test_two_users),
 		cmocka_unit_test(test_per_user_daemon),

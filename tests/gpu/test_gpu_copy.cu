@@ -6,7 +6,10 @@
  * result checked byte for byte against an independent cudaMemcpy; a device
  * buffer too small refused with nothing moved; the asynchronous forms
  * ordered against a stream (after a slow kernel that writes the source,
- * before a kernel that checks the destination); callers on several threads.
+ * before a kernel that checks the destination); callers on several threads;
+ * an engine whose first producer is forced slow (GPUSYS_COPY_SLOW_PRODUCER_US)
+ * still copies right, puts more producers to work, and is no slower than
+ * cudaMemcpy from pageable memory (medians of interleaved reps).
  * No gpusysd needed. Exits 77 with the reason when no GPU can be used.
  */
 #include <pthread.h>
@@ -82,6 +85,73 @@ struct worker {
 	int id;
 	int failures;
 };
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Two producers at the start, the first holding each 4 MiB chunk 1 ms
+ * longer: the engine must add producers (when the machine has cores for
+ * them) and copy 256 MiB each way right, with a median rate at least 0.97x
+ * cudaMemcpy's from the same pageable buffer, rep by rep interleaved. */
+static void slow_producer(uint8_t *host, uint8_t *back)
+{
+	enum { REPS = 5 };
+	const size_t n = (size_t)256 << 20;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	setenv("GPUSYS_COPY_SLOW_PRODUCER_US", "1000", 1);
+	struct gpusys_copy_options o = {};
+	o.producers = 2;
+	o.max_producers = ncpu > 3 ? (unsigned)ncpu - 1 : 2;
+	o.path = GPUSYS_COPY_STAGED;
+	o.flags = GPUSYS_COPY_NO_CALIBRATION;
+	gpusys_copy_t *c = NULL;
+	int rc = gpusys_copy_open(&o, &c);
+	unsetenv("GPUSYS_COPY_SLOW_PRODUCER_US");
+	GT_CHECK(rc == 0, "slow producer: gpusys_copy_open: %d", rc);
+	uint8_t *dev;
+	GT_CUDA(cudaMalloc(&dev, n));
+	fill(host, n, 77);
+	for (int htod = 1; htod >= 0; htod--) {
+		double tc[REPS], tg[REPS];
+		for (int r = 0; r < REPS; r++) {
+			double t0 = gt_now();
+			GT_CUDA(htod ? cudaMemcpy(dev, host, n, cudaMemcpyHostToDevice)
+				     : cudaMemcpy(back, dev, n, cudaMemcpyDeviceToHost));
+			tc[r] = (double)n / (gt_now() - t0) / 1e9;
+			if (!htod)
+				memset(back, 0, n);
+			t0 = gt_now();
+			rc = htod ? gpusys_memcpy_htod(c, dev, host, n) : gpusys_memcpy_dtoh(c, back, dev, n);
+			tg[r] = (double)n / (gt_now() - t0) / 1e9;
+			GT_CHECK(rc == 0, "slow producer %s rep %d: %d", htod ? "htod" : "dtoh", r, rc);
+			if (htod) {
+				GT_CUDA(cudaMemcpy(back, dev, n, cudaMemcpyDeviceToHost));
+				GT_CHECK(memcmp(back, host, n) == 0, "slow producer htod rep %d: device bytes differ", r);
+			} else {
+				GT_CHECK(memcmp(back, host, n) == 0, "slow producer dtoh rep %d: host bytes differ", r);
+			}
+		}
+		qsort(tc, REPS, sizeof(double), cmp_double);
+		qsort(tg, REPS, sizeof(double), cmp_double);
+		struct gpusys_copy_info in;
+		gpusys_copy_get_info(c, &in);
+		fprintf(stderr,
+			"%s: slow first producer, 256 MiB %s: gpusys median %.1f GB/s (last %.1f), cudaMemcpy %.1f; "
+			"producers %u at open, %u now (max %u, %llu added, %llu taken back)\n",
+			gt_name, htod ? "htod" : "dtoh", tg[REPS / 2], in.last_copy_gbps, tc[REPS / 2], in.producers,
+			in.producers_now, in.producers_max, (unsigned long long)in.producers_added,
+			(unsigned long long)in.producers_removed);
+		GT_CHECK(tg[REPS / 2] >= 0.97 * tc[REPS / 2], "slow producer %s: %.2f GB/s against cudaMemcpy %.2f",
+			 htod ? "htod" : "dtoh", tg[REPS / 2], tc[REPS / 2]);
+		if (in.producers_max > in.producers)
+			GT_CHECK(in.producers_added >= 1, "slow producer: the engine never added a producer");
+	}
+	gpusys_copy_close(c);
+	cudaFree(dev);
+}
 
 static void *worker_main(void *arg)
 {
@@ -273,6 +343,13 @@ int main(void)
 
 	fprintf(stderr, "%s: 4 threads, %.1f s\n", gt_name, gt_now() - t0);
 	gpusys_copy_close(c);
+
+	uint8_t *big = (uint8_t *)malloc((size_t)256 << 20), *big_back = (uint8_t *)malloc((size_t)256 << 20);
+	GT_CHECK(big && big_back, "malloc 2 x 256 MiB");
+	slow_producer(big, big_back);
+	free(big);
+	free(big_back);
+	fprintf(stderr, "%s: slow producer, %.1f s\n", gt_name, gt_now() - t0);
 	cudaStreamDestroy(s);
 	cudaFree(dev);
 	cudaFree(small);
