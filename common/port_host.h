@@ -35,6 +35,39 @@
  * -E2BIG for a length past GPUSYS_MAX_LANE_PAYLOAD, -EINVAL for a request of
  * no lane or with an unknown flag. An honest client never sends either: it
  * checks the same bounds first. */
+/* Lane l's head in packet 0 (abi.h struct gpusys_head). */
+static inline struct gpusys_head *port_host_head(const struct gpusys_port *port, uint32_t l)
+{
+	return (struct gpusys_head *)(uintptr_t)&port->heads[l];
+}
+
+/* A request of heads (GPUSYS_CW_HEADS): each active lane's length and
+ * capacity out of its head, once each, after its tag says the head is this
+ * request's (acquire: the rest of the head is read after it). Returns 0,
+ * PORT_HOST_NOT_YET while a head has not landed, or -EINVAL for a head
+ * that names this request with a length or capacity past
+ * GPUSYS_HEAD_BYTES (an honest client never sends one). */
+#define PORT_HOST_NOT_YET 1
+
+static inline int32_t port_host_take_heads(const struct gpusys_port *port, uint64_t word, uint32_t *len,
+					   uint32_t *cap)
+{
+	const uint32_t want = gpusys_head_tag(GPUSYS_WORD_SEQ(word), GPUSYS_HEAD_REQUEST, 0);
+	int32_t status = 0;
+	for (uint64_t m = GPUSYS_CW_MASK(word); m; m &= m - 1) {
+		uint32_t l = (uint32_t)__builtin_ctzll(m);
+		struct gpusys_head *h = port_host_head(port, l);
+		uint32_t tag = __atomic_load_n(&h->tag, __ATOMIC_ACQUIRE);
+		if ((tag & GPUSYS_HEAD_WHO) != want)
+			return PORT_HOST_NOT_YET;
+		len[l] = gpusys_head_len(tag);
+		cap[l] = __atomic_load_n(&h->aux, __ATOMIC_RELAXED);
+		if (len[l] > GPUSYS_HEAD_BYTES || cap[l] > GPUSYS_HEAD_BYTES)
+			status = -EINVAL;
+	}
+	return status;
+}
+
 static inline int32_t port_host_take_request(const struct gpusys_port *port, uint64_t word, uint32_t *len,
 					     uint32_t *cap, uint64_t *ret_bytes)
 {
@@ -44,7 +77,16 @@ static inline int32_t port_host_take_request(const struct gpusys_port *port, uin
 
 	memset(len, 0, GPUSYS_WARP_LANES * sizeof(*len));
 	memset(cap, 0, GPUSYS_WARP_LANES * sizeof(*cap));
-	if (!(GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_EMPTY)) {
+	if (GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_HEADS) {
+		if ((GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_EMPTY) || mask == 0)
+			status = -EINVAL;
+		else
+			status = port_host_take_heads(port, word, len, cap);
+		if (status == PORT_HOST_NOT_YET)
+			return status;
+		for (uint64_t m = mask; m; m &= m - 1)
+			bytes += len[__builtin_ctzll(m)];
+	} else if (!(GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_EMPTY)) {
 		uint32_t len_in[GPUSYS_WARP_LANES], cap_in[GPUSYS_WARP_LANES];
 		memcpy(len_in, port->len, sizeof(len_in));
 		memcpy(cap_in, port->aux, sizeof(cap_in));
@@ -81,15 +123,27 @@ static inline void port_host_inline_put(uint8_t *packet_data, uint32_t l, const 
 	}
 }
 
+/* Lane l's first n bytes of a request (n <= GPUSYS_INLINE_BYTES; with
+ * heads, n <= GPUSYS_HEAD_BYTES, as port_host_take_request bounded it),
+ * into dst. */
+static inline void port_host_lane_bytes(const struct gpusys_port *port, uint64_t word, uint32_t l, uint8_t *dst,
+					uint32_t n)
+{
+	if (GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_HEADS)
+		memcpy(dst, port_host_head(port, l)->bytes, n);
+	else
+		port_host_inline_get(port->data, l, dst, n);
+}
+
 /* Each lane's first bytes of packet 0 (at most GPUSYS_INLINE_BYTES), to
- * where data[l] points, for the lanes of mask with a length. */
-static inline void port_host_take_inline(const struct gpusys_port *port, uint64_t mask, const uint32_t *len,
+ * where data[l] points, for the lanes of the word's mask with a length. */
+static inline void port_host_take_inline(const struct gpusys_port *port, uint64_t word, const uint32_t *len,
 					 uint8_t *const *data)
 {
-	for (uint64_t m = mask; m; m &= m - 1) {
+	for (uint64_t m = GPUSYS_CW_MASK(word); m; m &= m - 1) {
 		uint32_t l = (uint32_t)__builtin_ctzll(m);
 		if (len[l])
-			port_host_inline_get(port->data, l, data[l],
+			port_host_lane_bytes(port, word, l, data[l],
 					     len[l] < GPUSYS_INLINE_BYTES ? len[l] : GPUSYS_INLINE_BYTES);
 	}
 }
@@ -147,6 +201,27 @@ static inline void port_host_put_response(struct gpusys_port *port, uint64_t mas
 		uint32_t l = (uint32_t)__builtin_ctzll(m), n = len[l];
 		if (n)
 			port_host_inline_put(port->data, l, data[l], n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
+	}
+}
+
+/* Write an answer of heads (the request was GPUSYS_CW_HEADS): each active
+ * lane's length, status and bytes (len[l] <= GPUSYS_HEAD_BYTES: the lane's
+ * capacity, which the caller bounded the answer by), the tag last, with
+ * release. req_status != 0: the request failed as a whole; every lane's
+ * head says so and carries it. The server word follows (port_host_hand_back). */
+static inline void port_host_put_heads(struct gpusys_port *port, uint64_t mask, uint32_t seq, const uint32_t *len,
+				       const int32_t *lane_status, uint8_t *const *data, int32_t req_status)
+{
+	for (uint64_t m = mask; m; m &= m - 1) {
+		uint32_t l = (uint32_t)__builtin_ctzll(m);
+		struct gpusys_head *h = port_host_head(port, l);
+		uint32_t n = req_status ? 0 : len[l];
+		if (n)
+			memcpy(h->bytes, data[l], n);
+		__atomic_store_n(&h->aux, (uint32_t)(req_status ? req_status : lane_status[l]), __ATOMIC_RELAXED);
+		__atomic_store_n(&h->tag,
+				 gpusys_head_tag(seq, GPUSYS_HEAD_ANSWER | (req_status ? GPUSYS_HEAD_FAILED : 0), n),
+				 __ATOMIC_RELEASE);
 	}
 }
 

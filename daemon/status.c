@@ -31,7 +31,7 @@ uint64_t daemon_requests_served(struct daemon *d)
 
 static json_t *client_json(const struct session *s)
 {
-	json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}",
+	json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 			 "id", (json_int_t)s->id,
 			 "pid", (json_int_t)s->peer.pid,
 			 "uid", (json_int_t)s->peer.uid,
@@ -43,6 +43,7 @@ static json_t *client_json(const struct session *s)
 			 "ports_in_use", (json_int_t)session_ports_in_use(s),
 			 "requests", (json_int_t)session_requests(s),
 			 "rejected", (json_int_t)session_rejected(s),
+			 "heads_early", (json_int_t)session_heads_early(s),
 			 "attached_s", (json_int_t)seconds_since(&s->attached));
 	if (o && s->ports_ready) {
 		/* What its requests moved and how many failed, over all opcodes

@@ -283,6 +283,97 @@ GPUSYS_FN int gpusys_wait_owned(const gpusys_dev_t *dev, uint32_t p, uint32_t se
 	return gpusys_wait_owned_ex(dev, p, seq, ret_word, 1);
 }
 
+/* Write lane l's request head (abi.h: heads): its n (<= GPUSYS_HEAD_BYTES)
+ * bytes, its capacity and the tag. On a GPU one 16-byte store, so the
+ * daemon sees the head whole or not at all, and no fence is needed before
+ * the word; on a CPU the tag last, with release. */
+GPUSYS_FN void gpusys_head_put(struct gpusys_head *h, uint32_t tag, uint32_t cap, const uint8_t *src, uint32_t n)
+{
+#if defined(__CUDACC__)
+	uint64_t b = 0;
+	if (n == GPUSYS_HEAD_BYTES && ((uintptr_t)src & 7u) == 0)
+		b = *(const uint64_t *)src;
+	else
+#pragma unroll
+		for (uint32_t i = 0; i < GPUSYS_HEAD_BYTES; i++)
+			if (i < n)
+				b |= (uint64_t)src[i] << (8 * i);
+	asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(h), "r"(tag), "r"(cap), "r"((uint32_t)b),
+		     "r"((uint32_t)(b >> 32))
+		     : "memory");
+#else
+	if (n)
+		memcpy(h->bytes, src, n);
+	__atomic_store_n(&h->aux, cap, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->tag, tag, __ATOMIC_RELEASE);
+#endif
+}
+
+/* Wait for lane l's answer head to request seq (abi.h: heads) and take it:
+ * its length (returned in *ret_len, clamped to cap), its status, its bytes
+ * into dst. The head is polled itself: on a GPU one 16-byte load a try,
+ * which brings the whole answer in the trip that finds it. Returns 0, the
+ * request's status when the head says the request failed as a whole
+ * (GPUSYS_HEAD_FAILED), or -ESHUTDOWN once the daemon is gone. */
+GPUSYS_FN int gpusys_head_wait(const gpusys_dev_t *dev, const struct gpusys_head *h, uint32_t seq, uint32_t cap,
+			       uint8_t *dst, uint32_t *ret_len, int32_t *ret_status)
+{
+	const uint32_t want = gpusys_head_tag(seq, GPUSYS_HEAD_ANSWER, 0);
+	uint32_t spins = 0, tag, n;
+	int32_t status;
+#if defined(__CUDACC__)
+	uint4 v;
+	for (;;) {
+		asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+			     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+			     : "l"(h)
+			     : "memory");
+		if ((v.x & GPUSYS_HEAD_WHO) == want)
+			break;
+		gpusys_spin_pause();
+		if (++spins % GPUSYS_SPIN_CHECK_EVERY == 0) {
+			int dead = gpusys_channel_dead(dev);
+			if (dead)
+				return dead;
+			gpusys_spin_yield();
+		}
+	}
+	tag = v.x, status = (int32_t)v.y;
+	n = gpusys_head_len(tag);
+	n = n < cap ? n : cap;
+	n = n < GPUSYS_HEAD_BYTES ? n : GPUSYS_HEAD_BYTES;
+	const uint64_t b = (uint64_t)v.z | (uint64_t)v.w << 32;
+#pragma unroll
+	for (uint32_t i = 0; i < GPUSYS_HEAD_BYTES; i++)
+		if (i < n)
+			dst[i] = (uint8_t)(b >> (8 * i));
+#else
+	while (((tag = __atomic_load_n(&h->tag, __ATOMIC_ACQUIRE)) & GPUSYS_HEAD_WHO) != want) {
+		gpusys_spin_pause();
+		if (++spins % GPUSYS_SPIN_CHECK_EVERY == 0) {
+			int dead = gpusys_channel_dead(dev);
+			if (dead)
+				return dead;
+			gpusys_spin_yield();
+		}
+	}
+	status = (int32_t)__atomic_load_n(&h->aux, __ATOMIC_RELAXED);
+	n = gpusys_head_len(tag);
+	n = n < cap ? n : cap;
+	n = n < GPUSYS_HEAD_BYTES ? n : GPUSYS_HEAD_BYTES;
+	if (n)
+		memcpy(dst, h->bytes, n);
+#endif
+	if (tag & GPUSYS_HEAD_FAILED) {
+		*ret_len = 0;
+		*ret_status = 0;
+		return status ? status : -EPROTO;
+	}
+	*ret_len = n;
+	*ret_status = status;
+	return 0;
+}
+
 /* Hand the port to the daemon: every lane's stores first, then the word.
  * word is the client word less its sequence. ring: for a message's first
  * packet, the leader's fresh doorbell stamp (gpusys_count_and_ring), to
@@ -290,9 +381,10 @@ GPUSYS_FN int gpusys_wait_owned(const gpusys_dev_t *dev, uint32_t p, uint32_t se
 GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32_t p, uint32_t seq, uint64_t word,
 				  uint64_t ring)
 {
-	/* An EMPTY request wrote nothing to the channel: no release fence
-	 * (on a GPU a system fence before the flag store costs about 1 us). */
-	if (!(word & GPUSYS_CW_EMPTY))
+	/* An EMPTY request wrote nothing to the channel, and the heads of a
+	 * HEADS request check themselves (abi.h): no release fence (on a GPU
+	 * a system fence before the flag store costs about 1 us). */
+	if (!(word & (GPUSYS_CW_EMPTY | GPUSYS_CW_HEADS)))
 		gpusys_fence_release(&dev->client_word[p]);
 	gpusys_lane_sync(mask);
 	seq++; /* the word carries the low bits; we keep them all */
@@ -778,11 +870,16 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	 * untouched and the daemon reads only our word. */
 	uint32_t cap_biggest = out_cap ? gpusys_lane_max(mask, out_cap) : 0;
 	int empty = biggest == 0 && cap_biggest == 0;
+	/* HEADS: a small call, each lane's packet 0 and answer one 16-byte
+	 * head (abi.h). */
+	int heads = !empty && biggest <= GPUSYS_HEAD_BYTES && cap_biggest <= GPUSYS_HEAD_BYTES;
 	/* A large message streams through a window port (abi.h): 64 KiB an
 	 * exchange instead of 2 KiB. Synchronous calls only: window ports
 	 * are among those futures never hold. */
 	int window = !async && gpusys_wants_window(dev, mask, in_len, out_cap, biggest, cap_biggest);
-	word = gpusys_client_word(0, (flags & GPUSYS_REQ_NOREPLY ? GPUSYS_CW_NOREPLY : 0) | (empty ? GPUSYS_CW_EMPTY : 0),
+	word = gpusys_client_word(0,
+				  (flags & GPUSYS_REQ_NOREPLY ? GPUSYS_CW_NOREPLY : 0) | (empty ? GPUSYS_CW_EMPTY : 0) |
+					  (heads ? GPUSYS_CW_HEADS : 0),
 				  opcode, mask & 0xffffffffu);
 
 	/* Own a port: lock it, then wait until the daemon has handed it back
@@ -824,9 +921,17 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	port = &dev->ports[p];
 	GPUSYS_RPC_TRACE(1);
 
-	/* Packet 0: lengths, capacities, inline bytes (none of it when empty). */
+	/* Packet 0: lengths, capacities, inline bytes (none of it when empty),
+	 * or each lane's head, tagged with the sequence publish will give. */
 	total = 0;
-	if (!empty) {
+	if (heads) {
+		GPUSYS_FOR_EACH_LANE(mask, l)
+		{
+			uint32_t n = in_len[GPUSYS_LI(l)];
+			gpusys_head_put(&port->heads[l], gpusys_head_tag(seq + 1, GPUSYS_HEAD_REQUEST, n),
+					out_cap ? out_cap[GPUSYS_LI(l)] : 0, (const uint8_t *)in[GPUSYS_LI(l)], n);
+		}
+	} else if (!empty) {
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
 			uint32_t n = in_len[GPUSYS_LI(l)];
@@ -927,6 +1032,30 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 
 	if (pd->phase != GPUSYS_RPC_SENT)
 		return pd->rc;
+
+	/* A call of heads: each lane polls its answer head, which carries its
+	 * length, status and bytes (abi.h). A lane that saw the channel dead
+	 * while another saw its answer: every lane takes the leader's view,
+	 * as below. The daemon wrote the server word after the heads, so the
+	 * port is ours (owned) whenever a head arrived. */
+	if (word & GPUSYS_CW_HEADS) {
+		GPUSYS_FOR_EACH_LANE(mask, l)
+		{
+			int r = gpusys_head_wait(dev, &port->heads[l], seq, out_cap[GPUSYS_LI(l)],
+						 (uint8_t *)out[GPUSYS_LI(l)], &out_len[GPUSYS_LI(l)],
+						 &lane_status[GPUSYS_LI(l)]);
+			if (r && !rcu)
+				rcu = (uint32_t)r;
+		}
+		if (gpusys_lane_any(mask, rcu != 0))
+			rcu = gpusys_lane_bcast_u32(mask, rcu);
+		rc = (int)rcu;
+		owned = rc != -ESHUTDOWN;
+		GPUSYS_RPC_TRACE(4);
+		GPUSYS_RPC_TRACE(5);
+		GPUSYS_RPC_TRACE(6);
+		goto unlock;
+	}
 
 	/* Response packet 0: the status is in the server word. Every lane
 	 * waits for it, not the leader alone: the lanes' loads of one word are

@@ -49,6 +49,7 @@ struct port_call {
 	 * request or any lane failed. */
 	uint64_t bytes_out;
 	bool failed;
+	bool heads; /* the request came as heads (GPUSYS_CW_HEADS): so goes the answer */
 };
 
 /* Count bytes a service is about to allocate for the call's response against

@@ -100,8 +100,8 @@ void port_answer_inline(struct port_table *t, uint32_t p, uint32_t cs, struct po
  * release the claim. */
 void port_answer(struct port_table *t, struct pending *pd, unsigned slot);
 /* A request refused before any service saw it. */
-void port_refuse(struct port_table *t, uint32_t p, uint32_t cs, uint64_t lane_mask, uint16_t flags, int32_t status,
-		 unsigned slot);
+void port_refuse(struct port_table *t, uint32_t p, uint32_t cs, uint64_t lane_mask, uint16_t flags, bool heads,
+		 int32_t status, unsigned slot);
 /* The response stream's next packet; the last one ends the call. */
 void port_send_packet(struct port_table *t, uint32_t p, uint32_t cs, unsigned slot);
 void port_pending_free(struct port_table *t, struct pending *pd);

@@ -66,6 +66,31 @@ void port_pending_free(struct port_table *t, struct pending *pd)
 	free(pd);
 }
 
+/* The answer of a request of heads (abi.h): every active lane's head, then
+ * the hand-back. A fire-and-forget request gets its heads too (unread):
+ * they overwrite the request's, so no stale request head is left to pass
+ * for a later request of the same sequence. */
+static void port_respond_heads(struct port_table *t, uint32_t p, uint32_t seq, struct port_call *call)
+{
+	bool noreply = call->flags & GPUSYS_REQ_NOREPLY;
+
+	for (uint64_t m = call->lane_mask; m; m &= m - 1) {
+		uint32_t l = (uint32_t)__builtin_ctzll(m);
+		uint32_t n = call->status ? 0 : call->resp_len[l];
+		if (n > call->cap[l]) {
+			n = 0;
+			call->lane_status[l] = -EMSGSIZE;
+		}
+		call->resp_len[l] = n;
+		call->failed |= call->lane_status[l] != 0;
+		if (!noreply)
+			call->bytes_out += n;
+	}
+	port_host_put_heads(&t->ports[p], call->lane_mask, seq, call->resp_len, call->lane_status,
+			    (uint8_t *const *)call->resp_data, call->status);
+	port_ack(t, p, seq, 0, noreply ? 0 : call->status);
+}
+
 /* Write response packet 0 (unless NOREPLY) and hand the port back. Returns
  * the number of response stream packets still to send. */
 static uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, struct port_call *call, uint32_t *off,
@@ -76,6 +101,10 @@ static uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, str
 
 	call->bytes_out = 0;
 	call->failed = call->status != 0;
+	if (call->heads) {
+		port_respond_heads(t, p, seq, call);
+		return 0;
+	}
 	if (call->flags & GPUSYS_REQ_NOREPLY) {
 		for (uint64_t m = call->lane_mask; m; m &= m - 1)
 			call->failed |= call->lane_status[__builtin_ctzll(m)] != 0;
@@ -219,10 +248,10 @@ void port_answer_inline(struct port_table *t, uint32_t p, uint32_t cs, struct po
 }
 
 /* Answer a request refused before a service saw it. */
-void port_refuse(struct port_table *t, uint32_t p, uint32_t cs, uint64_t lane_mask, uint16_t flags, int32_t status,
-		 unsigned slot)
+void port_refuse(struct port_table *t, uint32_t p, uint32_t cs, uint64_t lane_mask, uint16_t flags, bool heads,
+		 int32_t status, unsigned slot)
 {
-	struct port_call call = { .lane_mask = lane_mask, .flags = flags, .status = status };
+	struct port_call call = { .lane_mask = lane_mask, .flags = flags, .status = status, .heads = heads };
 	port_respond(t, p, cs, &call, NULL, NULL);
 	port_count_completion(t, slot);
 }

@@ -163,7 +163,7 @@ void port_server_run(struct port_call *call, unsigned progress_slot)
  * cap[] are zero for inactive lanes (start_request); bytes_in is their sum. */
 static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const struct service_lookup *svc,
 			 const struct request_head *h, const uint32_t *len, const uint32_t *cap, uint64_t bytes_in,
-			 uint64_t t_start, unsigned slot)
+			 bool heads, uint64_t t_start, unsigned slot)
 {
 	struct port_call call;
 	uint8_t payload[GPUSYS_PACKET_BYTES];
@@ -182,6 +182,7 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 	call.op_id = svc->op_id;
 	call.t_start = t_start;
 	call.bytes_in = bytes_in;
+	call.heads = heads;
 	/* Results zeroed for every lane, with two fixed-size stores, so that
 	 * port_respond tells a trivial answer (every NOOP) by one OR over the
 	 * arrays; the request's entries only for active lanes (services look
@@ -197,6 +198,12 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 		call.len[l] = len[l];
 		call.cap[l] = cap[l];
 		call.data[l] = payload + l * GPUSYS_INLINE_BYTES;
+		if (heads) {
+			/* The whole of the head's bytes (a fixed-size move):
+			 * take_request bounded len[l] by them. */
+			memcpy(call.data[l], t->ports[p].heads[l].bytes, GPUSYS_HEAD_BYTES);
+			continue;
+		}
 		/* Whole chunks, a fixed size each (inline moves, no libc
 		 * call): a chunk is fetched with its line for len bytes
 		 * anyway. */
@@ -226,13 +233,23 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 	/* Copy out once; from here on only the copies are looked at
 	 * (common/port_host.h). Inactive lanes' entries are zero. */
 	uint64_t bytes;
+	const bool heads = GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_HEADS;
 	status = port_host_take_request(port, word, len, cap, &bytes);
+	if (status == PORT_HOST_NOT_YET) {
+		/* The word came before a head it announces (abi.h: heads
+		 * carry no fence before the word): seen[] is left alone, so
+		 * the next pass looks again. A client that never writes the
+		 * heads costs a look per pass, as a port of its with work
+		 * would. */
+		atomic_fetch_add_explicit(&t->heads_early, 1, memory_order_relaxed);
+		return PORT_STEP_NONE;
+	}
 	if (status) {
 		/* The lengths cannot be trusted, so neither can the stream
 		 * layout: answer at once. An honest client never gets here
 		 * (it checks the same bounds before sending). */
 		atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
-		port_refuse(t, p, cs, h.lane_mask, h.flags, status, slot);
+		port_refuse(t, p, cs, h.lane_mask, h.flags, heads, status, slot);
 		return PORT_STEP_DONE;
 	}
 
@@ -245,7 +262,7 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 			for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
 				single &= len[l] <= GPUSYS_INLINE_BYTES;
 		if (single) {
-			serve_inline(t, p, cs, &svc, &h, len, cap, bytes, t_start, slot);
+			serve_inline(t, p, cs, &svc, &h, len, cap, bytes, heads, t_start, slot);
 			return PORT_STEP_DONE;
 		}
 	}
@@ -257,7 +274,7 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 	struct pending *pd = calloc(1, sizeof(*pd));
 	if (!pd) {
 		/* Not even room to track the stream: answer now. */
-		port_refuse(t, p, cs, h.lane_mask, h.flags, -ENOMEM, slot);
+		port_refuse(t, p, cs, h.lane_mask, h.flags, heads, -ENOMEM, slot);
 		return PORT_STEP_DONE;
 	}
 	if (!found)
@@ -281,6 +298,7 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 	call->status = status;
 	call->t_start = t_start;
 	call->bytes_in = bytes;
+	call->heads = heads;
 	if (found) {
 		pd->op = svc.op;
 		pd->service = svc.service;
@@ -298,7 +316,7 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 			call->data[l] = pd->req_buf + at;
 			at += len[l];
 		}
-		port_host_take_inline(port, h.lane_mask, len, call->data);
+		port_host_take_inline(port, word, len, call->data);
 	}
 	if (stream) {
 		/* A failed request still takes its stream, so the client's

@@ -75,6 +75,7 @@ struct port_table {
 		char pad[64 - sizeof(atomic_uint_fast64_t)];
 	} completed[GPUSYS_PROGRESS_SLOTS];
 	atomic_uint_fast64_t rejected;     /* requests refused as malformed */
+	atomic_uint_fast64_t heads_early;  /* words seen before their heads (left for the next pass) */
 	atomic_uint_fast64_t aborted;      /* requests refused by a restart (GPUSYS_SW_ABORT) */
 	/* What the client's progress words held when this table took the
 	 * channel (a channel adopted after a restart goes on counting). */

@@ -132,6 +132,12 @@ static inline uint64_t session_rejected(const struct session *s)
 	return atomic_load_explicit(&s->ports.rejected, memory_order_relaxed);
 }
 
+/* Requests whose word came before their heads, looked at again (abi.h). */
+static inline uint64_t session_heads_early(const struct session *s)
+{
+	return atomic_load_explicit(&s->ports.heads_early, memory_order_relaxed);
+}
+
 /* Copy a client-supplied name into a peer's comm: printable ASCII only,
  * stopping at the first NUL, at most len bytes read. */
 void peer_set_comm(struct peer *p, const char *name, size_t len);

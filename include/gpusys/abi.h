@@ -91,8 +91,11 @@
  * 6: stream windows (the last ports stream through 64 KiB windows, not
  * their 2 KiB packets); header.window_offset, num_windows, window_bytes.
  * 7: packet 0's inline bytes in 16-byte chunks, chunk by chunk
- * (gpusys_inline_at), not a 64-byte slot per lane. */
-#define GPUSYS_ABI_VERSION 7u
+ * (gpusys_inline_at), not a 64-byte slot per lane.
+ * 8: heads (GPUSYS_CW_HEADS): a call of at most GPUSYS_HEAD_BYTES a lane
+ * each way moves in self-checking 16-byte heads, without a release fence
+ * before the client word or a read of the server word before the answer. */
+#define GPUSYS_ABI_VERSION 8u
 
 #define GPUSYS_WARP_LANES 32u     /* lanes per packet (one NVIDIA warp) */
 #define GPUSYS_SLOT_BYTES 64u     /* one lane's share of a packet */
@@ -161,7 +164,8 @@ enum gpusys_req_flags {
 #define GPUSYS_SEQ_MASK 0xfffu
 #define GPUSYS_CW_NOREPLY (1u << 12) /* GPUSYS_REQ_NOREPLY */
 #define GPUSYS_CW_EMPTY (1u << 13)   /* every lane: len 0, cap 0; len[]/aux[] not written */
-#define GPUSYS_CW_KNOWN (GPUSYS_CW_NOREPLY | GPUSYS_CW_EMPTY)
+#define GPUSYS_CW_HEADS (1u << 14)   /* packet 0 and its answer are heads (gpusys_head) */
+#define GPUSYS_CW_KNOWN (GPUSYS_CW_NOREPLY | GPUSYS_CW_EMPTY | GPUSYS_CW_HEADS)
 
 /*
  * The server word (server_word[p]): one 64-bit store per acknowledgement.
@@ -340,6 +344,56 @@ GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_channel_header) <= GPUSYS_HEADER_BYTES
 		     "channel header must fit its pages");
 
 /*
+ * Heads: the shape of a small call (GPUSYS_CW_HEADS in the client word).
+ * When every lane of a request sends and can receive at most
+ * GPUSYS_HEAD_BYTES, each lane's packet 0 is one 16-byte head (the port's
+ * heads[l]; a warp's heads are one 512-byte run), request and answer alike:
+ *   tag     bits 0..11 the sequence of the request's client word, bit 12
+ *           GPUSYS_HEAD_REQUEST or bit 13 GPUSYS_HEAD_ANSWER, bit 14
+ *           GPUSYS_HEAD_FAILED (an answer whose status is the request's,
+ *           not the lane's), bits 16..19 the length (0..GPUSYS_HEAD_BYTES)
+ *   aux     request: the lane's capacity; answer: its status (0 or -errno)
+ *   bytes   the payload
+ * len[], aux[] and data[] are not used. Only heads are ever written to
+ * heads[], and the daemon overwrites every request head it takes (with the
+ * answer's, or a cleared tag for a fire-and-forget request), so no stale
+ * head can pass for the next request of the same sequence. A head is written as a whole (one 16-byte
+ * store on a GPU; on a CPU the tag last, with release) and read as a whole
+ * (one 16-byte load; on a CPU the tag first, with acquire), so a head whose
+ * tag names this request and direction holds this request's bytes: 16
+ * aligned bytes lie in one cache line, which each side's store and read move
+ * whole. So the client publishes without a release fence before its word,
+ * and the daemon, seeing the word before a head has landed, leaves the
+ * request for its next pass; the client polls its answer heads themselves,
+ * one trip across the bus, instead of the server word and then the answer
+ * (bench/RESULTS.md: "Packet 0 as a warp (issue 27)" measured the two trips).
+ * The server word is still written after the heads, for the port's next
+ * holder and for gpusys_rpc_test.
+ */
+#define GPUSYS_HEAD_BYTES 8u
+#define GPUSYS_HEAD_REQUEST (1u << 12)
+#define GPUSYS_HEAD_ANSWER (1u << 13)
+#define GPUSYS_HEAD_FAILED (1u << 14)
+#define GPUSYS_HEAD_WHO (GPUSYS_SEQ_MASK | GPUSYS_HEAD_REQUEST | GPUSYS_HEAD_ANSWER) /* what a tag must match */
+
+struct gpusys_head {
+	uint32_t tag;
+	uint32_t aux;
+	uint8_t bytes[GPUSYS_HEAD_BYTES];
+};
+GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_head) == GPUSYS_CHUNK_BYTES, "a head is one chunk");
+
+GPUSYS_ABI_FN uint32_t gpusys_head_tag(uint32_t seq, uint32_t who, uint32_t len)
+{
+	return (seq & GPUSYS_SEQ_MASK) | who | (len & 0xfu) << 16;
+}
+
+GPUSYS_ABI_FN uint32_t gpusys_head_len(uint32_t tag)
+{
+	return tag >> 16 & 0xfu;
+}
+
+/*
  * A port. Packet 0 of a message uses len[], aux[] and data (lane i's first
  * GPUSYS_INLINE_BYTES bytes in chunks, gpusys_inline_at). The per-lane words
  * are arrays rather than fields of each lane's slot, and the inline bytes
@@ -354,9 +408,10 @@ GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_channel_header) <= GPUSYS_HEADER_BYTES
 struct gpusys_port {
 	uint32_t len[GPUSYS_WARP_LANES];
 	uint32_t aux[GPUSYS_WARP_LANES];
+	struct gpusys_head heads[GPUSYS_WARP_LANES]; /* a small call's packet 0 (GPUSYS_CW_HEADS) */
 	uint8_t data[GPUSYS_PACKET_BYTES];
 };
-GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_port) == 256 + GPUSYS_PACKET_BYTES, "port size");
+GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_port) == 256 + 512 + GPUSYS_PACKET_BYTES, "port size");
 GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_port) % 64 == 0, "ports stay line aligned");
 
 /* Where the channel's regions lie for a given port count and bulk size. The
@@ -381,6 +436,7 @@ GPUSYS_ABI_FN uint32_t gpusys_inline_at(uint32_t l, uint32_t k)
 }
 GPUSYS_STATIC_ASSERT(GPUSYS_INLINE_CHUNKS * GPUSYS_WARP_LANES * GPUSYS_CHUNK_BYTES == GPUSYS_PACKET_BYTES,
 		     "every lane's inline chunks fill packet 0's data");
+
 
 GPUSYS_ABI_FN uint64_t gpusys_align_up(uint64_t v, uint64_t a)
 {

@@ -179,9 +179,30 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	uint8_t small_req[GPUSYS_PACKET_BYTES], small_res[GPUSYS_PACKET_BYTES];
 	int32_t status = 0;
 
-	/* Copy out once and bound (common/port_host.h, as the daemon does). */
+	/* Copy out once and bound (common/port_host.h, as the daemon does).
+	 * A call of heads may show its word before its heads (abi.h): the
+	 * client is a kernel of this process that just published, so they
+	 * land within the bus's latency; wait for them here. */
+	const bool heads = GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_HEADS;
 	uint64_t in_bytes;
-	status = port_host_take_request(port, word, len, cap, &in_bytes);
+	for (unsigned spins = 0; (status = port_host_take_request(port, word, len, cap, &in_bytes)) == PORT_HOST_NOT_YET;
+	     spins++) {
+		if (atomic_load_explicit(&cb->stop, memory_order_relaxed))
+			goto out;
+		if (spins < 4096)
+			cpu_relax();
+		else
+			nanosleep(&(struct timespec){ .tv_nsec = 1000 }, NULL);
+	}
+	if (status && heads) {
+		/* The heads carry the refusal, as the daemon's do. */
+		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
+			res_len[l] = 0, lane_status[l] = 0, res[l] = NULL;
+		port_host_put_heads(port, mask, cs, res_len, lane_status, res, status);
+		ack(cb, p, cs, 0, noreply ? 0 : status);
+		count_completion(cb, slot);
+		return;
+	}
 	if (status) {
 		/* Lengths not to be trusted: no stream layout, answer now. */
 		ack(cb, p, cs, 0, noreply ? 0 : status);
@@ -200,7 +221,7 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 		at += len[l];
 	}
 	if (req_buf)
-		port_host_take_inline(port, mask, len, arg);
+		port_host_take_inline(port, word, len, arg);
 	uint32_t pkt;
 	uint8_t *packet = gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
 	uint32_t chunks = port_host_packets_for(port_host_stream_layout(mask, len, off, part), pkt);
@@ -259,7 +280,15 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 		atomic_fetch_sub_explicit(&cb->running, 1, memory_order_relaxed);
 	}
 
-	/* Response packet 0, then its stream as the client asks for it. */
+	/* Response packet 0, then its stream as the client asks for it. A
+	 * call of heads is answered in heads, fire-and-forget too (they
+	 * overwrite the request's, as the daemon's do). res_len is bounded by
+	 * the lane's capacity (room above), which take_request bounded. */
+	if (heads) {
+		port_host_put_heads(port, mask, cs, res_len, lane_status, res, status);
+		ack(cb, p, cs, 0, noreply ? 0 : status);
+		goto out;
+	}
 	if (noreply) {
 		ack(cb, p, cs, 0, 0);
 		goto out;

@@ -490,6 +490,158 @@ static void test_inline_layout(void **state)
 	}
 }
 
+/* Heads (abi.h GPUSYS_CW_HEADS): a call of at most GPUSYS_HEAD_BYTES a lane
+ * each way goes as one 16-byte head a lane, and its answer comes back the
+ * same way; one byte more either way takes packet 0's chunks. */
+static void test_heads_echo(void **state)
+{
+	(void)state;
+	struct inproc *s = inproc_start(2, 1);
+	struct gpusys_emu *emu;
+	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
+	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
+	assert_int_equal(gpusys_emu_noop(dev, 0x1), 0);
+	const uint32_t p = gpusys_ring_port(dev->hdr->doorbell); /* this warp's port */
+	const struct gpusys_port *port = &dev->ports[p];
+	static const uint64_t masks[] = { 0xffffffffu, 0x1, 0x80000000u, 0x55555555u, 0xaaaaaaaau };
+	uint64_t rng = 0x4ead5eed;
+
+	for (size_t mi = 0; mi < sizeof(masks) / sizeof(masks[0]); mi++) {
+		for (uint32_t n = 0; n <= GPUSYS_HEAD_BYTES + 1; n++) {
+			uint8_t in_buf[32][GPUSYS_HEAD_BYTES + 1], out_buf[32][GPUSYS_HEAD_BYTES + 4];
+			const void *in[32];
+			void *out[32];
+			uint32_t len[32], cap[32], got[32];
+			int32_t st[32];
+			for (int l = 0; l < 32; l++) {
+				fill_random(in_buf[l], sizeof(in_buf[l]), &rng);
+				memset(out_buf[l], 0xa5, sizeof(out_buf[l]));
+				in[l] = in_buf[l];
+				out[l] = out_buf[l];
+				len[l] = n;
+				cap[l] = n > GPUSYS_HEAD_BYTES ? n : GPUSYS_HEAD_BYTES;
+				got[l] = 0xdeadbeef;
+				st[l] = 12345;
+			}
+			assert_int_equal(gpusys_emu_echo(dev, masks[mi], in, len, out, cap, got, st), 0);
+			assert_int_equal(gpusys_ring_port(dev->hdr->doorbell), p);
+			uint32_t seq = dev->locks[p].seq & GPUSYS_SEQ_MASK;
+			for (uint32_t l = 0; l < 32; l++) {
+				if (!(masks[mi] >> l & 1))
+					continue;
+				assert_int_equal(st[l], 0);
+				assert_int_equal(got[l], n);
+				assert_memory_equal(out_buf[l], in_buf[l], n);
+				assert_int_equal(out_buf[l][n], 0xa5);
+				uint32_t tag = port->heads[l].tag;
+				if (n <= GPUSYS_HEAD_BYTES) /* answered in heads */
+					assert_int_equal(tag, gpusys_head_tag(seq, GPUSYS_HEAD_ANSWER, n));
+				else /* not: the lane's head is still the last call's */
+					assert_int_equal(tag, gpusys_head_tag(seq - 1, GPUSYS_HEAD_ANSWER, n - 1));
+			}
+		}
+	}
+
+	/* A whole request's failure comes back in the heads. */
+	uint8_t b[32][8], o[32][8];
+	const void *in[32];
+	void *out[32];
+	uint32_t len[32], cap[32], got[32];
+	int32_t st[32];
+	for (int l = 0; l < 32; l++)
+		in[l] = b[l], out[l] = o[l], len[l] = 4, cap[l] = 8, st[l] = 7;
+	assert_int_equal(gpusys_emu_rpc(dev, 0x7abc, 0, 0x11, in, len, out, cap, got, st), -ENOSYS);
+	assert_true(port->heads[4].tag & GPUSYS_HEAD_FAILED);
+
+	/* Fire-and-forget: the daemon overwrites the request's heads, so none
+	 * is left to pass for a later request of the same sequence. */
+	assert_int_equal(gpusys_emu_rpc(dev, GPUSYS_OP_ECHO, GPUSYS_REQ_NOREPLY, 0x3, in, len, NULL, NULL, NULL, NULL),
+			 0);
+	assert_int_equal(gpusys_emu_noop(dev, 0x1), 0); /* waits for the ack of the one before */
+	assert_int_equal(port->heads[0].tag & (GPUSYS_HEAD_REQUEST | GPUSYS_HEAD_ANSWER), GPUSYS_HEAD_ANSWER);
+	assert_int_equal(port->heads[1].tag & (GPUSYS_HEAD_REQUEST | GPUSYS_HEAD_ANSWER), GPUSYS_HEAD_ANSWER);
+
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+}
+
+/* Write lane l's request head by hand, tag last (as a CPU client would). */
+static void put_head(struct gpusys_port *port, uint32_t l, uint32_t tag, uint32_t cap, const char *bytes)
+{
+	memcpy(port->heads[l].bytes, bytes, GPUSYS_HEAD_BYTES);
+	port->heads[l].aux = cap;
+	__atomic_store_n(&port->heads[l].tag, tag, __ATOMIC_RELEASE);
+}
+
+/* Serve port 0 once, as a poller would. */
+static enum port_step step_port0(struct inproc *s)
+{
+	struct port_call *call = NULL;
+	if (!port_pending(&s->table, 0) || !port_try_claim(&s->table, 0))
+		return PORT_STEP_NONE;
+	enum port_step r = port_server_step(&s->table, 0, 0, &call);
+	if (r == PORT_STEP_DEFER)
+		port_server_run(call, 0);
+	return r;
+}
+
+/* The word of a request of heads can land before its heads (no fence
+ * between them on a GPU): the server leaves it for its next pass, and
+ * serves it once the heads name it. Heads that name it with a length or
+ * capacity past GPUSYS_HEAD_BYTES, or EMPTY with HEADS, are refused. */
+static void test_heads_land_late(void **state)
+{
+	(void)state;
+	struct inproc *s = inproc_start(2, 0); /* served by hand here */
+	struct gpusys_port *port = &((struct gpusys_port *)((uint8_t *)s->base + gpusys_channel_layout(2, 0, 0).ports_offset))[0];
+	volatile uint64_t *cw = (volatile uint64_t *)((uint8_t *)s->base + gpusys_channel_layout(2, 0, 0).client_word_offset);
+	volatile uint64_t *sw = (volatile uint64_t *)((uint8_t *)s->base + gpusys_channel_layout(2, 0, 0).server_word_offset);
+	uint32_t seq = 1;
+
+	/* Lane 0's head is written, lane 2's is still an old answer. */
+	put_head(port, 0, gpusys_head_tag(seq, GPUSYS_HEAD_REQUEST, 3), 8, "abc\0\0\0\0");
+	put_head(port, 2, gpusys_head_tag(seq, GPUSYS_HEAD_ANSWER, 5), 0, "old\0\0\0\0");
+	__atomic_store_n(cw, gpusys_client_word(seq, GPUSYS_CW_HEADS, GPUSYS_OP_ECHO, 0x5), __ATOMIC_RELEASE);
+	for (int pass = 0; pass < 3; pass++)
+		assert_int_equal(step_port0(s), PORT_STEP_NONE);
+	assert_int_equal(atomic_load(&s->table.heads_early), 3);
+	assert_int_equal(GPUSYS_WORD_SEQ(*sw), 0); /* not answered */
+	assert_int_equal(port->heads[0].tag, gpusys_head_tag(seq, GPUSYS_HEAD_REQUEST, 3));
+
+	/* Lane 2's head lands: served. */
+	put_head(port, 2, gpusys_head_tag(seq, GPUSYS_HEAD_REQUEST, 8), 8, "12345678");
+	assert_int_equal(step_port0(s), PORT_STEP_DONE);
+	assert_int_equal(GPUSYS_WORD_SEQ(*sw), seq);
+	assert_int_equal(GPUSYS_SW_STATUS(*sw), 0);
+	assert_int_equal(port->heads[0].tag, gpusys_head_tag(seq, GPUSYS_HEAD_ANSWER, 3));
+	assert_int_equal(port->heads[0].aux, 0);
+	assert_memory_equal(port->heads[0].bytes, "abc", 3);
+	assert_int_equal(port->heads[2].tag, gpusys_head_tag(seq, GPUSYS_HEAD_ANSWER, 8));
+	assert_memory_equal(port->heads[2].bytes, "12345678", 8);
+	assert_int_equal(atomic_load(&s->table.heads_early), 3);
+
+	/* Malformed heads, as a hostile client would write them. */
+	struct {
+		uint32_t cw_flags, tag_len, cap;
+	} bad[] = {
+		{ GPUSYS_CW_HEADS, GPUSYS_HEAD_BYTES + 1, 8 },           /* a length past the head */
+		{ GPUSYS_CW_HEADS, 4, GPUSYS_HEAD_BYTES + 1 },           /* a capacity past it */
+		{ GPUSYS_CW_HEADS | GPUSYS_CW_EMPTY, 4, 8 },             /* heads that say empty */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		seq++;
+		put_head(port, 0, gpusys_head_tag(seq, GPUSYS_HEAD_REQUEST, bad[i].tag_len), bad[i].cap, "xxxxxxxx");
+		__atomic_store_n(cw, gpusys_client_word(seq, bad[i].cw_flags, GPUSYS_OP_ECHO, 0x1), __ATOMIC_RELEASE);
+		assert_int_equal(step_port0(s), PORT_STEP_DONE);
+		assert_int_equal(GPUSYS_WORD_SEQ(*sw), seq);
+		assert_int_equal(GPUSYS_SW_STATUS(*sw), -EINVAL);
+		assert_int_equal(port->heads[0].tag,
+				 gpusys_head_tag(seq, GPUSYS_HEAD_ANSWER | GPUSYS_HEAD_FAILED, 0));
+		assert_int_equal((int32_t)port->heads[0].aux, -EINVAL);
+	}
+	inproc_stop(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -500,6 +652,8 @@ int main(void)
 		cmocka_unit_test(test_scribbled_channel),
 		cmocka_unit_test(test_doorbell_names_port),
 		cmocka_unit_test(test_window_streams),
+		cmocka_unit_test(test_heads_echo),
+		cmocka_unit_test(test_heads_land_late),
 	};
 	return cmocka_run_group_tests_name("proto", tests, NULL, NULL);
 }

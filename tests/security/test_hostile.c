@@ -182,6 +182,11 @@ static void scribble_round(const gpusys_dev_t *dev, int wake_fd, uint64_t *s, lo
 								   GPUSYS_MAX_LANE_PAYLOAD, 65, 1u << 30 };
 				port->len[l] = absurd[rnd(s) % 6];
 				port->aux[l] = absurd[rnd(s) % 6];
+				/* heads that name the next request, with any
+				 * length (4 bits: up to 15) and capacity */
+				port->heads[l].aux = absurd[rnd(s) % 6];
+				port->heads[l].tag = gpusys_head_tag(GPUSYS_WORD_SEQ(w) + 1, GPUSYS_HEAD_REQUEST,
+								     (uint32_t)rnd(s));
 			}
 			break;
 		case 2: /* unaligned lanes: odd lengths, sparse masks */
@@ -202,7 +207,7 @@ static void scribble_round(const gpusys_dev_t *dev, int wake_fd, uint64_t *s, lo
 			break;
 		}
 		uint64_t mask = round % 7 == 2 ? (rnd(s) & 0xffffffffu) | 1u : rnd(s) & 0xffffffffu;
-		uint16_t flags = round % 7 == 5 ? (uint16_t)rnd(s) : (uint16_t)(rnd(s) & (GPUSYS_CW_EMPTY | GPUSYS_CW_NOREPLY));
+		uint16_t flags = round % 7 == 5 ? (uint16_t)rnd(s) : (uint16_t)(rnd(s) & (GPUSYS_CW_EMPTY | GPUSYS_CW_NOREPLY | GPUSYS_CW_HEADS));
 		uint64_t word = gpusys_client_word(0, flags, any_op(r), mask);
 		dev->client_word[p] = word | ((GPUSYS_WORD_SEQ(w) + 1) & GPUSYS_SEQ_MASK);
 	}
