@@ -119,6 +119,7 @@ int session_create(const struct session_params *prm, struct session **ret)
 	clock_gettime(CLOCK_MONOTONIC, &s->attached);
 	s->chan.fd = -1;
 	s->retired_requests = prm->retired_requests;
+	s->pollers = prm->pollers;
 	s->wake_wfd = -1;
 	s->wakec.rfd = -1;
 
