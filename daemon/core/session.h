@@ -66,6 +66,7 @@ struct session {
 	/* The pollers that serve this channel: its GPU's group (docs/GPUS.md),
 	 * or the group of clients that name no GPU. Set before registry_add. */
 	struct pollers *pollers;
+	bool cuda; /* a CUDA client: its teardown makes CUDA calls (wake_gpu_hold) */
 
 	/* Where this session's request count goes when it is freed, so the
 	 * daemon's total keeps the requests of detached clients. */
