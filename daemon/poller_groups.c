@@ -35,6 +35,13 @@ unsigned groups_auto_per_gpu(unsigned ncpu, unsigned ngpus, unsigned pollers)
 	return n < pollers ? n : pollers;
 }
 
+unsigned groups_fit_per_gpu(unsigned per, unsigned gpus_left, unsigned slots_left)
+{
+	if (!gpus_left || per * gpus_left <= slots_left)
+		return per;
+	return slots_left / gpus_left ? slots_left / gpus_left : 1;
+}
+
 static unsigned usable_cpus(cpu_set_t *ret)
 {
 	CPU_ZERO(ret);
@@ -219,13 +226,10 @@ void groups_add_gpus(struct daemon *d)
 		if (gs->g[1 + i])
 			continue;
 		unsigned count = per;
-		/* Chosen, not asked for: as many as fit, at least one each. */
-		if (!d->cfg.pollers_per_gpu) {
-			unsigned left = gs->next_slot < THREAD_SLOTS ? THREAD_SLOTS - gs->next_slot : 0;
-			unsigned still = n - i;
-			if (count * still > left)
-				count = left / still ? left / still : 1;
-		}
+		/* Chosen, not asked for: as many as fit. */
+		if (!d->cfg.pollers_per_gpu)
+			count = groups_fit_per_gpu(per, n - i,
+						   gs->next_slot < THREAD_SLOTS ? THREAD_SLOTS - gs->next_slot : 0);
 		gs->g[1 + i] = group_new(d, gpu, count);
 		if (gs->g[1 + i] && gs->g[1 + i]->pollers)
 			log_info("GPU %s (%s): %u pollers of its own (progress slots %u-%u, CPUs %s)", gpu->uuid_text,

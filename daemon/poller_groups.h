@@ -85,4 +85,10 @@ void groups_destroy(struct daemon *d);
  * pollers. */
 unsigned groups_auto_per_gpu(unsigned ncpu, unsigned ngpus, unsigned pollers);
 
+/* A chosen (automatic) count when gpus_left GPUs still need groups and
+ * slots_left progress slots are free: per when all fit, else an even share
+ * of what is left, at least 1 (a GPU that then does not fit has no pollers
+ * and says why, rather than the count being 0). */
+unsigned groups_fit_per_gpu(unsigned per, unsigned gpus_left, unsigned slots_left);
+
 #endif
