@@ -33,6 +33,7 @@
 
 extern "C" {
 #include "bench.h"
+#include "cpu_server.h"
 #include "gpusys/gpusys.h"
 #include "common/wire.h"
 #include "libclient/attach/dev_handle.h"
@@ -47,83 +48,6 @@ static __device__ __forceinline__ unsigned long long gtimer(void)
 }
 
 /* ------------------------------------------------------------- the floor */
-
-/* A CPU server in a forked process that never touches CUDA (forked before
- * this process does): threads, each polling its slice of the slots of a
- * shared mapping, until this process closes the stop pipe. */
-struct cpu_server {
-	void *host; /* this process's mapping */
-	size_t bytes;
-	pid_t pid;
-	int stop_fd;
-};
-
-struct cpu_slice {
-	void *host;
-	unsigned first, count;
-	volatile int *stop;
-};
-
-static int server_map(struct cpu_server *m, const char *name, size_t bytes)
-{
-	m->bytes = bytes;
-	int fd = memfd_create(name, MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)m->bytes) < 0)
-		return -errno;
-	m->host = mmap(NULL, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	return m->host == MAP_FAILED ? -errno : 0;
-}
-
-#define CPU_SERVER_MAX_THREADS 8
-
-/* threads (<= CPU_SERVER_MAX_THREADS) threads run serve, each over
- * slots / threads slots. close_in_child: a descriptor the child must not
- * keep (another server's stop pipe: that one must see EOF), or -1. */
-static int server_fork(struct cpu_server *m, void *(*serve)(void *), unsigned slots, unsigned threads,
-		       int close_in_child)
-{
-	int pipefd[2];
-	if (pipe2(pipefd, O_CLOEXEC) < 0) /* gpusysd, forked later, must not keep it */
-		return -errno;
-	m->pid = fork();
-	if (m->pid < 0)
-		return -errno;
-	if (m->pid == 0) {
-		static volatile int stop;
-		pthread_t th[CPU_SERVER_MAX_THREADS];
-		struct cpu_slice args[CPU_SERVER_MAX_THREADS];
-		close(pipefd[1]);
-		if (close_in_child >= 0)
-			close(close_in_child);
-		for (unsigned i = 0; i < threads; i++) {
-			args[i].host = m->host;
-			args[i].first = i * (slots / threads);
-			args[i].count = slots / threads;
-			args[i].stop = &stop;
-			pthread_create(&th[i], NULL, serve, &args[i]);
-		}
-		char c;
-		while (read(pipefd[0], &c, 1) < 0 && errno == EINTR) {
-		}
-		stop = 1;
-		for (unsigned i = 0; i < threads; i++)
-			pthread_join(th[i], NULL);
-		_exit(0);
-	}
-	close(pipefd[0]);
-	m->stop_fd = pipefd[1];
-	return 0;
-}
-
-static void server_stop(struct cpu_server *m)
-{
-	if (m->pid > 0) {
-		close(m->stop_fd);
-		waitpid(m->pid, NULL, 0);
-		m->pid = 0;
-	}
-}
 
 struct floor_slot {
 	volatile uint64_t req __attribute__((aligned(128)));
@@ -156,48 +80,8 @@ static void *floor_poll(void *p)
 /* The floor's CPU side: raw mailboxes, before this process touches CUDA. */
 static int floor_start(struct cpu_server *f)
 {
-	int rc = server_map(f, "gpusys-bench-floor", sizeof(struct floor_slot) * FLOOR_SLOTS);
-	return rc ? rc : server_fork(f, floor_poll, FLOOR_SLOTS, FLOOR_THREADS, -1);
-}
-
-/* The protocol floor: the real client code (gpusys_noop) against the
- * smallest possible server, a forked process that never touches CUDA and
- * answers every packet of a few ports at once with a trivial response. The
- * gap between this and the raw mailbox is the client's cost; the gap between
- * gpusysd and this is the daemon's. */
-#define MINI_PORTS 1056u
-#define MINI_THREADS 4u
-
-static void *mini_serve(void *p)
-{
-	struct cpu_slice *a = (struct cpu_slice *)p;
-	struct gpusys_channel_header *h = (struct gpusys_channel_header *)a->host;
-	volatile uint64_t *cw = (volatile uint64_t *)((uint8_t *)a->host + h->client_word_offset);
-	volatile uint64_t *sw = (volatile uint64_t *)((uint8_t *)a->host + h->server_word_offset);
-	uint32_t *seen = (uint32_t *)calloc(a->count, sizeof(uint32_t));
-	while (!*a->stop) {
-		for (uint32_t k = 0; k < a->count; k++) {
-			uint32_t p = a->first + k;
-			uint32_t seq = GPUSYS_WORD_SEQ(cw[p]);
-			if (seq != seen[k]) {
-				seen[k] = seq;
-				__atomic_thread_fence(__ATOMIC_ACQUIRE);
-				sw[p] = gpusys_server_word(seq, GPUSYS_SW_TRIVIAL, 0);
-			}
-		}
-	}
-	free(seen);
-	return NULL;
-}
-
-static int mini_start(struct cpu_server *m, int close_in_child)
-{
-	struct gpusys_channel_layout l = gpusys_channel_layout(MINI_PORTS, 0, 0);
-	int rc = server_map(m, "gpusys-bench-mini", l.total_bytes);
-	if (rc)
-		return rc;
-	gpusys_channel_format(m->host, MINI_PORTS, &l, 1);
-	return server_fork(m, mini_serve, MINI_PORTS, MINI_THREADS, close_in_child);
+	int rc = cpu_server_map(f, "gpusys-bench-floor", sizeof(struct floor_slot) * FLOOR_SLOTS);
+	return rc ? rc : cpu_server_fork(f, floor_poll, FLOOR_SLOTS, FLOOR_THREADS, NULL, 0);
 }
 
 /* Warp w pings slot (w * FLOOR_SLOTS / nwarps)... one lane per warp, as the
@@ -671,26 +555,26 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 	}
 	struct cpu_server mini;
 	memset(&mini, 0, sizeof(mini));
-	rc = mini_start(&mini, fl.stop_fd);
+	rc = mini_server_start(&mini, &fl, 1);
 	if (rc) {
 		fprintf(stderr, "gpusys-bench: minimal server: %s\n", strerror(-rc));
-		server_stop(&fl);
+		cpu_server_stop(&fl);
 		return 1;
 	}
 	struct bench_daemon bd;
 	memset(&bd, 0, sizeof(bd));
 	bd.args = daemon_args;
 	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0) {
-		server_stop(&fl);
-		server_stop(&mini);
+		cpu_server_stop(&fl);
+		cpu_server_stop(&mini);
 		return 1;
 	}
 
 	int n = 0;
 	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
 		fprintf(stderr, "gpusys-bench: no usable GPU; use rtt --emulate\n");
-		server_stop(&fl);
-		server_stop(&mini);
+		cpu_server_stop(&fl);
+		cpu_server_stop(&mini);
 		bench_daemon_stop(&bd);
 		return 77;
 	}
@@ -761,7 +645,7 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 		BENCH_CK(cudaFree(dlock));
 	}
 	BENCH_CK(cudaHostUnregister(fl.host));
-	server_stop(&fl);
+	cpu_server_stop(&fl);
 
 	/* 1b. The real client against the minimal server. */
 	{
@@ -810,7 +694,7 @@ extern "C" int bench_rtt_gpu(int argc, char **argv)
 		BENCH_CK(cudaFree(dpriv));
 		BENCH_CK(cudaHostUnregister(mini.host));
 	}
-	server_stop(&mini);
+	cpu_server_stop(&mini);
 
 	if (breakdown && bd.pid > 0) {
 		daemon_dir = runtime_dir;

@@ -28,6 +28,7 @@
 #include "handover.h"
 #include "metrics.h"
 #include "numa_spread.h"
+#include "poller_groups.h"
 #include "quotas.h"
 #include "reload.h"
 #include "core/later.h"
@@ -41,15 +42,6 @@
 #include "core/wake.h"
 
 _Static_assert(CONTROL_MAX_CONNS == CONFIG_CONTROL_MAX_CONNS, "control_conns_per_uid's bound is the total");
-
-/* Pollers 1.. park after this long without work. */
-#define PARK_US 2000
-/* A dozing poller 0 still scans every port this often (see poller.c). */
-#define RESCAN_MS 10
-/* After this much timed dozing poller 0 sleeps until woken (poller.c)... */
-#define DEEP_AFTER_US 2000
-/* ...and still scans every port this often. */
-#define SAFETY_MS 1000
 
 static void close_fds(int *fds, unsigned n)
 {
@@ -74,7 +66,8 @@ static void detach(struct daemon *d, struct session *s, const char *why)
 	log_context_set(s->peer.pid, s->id, -1);
 	event_free(s->ev);
 	s->ev = NULL;
-	wake_chan_unregister(d->wake, &s->wakec);
+	if (s->wake)
+		wake_chan_unregister(s->wake, &s->wakec);
 	/* After this no poller looks at the session; calls already in the
 	 * pool hold their own references. */
 	registry_remove(&d->reg, s);
@@ -188,7 +181,16 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 			/* Once: the table is complete now. */
 			gpu_health_watch(d);
 			numa_spread(d);
+			groups_add_gpus(d);
 		}
+	}
+	/* Served by its GPU's pollers (or the default group's). */
+	struct poller_group *group = groups_of(d, gpu, why, sizeof(why));
+	if (!group) {
+		log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
+		close_fds(fds, HELLO_NFDS);
+		refuse(fd, -ENOSPC, why);
+		return;
 	}
 	const struct channel_ops *ops = channel_pick(device, h->memory_kinds);
 	if (!ops) {
@@ -234,7 +236,8 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 		.fds = { fds[0], fds[1], fds[2] },
 		.max_pending_calls = d->cfg.max_pending_calls,
 		.retired_requests = &d->retired_requests,
-		.wake = d->wake,
+		.wake = group->wake,
+		.pollers = group->pollers,
 		.cuda_device = device,
 		.client_ordinal = h->cuda_device,
 		.gpu = gpu,
@@ -374,30 +377,7 @@ static int start(struct daemon *d, const char *runtime_dir)
 		log_err("cannot start the worker pool: %s", strerror(-r));
 		return r;
 	}
-	r = wake_create(&d->wake);
-	if (r < 0) {
-		log_err("cannot set up wake-ups: %s", strerror(-r));
-		return r;
-	}
-	struct poller_params pp = {
-		.count = d->cfg.pollers,
-		.spin_us = d->cfg.idle_spin_us,
-		.sleep_us = d->cfg.idle_sleep_us,
-		.park_us = PARK_US,
-		.rescan_ms = RESCAN_MS,
-		.deep_after_us = DEEP_AFTER_US,
-		.safety_ms = SAFETY_MS,
-		.wake = d->wake,
-		.chan_wake = session_wake_of_table,
-		.defer = dispatch_defer,
-		.defer_arg = d->pool,
-	};
-	r = pollers_create(&pp, d->cfg.max_clients, &d->pollers);
-	if (r < 0) {
-		log_err("cannot set up pollers: %s", strerror(-r));
-		return r;
-	}
-	r = registry_init(&d->reg, d->cfg.max_clients, d->pollers);
+	r = registry_init(&d->reg, d->cfg.max_clients);
 	if (r < 0) {
 		log_err("out of memory");
 		return r;
@@ -459,10 +439,11 @@ static int start(struct daemon *d, const char *runtime_dir)
 		return -ENOMEM;
 	}
 
-	r = pollers_start(d->pollers);
+	/* The default group's pollers and each emulated GPU's (the driver's
+	 * GPUs get theirs once a client names one). */
+	r = groups_start(d);
 	if (r < 0)
 		return r;
-	pollers_pin(d);
 	clock_gettime(CLOCK_MONOTONIC, &d->started);
 	return 0;
 }
@@ -473,7 +454,7 @@ static void stop(struct daemon *d)
 	/* A restart: drain, and leave each channel that drained in HANDOVER
 	 * for the next daemon (handover.c); it stops the pollers and the
 	 * pool. */
-	if (d->handover && d->pollers && d->pool) {
+	if (d->handover && d->groups && d->pool) {
 		daemon_handover(d);
 		d->pool = NULL;
 	}
@@ -495,8 +476,8 @@ static void stop(struct daemon *d)
 	d->listener = NULL;
 	control_free(d->control);
 	d->control = NULL;
-	if (d->pollers)
-		pollers_stop(d->pollers);
+	if (d->groups)
+		groups_stop(d);
 	/* Runs what is queued, so every deferred call drops its reference. */
 	pool_destroy(d->pool);
 	d->pool = NULL;
@@ -507,10 +488,7 @@ static void stop(struct daemon *d)
 	 * (no client is left). */
 	session_reaper_stop();
 	services_stop();
-	pollers_destroy(d->pollers);
-	d->pollers = NULL;
-	wake_destroy(d->wake);
-	d->wake = NULL;
+	groups_destroy(d);
 
 	if (d->ev_sigterm)
 		event_free(d->ev_sigterm);
@@ -578,7 +556,7 @@ int daemon_run(const struct gpusysd_config *cfg, const struct gpusysd_config *as
 		 * the daemon's own descriptors are open. */
 		quotas_start(&d->cfg, d->listener);
 		log_info("serving %s (version %s, pid %d, %u pollers, %u workers)", d->rt.dir, GPUSYS_VERSION,
-			 (int)getpid(), d->cfg.pollers, d->cfg.workers);
+			 (int)getpid(), groups_pollers_total(d), d->cfg.workers);
 		notify_ready();
 		notify_status(0, 0);
 		if (event_base_dispatch(d->base) < 0)

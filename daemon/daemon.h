@@ -18,8 +18,7 @@ struct control;
 struct control_peer;
 struct listener;
 struct pool;
-struct pollers;
-struct wake;
+struct poller_groups;
 
 struct gpu;
 
@@ -40,8 +39,7 @@ struct daemon {
 	 * touched. Main thread. A hook, so that those modules need not call
 	 * back into daemon.c, which uses them. */
 	void (*fail_gpu)(struct daemon *d, struct gpu *g, const char *why);
-	struct pollers *pollers;
-	struct wake *wake;
+	struct poller_groups *groups; /* pollers: one group per GPU and a default one (poller_groups.h) */
 	struct pool *pool;
 	struct registry reg;
 	struct timespec started; /* CLOCK_MONOTONIC */

@@ -29,6 +29,7 @@
 #include "core/registry.h"
 #include "daemon.h"
 #include "handover.h"
+#include "poller_groups.h"
 #include "util/log.h"
 
 static long long now_ms(void)
@@ -112,7 +113,7 @@ void daemon_handover(struct daemon *d)
 	 * restart_grace_ms. A client whose call is still in service then is
 	 * lost, and hung up before the pool is joined so that its worker
 	 * gives up. */
-	pollers_stop(d->pollers);
+	groups_stop(d);
 	while (any_claimed(d) && now_ms() < grace_end)
 		nap();
 	unsigned lost = 0;

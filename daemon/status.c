@@ -11,7 +11,9 @@
 #include "core/gpus.h"
 #include "core/service.h"
 #include "core/stats.h"
+#include "core/poller.h"
 #include "daemon.h"
+#include "poller_groups.h"
 #include "services.h"
 #include "util/log.h"
 
@@ -74,6 +76,25 @@ static json_t *client_json(const struct session *s)
 	return o;
 }
 
+/* A poller group (poller_groups.h): how many, which progress slots, which
+ * CPUs, and each poller's served-request count (every user's requests
+ * together: a count, no client named). null: g has none. */
+static json_t *group_json(struct daemon *d, const struct gpu *g)
+{
+	char why[8];
+	struct poller_group *grp = groups_of(d, g, why, sizeof(why));
+	if (!grp)
+		return json_null();
+	json_t *served = json_array();
+	for (unsigned i = 0; served && i < grp->count; i++) {
+		struct poller_counters c;
+		if (pollers_counters(grp->pollers, i, &c) == 0)
+			json_array_append_new(served, json_integer((json_int_t)c.served));
+	}
+	return json_pack("{s:I, s:I, s:s, s:o*}", "count", (json_int_t)grp->count, "first_slot",
+			 (json_int_t)grp->first_slot, "cpus", grp->cpus, "served", served);
+}
+
 /* The GPUs the daemon knows (those clients named, and emulated ones), with
  * the clients and ports the asker may see on each. */
 static json_t *gpus_json(struct daemon *d, const struct control_peer *who)
@@ -91,13 +112,16 @@ static json_t *gpus_json(struct daemon *d, const struct control_peer *who)
 			ports += s->ports.num_ports;
 			busy += session_ports_in_use(s);
 		}
-		json_array_append_new(arr, json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:b, s:b, s:s*, s:I, s:I, s:I}",
+		json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:b, s:b, s:s*, s:I, s:I, s:I}",
 						     "index", (json_int_t)g->index, "uuid", g->uuid_text, "name",
 						     g->name, "pci_bus_id", g->pci_bus_id, "cuda_ordinal",
 						     (json_int_t)g->ordinal, "numa_node", (json_int_t)g->numa_node,
 						     "emulated", g->ordinal < 0, "failed", g->failed, "failure",
 						     g->failed ? g->failure : NULL, "clients", clients, "ports", ports,
-						     "ports_in_use", busy));
+						     "ports_in_use", busy);
+		if (o)
+			json_object_set_new(o, "pollers", group_json(d, g));
+		json_array_append_new(arr, o);
 	}
 	return arr;
 }
@@ -124,7 +148,7 @@ json_t *daemon_status_json(void *arg, const struct control_peer *who)
 			 "pid", (json_int_t)getpid(),
 			 "uptime_s", (json_int_t)seconds_since(&d->started),
 			 "runtime_dir", d->rt.dir,
-			 "pollers", (json_int_t)d->cfg.pollers,
+			 "pollers", (json_int_t)groups_pollers_total(d),
 			 "workers", (json_int_t)d->cfg.workers,
 			 "clients", clients,
 			 "requests_served", (json_int_t)daemon_requests_served(d),
@@ -136,9 +160,28 @@ json_t *daemon_status_json(void *arg, const struct control_peer *who)
 		if (part)
 			json_object_set_new(st, h->svc->name, part);
 	}
-	if (st)
+	if (st) {
 		json_object_set_new(st, "gpus", gpus_json(d, who));
+		/* Clients that name no GPU: the default group. */
+		json_object_set_new(st, "default_pollers", group_json(d, NULL));
+	}
 	return st;
+}
+
+/* Every group's pollers in one list, the default group's first. */
+static json_t *pollers_reply(struct daemon *d)
+{
+	json_t *list = json_array();
+	unsigned index = 0;
+	for (unsigned i = 0; list && i < GPUS_MAX + 1; i++) {
+		struct poller_group *g = groups_at(d, i);
+		if (g && g->pollers &&
+		    inspect_pollers_add(list, &index, g->pollers, g->gpu ? g->gpu->uuid_text : NULL, g->cpus) < 0) {
+			json_decref(list);
+			return NULL;
+		}
+	}
+	return list ? inspect_pollers_reply(list) : NULL;
 }
 
 int daemon_control(void *arg, const struct control_peer *who, const char *cmd, json_t *req, json_t **reply)
@@ -161,7 +204,7 @@ int daemon_control(void *arg, const struct control_peer *who, const char *cmd, j
 			*reply = json_pack("{s:s}", "error",
 					   "pollers: counts every user's requests; only root, gpusysd's user and admin_group may");
 		else
-			*reply = inspect_pollers(d->pollers);
+			*reply = pollers_reply(d);
 	}
 	else if (!strcmp(cmd, "transfers")) {
 		/* {"cmd":"transfers","window_ms":N}: active in the last N ms

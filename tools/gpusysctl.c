@@ -173,11 +173,16 @@ static int print_status(json_t *st)
 	printf("%lld pollers, %lld workers, %lld client%s attached%s, %lld warp requests served\n", num(st, "pollers"),
 	       num(st, "workers"), num(st, "clients_attached"), num(st, "clients_attached") == 1 ? "" : "s",
 	       own ? " (yours; others' are not shown)" : "", num(st, "requests_served"));
+	/* Clients that name no GPU have pollers of their own too. */
+	json_t *dp = json_object_get(st, "default_pollers");
+	if (json_is_object(dp))
+		printf("%lld of them for clients that name no GPU (CPUs %s), the others per GPU\n", num(dp, "count"),
+		       str(dp, "cpus"));
 	/* GPUs by the daemon's index; clients name theirs by UUID. */
 	json_t *gpus = json_object_get(st, "gpus"), *g;
 	if (json_array_size(gpus)) {
-		printf("\n%4s %-40s %-24s %-13s %4s %7s %6s %6s %s\n", "GPU", "UUID", "NAME", "PCI", "NUMA", "CLIENTS",
-		       "PORTS", "IN-USE", "STATE");
+		printf("\n%4s %-40s %-24s %-13s %4s %7s %6s %6s %7s %-12s %s\n", "GPU", "UUID", "NAME", "PCI", "NUMA",
+		       "CLIENTS", "PORTS", "IN-USE", "POLLERS", "POLLER-CPUS", "STATE");
 		json_array_foreach(gpus, i, g)
 		{
 			char numa[16] = "-";
@@ -186,9 +191,15 @@ static int print_status(json_t *st)
 			const char *state = json_is_true(json_object_get(g, "failed")) ? "failed: "
 					    : json_is_true(json_object_get(g, "emulated")) ? "emulated"
 											     : "ok";
-			printf("%4lld %-40s %-24.24s %-13s %4s %7lld %6lld %6lld %s%s\n", num(g, "index"), str(g, "uuid"),
-			       str(g, "name"), *str(g, "pci_bus_id") ? str(g, "pci_bus_id") : "-", numa,
-			       num(g, "clients"), num(g, "ports"), num(g, "ports_in_use"), state,
+			/* Its own pollers (issue 34); none: its clients are refused. */
+			json_t *pg = json_object_get(g, "pollers");
+			char np[16] = "none";
+			if (json_is_object(pg))
+				snprintf(np, sizeof(np), "%lld", num(pg, "count"));
+			printf("%4lld %-40s %-24.24s %-13s %4s %7lld %6lld %6lld %7s %-12s %s%s\n", num(g, "index"),
+			       str(g, "uuid"), str(g, "name"), *str(g, "pci_bus_id") ? str(g, "pci_bus_id") : "-", numa,
+			       num(g, "clients"), num(g, "ports"), num(g, "ports_in_use"), np,
+			       json_is_object(pg) ? str(pg, "cpus") : "-", state,
 			       json_is_true(json_object_get(g, "failed")) ? str(g, "failure") : "");
 		}
 	}
@@ -442,9 +453,9 @@ static int show_pollers(json_t *r, bool hist)
 	size_t i;
 	(void)hist;
 
-	printf("%-6s %12s %7s %10s %12s %12s %10s %10s %10s %7s %7s %9s %9s %9s %6s\n", "POLLER", "PASSES", "EMPTY%",
-	       "PORTS/PASS", "FOUND", "SERVED", "COLLIDED", "HELD", "HOT", "DOZES", "PARKS", "SCAN ns", "SERVE ns",
-	       "ANSWER ns", "BUSY%");
+	printf("%-6s %12s %7s %10s %12s %12s %10s %10s %10s %7s %7s %9s %9s %9s %6s  %s\n", "POLLER", "PASSES",
+	       "EMPTY%", "PORTS/PASS", "FOUND", "SERVED", "COLLIDED", "HELD", "HOT", "DOZES", "PARKS", "SCAN ns",
+	       "SERVE ns", "ANSWER ns", "BUSY%", "GPU (its own pollers; -: clients that name none)");
 	for (i = 0; i <= json_array_size(list); i++) {
 		long long v[NKEYS];
 		char name[16];
@@ -464,9 +475,11 @@ static int show_pollers(json_t *r, bool hist)
 		double serve = v[TF] ? (double)v[TSNS] / (double)v[TF] : 0.0;
 		double answer = v[TF] ? (double)v[TANS] / (double)v[TF] : 0.0;
 		double busy = v[TPNS] ? 100.0 * (double)v[TSNS] / (double)v[TPNS] : 0.0;
-		printf("%-6s %12lld %7.1f %10.1f %12lld %12lld %10lld %10lld %10lld %7lld %7lld %9.0f %9.0f %9.0f %6.1f\n",
+		const char *gpu = p ? json_string_value(json_object_get(p, "gpu")) : NULL;
+		printf("%-6s %12lld %7.1f %10.1f %12lld %12lld %10lld %10lld %10lld %7lld %7lld %9.0f %9.0f %9.0f %6.1f  %s\n",
 		       name, v[PASSES], 100.0 * (double)v[EMPTY] / passes, (double)v[SCANNED] / passes, v[FOUND],
-		       v[SERVED], v[COLL], v[HELD], v[HOT], v[DOZES], v[PARKS], scan, serve, answer, busy);
+		       v[SERVED], v[COLL], v[HELD], v[HOT], v[DOZES], v[PARKS], scan, serve, answer, busy,
+		       gpu ? gpu : p ? "-" : "");
 	}
 	printf("(found: ports whose client word moved; served: steps that made progress, one per single-packet\n"
 	       " request; collided: found while another poller held it or served it first; held: found while a\n"

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,28 +280,30 @@ static const struct {
 
 /* gpusysctl pollers: the counters as they are; rates and ratios are the
  * reader's (two readings and a clock). */
-json_t *inspect_pollers(const struct pollers *ps)
+int inspect_pollers_add(json_t *list, unsigned *index, const struct pollers *ps, const char *gpu_uuid,
+			const char *cpus)
 {
-	json_t *list = json_array();
-	if (!list)
-		return NULL;
 	for (unsigned i = 0; i < pollers_count(ps); i++) {
 		struct poller_counters c;
 		if (pollers_counters(ps, i, &c) < 0)
 			break;
-		json_t *o = json_pack("{s:I}", "index", (json_int_t)i);
+		json_t *o = json_pack("{s:I, s:s?, s:I, s:I, s:s}", "index", (json_int_t)(*index)++, "gpu", gpu_uuid,
+				      "group_index", (json_int_t)i, "slot", (json_int_t)pollers_slot(ps, i), "cpus",
+				      cpus);
 		for (size_t f = 0; o && f < sizeof(poller_counter_fields) / sizeof(poller_counter_fields[0]); f++) {
 			uint64_t v;
 			memcpy(&v, (const char *)&c + poller_counter_fields[f].offset, sizeof(v));
 			if (json_object_set_new(o, poller_counter_fields[f].name, json_integer((json_int_t)v)) < 0)
 				json_decref(o), o = NULL;
 		}
-		if (!o) {
-			json_decref(list);
-			return NULL;
-		}
-		json_array_append_new(list, o);
+		if (!o || json_array_append_new(list, o) < 0)
+			return -ENOMEM;
 	}
+	return 0;
+}
+
+json_t *inspect_pollers_reply(json_t *list)
+{
 	return json_pack("{s:o, s:I, s:b}", "pollers", list, "time_every", (json_int_t)POLLER_TIME_EVERY, "timed",
 			 stats_enabled());
 }

@@ -38,6 +38,13 @@ json_t *inspect_transfers(struct registry *reg, unsigned window_ms, const struct
  * since start (core/poller.h): every user's requests together, so the
  * caller answers it to admins only (status.c). */
 struct pollers;
-json_t *inspect_pollers(const struct pollers *ps);
+/* One poller group's entries appended to list (made by inspect_pollers_new)
+ * with "index" counting on from *index, each with its group's GPU ("gpu":
+ * UUID, or null for the default group), its place in the group
+ * ("group_index"), its progress slot and its CPUs. 0 or -ENOMEM. */
+int inspect_pollers_add(json_t *list, unsigned *index, const struct pollers *ps, const char *gpu_uuid,
+			const char *cpus);
+/* The reply around that list. */
+json_t *inspect_pollers_reply(json_t *list);
 
 #endif

@@ -100,6 +100,7 @@ struct poller {
 	struct pollers *set;
 	pthread_t thread;
 	unsigned index;
+	unsigned slot;  /* progress slot: prm.first_slot + index */
 	bool running;
 	uint64_t passes; /* private copy of quiescent */
 
@@ -188,7 +189,7 @@ static inline unsigned serve_port(struct poller *pl, struct pass_tally *tl, stru
 	uint64_t t0 = tl->timed ? stats_now() : 0;
 	unsigned done = 0;
 	struct port_call *call = NULL;
-	switch (port_server_step(t, p, pl->index, &call)) {
+	switch (port_server_step(t, p, pl->slot, &call)) {
 	case PORT_STEP_NONE:
 		/* Another poller served it between our look and our claim. */
 		tl->collisions++;
@@ -197,7 +198,7 @@ static inline unsigned serve_port(struct poller *pl, struct pass_tally *tl, stru
 		done = 1;
 		break;
 	case PORT_STEP_DEFER:
-		pl->set->prm.defer(call, pl->index, pl->set->prm.defer_arg);
+		pl->set->prm.defer(call, pl->slot, pl->set->prm.defer_arg);
 		done = 1;
 		break;
 	}
@@ -607,9 +608,14 @@ static void *poller_main(void *arg)
 {
 	struct poller *pl = arg;
 	struct pollers *ps = pl->set;
-	char name[16];
+	char name[32];
 
-	snprintf(name, sizeof(name), "gpusysd-poll%u", pl->index);
+	/* A thread name is 15 characters at most: "gpusysd-g63-p62" fits. */
+	if (ps->prm.gpu_index >= 0)
+		snprintf(name, sizeof(name), "gpusysd-g%d-p%u", ps->prm.gpu_index, pl->index);
+	else
+		snprintf(name, sizeof(name), "gpusysd-poll%u", pl->index);
+	name[15] = 0;
 	pthread_setname_np(pthread_self(), name);
 	/* The default slack is 50 us: a 50 us nap would take 100. */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
@@ -655,7 +661,8 @@ static void *poller_main(void *arg)
 
 int pollers_create(const struct poller_params *prm, uint32_t capacity, struct pollers **ret)
 {
-	if (prm->count == 0 || prm->count > GPUSYS_PROGRESS_SLOTS || !prm->defer)
+	/* The last slot is PORT_LATER_SLOT's. */
+	if (prm->count == 0 || prm->first_slot + prm->count > GPUSYS_PROGRESS_SLOTS - 1 || !prm->defer)
 		return -EINVAL;
 	struct pollers *ps = calloc(1, sizeof(*ps));
 	if (!ps)
@@ -687,6 +694,7 @@ int pollers_create(const struct poller_params *prm, uint32_t capacity, struct po
 	for (unsigned i = 0; i < prm->count; i++) {
 		ps->p[i].set = ps;
 		ps->p[i].index = i;
+		ps->p[i].slot = prm->first_slot + i;
 		ps->p[i].sample_rng = 2463534242u + i; /* any nonzero seed */
 		/* Not started counts as offline: grace periods skip it. */
 		atomic_init(&ps->p[i].offline, true);
@@ -776,6 +784,11 @@ int pollers_set_affinity(struct pollers *ps, unsigned i, const cpu_set_t *set)
 unsigned pollers_count(const struct pollers *ps)
 {
 	return ps->prm.count;
+}
+
+unsigned pollers_slot(const struct pollers *ps, unsigned i)
+{
+	return ps->prm.first_slot + i;
 }
 
 int pollers_counters(const struct pollers *ps, unsigned i, struct poller_counters *ret)

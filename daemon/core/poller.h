@@ -16,7 +16,9 @@ struct port_table;
 struct pollers;
 
 struct poller_params {
-	unsigned count;      /* threads; poller k uses progress slot k */
+	unsigned count;      /* threads; poller k uses progress slot first_slot + k */
+	unsigned first_slot; /* unique across the daemon's threads: core/stats.c shards by slot */
+	int gpu_index;       /* the GPU (core/gpus.h index) whose channels they serve, -1: none (thread names) */
 	unsigned spin_us;    /* spin this long after the last work seen */
 	unsigned sleep_us;   /* then poller 0 sleeps this long between doorbell checks */
 	unsigned park_us;    /* pollers 1.. park on a condition variable after this idle time */
@@ -46,6 +48,8 @@ void pollers_destroy(struct pollers *ps);
  * 0 or -errno. */
 int pollers_set_affinity(struct pollers *ps, unsigned i, const cpu_set_t *set);
 unsigned pollers_count(const struct pollers *ps);
+/* Poller i's progress slot. */
+unsigned pollers_slot(const struct pollers *ps, unsigned i);
 
 /* What one poller did since start (gpusysctl pollers, gpusys-bench rtt
  * --breakdown). Counts are exact and always kept: each poller tallies a

@@ -5,9 +5,9 @@
 #include "core/poller.h"
 #include "core/registry.h"
 
-int registry_init(struct registry *r, unsigned max_clients, struct pollers *pollers)
+int registry_init(struct registry *r, unsigned max_clients)
 {
-	*r = (struct registry){ .max = max_clients, .next_id = 1, .pollers = pollers };
+	*r = (struct registry){ .max = max_clients, .next_id = 1 };
 	r->scratch = calloc(max_clients, sizeof(*r->scratch));
 	return r->scratch ? 0 : -ENOMEM;
 }
@@ -26,13 +26,16 @@ uint32_t registry_new_id(struct registry *r)
 	return id;
 }
 
-static void publish(struct registry *r)
+/* The channels of one poller group: only that group's grace period is
+ * waited for, so a change on one GPU never waits for another GPU's
+ * pollers. */
+static void publish(struct registry *r, struct pollers *ps)
 {
 	uint32_t n = 0;
 
-	registry_for_each(r, s) r->scratch[n++] = &s->ports;
+	registry_for_each(r, s) if (s->pollers == ps) r->scratch[n++] = &s->ports;
 	/* Cannot fail: count never exceeds max, the pollers' capacity. */
-	pollers_publish(r->pollers, r->scratch, n);
+	pollers_publish(ps, r->scratch, n);
 }
 
 void registry_add(struct registry *r, struct session *s)
@@ -45,7 +48,7 @@ void registry_add(struct registry *r, struct session *s)
 		r->head = s;
 	r->tail = s;
 	r->count++;
-	publish(r);
+	publish(r, s->pollers);
 }
 
 void registry_remove(struct registry *r, struct session *s)
@@ -60,5 +63,5 @@ void registry_remove(struct registry *r, struct session *s)
 		r->tail = s->prev;
 	s->prev = s->next = NULL;
 	r->count--;
-	publish(r);
+	publish(r, s->pollers);
 }

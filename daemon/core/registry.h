@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The attached sessions (main thread only) and the channel list the pollers
- * serve, kept in step. */
+/* The attached sessions (main thread only) and the channel lists the pollers
+ * serve, kept in step: each session's channel is published to its own
+ * poller group only (session.pollers). */
 #ifndef GPUSYSD_REGISTRY_H
 #define GPUSYSD_REGISTRY_H
 
@@ -16,11 +17,10 @@ struct registry {
 	unsigned count;
 	unsigned max;
 	uint32_t next_id;
-	struct pollers *pollers;
 	struct port_table **scratch; /* max entries: the list being published */
 };
 
-int registry_init(struct registry *r, unsigned max_clients, struct pollers *pollers);
+int registry_init(struct registry *r, unsigned max_clients);
 void registry_fini(struct registry *r);
 
 static inline bool registry_full(const struct registry *r)
@@ -31,10 +31,10 @@ static inline bool registry_full(const struct registry *r)
 /* Client ids are never reused while the daemon runs (0 is never one). */
 uint32_t registry_new_id(struct registry *r);
 
-/* Add s and let the pollers serve it. */
+/* Add s and let its pollers (s->pollers) serve it. */
 void registry_add(struct registry *r, struct session *s);
 
-/* Take s out; when this returns no poller touches it any more. The caller
+/* Take s out; when this returns none of its pollers touches it any more. The caller
  * still holds its reference. */
 void registry_remove(struct registry *r, struct session *s);
 

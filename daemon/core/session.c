@@ -103,22 +103,10 @@ mode_t client_umask_of(pid_t pid)
 	return m;
 }
 
-int session_create(const struct session_params *prm, struct session **ret)
+/* session_create's work: s freed on failure. */
+static int session_build(struct session *s, const struct session_params *prm)
 {
-	struct session *s = calloc(1, sizeof(*s));
 	int r;
-
-	if (!s) {
-		if (prm->adopted)
-			channel_destroy(prm->adopted);
-		return -ENOMEM;
-	}
-	atomic_init(&s->refs, 1);
-	s->id = prm->id;
-	s->peer = *prm->peer;
-	clock_gettime(CLOCK_MONOTONIC, &s->attached);
-	s->chan.fd = -1;
-	s->retired_requests = prm->retired_requests;
 	s->wake_wfd = -1;
 	s->wakec.rfd = -1;
 
@@ -170,7 +158,6 @@ int session_create(const struct session_params *prm, struct session **ret)
 		if (prm->cuda_device >= 0)
 			wake_gpu_open(prm->wake, &s->wakec, &s->chan, prm->cuda_device);
 	}
-	*ret = s;
 	return 0;
 fail:
 	handle_table_release(s->handles);
@@ -179,6 +166,38 @@ fail:
 	account_put(s->client.account); /* NULL before client_fill */
 	free(s);
 	return r;
+}
+
+int session_create(const struct session_params *prm, struct session **ret)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	int r;
+
+	if (!s) {
+		if (prm->adopted)
+			channel_destroy(prm->adopted);
+		return -ENOMEM;
+	}
+	atomic_init(&s->refs, 1);
+	s->id = prm->id;
+	s->peer = *prm->peer;
+	clock_gettime(CLOCK_MONOTONIC, &s->attached);
+	s->chan.fd = -1;
+	s->retired_requests = prm->retired_requests;
+	s->pollers = prm->pollers;
+	bool cuda = s->cuda = prm->cuda_device >= 0;
+	/* A CUDA client's channel and doorbell watch are made with CUDA
+	 * calls that another GPU's pending doorbell wait could stall
+	 * (wake.h): none is pending while they run. */
+	if (cuda)
+		wake_gpu_hold();
+	r = session_build(s, prm); /* frees s on failure */
+	if (cuda)
+		wake_gpu_unhold();
+	if (r < 0)
+		return r;
+	*ret = s;
+	return 0;
 }
 
 struct wake_chan *session_wake_of_table(struct port_table *t)
@@ -203,6 +222,10 @@ static void session_free(struct session *s)
 		port_table_fini(&s->ports);
 	handle_table_release(s->handles); /* after the services let go of it */
 	bool mem_free = true;
+	/* Unmapping a CUDA client's channel and ending its watch: CUDA calls
+	 * that another GPU's pending doorbell wait could stall (wake.h). */
+	if (s->cuda)
+		wake_gpu_hold();
 	if (s->wake) {
 		/* No GPU wait of ours may read the channel once it is gone. */
 		mem_free = wake_gpu_close(&s->wakec, &s->chan);
@@ -213,6 +236,8 @@ static void session_free(struct session *s)
 		channel_destroy(&s->chan);
 	else
 		close_fd(&s->chan.fd); /* the memory stays mapped (wake_cuda.c says why) */
+	if (s->cuda)
+		wake_gpu_unhold();
 	close_fd(&s->client.stdout_fd);
 	close_fd(&s->client.stderr_fd);
 	close_fd(&s->client.cwd_fd);

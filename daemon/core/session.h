@@ -63,6 +63,11 @@ struct session {
 	struct wake_chan wakec;
 	int wake_wfd;
 
+	/* The pollers that serve this channel: its GPU's group (docs/GPUS.md),
+	 * or the group of clients that name no GPU. Set before registry_add. */
+	struct pollers *pollers;
+	bool cuda; /* a CUDA client: its teardown makes CUDA calls (wake_gpu_hold) */
+
 	/* Where this session's request count goes when it is freed, so the
 	 * daemon's total keeps the requests of detached clients. */
 	atomic_uint_fast64_t *retired_requests;
@@ -80,7 +85,8 @@ struct session_params {
 	int sock;           /* the attach connection; owned by the session on success */
 	int fds[3];         /* stdout, stderr, cwd, or -1; owned by the session on success */
 	unsigned max_pending_calls;
-	struct wake *wake;  /* the daemon's; NULL: no wake pipe (in-process tests) */
+	struct wake *wake;  /* its poller group's; NULL: no wake pipe (in-process tests) */
+	struct pollers *pollers; /* its poller group's */
 	int32_t cuda_device; /* the daemon's ordinal of the client's GPU, or -1: no CUDA client */
 	int32_t client_ordinal; /* the hello's cuda_device: the client's own numbering */
 	struct gpu *gpu;     /* the GPU it named (core/gpus.h), or NULL */

@@ -193,4 +193,12 @@ bool wake_gpu_close(struct wake_chan *c, const struct channel *ch)
 	(void)ch;
 	return true;
 }
+
+void wake_gpu_hold(void)
+{
+}
+
+void wake_gpu_unhold(void)
+{
+}
 #endif

@@ -44,6 +44,7 @@
  * logged) rather than risk the fault.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -67,8 +68,11 @@ struct wake_gpu {
 	void *registered;       /* memfd channel: the header range we registered */
 	int efd;
 	int device;
-	/* poller 0 only */
+	volatile uint64_t *host_doorbell; /* the same word, as the CPU sees it (wake_gpu_hold) */
+	struct wake_gpu *prev, *next; /* every watch: watches, under watch_mu */
+	/* its group's poller 0, under watch_mu (read by wake_gpu_hold) */
 	bool pending;
+	bool callback; /* the pending wait has its host function behind it */
 	uint64_t armed;
 	/* written by the host function (a CUDA thread) */
 	atomic_bool fired;
@@ -111,6 +115,93 @@ static void gpu_free(struct wake_gpu *g)
 
 static bool gpu_watch_enabled = true;
 
+/* Every watch of the daemon, and whether the main thread holds them off
+ * (wake_gpu_hold). A poller 0 arms under the lock, so a hold never races
+ * an arming: once it holds, no new wait is queued until it lets go. */
+static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct wake_gpu *watches;
+static unsigned holds;
+
+static void watch_link(struct wake_gpu *g)
+{
+	pthread_mutex_lock(&watch_mu);
+	g->prev = NULL;
+	g->next = watches;
+	if (watches)
+		watches->prev = g;
+	watches = g;
+	pthread_mutex_unlock(&watch_mu);
+}
+
+static void watch_unlink(struct wake_gpu *g)
+{
+	pthread_mutex_lock(&watch_mu);
+	if (g->prev)
+		g->prev->next = g->next;
+	else if (watches == g)
+		watches = g->next;
+	if (g->next)
+		g->next->prev = g->prev;
+	g->prev = g->next = NULL;
+	pthread_mutex_unlock(&watch_mu);
+}
+
+/* A wait still pending on g: end it as a ring would, by a bit that the
+ * armed value lacks (see the top of the file). The lowest such bit alone,
+ * so that the value left in the word, which the next arming waits to see
+ * change, has one bit set: nearly every later ring has a bit it lacks and
+ * fires that wait (~armed, mostly ones, would leave most rings unseen
+ * until the safety rescan). Under watch_mu. The doorbell is the client's
+ * word and only a hint to the daemon: a ring stored just before this is
+ * overwritten, and found by the scan that the host function's wake-up
+ * starts; serve_rung bounds the port the value names. true: g had a wait
+ * whose host function has not run. */
+static bool release_locked(struct wake_gpu *g)
+{
+	if (!g->pending || atomic_load_explicit(&g->fired, memory_order_acquire))
+		return false;
+	/* armed is never all ones (wake_gpu_arm), so the bit exists. */
+	__atomic_store_n(g->host_doorbell, ~g->armed & (g->armed + 1), __ATOMIC_SEQ_CST);
+	return g->callback;
+}
+
+void wake_gpu_hold(void)
+{
+	/* One GPU: its waits never stalled its own mapping calls (measured,
+	 * see bench/RESULTS.md: "Idle cost and wake-up"), so nothing to do. */
+	if (gpus_real_count() <= 1)
+		return;
+	pthread_mutex_lock(&watch_mu);
+	holds++;
+	pthread_mutex_unlock(&watch_mu);
+	/* Until every wait has run its host function (the stream is then
+	 * idle), storing again each time: a client's kernel may store over
+	 * our value. A second at most; then the call goes ahead anyway. */
+	for (int i = 0; i < 10000; i++) {
+		unsigned left = 0;
+		pthread_mutex_lock(&watch_mu);
+		for (struct wake_gpu *g = watches; g; g = g->next)
+			left += release_locked(g);
+		pthread_mutex_unlock(&watch_mu);
+		if (!left)
+			return;
+		nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
+	}
+	log_warn("wake: a GPU doorbell watch did not end within 1 s of being released; CUDA calls go ahead");
+}
+
+void wake_gpu_unhold(void)
+{
+	if (gpus_real_count() <= 1)
+		return;
+	pthread_mutex_lock(&watch_mu);
+	if (holds)
+		holds--;
+	pthread_mutex_unlock(&watch_mu);
+	/* Each poller 0 whose wait was released woke and arms again when it
+	 * next dozes (it keeps to timed naps until then). */
+}
+
 void wake_gpu_configure(bool watch)
 {
 	gpu_watch_enabled = watch;
@@ -144,21 +235,6 @@ void wake_gpu_open(struct wake *w, struct wake_chan *c, const struct channel *ch
 	/* gpu_watch = 0: no watch, timed naps (to measure against). */
 	if (!gpu_watch_enabled)
 		return;
-	/* One GPU only. With two GPUs in one daemon, a doorbell wait
-	 * pending on one GPU stalled mapping calls for the other
-	 * (cuMemHostRegister of the next client's header, an unregister at a
-	 * detach): the daemon's main thread hung for good (found, see
-	 * bench/RESULTS.md: "Every GPU of the host"). A wait only ends when a client rings, so nothing bounds
-	 * that stall; timed naps cost more CPU when idle but cannot hang. */
-	static bool said_multi;
-	if (gpus_real_count() > 1) {
-		if (!said_multi) {
-			said_multi = true;
-			log_info("wake: %u GPUs: no GPU doorbell watch (a pending wait on one GPU stalls mapping "
-				 "calls for the others); CUDA clients get timed naps", gpus_real_count());
-		}
-		return;
-	}
 	if (gpusys_cuda_load(&cu) < 0) {
 		log_info("wake: %s: GPU clients' doorbells cannot be watched", gpusys_cuda_load_error());
 		return;
@@ -233,6 +309,8 @@ void wake_gpu_open(struct wake *w, struct wake_chan *c, const struct channel *ch
 	cu->cuCtxPopCurrent(NULL);
 	if (r != CUDA_SUCCESS)
 		goto fail;
+	g->host_doorbell = &channel_header(ch)->doorbell;
+	watch_link(g);
 	c->gpu = g;
 	c->needs_timer = false;
 	return;
@@ -247,29 +325,42 @@ bool wake_gpu_arm(struct wake_chan *c, uint64_t seen)
 	const struct gpusys_cuda *cu = g->cu;
 	CUresult r;
 
-	if (g->pending && !atomic_load_explicit(&g->fired, memory_order_acquire))
+	pthread_mutex_lock(&watch_mu);
+	if (holds) {
+		/* The main thread is making CUDA calls that a pending wait
+		 * could stall: no new wait until it is done (timed naps). */
+		pthread_mutex_unlock(&watch_mu);
+		return false;
+	}
+	if (g->pending && !atomic_load_explicit(&g->fired, memory_order_acquire)) {
+		pthread_mutex_unlock(&watch_mu);
 		return true; /* still waiting: it fires on the next change */
-	if (~seen == 0)
+	}
+	if (~seen == 0) {
+		pthread_mutex_unlock(&watch_mu);
 		return true; /* all ones (garbage): no bit to wait for; the safety rescan serves it */
+	}
 	atomic_store_explicit(&g->fired, false, memory_order_relaxed);
 	cu->cuCtxPushCurrent(g->ctx);
 	r = cu->cuStreamWaitValue64(g->stream, g->doorbell, ~seen, CU_STREAM_WAIT_VALUE_AND);
-	if (r == CUDA_SUCCESS)
+	g->pending = r == CUDA_SUCCESS;
+	g->callback = false;
+	if (r == CUDA_SUCCESS) {
 		r = cu->cuLaunchHostFunc(g->stream, on_doorbell, g);
+		g->callback = r == CUDA_SUCCESS;
+	}
 	cu->cuCtxPopCurrent(NULL);
+	g->armed = seen;
+	pthread_mutex_unlock(&watch_mu);
 	if (r != CUDA_SUCCESS) {
 		/* A wait may be queued without its callback: it is harmless,
-		 * and teardown still resolves it. */
-		g->pending = true;
-		g->armed = seen;
+		 * and teardown (and a hold) still resolves it. */
 		char buf[256];
 		log_warn("wake: GPU %d: %s: timed naps for this client", g->device,
 			 gpusys_cuda_describe(cu, r, "arming the doorbell watch", buf, sizeof(buf)));
 		c->needs_timer = true;
 		return false;
 	}
-	g->pending = true;
-	g->armed = seen;
 	return true;
 }
 
@@ -280,6 +371,9 @@ bool wake_gpu_close(struct wake_chan *c, const struct channel *ch)
 	if (!g)
 		return true;
 	c->gpu = NULL;
+	/* Out of every hold's sight; its poller 0 no longer has the channel
+	 * (the session is being freed), so pending and armed are still. */
+	watch_unlink(g);
 	const struct gpusys_cuda *cu = g->cu;
 	if (g->pending) {
 		/* See the top of the file: release a wait that has not fired,

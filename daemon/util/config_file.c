@@ -40,6 +40,7 @@ struct key_spec {
 static const struct key_spec core_keys[] = {
 	U(pollers, VAL_COUNT, 0, GPUSYS_PROGRESS_SLOTS - 1),
 	U(workers, VAL_COUNT, 1, GPUSYS_PROGRESS_SLOTS - 1),
+	U(pollers_per_gpu, VAL_COUNT, 0, GPUSYS_PROGRESS_SLOTS - 3),
 	U(max_clients, VAL_COUNT, 1, 65536),
 	U(max_ports, VAL_COUNT, GPUSYS_MIN_PORTS, GPUSYS_MAX_PORTS),
 	U64(channel_bulk_bytes, VAL_BYTES, 0, UINT64_C(1) << 34),
@@ -510,12 +511,38 @@ const char *config_where(const struct gpusysd_config *cfg, const char *key, char
 	return buf;
 }
 
+/* How many GPUs emulated_gpus names (the list itself is checked where it
+ * is set): entries between commas, 0 for none. */
+static unsigned emulated_count(const char *list)
+{
+	if (!strcmp(list, "none") || !list[0])
+		return 0;
+	unsigned n = 1;
+	for (const char *c = list; *c; c++)
+		n += *c == ',';
+	return n;
+}
+
 int config_check(const struct gpusysd_config *cfg, char *err, size_t errlen)
 {
 	/* Every thread that completes requests owns one progress word. */
 	if (cfg->pollers + cfg->workers > GPUSYS_PROGRESS_SLOTS - 1) {
 		snprintf(err, errlen, "pollers (%u) + workers (%u) exceed the %u progress slots (one more is for calls that complete later)",
 			 cfg->pollers, cfg->workers, GPUSYS_PROGRESS_SLOTS - 1);
+		return -EINVAL;
+	}
+	/* Each GPU's pollers have slots of their own too (poller_groups.h).
+	 * The GPUs known here are the emulated ones; a host's real GPUs are
+	 * counted when the driver shows them, and a GPU whose pollers do not
+	 * fit then has none (its clients are refused, saying why). */
+	unsigned ngpus = emulated_count(cfg->emulated_gpus);
+	if (cfg->pollers_per_gpu &&
+	    cfg->pollers + cfg->workers + cfg->pollers_per_gpu * (ngpus ? ngpus : 1) > GPUSYS_PROGRESS_SLOTS - 1) {
+		snprintf(err, errlen,
+			 "pollers_per_gpu = %u: pollers (%u) + workers (%u) + %u x %u GPU%s exceed the %u progress slots "
+			 "(one more is for calls that complete later)",
+			 cfg->pollers_per_gpu, cfg->pollers, cfg->workers, cfg->pollers_per_gpu, ngpus ? ngpus : 1,
+			 ngpus > 1 ? "s" : "", GPUSYS_PROGRESS_SLOTS - 1);
 		return -EINVAL;
 	}
 	if (strcmp(cfg->cuda_memory, "memfd") && strcmp(cfg->cuda_memory, "vmm")) {

@@ -29,7 +29,8 @@ struct config_key {
 #define CONFIG_LINE_ENV 0xffffffffu
 
 struct gpusysd_config {
-	unsigned pollers;              /* 0: chosen from the CPU count */
+	unsigned pollers;              /* 0: chosen from the CPU count; the group of clients that name no GPU */
+	unsigned pollers_per_gpu;      /* each GPU's own pollers; 0: from the CPUs and GPUs, at most pollers */
 	unsigned workers;
 	unsigned max_clients;
 	unsigned max_ports;            /* per client */

@@ -43,7 +43,10 @@ struct fixture {
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	gd_start(&f->d, "emulated_gpus = " UUID_A "=alpha, " UUID_B "=beta\n");
+	/* Pollers per GPU set, so that the groups' sizes are known here
+	 * whatever the machine's CPUs. */
+	gd_start(&f->d, "emulated_gpus = " UUID_A "=alpha, " UUID_B "=beta\npollers = 1\nworkers = 4\n"
+			"pollers_per_gpu = 2\n");
 	*state = f;
 	return 0;
 }
@@ -149,6 +152,149 @@ static void test_opposite_numberings(void **state)
 	gpusys_client_detach(plain);
 }
 
+/* Requests served by a poller group (status: a GPU's "pollers", or
+ * "default_pollers" for clients that name no GPU), summed over its pollers. */
+static long long group_served(json_t *grp)
+{
+	json_t *served = json_object_get(grp, "served"), *v;
+	size_t i;
+	long long n = 0;
+	assert_true(json_is_array(served));
+	json_array_foreach(served, i, v) n += json_integer_value(v);
+	return n;
+}
+
+struct served_by {
+	long long a, b, plain;
+};
+
+static struct served_by served_now(struct fixture *f)
+{
+	json_t *st = daemon_status(f->d.runtime);
+	assert_non_null(st);
+	struct served_by s = {
+		.a = group_served(json_object_get(gpu_entry(st, UUID_A), "pollers")),
+		.b = group_served(json_object_get(gpu_entry(st, UUID_B), "pollers")),
+		.plain = group_served(json_object_get(st, "default_pollers")),
+	};
+	json_decref(st);
+	return s;
+}
+
+/* A pass adds its counts after its answers: wait until the groups have
+ * counted want (or 3 s), then the counts are what they are. */
+static struct served_by served_settled(struct fixture *f, struct served_by want)
+{
+	long t0 = now_ms();
+	struct served_by s;
+	do {
+		s = served_now(f);
+		if (s.a >= want.a && s.b >= want.b && s.plain >= want.plain)
+			break;
+		usleep(10000);
+	} while (now_ms() - t0 < 3000);
+	usleep(50000); /* anything extra would have shown by now */
+	return served_now(f);
+}
+
+/* One NOOP round of serve() is one request served (one packet each). */
+#define ROUND 10
+
+/* Issue 34: each GPU has pollers of its own (pollers_per_gpu = 2 here, the
+ * default group 1): a GPU's client is served by its GPU's pollers only, the
+ * other group's count stays where it was, and status and gpusysctl show each
+ * GPU's pollers and each poller's GPU. */
+static void test_pollers_per_gpu(void **state)
+{
+	struct fixture *f = *state;
+	struct gpusys_client *ca, *cb, *plain;
+
+	assert_int_equal(attach(f, 0, uuid_a, &ca), 0);
+	assert_int_equal(attach(f, 1, uuid_b, &cb), 0);
+	assert_int_equal(attach(f, -1, NULL, &plain), 0);
+
+	json_t *st = daemon_status(f->d.runtime);
+	json_t *pa = json_object_get(gpu_entry(st, UUID_A), "pollers"), *pb = json_object_get(gpu_entry(st, UUID_B), "pollers"),
+	       *pd = json_object_get(st, "default_pollers");
+	assert_int_equal(json_integer_value(json_object_get(pa, "count")), 2);
+	assert_int_equal(json_integer_value(json_object_get(pb, "count")), 2);
+	assert_int_equal(json_integer_value(json_object_get(pd, "count")), 1);
+	assert_int_equal(json_integer_value(json_object_get(st, "pollers")), 5);
+	/* Slots: default [0,1), workers [1,5), then A's [5,7), B's [7,9). */
+	assert_int_equal(json_integer_value(json_object_get(pd, "first_slot")), 0);
+	assert_int_equal(json_integer_value(json_object_get(pa, "first_slot")), 1 + 4);
+	assert_int_equal(json_integer_value(json_object_get(pb, "first_slot")), 1 + 4 + 2);
+	assert_non_null(json_string_value(json_object_get(pa, "cpus")));
+	json_decref(st);
+
+	struct served_by s0 = served_now(f);
+	serve(ca);
+	struct served_by s1 = served_settled(f, (struct served_by){ s0.a + ROUND, s0.b, s0.plain });
+	assert_int_equal(s1.a - s0.a, ROUND);
+	assert_int_equal(s1.b, s0.b);
+	assert_int_equal(s1.plain, s0.plain);
+
+	serve(cb);
+	serve(cb);
+	struct served_by s2 = served_settled(f, (struct served_by){ s1.a, s1.b + 2 * ROUND, s1.plain });
+	assert_int_equal(s2.b - s1.b, 2 * ROUND);
+	assert_int_equal(s2.a, s1.a);
+	assert_int_equal(s2.plain, s1.plain);
+
+	serve(plain);
+	struct served_by s3 = served_settled(f, (struct served_by){ s2.a, s2.b, s2.plain + ROUND });
+	assert_int_equal(s3.plain - s2.plain, ROUND);
+	assert_int_equal(s3.a, s2.a);
+	assert_int_equal(s3.b, s2.b);
+
+	/* gpusysctl pollers --json: each poller's GPU, group and slot. */
+	json_t *r = control_request(f->d.runtime, "{\"cmd\":\"pollers\"}\n"), *p;
+	assert_non_null(r);
+	size_t i;
+	int on_a = 0, on_b = 0, on_none = 0;
+	json_array_foreach(json_object_get(r, "pollers"), i, p)
+	{
+		assert_int_equal(json_integer_value(json_object_get(p, "index")), (json_int_t)i);
+		const char *gpu = json_string_value(json_object_get(p, "gpu"));
+		json_int_t slot = json_integer_value(json_object_get(p, "slot"));
+		if (!gpu) {
+			on_none++;
+			assert_int_equal(slot, 0);
+		} else if (!strcmp(gpu, UUID_A)) {
+			assert_int_equal(slot, 5 + json_integer_value(json_object_get(p, "group_index")));
+			on_a++;
+		} else {
+			assert_string_equal(gpu, UUID_B);
+			assert_int_equal(slot, 7 + json_integer_value(json_object_get(p, "group_index")));
+			on_b++;
+		}
+	}
+	assert_int_equal(on_none, 1);
+	assert_int_equal(on_a, 2);
+	assert_int_equal(on_b, 2);
+	json_decref(r);
+
+	/* The text views say so too. */
+	const char *argv[] = { test_env("GPUSYSCTL_BIN"), "--runtime-dir", f->d.runtime, "status", NULL };
+	char *out = NULL, *err = NULL;
+	assert_int_equal(run_capture(argv, &out, &err), 0);
+	assert_non_null(strstr(out, "POLLERS"));
+	assert_non_null(strstr(out, "5 pollers"));
+	assert_non_null(strstr(out, "1 of them for clients that name no GPU"));
+	free(out);
+	free(err);
+	const char *argv2[] = { test_env("GPUSYSCTL_BIN"), "--runtime-dir", f->d.runtime, "pollers", NULL };
+	assert_int_equal(run_capture(argv2, &out, &err), 0);
+	assert_non_null(strstr(out, UUID_A));
+	assert_non_null(strstr(out, UUID_B));
+	free(out);
+	free(err);
+
+	gpusys_client_detach(ca);
+	gpusys_client_detach(cb);
+	gpusys_client_detach(plain);
+}
+
 /* A UUID the daemon does not have is a clear refusal naming the ones it
  * has; a CUDA client that names no GPU is refused too. */
 static void test_refusals(void **state)
@@ -215,8 +361,13 @@ static void test_gpu_failure(void **state)
 	struct gpusys_channel_header *h = gpusys_client_channel(ca);
 	assert_int_equal(h->server_state, GPUSYS_SERVER_STOPPED);
 
-	/* cb never noticed. */
+	/* cb never noticed: its own GPU's pollers serve it, A's serve
+	 * nothing more. */
+	struct served_by s0 = served_now(f);
 	serve(cb);
+	struct served_by s1 = served_settled(f, (struct served_by){ s0.a, s0.b + ROUND, s0.plain });
+	assert_int_equal(s1.b - s0.b, ROUND);
+	assert_int_equal(s1.a, s0.a);
 
 	json_t *st = daemon_status(f->d.runtime);
 	json_t *ga = gpu_entry(st, UUID_A), *gb = gpu_entry(st, UUID_B);
@@ -263,6 +414,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_opposite_numberings, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pollers_per_gpu, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gpu_failure, setup, teardown),
 		cmocka_unit_test(test_bad_setting),

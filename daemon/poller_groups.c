@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/dispatch.h"
+#include "core/poller.h"
+#include "core/session.h"
+#include "core/wake.h"
+#include "daemon.h"
+#include "poller_groups.h"
+#include "util/cpulist.h"
+#include "util/log.h"
+
+/* The idle policy, the same for every group (poller.c says why). Pollers
+ * 1.. park after this long without work. */
+#define PARK_US 2000
+/* A dozing poller 0 still scans every port this often... */
+#define RESCAN_MS 10
+/* ...after this much timed dozing it sleeps until woken... */
+#define DEEP_AFTER_US 2000
+/* ...and still scans every port this often. */
+#define SAFETY_MS 1000
+
+/* The last slot is PORT_LATER_SLOT's. */
+#define THREAD_SLOTS (GPUSYS_PROGRESS_SLOTS - 1u)
+
+unsigned groups_auto_per_gpu(unsigned ncpu, unsigned ngpus, unsigned pollers)
+{
+	unsigned share = ncpu / (ngpus ? ngpus : 1);
+	unsigned n = config_auto_pollers(share ? share : 1);
+	return n < pollers ? n : pollers;
+}
+
+unsigned groups_fit_per_gpu(unsigned per, unsigned gpus_left, unsigned slots_left)
+{
+	if (!gpus_left || per * gpus_left <= slots_left)
+		return per;
+	return slots_left / gpus_left ? slots_left / gpus_left : 1;
+}
+
+static unsigned usable_cpus(cpu_set_t *ret)
+{
+	CPU_ZERO(ret);
+	if (sched_getaffinity(0, sizeof(*ret), ret) == 0 && CPU_COUNT(ret) > 0)
+		return (unsigned)CPU_COUNT(ret);
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	for (long c = 0; c < n && c < CPU_SETSIZE; c++)
+		CPU_SET((int)c, ret);
+	return n > 0 ? (unsigned)n : 1;
+}
+
+/* "0-7,16" for a set. */
+static void format_cpus(const cpu_set_t *set, char *out, size_t len)
+{
+	size_t at = 0;
+	out[0] = 0;
+	for (int c = 0; c < CPU_SETSIZE && at < len; c++) {
+		if (!CPU_ISSET(c, set))
+			continue;
+		int e = c;
+		while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, set))
+			e++;
+		int n = e > c ? snprintf(out + at, len - at, "%s%d-%d", at ? "," : "", c, e)
+			      : snprintf(out + at, len - at, "%s%d", at ? "," : "", c);
+		if (n < 0 || (size_t)n >= len - at) {
+			out[at] = 0; /* cut at a whole entry */
+			break;
+		}
+		at += (size_t)n;
+		c = e;
+	}
+}
+
+/* poller_cpus: poller after poller, one CPU each, wrapping over the list. */
+static void pin_from_list(struct daemon *d, struct poller_group *g)
+{
+	cpu_set_t all, used;
+	if (cpulist_parse(d->cfg.poller_cpus, &all) < 0 || !CPU_COUNT(&all))
+		return;
+	int list[CPU_SETSIZE], n = 0;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &all))
+			list[n++] = c;
+	unsigned failed = 0;
+	CPU_ZERO(&used);
+	for (unsigned i = 0; i < g->count; i++) {
+		cpu_set_t one;
+		int cpu = list[d->groups->next_cpu++ % (unsigned)n];
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		CPU_SET(cpu, &used);
+		failed += pollers_set_affinity(g->pollers, i, &one) < 0;
+	}
+	format_cpus(&used, g->cpus, sizeof(g->cpus));
+	if (failed)
+		log_warn("poller_cpus = %s: %u of %u pollers could not be pinned (sched_setaffinity)", d->cfg.poller_cpus,
+			 failed, g->count);
+}
+
+/* A GPU's pollers on its NUMA node's CPUs (those gpusysd may use), when
+ * that is a choice: a known node, not every usable CPU. */
+static void pin_to_node(struct poller_group *g)
+{
+	cpu_set_t usable, node, both;
+	if (!g->gpu || g->gpu->numa_node < 0)
+		return;
+	usable_cpus(&usable);
+	if (cpulist_of_node(g->gpu->numa_node, &node) < 0) {
+		log_warn("numa: cannot read node %d's CPUs: GPU %s's pollers stay unpinned", g->gpu->numa_node,
+			 g->gpu->uuid_text);
+		return;
+	}
+	CPU_AND(&both, &usable, &node);
+	if (!CPU_COUNT(&both) || CPU_EQUAL(&both, &usable))
+		return;
+	unsigned failed = 0;
+	for (unsigned i = 0; i < g->count; i++)
+		failed += pollers_set_affinity(g->pollers, i, &both) < 0;
+	if (failed == g->count)
+		return;
+	format_cpus(&both, g->cpus, sizeof(g->cpus));
+	log_info("numa: GPU %s's %u pollers on node %d's CPUs %s%s", g->gpu->uuid_text, g->count, g->gpu->numa_node,
+		 g->cpus, failed ? " (some could not be pinned)" : "");
+}
+
+static void group_free(struct poller_group *g)
+{
+	if (!g)
+		return;
+	pollers_destroy(g->pollers);
+	wake_destroy(g->wake);
+	free(g);
+}
+
+/* Make and start a group of count pollers at the next free slots. NULL
+ * (out of memory) or a group; a group whose pollers could not be made has
+ * pollers NULL and says why in error. */
+static struct poller_group *group_new(struct daemon *d, struct gpu *gpu, unsigned count)
+{
+	struct poller_groups *gs = d->groups;
+	struct poller_group *g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->gpu = gpu;
+	g->count = count;
+	snprintf(g->cpus, sizeof(g->cpus), "any");
+	unsigned left = gs->next_slot < THREAD_SLOTS ? THREAD_SLOTS - gs->next_slot : 0;
+	if (count > left) {
+		snprintf(g->error, sizeof(g->error),
+			 "GPU %s has no pollers: its %u do not fit the %u progress slots left of %u "
+			 "(pollers %u + workers %u + other GPUs' pollers; lower pollers_per_gpu)",
+			 gpu ? gpu->uuid_text : "-", count, left, THREAD_SLOTS, d->cfg.pollers, d->cfg.workers);
+		log_err("%s", g->error);
+		return g;
+	}
+	int r = wake_create(&g->wake);
+	struct poller_params pp = {
+		.count = count,
+		.first_slot = gs->next_slot,
+		.gpu_index = gpu ? (int)gpu->index : -1,
+		.spin_us = d->cfg.idle_spin_us,
+		.sleep_us = d->cfg.idle_sleep_us,
+		.park_us = PARK_US,
+		.rescan_ms = RESCAN_MS,
+		.deep_after_us = DEEP_AFTER_US,
+		.safety_ms = SAFETY_MS,
+		.wake = g->wake,
+		.chan_wake = session_wake_of_table,
+		.defer = dispatch_defer,
+		.defer_arg = d->pool,
+	};
+	if (r == 0)
+		r = pollers_create(&pp, d->cfg.max_clients, &g->pollers);
+	if (r == 0 && (r = pollers_start(g->pollers)) < 0) {
+		pollers_destroy(g->pollers);
+		g->pollers = NULL;
+	}
+	if (r < 0) {
+		g->pollers = NULL;
+		snprintf(g->error, sizeof(g->error), "%s%s has no pollers: %s", gpu ? "GPU " : "",
+			 gpu ? gpu->uuid_text : "the default group", strerror(-r));
+		log_err("%s", g->error);
+		return g;
+	}
+	g->first_slot = gs->next_slot;
+	gs->next_slot += count;
+	if (strcmp(d->cfg.poller_cpus, "none"))
+		pin_from_list(d, g);
+	else
+		pin_to_node(g);
+	return g;
+}
+
+int groups_start(struct daemon *d)
+{
+	d->groups = calloc(1, sizeof(*d->groups));
+	if (!d->groups)
+		return -ENOMEM;
+	/* The workers' slots follow the default group's (pool_create). */
+	struct poller_group *g = group_new(d, NULL, d->cfg.pollers);
+	if (!g || !g->pollers) {
+		if (!g)
+			log_err("out of memory");
+		group_free(g);
+		return g ? -EAGAIN : -ENOMEM;
+	}
+	d->groups->g[0] = g;
+	d->groups->next_slot = d->cfg.pollers + d->cfg.workers;
+	groups_add_gpus(d);
+	return 0;
+}
+
+void groups_add_gpus(struct daemon *d)
+{
+	struct poller_groups *gs = d->groups;
+	cpu_set_t usable;
+	unsigned n = gpus_count(), ncpu = usable_cpus(&usable);
+	unsigned per = d->cfg.pollers_per_gpu ? d->cfg.pollers_per_gpu
+					      : groups_auto_per_gpu(ncpu, n, d->cfg.pollers);
+	for (unsigned i = 0; i < n && i < GPUS_MAX; i++) {
+		struct gpu *gpu = gpus_at(i);
+		if (gs->g[1 + i])
+			continue;
+		unsigned count = per;
+		/* Chosen, not asked for: as many as fit. */
+		if (!d->cfg.pollers_per_gpu)
+			count = groups_fit_per_gpu(per, n - i,
+						   gs->next_slot < THREAD_SLOTS ? THREAD_SLOTS - gs->next_slot : 0);
+		gs->g[1 + i] = group_new(d, gpu, count);
+		if (gs->g[1 + i] && gs->g[1 + i]->pollers)
+			log_info("GPU %s (%s): %u pollers of its own (progress slots %u-%u, CPUs %s)", gpu->uuid_text,
+				 gpu->name, count, gs->g[1 + i]->first_slot, gs->g[1 + i]->first_slot + count - 1,
+				 gs->g[1 + i]->cpus);
+	}
+}
+
+struct poller_group *groups_of(struct daemon *d, const struct gpu *g, char *msg, size_t msglen)
+{
+	struct poller_group *grp = d->groups->g[g ? 1 + g->index : 0];
+	if (grp && grp->pollers)
+		return grp;
+	if (grp)
+		snprintf(msg, msglen, "%s", grp->error);
+	else
+		snprintf(msg, msglen, "GPU %s has no pollers (out of memory when they were made)",
+			 g ? g->uuid_text : "-");
+	return NULL;
+}
+
+struct poller_group *groups_at(struct daemon *d, unsigned i)
+{
+	return d->groups && i < GPUS_MAX + 1 ? d->groups->g[i] : NULL;
+}
+
+unsigned groups_pollers_total(struct daemon *d)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < GPUS_MAX + 1; i++) {
+		struct poller_group *g = groups_at(d, i);
+		if (g && g->pollers)
+			n += g->count;
+	}
+	return n;
+}
+
+void groups_stop(struct daemon *d)
+{
+	for (unsigned i = 0; i < GPUS_MAX + 1; i++) {
+		struct poller_group *g = groups_at(d, i);
+		if (g && g->pollers)
+			pollers_stop(g->pollers);
+	}
+}
+
+void groups_destroy(struct daemon *d)
+{
+	if (!d->groups)
+		return;
+	for (unsigned i = 0; i < GPUS_MAX + 1; i++)
+		group_free(d->groups->g[i]);
+	free(d->groups);
+	d->groups = NULL;
+}
