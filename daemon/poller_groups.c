@@ -28,11 +28,16 @@
 /* The last slot is PORT_LATER_SLOT's. */
 #define THREAD_SLOTS (GPUSYS_PROGRESS_SLOTS - 1u)
 
-unsigned groups_auto_per_gpu(unsigned ncpu, unsigned ngpus, unsigned pollers)
+unsigned groups_auto_per_gpu(unsigned ncpu, unsigned ngpus)
 {
+	/* Three quarters of the GPU's share of the CPUs: under a whole GPU's
+	 * load the pollers' CPU is the bound, and a quarter is left for the
+	 * workers and the clients' own threads (two H200s on 32 CPUs: 8 a GPU
+	 * served half the client's floor, 12 four fifths, 15 more alone but
+	 * less with both busy; bench/RESULTS.md, "Two GPUs (issue 34)"). */
 	unsigned share = ncpu / (ngpus ? ngpus : 1);
-	unsigned n = config_auto_pollers(share ? share : 1);
-	return n < pollers ? n : pollers;
+	unsigned n = share * 3 / 4;
+	return n ? n : 1;
 }
 
 unsigned groups_fit_per_gpu(unsigned per, unsigned gpus_left, unsigned slots_left)
@@ -220,7 +225,7 @@ void groups_add_gpus(struct daemon *d)
 	cpu_set_t usable;
 	unsigned n = gpus_count(), ncpu = usable_cpus(&usable);
 	unsigned per = d->cfg.pollers_per_gpu ? d->cfg.pollers_per_gpu
-					      : groups_auto_per_gpu(ncpu, n, d->cfg.pollers);
+					      : groups_auto_per_gpu(ncpu, n);
 	for (unsigned i = 0; i < n && i < GPUS_MAX; i++) {
 		struct gpu *gpu = gpus_at(i);
 		if (gs->g[1 + i])

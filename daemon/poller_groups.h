@@ -81,9 +81,8 @@ void groups_stop(struct daemon *d);
 void groups_destroy(struct daemon *d);
 
 /* pollers_per_gpu = 0: each GPU's pollers from the CPUs gpusysd may use
- * and the GPUs: config_auto_pollers of the CPUs' share per GPU, at most
- * pollers. */
-unsigned groups_auto_per_gpu(unsigned ncpu, unsigned ngpus, unsigned pollers);
+ * and the GPUs: three quarters of the CPUs' share per GPU, at least 1. */
+unsigned groups_auto_per_gpu(unsigned ncpu, unsigned ngpus);
 
 /* A chosen (automatic) count when gpus_left GPUs still need groups and
  * slots_left progress slots are free: per when all fit, else an even share

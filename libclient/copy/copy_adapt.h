@@ -9,8 +9,12 @@
  * of time the link had nothing to do while the job still had chunks to move
  * (the consumer waiting on producers) and the rate. Two starved windows in a
  * row add a producer, on trial; the next window keeps it only if the rate
- * rose, else it is removed and the count stops growing (more threads no
- * longer help: the memory bus, not the thread count, is the limit).
+ * rose, else it is removed and the next trial waits for twice as many
+ * starved windows in a row (up to COPY_ADAPT_PATIENCE_MAX): where the memory
+ * bus is the limit, trials grow rare; where one window's noise failed a
+ * trial, the engine still gets there (a count that stopped for good at its
+ * first failed trial left a copy with a slow producer at 0.63x cudaMemcpy on
+ * an H200, test_gpu_copy).
  *
  * Pure decisions, no clock and no threads: the engine measures, this
  * decides (tests/copy drive it with made-up windows too).
@@ -29,11 +33,14 @@
 /* Starved windows in a row before a producer is added: one slow window
  * (a producer descheduled) is not a reason. */
 #define COPY_ADAPT_PATIENCE 2
+/* The most starved windows in a row a trial waits for after failed ones. */
+#define COPY_ADAPT_PATIENCE_MAX 64
 
 struct copy_adapt {
 	unsigned active;   /* producers working now */
-	unsigned ceiling;  /* the most it may grow to (lowered by a failed trial) */
+	unsigned ceiling;  /* the most it may grow to */
 	unsigned starved_windows; /* in a row */
+	unsigned patience; /* starved windows in a row the next trial waits for */
 	bool trial;        /* the last producer added is being judged */
 	double base_gbps;  /* the rate of the window before the trial */
 	uint64_t added, removed;

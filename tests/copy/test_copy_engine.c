@@ -876,14 +876,24 @@ static void test_adapt_decisions(void **state)
 	assert_int_equal(copy_adapt_window(&a, 0.01, 40.0), 4);
 	assert_int_equal(copy_adapt_window(&a, 0.01, 40.0), 4);
 	/* starved again; a producer that does not raise the rate goes, and
-	 * the count stops growing however starved the link */
+	 * each next trial waits for twice as many starved windows in a row */
 	assert_int_equal(copy_adapt_window(&a, 0.2, 40.0), 4);
 	assert_int_equal(copy_adapt_window(&a, 0.2, 40.0), 5);
 	assert_int_equal(copy_adapt_window(&a, 0.2, 40.5), 4);
-	for (int i = 0; i < 10; i++)
+	for (unsigned wait = 2 * COPY_ADAPT_PATIENCE; wait <= 4 * COPY_ADAPT_PATIENCE; wait *= 2) {
+		for (unsigned i = 1; i < wait; i++)
+			assert_int_equal(copy_adapt_window(&a, 0.9, 10.0), 4);
+		assert_int_equal(copy_adapt_window(&a, 0.9, 10.0), 5);
+		assert_int_equal(copy_adapt_window(&a, 0.9, 10.0), 4); /* no better: goes */
+	}
+	assert_int_equal(a.added, 5);
+	assert_int_equal(a.removed, 3);
+	/* a trial that helps brings the wait back to its start */
+	for (unsigned i = 1; i < 8 * COPY_ADAPT_PATIENCE; i++)
 		assert_int_equal(copy_adapt_window(&a, 0.9, 10.0), 4);
-	assert_int_equal(a.added, 3);
-	assert_int_equal(a.removed, 1);
+	assert_int_equal(copy_adapt_window(&a, 0.9, 10.0), 5);
+	assert_int_equal(copy_adapt_window(&a, 0.01, 20.0), 5);
+	assert_int_equal(a.patience, COPY_ADAPT_PATIENCE);
 	/* the ceiling holds */
 	copy_adapt_init(&a, 1, 2);
 	for (int i = 0; i < 20; i++)

@@ -12,21 +12,18 @@
 static void test_auto_per_gpu(void **state)
 {
 	(void)state;
-	/* One GPU: config_auto_pollers of every CPU, as a one-GPU daemon. */
-	assert_int_equal(groups_auto_per_gpu(16, 1, 8), config_auto_pollers(16));
-	assert_int_equal(groups_auto_per_gpu(16, 1, 8), 8);
-	/* Two GPUs share the CPUs: 8 each, so 4 pollers each. */
-	assert_int_equal(groups_auto_per_gpu(16, 2, 8), 4);
-	assert_int_equal(groups_auto_per_gpu(32, 2, 8), 8);
-	assert_int_equal(groups_auto_per_gpu(128, 8, 8), 8);
-	/* Never more than pollers, the default group's count. */
-	assert_int_equal(groups_auto_per_gpu(32, 2, 3), 3);
-	assert_int_equal(groups_auto_per_gpu(128, 1, 2), 2);
-	/* Fewer CPUs than GPUs, or no GPU counted yet: still one each. */
-	assert_int_equal(groups_auto_per_gpu(2, 2, 8), 1);
-	assert_int_equal(groups_auto_per_gpu(1, 4, 8), 1);
-	assert_int_equal(groups_auto_per_gpu(8, 0, 8), config_auto_pollers(8));
-	assert_int_equal(groups_auto_per_gpu(8, 0, 8), 4);
+	/* Three quarters of each GPU's share of the CPUs. */
+	assert_int_equal(groups_auto_per_gpu(16, 1), 12);
+	assert_int_equal(groups_auto_per_gpu(16, 2), 6);
+	assert_int_equal(groups_auto_per_gpu(32, 2), 12);
+	assert_int_equal(groups_auto_per_gpu(128, 8), 12);
+	assert_int_equal(groups_auto_per_gpu(4, 1), 3);
+	/* Fewer CPUs than that makes whole pollers, or no GPU counted yet:
+	 * still one each, or the share of all CPUs. */
+	assert_int_equal(groups_auto_per_gpu(2, 2), 1);
+	assert_int_equal(groups_auto_per_gpu(1, 4), 1);
+	assert_int_equal(groups_auto_per_gpu(2, 1), 1);
+	assert_int_equal(groups_auto_per_gpu(8, 0), 6);
 }
 
 static void test_fit_per_gpu(void **state)
