@@ -138,10 +138,11 @@ GPUSYS_FN void gpusys_alloc_malloc_lanes(const gpusys_dev_t *dev, const gpusys_h
 			cap[GPUSYS_LI(l)] = sizeof(struct gpusys_alloc_resp);
 			a[GPUSYS_LI(l)].grant = 0;
 		}
-#if defined(__CUDACC__)
-		if (need[0])
-#endif
+		/* entered by exactly the lanes of m, the request's lane set */
+		GPUSYS_ALLOC_IF_IN(m)
+		{
 			rc = gpusys_rpc(dev, GPUSYS_OP_ALLOC_MALLOC, 0, m, in, in_len, out, cap, got, st);
+		}
 		uint64_t grant = 0;
 		uint32_t again[GPUSYS_ALLOC_LANES];
 		GPUSYS_FOR_EACH_LANE(mask, l)
@@ -213,8 +214,10 @@ GPUSYS_FN uint32_t gpusys_alloc_route(const gpusys_heap_dev_t *hp, const void *p
 
 /* Tell gpusysd what the device refused (err[l] of the lanes in m: -EFAULT,
  * -EINVAL, -ENOENT), for its counters and gpusysctl; one request, only on
- * this error path. The device's own counters move too. */
-GPUSYS_FN void gpusys_alloc_report(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t m,
+ * this error path. The device's own counters move too. Called by exactly
+ * the lanes of m (the request's collectives are over m); mapped is what
+ * the caller read for the whole warp before it branched. */
+GPUSYS_FN void gpusys_alloc_report(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t m, uint64_t mapped,
 				   const int32_t *err)
 {
 	struct gpusys_alloc_req q[GPUSYS_ALLOC_LANES];
@@ -222,7 +225,6 @@ GPUSYS_FN void gpusys_alloc_report(const gpusys_dev_t *dev, const gpusys_heap_de
 	void *out[GPUSYS_ALLOC_LANES];
 	uint32_t in_len[GPUSYS_ALLOC_LANES], cap[GPUSYS_ALLOC_LANES], got[GPUSYS_ALLOC_LANES];
 	int32_t st[GPUSYS_ALLOC_LANES];
-	uint64_t mapped = gpusys_alloc_mapped(hp, m);
 	struct gpusys_alloc_pool *po = hp->pool;
 	GPUSYS_FOR_EACH_LANE(m, l)
 	{
@@ -245,16 +247,34 @@ GPUSYS_FN void gpusys_alloc_report(const gpusys_dev_t *dev, const gpusys_heap_de
 	gpusys_rpc(dev, GPUSYS_OP_ALLOC_REPORT, 0, m, in, in_len, out, cap, got, st);
 }
 
+/* Report the lanes of mask that have refused[l] (every lane of mask calls
+ * it; only those lanes enter the request, with the mask that names them). */
+GPUSYS_FN void gpusys_alloc_report_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
+					 const uint32_t *refused, const int32_t *err)
+{
+	uint64_t mr = gpusys_alloc_ballot(mask, refused);
+	if (!mr)
+		return;
+	uint64_t mapped = gpusys_alloc_mapped(hp, mask);
+	GPUSYS_ALLOC_IF_IN(mr)
+	{
+		gpusys_alloc_report(dev, hp, mr, mapped, err);
+	}
+}
+
 /* Trim (device/alloc_slab.h) from the leader of mask: how many chunks went
- * back to gpusysd, or -errno. */
-GPUSYS_FN int gpusys_alloc_trim_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask)
+ * back to gpusysd, or -errno. how: GPUSYS_TRIM_NOW (gpusys_heap_trim), or
+ * GPUSYS_TRIM_LAZY (after a free emptied a slab: skipped while another
+ * warp trims or one did lately). */
+GPUSYS_FN int gpusys_alloc_trim_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
+				      uint32_t how)
 {
 	int r = 0;
 	uint32_t ld = gpusys_lane_leader_of(mask);
 	(void)dev;
 	GPUSYS_ALLOC_AS_LANE(ld)
 	{
-		r = gpusys_slab_trim_leader(dev, hp, ld, 0);
+		r = gpusys_slab_trim_when_leader(dev, hp, ld, how);
 	}
 	return (int)GPUSYS_ALLOC_BCAST(mask, (uint32_t)r, ld);
 }
@@ -262,7 +282,8 @@ GPUSYS_FN int gpusys_alloc_trim_lanes(const gpusys_dev_t *dev, const gpusys_heap
 /* free for the lanes of mask: err[l] 0, or -EFAULT (outside the heap),
  * -EINVAL (into a block, not its start), -ENOENT (not allocated: a double
  * free), -ESHUTDOWN. Refused frees change nothing and are counted. A small
- * block is freed here; a large one by the daemon. NULL is a no-op. */
+ * block is freed here; a large one by the daemon. NULL is a no-op. Every
+ * lane of mask calls it. */
 GPUSYS_FN void gpusys_alloc_free_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
 				       void *const *ptr, int32_t *err)
 {
@@ -276,20 +297,19 @@ GPUSYS_FN void gpusys_alloc_free_lanes(const gpusys_dev_t *dev, const gpusys_hea
 		err[GPUSYS_LI(l)] = to[GPUSYS_LI(l)] == GPUSYS_ALLOC_TO_REFUSED ? -EFAULT : 0;
 		is[GPUSYS_LI(l)] = to[GPUSYS_LI(l)] == GPUSYS_ALLOC_TO_SLAB;
 	}
+	/* Small blocks: every lane of mask takes part, those without one too. */
 	int emptied = 0;
-	uint64_t ms = gpusys_alloc_ballot(mask, is);
-	if (ms) {
-#if defined(__CUDACC__)
-		if (is[0])
-#endif
-			emptied = gpusys_slab_free_lanes(hp, ms, off, co, err);
+	if (gpusys_alloc_ballot(mask, is)) {
+		emptied = gpusys_slab_free_lanes(hp, mask, off, co, is, err);
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
-			if (err[GPUSYS_LI(l)])
+			if (is[GPUSYS_LI(l)] && err[GPUSYS_LI(l)])
 				to[GPUSYS_LI(l)] = GPUSYS_ALLOC_TO_REFUSED;
 		}
 	}
 
+	/* Large blocks: one request for the lanes that have one, entered by
+	 * exactly those lanes (the request's collectives are over m). */
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
 		is[GPUSYS_LI(l)] = to[GPUSYS_LI(l)] == GPUSYS_ALLOC_TO_DAEMON;
@@ -302,19 +322,17 @@ GPUSYS_FN void gpusys_alloc_free_lanes(const gpusys_dev_t *dev, const gpusys_hea
 		uint32_t in_len[GPUSYS_ALLOC_LANES], cap[GPUSYS_ALLOC_LANES], got[GPUSYS_ALLOC_LANES];
 		int32_t st[GPUSYS_ALLOC_LANES];
 		uint64_t mapped = gpusys_alloc_mapped(hp, mask);
-		GPUSYS_FOR_EACH_LANE(m, l)
+		GPUSYS_ALLOC_IF_IN(m)
 		{
-			gpusys_alloc_req_fill(&q[GPUSYS_LI(l)], hp, mapped, off[GPUSYS_LI(l)], 0, 0);
-			in[GPUSYS_LI(l)] = &q[GPUSYS_LI(l)];
-			in_len[GPUSYS_LI(l)] = sizeof(struct gpusys_alloc_req);
-			out[GPUSYS_LI(l)] = 0;
-			cap[GPUSYS_LI(l)] = 0;
-			st[GPUSYS_LI(l)] = 0;
-		}
-#if defined(__CUDACC__)
-		if (is[0])
-#endif
-		{
+			GPUSYS_FOR_EACH_LANE(m, l)
+			{
+				gpusys_alloc_req_fill(&q[GPUSYS_LI(l)], hp, mapped, off[GPUSYS_LI(l)], 0, 0);
+				in[GPUSYS_LI(l)] = &q[GPUSYS_LI(l)];
+				in_len[GPUSYS_LI(l)] = sizeof(struct gpusys_alloc_req);
+				out[GPUSYS_LI(l)] = 0;
+				cap[GPUSYS_LI(l)] = 0;
+				st[GPUSYS_LI(l)] = 0;
+			}
 			int rc = gpusys_rpc(dev, GPUSYS_OP_ALLOC_FREE, 0, m, in, in_len, out, cap, got, st);
 			GPUSYS_FOR_EACH_LANE(m, l)
 			{
@@ -328,16 +346,11 @@ GPUSYS_FN void gpusys_alloc_free_lanes(const gpusys_dev_t *dev, const gpusys_hea
 	{
 		is[GPUSYS_LI(l)] = to[GPUSYS_LI(l)] == GPUSYS_ALLOC_TO_REFUSED;
 	}
-	uint64_t mr = gpusys_alloc_ballot(mask, is);
-	if (mr) {
-#if defined(__CUDACC__)
-		if (is[0])
-#endif
-			gpusys_alloc_report(dev, hp, mr, err);
-	}
-	/* A slab emptied: give back what has been empty long enough. */
-	if (gpusys_lane_any(mask, emptied))
-		gpusys_alloc_trim_lanes(dev, hp, mask);
+	gpusys_alloc_report_lanes(dev, hp, mask, is, err);
+	/* A slab emptied (the same answer in every lane): give back what has
+	 * been empty long enough, unless another warp is at it or did lately. */
+	if (emptied)
+		gpusys_alloc_trim_lanes(dev, hp, mask, GPUSYS_TRIM_LAZY);
 }
 
 GPUSYS_FN void gpusys_alloc_copy(uint8_t *dst, const uint8_t *src, uint64_t n)
@@ -397,6 +410,14 @@ GPUSYS_FN void gpusys_alloc_calloc_lanes(const gpusys_dev_t *dev, const gpusys_h
  * half of it, else the lane gets a new block, copies what the old one held
  * and frees it. A small block is judged here, a large one by the daemon.
  * On error ret[l] is NULL, err[l] says why and the old block is untouched.
+ *
+ * Lanes of one call want different things (a malloc, a free, a small block
+ * moved, a large one the daemon keeps or moves). Each step below is
+ * entered by every lane of mask, a lane with nothing to do in it passing a
+ * size 0 or a NULL pointer: no step is called from inside a branch that
+ * some lanes of mask skip, so each step's warp-wide operations over mask
+ * meet every lane of mask (only the daemon's requests are entered by their
+ * own lanes, with the mask that names them).
  */
 GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
 					  void *const *ptr, const uint64_t *size, void **ret, int32_t *err)
@@ -404,6 +425,9 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 	enum { RA_MALLOC, RA_FREE, RA_DAEMON, RA_SLAB_MOVE, RA_DONE };
 	uint32_t kind[GPUSYS_ALLOC_LANES], is[GPUSYS_ALLOC_LANES], refused[GPUSYS_ALLOC_LANES];
 	uint64_t zero[GPUSYS_ALLOC_LANES], off[GPUSYS_ALLOC_LANES], keep[GPUSYS_ALLOC_LANES];
+	uint64_t want[GPUSYS_ALLOC_LANES];
+	void *nret[GPUSYS_ALLOC_LANES], *old[GPUSYS_ALLOC_LANES];
+	int32_t nerr[GPUSYS_ALLOC_LANES];
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
 		void *p = ptr[GPUSYS_LI(l)];
@@ -438,52 +462,40 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 			kind[GPUSYS_LI(l)] = RA_DONE;
 		}
 	}
-	uint64_t mr = gpusys_alloc_ballot(mask, refused);
-	if (mr) {
-#if defined(__CUDACC__)
-		if (refused[0])
-#endif
-			gpusys_alloc_report(dev, hp, mr, err);
-	}
+	gpusys_alloc_report_lanes(dev, hp, mask, refused, err);
 
-	/* NULL pointers, sizes 0, and small blocks that move: a new block. */
-	for (uint32_t k = 0; k < 2; k++) {
-		GPUSYS_FOR_EACH_LANE(mask, l)
-		{
-			is[GPUSYS_LI(l)] = k == 0 ? kind[GPUSYS_LI(l)] == RA_MALLOC || kind[GPUSYS_LI(l)] == RA_SLAB_MOVE
-						  : kind[GPUSYS_LI(l)] == RA_FREE;
-		}
-		uint64_t m = gpusys_alloc_ballot(mask, is);
-		if (!m)
-			continue;
-#if defined(__CUDACC__)
-		if (is[0])
-#endif
-		{
-			if (k == 0)
-				gpusys_alloc_malloc_lanes(dev, hp, m, size, zero, ret, err);
-			else
-				gpusys_alloc_free_lanes(dev, hp, m, ptr, err);
-		}
-	}
-	/* Moved small blocks: copy, then free the old one (a failed malloc
-	 * leaves it as it was). */
+	/* NULL pointers and small blocks that move: a new block (the others
+	 * ask for 0 bytes: nothing). */
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
-		is[GPUSYS_LI(l)] = kind[GPUSYS_LI(l)] == RA_SLAB_MOVE && ret[GPUSYS_LI(l)] != 0;
+		uint32_t k = kind[GPUSYS_LI(l)];
+		want[GPUSYS_LI(l)] = k == RA_MALLOC || k == RA_SLAB_MOVE ? size[GPUSYS_LI(l)] : 0;
+	}
+	gpusys_alloc_malloc_lanes(dev, hp, mask, want, zero, nret, nerr);
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		uint32_t k = kind[GPUSYS_LI(l)];
+		if (k == RA_MALLOC || k == RA_SLAB_MOVE) {
+			ret[GPUSYS_LI(l)] = nret[GPUSYS_LI(l)];
+			err[GPUSYS_LI(l)] = nerr[GPUSYS_LI(l)];
+		}
+		/* Moved small blocks: copy now; the old one is freed below
+		 * with the sizes 0 (a failed malloc leaves it as it was). */
+		is[GPUSYS_LI(l)] = k == RA_SLAB_MOVE && ret[GPUSYS_LI(l)] != 0;
 		if (is[GPUSYS_LI(l)])
 			gpusys_alloc_copy((uint8_t *)ret[GPUSYS_LI(l)], (const uint8_t *)ptr[GPUSYS_LI(l)],
 					  keep[GPUSYS_LI(l)]);
+		old[GPUSYS_LI(l)] = k == RA_FREE || is[GPUSYS_LI(l)] ? ptr[GPUSYS_LI(l)] : 0;
+		is[GPUSYS_LI(l)] = old[GPUSYS_LI(l)] != 0;
 	}
-	uint64_t mv = gpusys_alloc_ballot(mask, is);
-	if (mv) {
-		void *old[GPUSYS_ALLOC_LANES];
-		int32_t ferr[GPUSYS_ALLOC_LANES];
+	/* Sizes 0 and the old blocks of moved small ones: one free. */
+	if (gpusys_alloc_ballot(mask, is)) {
+		gpusys_alloc_free_lanes(dev, hp, mask, old, nerr);
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
-			old[GPUSYS_LI(l)] = is[GPUSYS_LI(l)] ? ptr[GPUSYS_LI(l)] : 0;
+			if (kind[GPUSYS_LI(l)] == RA_FREE)
+				err[GPUSYS_LI(l)] = nerr[GPUSYS_LI(l)];
 		}
-		gpusys_alloc_free_lanes(dev, hp, mask, old, ferr);
 	}
 
 	/* Large blocks: the daemon keeps or moves them. */
@@ -493,8 +505,6 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 		need[GPUSYS_LI(l)] = kind[GPUSYS_LI(l)] == RA_DAEMON;
 		move[GPUSYS_LI(l)] = 0;
 	}
-	void *old[GPUSYS_ALLOC_LANES];
-	int32_t ferr[GPUSYS_ALLOC_LANES];
 	for (;;) {
 		uint64_t m = gpusys_alloc_ballot(mask, need);
 		if (!m)
@@ -521,10 +531,10 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 			cap[GPUSYS_LI(l)] = sizeof(struct gpusys_alloc_resp);
 			a[GPUSYS_LI(l)].grant = 0;
 		}
-#if defined(__CUDACC__)
-		if (need[0])
-#endif
+		GPUSYS_ALLOC_IF_IN(m)
+		{
 			rc = gpusys_rpc(dev, GPUSYS_OP_ALLOC_REALLOC, 0, m, in, in_len, out, cap, got, st);
+		}
 		uint64_t grant = 0;
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
@@ -583,7 +593,7 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 		{
 			old[GPUSYS_LI(l)] = move[GPUSYS_LI(l)] ? ptr[GPUSYS_LI(l)] : 0;
 		}
-		gpusys_alloc_free_lanes(dev, hp, mask, old, ferr);
+		gpusys_alloc_free_lanes(dev, hp, mask, old, nerr);
 	}
 }
 

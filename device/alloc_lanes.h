@@ -26,10 +26,14 @@
 /* lane src's element of a per-lane array, in every lane of mask */
 #define GPUSYS_ALLOC_FROM(mask, arr, src) __shfl_sync((unsigned)(mask), (arr)[0], (src))
 #define GPUSYS_ALLOC_BCAST(mask, v, src) __shfl_sync((unsigned)(mask), (v), (src))
+/* The body runs in exactly the lanes of m (on the host: once, for them).
+ * Only a call whose collectives are over m itself goes in it. */
+#define GPUSYS_ALLOC_IF_IN(m) if (((m) >> gpusys_lane_id()) & 1u)
 #else
 #define GPUSYS_ALLOC_AS_LANE(x)
 #define GPUSYS_ALLOC_FROM(mask, arr, src) ((arr)[(src)])
 #define GPUSYS_ALLOC_BCAST(mask, v, src) (v)
+#define GPUSYS_ALLOC_IF_IN(m) if (m)
 #endif
 
 GPUSYS_FN uint64_t gpusys_alloc_ballot(uint64_t mask, const uint32_t *pred)
@@ -44,6 +48,50 @@ GPUSYS_FN uint64_t gpusys_alloc_ballot(uint64_t mask, const uint32_t *pred)
 			b |= UINT64_C(1) << l;
 	}
 	return b;
+#endif
+}
+
+/* The OR of v[l] over the lanes of mask with in[l], in every lane of mask
+ * (all of which call it). */
+GPUSYS_FN uint64_t gpusys_alloc_or64(uint64_t mask, const uint32_t *in, const uint64_t *v)
+{
+#if defined(__CUDACC__)
+	uint64_t x = in[0] ? v[0] : 0;
+	uint32_t lo = __reduce_or_sync((unsigned)mask, (unsigned)x);
+	uint32_t hi = __reduce_or_sync((unsigned)mask, (unsigned)(x >> 32));
+	return (uint64_t)hi << 32 | lo;
+#else
+	uint64_t x = 0;
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		if (in[l])
+			x |= v[l];
+	}
+	return x;
+#endif
+}
+
+/* Of the lanes of mask with ok[l] whose key[l] is the same, only the lowest
+ * keeps ok (every lane of mask calls it). */
+GPUSYS_FN void gpusys_alloc_first_of_each(uint64_t mask, uint32_t *ok, const uint64_t *key)
+{
+#if defined(__CUDACC__)
+	/* lanes without ok match each other on a key no block has */
+	unsigned same = __match_any_sync((unsigned)mask, ok[0] ? (unsigned long long)key[0] : ~0ull);
+	if (ok[0] && (same & ((1u << gpusys_lane_id()) - 1u)))
+		ok[0] = 0;
+#else
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		if (!ok[l])
+			continue;
+		for (uint32_t k = 0; k < l; k++) {
+			if ((mask >> k & 1u) && ok[k] && key[k] == key[l]) {
+				ok[l] = 0;
+				break;
+			}
+		}
+	}
 #endif
 }
 

@@ -162,6 +162,18 @@ GPUSYS_FN uint32_t gpusys_slab_popc(unsigned long long v)
 	return (uint32_t)__builtin_popcountll(v);
 }
 
+/* How a trim is asked for: by gpusys_heap_trim (waits for a trim under
+ * way, then runs), or by a free that emptied a slab (skipped while another
+ * warp trims, and within a quarter of the trim delay of the last one: a
+ * trim walks every partial list and the free list under their locks, and
+ * at 1 KiB every other warp's free empties a slab). Empty slabs wait on
+ * their class's list meanwhile, where that class takes them first, and a
+ * class that finds the free list empty trims before it asks gpusysd for a
+ * chunk (gpusys_slab_take_leader). */
+#define GPUSYS_TRIM_NOW 0u
+#define GPUSYS_TRIM_LAZY 1u
+#define GPUSYS_TRIM_FORCE 2u /* at the client's limit: chunks back without the delay */
+
 /* ------------------------------------------------------------ the layout */
 
 GPUSYS_FN struct gpusys_alloc_slab *gpusys_slab_at(const gpusys_heap_dev_t *hp, uint32_t s)
@@ -275,7 +287,8 @@ GPUSYS_FN int gpusys_slab_chunk_leader(const gpusys_dev_t *dev, const gpusys_hea
 	return 0;
 }
 
-GPUSYS_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, int force);
+GPUSYS_FN int gpusys_slab_trim_when_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l,
+					   uint32_t how);
 
 /* A new chunk, and when the client's limit is reached, one more try after
  * a trim that does not wait for the delay: the pool's empty chunks go back
@@ -284,7 +297,7 @@ GPUSYS_FN int gpusys_slab_chunk_or_trim_leader(const gpusys_dev_t *dev, const gp
 					       uint64_t *ret_off)
 {
 	int r = gpusys_slab_chunk_leader(dev, hp, l, ret_off);
-	if (r == -ENOMEM && gpusys_slab_trim_leader(dev, hp, l, 1) > 0)
+	if (r == -ENOMEM && gpusys_slab_trim_when_leader(dev, hp, l, GPUSYS_TRIM_FORCE) > 0)
 		r = gpusys_slab_chunk_leader(dev, hp, l, ret_off);
 	return r;
 }
@@ -386,7 +399,7 @@ GPUSYS_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap
 		*ret_s = s;
 		return 0;
 	}
-	for (;;) {
+	for (uint32_t trimmed = 0;;) {
 		gpusys_alloc_lock(&po->lock);
 		uint32_t s1 = gpusys_slab_load32(&po->free_head);
 		if (s1 && !gpusys_slab_valid(hp, s1 - 1)) {
@@ -409,6 +422,13 @@ GPUSYS_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap
 			gpusys_slab_cut(hp, s1 - 1, c);
 			*ret_s = s1 - 1;
 			return 0;
+		}
+		/* Empty slabs of other classes may wait on their lists (trims
+		 * from frees are spaced out): take them before a chunk. */
+		if (!trimmed++) {
+			int t = gpusys_slab_trim_when_leader(dev, hp, l, GPUSYS_TRIM_NOW);
+			if (t >= 0 && gpusys_slab_load32(&po->free_head))
+				continue;
 		}
 		int r = gpusys_slab_grow_leader(dev, hp, l);
 		if (r)
@@ -605,6 +625,26 @@ GPUSYS_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap
 	return err ? err : (int)back;
 }
 
+GPUSYS_FN int gpusys_slab_trim_when_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l,
+					   uint32_t how)
+{
+	struct gpusys_alloc_pool *po = hp->pool;
+	if (how == GPUSYS_TRIM_LAZY) {
+		uint64_t now = gpusys_alloc_now_ns();
+		if (now < gpusys_slab_load(&po->trim_next_ns) || !gpusys_lock_try(&po->trim_lock))
+			return 0;
+		gpusys_slab_store(&po->trim_next_ns, now + gpusys_slab_load(&po->trim_delay_ns) / 4u);
+	} else {
+		gpusys_alloc_lock(&po->trim_lock);
+	}
+	/* Trims run one at a time: two could both find a chunk GONE and give
+	 * it back twice, the second time after gpusysd had granted it again. */
+	int r = gpusys_slab_trim_leader(dev, hp, l, how == GPUSYS_TRIM_FORCE);
+	gpusys_slab_store(&po->trims, gpusys_slab_load(&po->trims) + 1);
+	gpusys_lock_release(&po->trim_lock);
+	return r;
+}
+
 /* Whether off (in a pool chunk) is the start of a live small block: 0 and
  * *ret_bytes (its class's size), -EINVAL (inside a slot or the header) or
  * -ENOENT (not allocated). For realloc, which keeps or copies the block. */
@@ -650,73 +690,127 @@ GPUSYS_FN int gpusys_slab_probe(const gpusys_heap_dev_t *hp, uint64_t off, uint3
 
 /* ------------------------------------------------------------------ free */
 
+/* Take cnt blocks' counts back from slab sl (their bits are clear), and
+ * do what its state asks: a DETACHED slab with room again goes onto its
+ * class's partial list. Returns whether the slab is now empty and no SM's
+ * current one (trim may give it back). One lane. */
+GPUSYS_FN uint32_t gpusys_slab_put_back_leader(const gpusys_heap_dev_t *hp, struct gpusys_alloc_slab *sl, uint32_t cnt)
+{
+	unsigned long long old = gpusys_slab_add(&sl->ctl, (unsigned long long)-(long long)cnt);
+	uint32_t c = GPUSYS_SLAB_CTL_CLS(old), st = GPUSYS_SLAB_CTL_STATE(old);
+	uint32_t live = GPUSYS_SLAB_CTL_LIVE(old) - cnt;
+	if (st == GPUSYS_SLAB_DETACHED && live <= gpusys_slab_usable(c) / 2 &&
+	    gpusys_slab_move(sl, GPUSYS_SLAB_DETACHED, GPUSYS_SLAB_LISTED, c, 1)) {
+		struct gpusys_alloc_pool *po = hp->pool;
+		uint32_t s = (uint32_t)((uint64_t)((uint8_t *)sl - hp->base) >> GPUSYS_ALLOC_SLAB_SHIFT);
+		gpusys_alloc_lock(&po->class_lock[c]);
+		gpusys_slab_store32(&sl->next, gpusys_slab_load32(&po->class_head[c]));
+		gpusys_slab_store32(&po->class_head[c], s + 1);
+		gpusys_lock_release(&po->class_lock[c]);
+		st = GPUSYS_SLAB_LISTED;
+	}
+	return live == 0 && st != GPUSYS_SLAB_ACTIVE;
+}
+
+
 /*
- * Free the pool blocks of the lanes in mask (off[l]: the block's offset, in
- * a pool chunk). err[l] gets 0, -EINVAL (not the start of a slot: an
- * interior pointer), or -ENOENT (not allocated: a double free, or a free
- * slab). Returns whether a slab became empty (time to trim). The counts
- * are taken back per lane (on the GPU, lanes of one slab in one atomic).
+ * Free the pool blocks of the lanes of mask that have is[l] (off[l]: the
+ * block's offset, in a pool chunk whose chunk_of entry is co[l]). Their
+ * err[l] gets 0, -EINVAL (not the start of a slot: an interior pointer), or
+ * -ENOENT (not allocated: a double free, within this call too, or a free
+ * slab); the other lanes' err is left alone. Returns, in every lane, whether
+ * a slab became empty (time to trim).
+ *
+ * Every lane of mask calls this together, and every warp-wide operation in
+ * it is over the whole of mask, in loops whose trip count every lane
+ * computes alike (from ballots over mask): no lane waits at a collective
+ * that another lane of mask skips, and no collective names a lane that is
+ * elsewhere, however the lanes' slabs and words differ. One atomic AND per
+ * bitmap word and one add per slab, by the lowest lane that has it: 32 lanes
+ * freeing blocks of one word were 32 atomics on one address.
  */
 GPUSYS_FN int gpusys_slab_free_lanes(const gpusys_heap_dev_t *hp, uint64_t mask, const uint64_t *off,
-				     const uint32_t *co, int32_t *err)
+				     const uint32_t *co, const uint32_t *is, int32_t *err)
 {
-	uint32_t emptied[GPUSYS_ALLOC_LANES];
-	struct gpusys_alloc_slab *slab[GPUSYS_ALLOC_LANES];
-	uint32_t ok[GPUSYS_ALLOC_LANES];
+	uint64_t word[GPUSYS_ALLOC_LANES], slab[GPUSYS_ALLOC_LANES], bit[GPUSYS_ALLOC_LANES];
+	uint32_t ok[GPUSYS_ALLOC_LANES], in[GPUSYS_ALLOC_LANES];
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
 		struct gpusys_alloc_slab *sl;
 		uint32_t c, rel;
+		word[GPUSYS_LI(l)] = 0;
+		slab[GPUSYS_LI(l)] = 0;
+		bit[GPUSYS_LI(l)] = 0;
+		ok[GPUSYS_LI(l)] = 0;
+		if (!is[GPUSYS_LI(l)])
+			continue;
 		int32_t e = 0;
-		int bad = gpusys_slab_locate(hp, off[GPUSYS_LI(l)], co[GPUSYS_LI(l)], &sl, &c, &rel);
-		emptied[GPUSYS_LI(l)] = 0;
-		slab[GPUSYS_LI(l)] = sl;
-		if (bad) {
+		if (gpusys_slab_locate(hp, off[GPUSYS_LI(l)], co[GPUSYS_LI(l)], &sl, &c, &rel)) {
 			e = -ENOENT;
 		} else if (rel % gpusys_alloc_class_bytes(c) || rel / gpusys_alloc_class_bytes(c) < gpusys_slab_first(c)) {
 			e = -EINVAL;
 		} else {
 			uint32_t slot = rel / gpusys_alloc_class_bytes(c);
-			unsigned long long bit = 1ull << (slot % 64u);
-			if (!(gpusys_slab_and(&gpusys_slab_bits(sl)[slot / 64u], ~bit) & bit))
-				e = -ENOENT; /* already clear: a double free */
+			word[GPUSYS_LI(l)] = (uint64_t)(uintptr_t)&gpusys_slab_bits(sl)[slot / 64u];
+			slab[GPUSYS_LI(l)] = (uint64_t)(uintptr_t)sl;
+			bit[GPUSYS_LI(l)] = 1ull << (slot % 64u);
+			ok[GPUSYS_LI(l)] = 1;
 		}
 		err[GPUSYS_LI(l)] = e;
-		ok[GPUSYS_LI(l)] = e == 0;
 	}
-	/* Take the counts back and see what the slab's state asks for. */
-#if defined(__CUDACC__)
-	unsigned same = __match_any_sync((unsigned)mask, ok[0] ? (unsigned long long)slab[0] : 0ull);
-	if (ok[0]) {
-		uint32_t lead = (uint32_t)__ffs(same) - 1;
-		if (gpusys_lane_id() == lead) {
-			uint32_t cnt = (uint32_t)__popc(same);
-#else
+	/* Two lanes freeing one block in one call: the later ones free it
+	 * twice (the bits below are merged, so the atomic cannot tell). */
+	gpusys_alloc_first_of_each(mask, ok, off);
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
-		if (ok[GPUSYS_LI(l)]) {
-			uint32_t cnt = 1;
-#endif
-			struct gpusys_alloc_slab *sl = slab[GPUSYS_LI(l)];
-			unsigned long long old = gpusys_slab_add(&sl->ctl, (unsigned long long)-(long long)cnt);
-			uint32_t c = GPUSYS_SLAB_CTL_CLS(old), st = GPUSYS_SLAB_CTL_STATE(old);
-			uint32_t live = GPUSYS_SLAB_CTL_LIVE(old) - cnt;
-			if (st == GPUSYS_SLAB_DETACHED && live <= gpusys_slab_usable(c) / 2 &&
-			    gpusys_slab_move(sl, GPUSYS_SLAB_DETACHED, GPUSYS_SLAB_LISTED, c, 1)) {
-				/* Room again: onto the class's partial list. */
-				struct gpusys_alloc_pool *po = hp->pool;
-				uint32_t s = (uint32_t)((uint64_t)((uint8_t *)sl - hp->base) >> GPUSYS_ALLOC_SLAB_SHIFT);
-				gpusys_alloc_lock(&po->class_lock[c]);
-				gpusys_slab_store32(&sl->next, gpusys_slab_load32(&po->class_head[c]));
-				gpusys_slab_store32(&po->class_head[c], s + 1);
-				gpusys_lock_release(&po->class_lock[c]);
-				st = GPUSYS_SLAB_LISTED;
+		if (is[GPUSYS_LI(l)] && !err[GPUSYS_LI(l)] && !ok[GPUSYS_LI(l)])
+			err[GPUSYS_LI(l)] = -ENOENT;
+	}
+
+	/* The bits, a word at a time: the lowest pending lane's word and every
+	 * lane that shares it. */
+	for (uint64_t pend = gpusys_alloc_ballot(mask, ok); pend;) {
+		uint32_t ld = gpusys_lane_leader_of(pend);
+		uint64_t w = GPUSYS_ALLOC_FROM(mask, word, ld);
+		GPUSYS_FOR_EACH_LANE(mask, l)
+		{
+			in[GPUSYS_LI(l)] = (pend >> l & 1u) && word[GPUSYS_LI(l)] == w;
+		}
+		pend &= ~gpusys_alloc_ballot(mask, in);
+		uint64_t bits = gpusys_alloc_or64(mask, in, bit), old = 0;
+		GPUSYS_ALLOC_AS_LANE(ld)
+		{
+			old = gpusys_slab_and((unsigned long long *)(uintptr_t)w, ~bits);
+		}
+		old = GPUSYS_ALLOC_BCAST(mask, old, ld);
+		GPUSYS_FOR_EACH_LANE(mask, l)
+		{
+			if (in[GPUSYS_LI(l)] && !(old & bit[GPUSYS_LI(l)])) {
+				err[GPUSYS_LI(l)] = -ENOENT; /* already clear: a double free */
+				ok[GPUSYS_LI(l)] = 0;
 			}
-			if (live == 0 && st != GPUSYS_SLAB_ACTIVE)
-				emptied[GPUSYS_LI(l)] = 1;
 		}
 	}
-	return gpusys_alloc_ballot(mask, emptied) != 0;
+
+	/* The counts, a slab at a time, and what the slab's state asks for. */
+	uint32_t emptied = 0;
+	for (uint64_t pend = gpusys_alloc_ballot(mask, ok); pend;) {
+		uint32_t ld = gpusys_lane_leader_of(pend);
+		uint64_t sa = GPUSYS_ALLOC_FROM(mask, slab, ld);
+		GPUSYS_FOR_EACH_LANE(mask, l)
+		{
+			in[GPUSYS_LI(l)] = (pend >> l & 1u) && slab[GPUSYS_LI(l)] == sa;
+		}
+		uint64_t grp = gpusys_alloc_ballot(mask, in);
+		pend &= ~grp;
+		uint32_t cnt = gpusys_slab_popc(grp), e = 0;
+		GPUSYS_ALLOC_AS_LANE(ld)
+		{
+			e = gpusys_slab_put_back_leader(hp, (struct gpusys_alloc_slab *)(uintptr_t)sa, cnt);
+		}
+		emptied |= GPUSYS_ALLOC_BCAST(mask, e, ld);
+	}
+	return emptied != 0;
 }
 
 #endif /* GPUSYS_ALLOC_SLAB_H */

@@ -110,7 +110,7 @@ static __device__ __forceinline__ uint64_t gpusys_heap_mapped_bytes(const gpusys
  * number of pool chunks given back to gpusysd, or -errno. */
 static __device__ int gpusys_heap_trim(const gpusys_heap_t &h)
 {
-	return gpusys_alloc_trim_lanes(&h.dev, &h.heap, (uint64_t)__activemask());
+	return gpusys_alloc_trim_lanes(&h.dev, &h.heap, (uint64_t)__activemask(), GPUSYS_TRIM_NOW);
 }
 
 /* The daemon's figures for this client's heap (one lane asks). 0 or -errno. */

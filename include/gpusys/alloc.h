@@ -270,11 +270,13 @@ struct gpusys_alloc_pool {
 	uint32_t class_lock[GPUSYS_SLAB_CLASSES];
 	uint32_t class_head[GPUSYS_SLAB_CLASSES];    /* partial slabs of each class */
 	uint32_t groups;                             /* per-SM current slabs: groups x classes */
-	uint32_t pad;
+	uint32_t trim_lock;                          /* one trim at a time (lists, then chunk_of) */
 	unsigned long long trim_delay_ns;            /* a free chunk older than this goes back */
 	unsigned long long chunks_got, chunks_trimmed;
 	/* Bad frees found here (also reported to gpusysd, which shows them). */
 	unsigned long long refused_foreign, refused_interior, refused_unallocated;
+	unsigned long long trim_next_ns;             /* a free that empties a slab trims from then on */
+	unsigned long long trims;                    /* trims run (for tests and figures) */
 };
 
 /* What a kernel (or an emulated warp) needs to use the heap: pass by value. */

@@ -192,7 +192,7 @@ int gpusys_emu_alloc_stat(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, 
 
 int gpusys_emu_heap_trim(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp)
 {
-	return gpusys_alloc_trim_lanes(dev, hp, 1);
+	return gpusys_alloc_trim_lanes(dev, hp, 1, GPUSYS_TRIM_NOW);
 }
 
 const struct gpusys_alloc_pool *gpusys_emu_heap_pool(const struct gpusys_emu_heap *h)
