@@ -208,13 +208,20 @@ GPUSYS_FN uint32_t gpusys_slab_of(uint64_t off, uint32_t co)
 	return co & GPUSYS_CHUNK_WHOLE ? s - s % GPUSYS_ALLOC_CHUNK_SLABS : s;
 }
 
-/* The current slab of class c (number + 1) for SM group g, and its lock.
- * Whole-chunk classes share theirs among fewer groups. */
+/* SM group g's words for class c: [0] its current slab (number + 1) and
+ * [1] that word's lock; [2] its partial list (slabs frees made room in:
+ * number + 1, linked through the headers) and [3] that list's lock.
+ * Whole-chunk classes share theirs among fewer groups. The partial lists
+ * are per group, not per class, because at 1 KiB a slab holds 63 blocks:
+ * every other warp call swaps its SM's slab and every other free lists one,
+ * and one lock per class for all SMs serialised the GPU on it. A slab goes
+ * on the list of the SM that freed it (the SM that took it, in a kernel
+ * that frees where it mallocs); trim moves empty ones to the pool. */
 GPUSYS_FN uint32_t *gpusys_slab_cur(const gpusys_heap_dev_t *hp, uint32_t g, uint32_t c)
 {
 	if (gpusys_slab_whole(c))
 		g %= GPUSYS_SLAB_WHOLE_GROUPS;
-	return &hp->cur[(g * GPUSYS_SLAB_CLASSES + c) * 2u];
+	return &hp->cur[(g * GPUSYS_SLAB_CLASSES + c) * 4u];
 }
 
 /* Move a slab from state `from` to `to` (class cls), keeping its count.
@@ -354,23 +361,24 @@ GPUSYS_FN void gpusys_slab_cut(const gpusys_heap_dev_t *hp, uint32_t s, uint32_t
 
 /* A slab for an SM's class c: one from the class's partial list, else a
  * free one, else from a new chunk. 0 and *ret_s, or -errno. */
-GPUSYS_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, uint32_t c,
-				      uint32_t *ret_s)
+GPUSYS_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, uint32_t g,
+				      uint32_t c, uint32_t *ret_s)
 {
 	struct gpusys_alloc_pool *po = hp->pool;
+	uint32_t *list = gpusys_slab_cur(hp, g, c) + 2;
 	for (;;) {
-		gpusys_alloc_lock(&po->class_lock[c]);
-		uint32_t s1 = gpusys_slab_load32(&po->class_head[c]);
+		gpusys_alloc_lock(&list[1]);
+		uint32_t s1 = gpusys_slab_load32(&list[0]);
 		if (s1 && !gpusys_slab_valid(hp, s1 - 1)) {
-			gpusys_slab_store32(&po->class_head[c], 0); /* scribbled: drop the list */
+			gpusys_slab_store32(&list[0], 0); /* scribbled: drop the list */
 			s1 = 0;
 		}
 		if (s1) {
 			struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s1 - 1);
-			gpusys_slab_store32(&po->class_head[c], gpusys_slab_load32(&sl->next));
+			gpusys_slab_store32(&list[0], gpusys_slab_load32(&sl->next));
 			gpusys_slab_store32(&sl->next, 0);
 		}
-		gpusys_lock_release(&po->class_lock[c]);
+		gpusys_lock_release(&list[1]);
 		if (!s1)
 			break;
 		struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s1 - 1);
@@ -502,7 +510,7 @@ GPUSYS_FN int gpusys_slab_claim_leader(const gpusys_dev_t *dev, const gpusys_hea
 			uint32_t ns = 0;
 			if (s1 && gpusys_slab_valid(hp, s1 - 1))
 				gpusys_slab_move(gpusys_slab_at(hp, s1 - 1), GPUSYS_SLAB_ACTIVE, GPUSYS_SLAB_DETACHED, c, 1);
-			r = gpusys_slab_take_leader(dev, hp, l, c, &ns);
+			r = gpusys_slab_take_leader(dev, hp, l, g, c, &ns);
 			gpusys_slab_store32(cur, r ? 0u : ns + 1);
 		}
 		gpusys_lock_release(&cur[1]);
@@ -525,9 +533,16 @@ GPUSYS_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap
 	const uint32_t GONE = GPUSYS_CHUNK_GONE;
 	uint64_t now = gpusys_alloc_now_ns(), delay = force ? 0 : gpusys_slab_load(&po->trim_delay_ns);
 	uint32_t marked = 0;
-	for (uint32_t c = 0; c < GPUSYS_SLAB_CLASSES; c++) {
-		gpusys_alloc_lock(&po->class_lock[c]);
-		uint32_t *link = &po->class_head[c];
+	uint32_t groups = gpusys_slab_load32(&po->groups);
+	for (uint32_t gc = 0; gc < groups * GPUSYS_SLAB_CLASSES; gc++) {
+		uint32_t g = gc / GPUSYS_SLAB_CLASSES, c = gc % GPUSYS_SLAB_CLASSES;
+		if (gpusys_slab_whole(c) && g >= GPUSYS_SLAB_WHOLE_GROUPS)
+			continue; /* the same lists as g % GPUSYS_SLAB_WHOLE_GROUPS */
+		uint32_t *list = gpusys_slab_cur(hp, g, c) + 2;
+		if (!gpusys_slab_load32(&list[0]))
+			continue; /* a slab listed meanwhile waits for the next trim */
+		gpusys_alloc_lock(&list[1]);
+		uint32_t *link = &list[0];
 		uint32_t s1;
 		while ((s1 = gpusys_slab_load32(link)) != 0) {
 			if (!gpusys_slab_valid(hp, s1 - 1)) {
@@ -566,7 +581,7 @@ GPUSYS_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap
 			}
 			gpusys_lock_release(&po->lock);
 		}
-		gpusys_lock_release(&po->class_lock[c]);
+		gpusys_lock_release(&list[1]);
 	}
 
 	/* Unlink every slab of the cut chunks old enough, marking them. The
@@ -691,8 +706,8 @@ GPUSYS_FN int gpusys_slab_probe(const gpusys_heap_dev_t *hp, uint64_t off, uint3
 /* ------------------------------------------------------------------ free */
 
 /* Take cnt blocks' counts back from slab sl (their bits are clear), and
- * do what its state asks: a DETACHED slab with room again goes onto its
- * class's partial list. Returns whether the slab is now empty and no SM's
+ * do what its state asks: a DETACHED slab with room again goes onto the
+ * partial list of this SM's group for its class. Returns whether the slab is now empty and no SM's
  * current one (trim may give it back). One lane. */
 GPUSYS_FN uint32_t gpusys_slab_put_back_leader(const gpusys_heap_dev_t *hp, struct gpusys_alloc_slab *sl, uint32_t cnt)
 {
@@ -701,12 +716,12 @@ GPUSYS_FN uint32_t gpusys_slab_put_back_leader(const gpusys_heap_dev_t *hp, stru
 	uint32_t live = GPUSYS_SLAB_CTL_LIVE(old) - cnt;
 	if (st == GPUSYS_SLAB_DETACHED && live <= gpusys_slab_usable(c) / 2 &&
 	    gpusys_slab_move(sl, GPUSYS_SLAB_DETACHED, GPUSYS_SLAB_LISTED, c, 1)) {
-		struct gpusys_alloc_pool *po = hp->pool;
+		uint32_t *list = gpusys_slab_cur(hp, gpusys_slab_group(hp), c) + 2;
 		uint32_t s = (uint32_t)((uint64_t)((uint8_t *)sl - hp->base) >> GPUSYS_ALLOC_SLAB_SHIFT);
-		gpusys_alloc_lock(&po->class_lock[c]);
-		gpusys_slab_store32(&sl->next, gpusys_slab_load32(&po->class_head[c]));
-		gpusys_slab_store32(&po->class_head[c], s + 1);
-		gpusys_lock_release(&po->class_lock[c]);
+		gpusys_alloc_lock(&list[1]);
+		gpusys_slab_store32(&sl->next, gpusys_slab_load32(&list[0]));
+		gpusys_slab_store32(&list[0], s + 1);
+		gpusys_lock_release(&list[1]);
 		st = GPUSYS_SLAB_LISTED;
 	}
 	return live == 0 && st != GPUSYS_SLAB_ACTIVE;

@@ -267,9 +267,7 @@ struct gpusys_alloc_pool {
 	uint32_t free_head;                          /* free slabs: slab number + 1 */
 	uint32_t free_slabs;
 	uint32_t chunks;                             /* pool chunks held */
-	uint32_t class_lock[GPUSYS_SLAB_CLASSES];
-	uint32_t class_head[GPUSYS_SLAB_CLASSES];    /* partial slabs of each class */
-	uint32_t groups;                             /* per-SM current slabs: groups x classes */
+	uint32_t groups;                             /* per-SM current slabs and partial lists: groups x classes */
 	uint32_t trim_lock;                          /* one trim at a time (lists, then chunk_of) */
 	unsigned long long trim_delay_ns;            /* a free chunk older than this goes back */
 	unsigned long long chunks_got, chunks_trimmed;
@@ -287,7 +285,8 @@ typedef struct gpusys_heap_dev {
 	struct gpusys_alloc_pool *pool;     /* private */
 	uint32_t *chunk_of;                 /* reserve / CHUNK_BYTES: 0; 1 + free slabs of a pool chunk
 					       cut in 64 KiB slabs; GPUSYS_CHUNK_WHOLE | 1 for a whole-chunk slab */
-	uint32_t *cur;                      /* groups x classes: an SM's current slab + 1, then a lock each */
+	uint32_t *cur;                      /* groups x classes, 4 words each: an SM's current slab + 1 and its
+					       lock, its partial list's head (slab + 1) and that list's lock */
 	int32_t *last_err;                  /* err_slots * GPUSYS_WARP_LANES: errno of each thread's last call */
 	uint32_t err_slots;
 	uint32_t pad;
@@ -298,7 +297,7 @@ typedef struct gpusys_heap_dev {
 GPUSYS_ABI_FN uint64_t gpusys_alloc_pool_bytes(uint64_t reserve, uint32_t groups)
 {
 	return sizeof(struct gpusys_alloc_pool) + (reserve / GPUSYS_ALLOC_CHUNK_BYTES) * 4u +
-	       (uint64_t)groups * GPUSYS_SLAB_CLASSES * 8u;
+	       (uint64_t)groups * GPUSYS_SLAB_CLASSES * 16u;
 }
 
 #endif /* GPUSYS_ALLOC_H */
