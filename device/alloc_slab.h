@@ -17,8 +17,8 @@
  *
  * A slab's life (ctl's state): FREE on the pool's list -> ACTIVE, an SM's
  * current slab -> DETACHED when it ran full and the SM took another ->
- * LISTED on its class's partial list once frees emptied half of it ->
- * ACTIVE again for the SM that needs one, or FREE when trim finds it empty.
+ * LISTED on the partial list of the freeing SM's group once frees emptied
+ * half of it -> ACTIVE again for the SM that needs one, or FREE when trim finds it empty.
  * Every change of state is a compare-and-swap of ctl, which carries the
  * count: a slab goes back to FREE only while nobody holds or reserves a
  * block of it, and a warp that reserved on a slab in the wrong state or
@@ -359,7 +359,7 @@ GPUSYS_FN void gpusys_slab_cut(const gpusys_heap_dev_t *hp, uint32_t s, uint32_t
 	gpusys_slab_move(sl, GPUSYS_SLAB_FREE, GPUSYS_SLAB_ACTIVE, c, 0);
 }
 
-/* A slab for an SM's class c: one from the class's partial list, else a
+/* A slab for an SM's class c: one from its group's partial list of the class, else a
  * free one, else from a new chunk. 0 and *ret_s, or -errno. */
 GPUSYS_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, uint32_t g,
 				      uint32_t c, uint32_t *ret_s)
@@ -706,9 +706,9 @@ GPUSYS_FN int gpusys_slab_probe(const gpusys_heap_dev_t *hp, uint64_t off, uint3
 /* ------------------------------------------------------------------ free */
 
 /* Take cnt blocks' counts back from slab sl (their bits are clear), and
- * do what its state asks: a DETACHED slab with room again goes onto the
- * partial list of this SM's group for its class. Returns whether the slab is now empty and no SM's
- * current one (trim may give it back). One lane. */
+ * do what its state asks: a DETACHED slab with room again goes onto this
+ * SM group's partial list of its class. Returns whether the slab is now
+ * empty and no SM's current one (trim may give it back). One lane. */
 GPUSYS_FN uint32_t gpusys_slab_put_back_leader(const gpusys_heap_dev_t *hp, struct gpusys_alloc_slab *sl, uint32_t cnt)
 {
 	unsigned long long old = gpusys_slab_add(&sl->ctl, (unsigned long long)-(long long)cnt);

@@ -202,7 +202,7 @@ enum gpusys_alloc_slab_state {
 	GPUSYS_SLAB_FREE = 0,     /* on the pool's free list (or being cut) */
 	GPUSYS_SLAB_ACTIVE = 1,   /* some SM's current slab of its class: mallocs take from it */
 	GPUSYS_SLAB_DETACHED = 2, /* was current, ran full; on no list */
-	GPUSYS_SLAB_LISTED = 3,   /* on its class's partial list: frees made room */
+	GPUSYS_SLAB_LISTED = 3,   /* on an SM group's partial list of its class: frees made room */
 };
 struct gpusys_alloc_slab {
 	unsigned long long ctl;
