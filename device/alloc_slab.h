@@ -168,8 +168,8 @@ GPUSYS_FN uint32_t gpusys_slab_popc(unsigned long long v)
  * trim walks every partial list and the free list under their locks, and
  * at 1 KiB every other warp's free empties a slab). Empty slabs wait on
  * their class's list meanwhile, where that class takes them first, and a
- * class that finds the free list empty trims before it asks gpusysd for a
- * chunk (gpusys_slab_take_leader). */
+ * class that finds the free list empty trims (spaced out the same way)
+ * before it asks gpusysd for a chunk (gpusys_slab_take_leader). */
 #define GPUSYS_TRIM_NOW 0u
 #define GPUSYS_TRIM_LAZY 1u
 #define GPUSYS_TRIM_FORCE 2u /* at the client's limit: chunks back without the delay */
@@ -432,9 +432,12 @@ GPUSYS_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap
 			return 0;
 		}
 		/* Empty slabs of other classes may wait on their lists (trims
-		 * from frees are spaced out): take them before a chunk. */
+		 * from frees are spaced out): take them before a chunk. Spaced
+		 * out here too: a trim peeks at every group's lists (groups x
+		 * classes loads), and a heap growing from empty takes a chunk
+		 * per 32 slabs. */
 		if (!trimmed++) {
-			int t = gpusys_slab_trim_when_leader(dev, hp, l, GPUSYS_TRIM_NOW);
+			int t = gpusys_slab_trim_when_leader(dev, hp, l, GPUSYS_TRIM_LAZY);
 			if (t >= 0 && gpusys_slab_load32(&po->free_head))
 				continue;
 		}
