@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/cache_push.h"
 #include "gpusys/abi.h"
 #include "gpusys/device/host_sync.h"
 
@@ -197,11 +198,17 @@ static inline void port_host_put_response(struct gpusys_port *port, uint64_t mas
 {
 	memcpy(port->len, len, GPUSYS_WARP_LANES * sizeof(*len));
 	memcpy(port->aux, lane_status, GPUSYS_WARP_LANES * sizeof(*lane_status));
+	uint32_t longest = 0;
 	for (uint64_t m = mask; m; m &= m - 1) {
 		uint32_t l = (uint32_t)__builtin_ctzll(m), n = len[l];
 		if (n)
 			port_host_inline_put(port->data, l, data[l], n < GPUSYS_INLINE_BYTES ? n : GPUSYS_INLINE_BYTES);
+		longest = n > longest ? n : longest;
 	}
+	gpusys_cache_push(port->len, sizeof(port->len) + sizeof(port->aux));
+	longest = longest < GPUSYS_INLINE_BYTES ? longest : GPUSYS_INLINE_BYTES;
+	for (uint32_t k = 0; k * GPUSYS_CHUNK_BYTES < longest; k++)
+		gpusys_cache_push(port->data + gpusys_inline_at(0, k), GPUSYS_WARP_LANES * GPUSYS_CHUNK_BYTES);
 }
 
 /* Write an answer of heads (the request was GPUSYS_CW_HEADS): each active
@@ -223,6 +230,10 @@ static inline void port_host_put_heads(struct gpusys_port *port, uint64_t mask, 
 				 gpusys_head_tag(seq, GPUSYS_HEAD_ANSWER | (req_status ? GPUSYS_HEAD_FAILED : 0), n),
 				 __ATOMIC_RELEASE);
 	}
+	if (mask) {
+		uint32_t lo = (uint32_t)__builtin_ctzll(mask), hi = 63u - (uint32_t)__builtin_clzll(mask);
+		gpusys_cache_push(&port->heads[lo], (hi - lo + 1) * sizeof(port->heads[0]));
+	}
 }
 
 /* Hand the port back to the client: everything written before, then the
@@ -232,6 +243,7 @@ static inline void port_host_hand_back(volatile uint64_t *server_word, uint32_t 
 {
 	gpusys_host_release_before(server_word);
 	__atomic_store_n(server_word, gpusys_server_word(seq, sw_flags, status), __ATOMIC_RELAXED);
+	gpusys_cache_push(server_word, sizeof(*server_word));
 }
 
 #endif /* GPUSYS_PORT_HOST_H */

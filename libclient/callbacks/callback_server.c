@@ -577,6 +577,7 @@ static void *poller_main(void *arg)
 
 int gpusys_callbacks_create(const struct gpusys_callbacks_opts *opts, struct gpusys_callbacks **ret)
 {
+	gpusys_cache_push_init();
 	uint32_t ports = opts && opts->num_ports ? opts->num_ports : 64;
 	unsigned threads = opts && opts->threads ? opts->threads : 0;
 	if (!threads) {
