@@ -14,7 +14,8 @@
  *      the GPU and again while it watches the client's doorbell (the
  *      watch's cost to a kernel that makes no calls).
  * Run it with GPUSYSD_GPU_WATCH=0 in the environment to measure the daemon
- * on timed naps instead.
+ * on timed naps instead, and with IDLE_ALL_GPUS=1 to keep a quiet client
+ * attached on every other GPU through it (each GPU's pollers and watch).
  *
  *   nvcc -O2 -arch=sm_90 -I. -Iinclude bench/idle_gpu.cu bench/spawn.c bench/stats.c \
  *        -o idle_gpu -LBUILD/libclient -lgpusys -Xlinker -rpath=BUILD/libclient
@@ -152,9 +153,38 @@ int main(int argc, char **argv)
 		bench_daemon_stop(&bd);
 		return 1;
 	}
-	printf("attached: %s channel, %u ports; daemon threads %d\n",
-	       gpusys_memory_kind(g) == GPUSYS_MEMORY_CUDA_VMM ? "CUDA VMM" : "memfd", gpusys_num_ports(g),
-	       tasks_of(d).threads);
+	/* IDLE_ALL_GPUS=1: a client on every other GPU too, attached and
+	 * quiet through the measurements (issue 34: idle cost and wake-up
+	 * with several GPUs attached, each with its pollers and watch). */
+	enum { MAX_OTHERS = 16 };
+	gpusys_t *others[MAX_OTHERS];
+	int nothers = 0, ngpus = 1;
+	const char *all = getenv("IDLE_ALL_GPUS");
+	if (all && atoi(all)) {
+		BENCH_CK(cudaGetDeviceCount(&ngpus));
+		for (int i = 1; i < ngpus && nothers < MAX_OTHERS; i++) {
+			struct gpusys_options oo = o;
+			oo.cuda_device = i;
+			BENCH_CK(cudaSetDevice(i));
+			if (gpusys_attach(&oo, &others[nothers])) {
+				fprintf(stderr, "attach to GPU %d: %s\n", i, gpusys_last_error());
+				return 1;
+			}
+			int *oerr;
+			BENCH_CK(cudaMalloc(&oerr, sizeof(int)));
+			k_warm<<<1, 32>>>(gpusys_device(others[nothers]), 100, oerr);
+			BENCH_CK(cudaDeviceSynchronize());
+			if (gpusys_synchronize(others[nothers], NULL, 10000)) {
+				fprintf(stderr, "GPU %d: synchronize failed\n", i);
+				return 1;
+			}
+			nothers++;
+		}
+		BENCH_CK(cudaSetDevice(0));
+	}
+	printf("attached: %s channel, %u ports; %d other GPU%s attached too; daemon threads %d\n",
+	       gpusys_memory_kind(g) == GPUSYS_MEMORY_CUDA_VMM ? "CUDA VMM" : "memfd", gpusys_num_ports(g), nothers,
+	       nothers == 1 ? "" : "s", tasks_of(d).threads);
 	gpusys_dev_t dev = gpusys_device(g);
 	int *err;
 	uint64_t *lat;
@@ -266,6 +296,8 @@ int main(int argc, char **argv)
 
 	/* Stop: detach first (teardown of a pending watch), then the daemon. */
 	double td = bench_now_s();
+	for (int i = 0; i < nothers; i++)
+		gpusys_detach(others[i]);
 	gpusys_detach(g);
 	usleep(100000);
 	int status = bench_daemon_stop(&bd);
