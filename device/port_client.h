@@ -244,6 +244,21 @@ GPUSYS_FN int gpusys_channel_dead(const gpusys_dev_t *dev)
 	return 0;
 }
 
+/* One turn of a wait that has not seen what it waits for: a pause, and
+ * every GPUSYS_SPIN_CHECK_EVERY turns a look for a dead channel (returned:
+ * -ESHUTDOWN) and a yield. 0 to go on waiting. */
+GPUSYS_FN int gpusys_spin_once(const gpusys_dev_t *dev, uint32_t *spins)
+{
+	gpusys_spin_pause();
+	if (++*spins % GPUSYS_SPIN_CHECK_EVERY == 0) {
+		int dead = gpusys_channel_dead(dev);
+		if (dead)
+			return dead;
+		gpusys_spin_yield();
+	}
+	return 0;
+}
+
 /* Wait until the port is the client's (the sequence in the server word is
  * ours); returns the server word in *ret_word, or -ECONNABORTED when the
  * daemon handed it back refusing the request (GPUSYS_SW_ABORT: a restart),
@@ -258,13 +273,9 @@ GPUSYS_FN int gpusys_wait_owned_ex(const gpusys_dev_t *dev, uint32_t p, uint32_t
 	uint32_t spins = 0;
 	uint64_t w;
 	while (GPUSYS_WORD_SEQ(w = gpusys_load_shared_u64(&dev->server_word[p])) != (seq & GPUSYS_SEQ_MASK)) {
-		gpusys_spin_pause();
-		if (++spins % GPUSYS_SPIN_CHECK_EVERY == 0) {
-			int dead = gpusys_channel_dead(dev);
-			if (dead)
-				return dead;
-			gpusys_spin_yield();
-		}
+		int dead = gpusys_spin_once(dev, &spins);
+		if (dead)
+			return dead;
 	}
 	/* A restarting daemon refused the packet we published (the request
 	 * did not run): the port is ours again, at this sequence. */
@@ -330,13 +341,9 @@ GPUSYS_FN int gpusys_head_wait(const gpusys_dev_t *dev, const struct gpusys_head
 			     : "memory");
 		if ((v.x & GPUSYS_HEAD_WHO) == want)
 			break;
-		gpusys_spin_pause();
-		if (++spins % GPUSYS_SPIN_CHECK_EVERY == 0) {
-			int dead = gpusys_channel_dead(dev);
-			if (dead)
-				return dead;
-			gpusys_spin_yield();
-		}
+		int dead = gpusys_spin_once(dev, &spins);
+		if (dead)
+			return dead;
 	}
 	tag = v.x, status = (int32_t)v.y;
 	n = gpusys_head_len(tag);
@@ -349,13 +356,9 @@ GPUSYS_FN int gpusys_head_wait(const gpusys_dev_t *dev, const struct gpusys_head
 			dst[i] = (uint8_t)(b >> (8 * i));
 #else
 	while (((tag = __atomic_load_n(&h->tag, __ATOMIC_ACQUIRE)) & GPUSYS_HEAD_WHO) != want) {
-		gpusys_spin_pause();
-		if (++spins % GPUSYS_SPIN_CHECK_EVERY == 0) {
-			int dead = gpusys_channel_dead(dev);
-			if (dead)
-				return dead;
-			gpusys_spin_yield();
-		}
+		int dead = gpusys_spin_once(dev, &spins);
+		if (dead)
+			return dead;
 	}
 	status = (int32_t)__atomic_load_n(&h->aux, __ATOMIC_RELAXED);
 	n = gpusys_head_len(tag);
