@@ -1,3 +1,10 @@
+#!/usr/bin/env bash
+# bench/device-final.sh: one device call's worth of checks on the final tree
+# (bench/RESULTS.md, "The final tree on the H200 pair"): build, the gpu suite
+# on GPU 0, trace with each GPUSYS_ANSWER_PUSH mode twice, idle_gpu with and
+# without a quiet client on a second GPU, print and file from GPU 0 alone and
+# from two GPUs at once. Needs .debs/ (scripts/fetch-device-debs) and $OUT.
+# It ran past 600 s in the two-GPU print rows: run those apart.
 set -o pipefail; t0=$SECONDS; bash scripts/device-build > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }; echo "built $((SECONDS-t0)) s"
 eval "$(scripts/device-build --env)" >/dev/null 2>&1; B=build-gpu/bench/gpusys-bench; D=build-gpu/daemon/gpusysd; nvidia-smi -L
 CUDA_VISIBLE_DEVICES=0 timeout 150 meson test -C build-gpu --suite gpu --num-processes 1 > $OUT/suite.log 2>&1; grep -E "^ *[0-9]+/|^Ok|^Fail" $OUT/suite.log; echo "suite $((SECONDS-t0)) s"
