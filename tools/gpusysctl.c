@@ -176,7 +176,7 @@ static int print_status(json_t *st)
 	/* Clients that name no GPU have pollers of their own too. */
 	json_t *dp = json_object_get(st, "default_pollers");
 	if (json_is_object(dp))
-		printf("%lld of them for clients that name no GPU (CPUs %s), the others per GPU\n", num(dp, "count"),
+		printf("%lld of the pollers serve clients that name no GPU (CPUs %s), the others their own GPU's\n", num(dp, "count"),
 		       str(dp, "cpus"));
 	/* GPUs by the daemon's index; clients name theirs by UUID. */
 	json_t *gpus = json_object_get(st, "gpus"), *g;

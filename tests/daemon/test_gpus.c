@@ -280,7 +280,7 @@ static void test_pollers_per_gpu(void **state)
 	assert_int_equal(run_capture(argv, &out, &err), 0);
 	assert_non_null(strstr(out, "POLLERS"));
 	assert_non_null(strstr(out, "5 pollers"));
-	assert_non_null(strstr(out, "1 of them for clients that name no GPU"));
+	assert_non_null(strstr(out, "1 of the pollers serve clients that name no GPU"));
 	free(out);
 	free(err);
 	const char *argv2[] = { test_env("GPUSYSCTL_BIN"), "--runtime-dir", f->d.runtime, "pollers", NULL };
