@@ -170,8 +170,9 @@ static int print_status(json_t *st)
 	       str(st, "runtime_dir"));
 	/* The daemon shows another user's clients to admins only. */
 	bool own = !strcmp(str(st, "clients_shown"), "own");
-	printf("%lld pollers, %lld workers, %lld client%s attached%s, %lld warp requests served\n", num(st, "pollers"),
-	       num(st, "workers"), num(st, "clients_attached"), num(st, "clients_attached") == 1 ? "" : "s",
+	printf("%lld poller%s, %lld worker%s, %lld client%s attached%s, %lld warp requests served\n", num(st, "pollers"),
+	       num(st, "pollers") == 1 ? "" : "s", num(st, "workers"), num(st, "workers") == 1 ? "" : "s",
+	       num(st, "clients_attached"), num(st, "clients_attached") == 1 ? "" : "s",
 	       own ? " (yours; others' are not shown)" : "", num(st, "requests_served"));
 	/* Clients that name no GPU have pollers of their own too. */
 	json_t *dp = json_object_get(st, "default_pollers");
