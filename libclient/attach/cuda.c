@@ -136,33 +136,20 @@ static void mark_abort(gpusys_t *g)
 	__atomic_store_n(&h->client_host_state, GPUSYS_CLIENT_HOST_ABORT, __ATOMIC_RELEASE);
 }
 
+static int reconnect_client(void *ctx, int stop_fd)
+{
+	return gpusys_client_reconnect(ctx, stop_fd);
+}
+
+/* A restart that handed the channel over (memfd channels only) is
+ * re-offered; kernels keep spinning on the still registered mapping
+ * meanwhile, so they see a pause, not an error (docs/RESTART.md). */
 static void *watchdog_main(void *arg)
 {
 	gpusys_t *g = arg;
-	struct pollfd p[2] = {
-		{ .fd = gpusys_client_socket_fd(g->client), .events = POLLRDHUP },
-		{ .fd = g->wake[0], .events = POLLIN },
-	};
-	for (;;) {
-		int n = poll(p, 2, -1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 || p[1].revents)
-			return NULL; /* detach */
-		if (p[0].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
-			/* A restart that handed the channel over (memfd
-			 * channels only): re-offer it; kernels keep spinning
-			 * on the still registered mapping meanwhile, so they
-			 * see a pause, not an error (docs/RESTART.md). */
-			int r = gpusys_client_reconnect(g->client, g->wake[0]);
-			if (r == 0)
-				continue;
-			if (r == -ECANCELED)
-				return NULL; /* detach */
-			mark_abort(g);
-			return NULL;
-		}
-	}
+	if (gpusys_watch_connection(gpusys_client_socket_fd(g->client), g->wake[0], reconnect_client, g->client) < 0)
+		mark_abort(g);
+	return NULL;
 }
 
 static int map_vmm(gpusys_t *g)

@@ -162,32 +162,39 @@ int gpusys_wake_fd_of(const void *base)
 	return fd;
 }
 
-static void *watchdog_main(void *arg)
+int gpusys_watch_connection(int sock_fd, int stop_fd, gpusys_reconnect_fn reconnect, void *ctx)
 {
-	struct watched *w = arg;
 	struct pollfd p[2] = {
-		{ .fd = w->sock_fd, .events = POLLRDHUP },
-		{ .fd = w->stop[0], .events = POLLIN },
+		{ .fd = sock_fd, .events = POLLRDHUP },
+		{ .fd = stop_fd, .events = POLLIN },
 	};
 	for (;;) {
 		int n = poll(p, 2, -1);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 || p[1].revents)
-			return NULL; /* detach */
+			return 0; /* detach */
 		if (p[0].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
 			/* A restart that handed the channel over: give it to
 			 * the next daemon; the connection keeps its number. */
-			int r = w->reconnect ? w->reconnect(w->reconnect_ctx, w->stop[0]) : -ESHUTDOWN;
+			int r = reconnect ? reconnect(ctx, stop_fd) : -ESHUTDOWN;
 			if (r == 0)
 				continue;
 			if (r == -ECANCELED)
-				return NULL; /* detach */
-			struct gpusys_channel_header *h = w->base;
-			__atomic_store_n(&h->client_host_state, GPUSYS_CLIENT_HOST_ABORT, __ATOMIC_RELEASE);
-			return NULL;
+				return 0; /* detach */
+			return -1;
 		}
 	}
+}
+
+static void *watchdog_main(void *arg)
+{
+	struct watched *w = arg;
+	if (gpusys_watch_connection(w->sock_fd, w->stop[0], w->reconnect, w->reconnect_ctx) < 0) {
+		struct gpusys_channel_header *h = w->base;
+		__atomic_store_n(&h->client_host_state, GPUSYS_CLIENT_HOST_ABORT, __ATOMIC_RELEASE);
+	}
+	return NULL;
 }
 
 int gpusys_channel_watch(const void *base)

@@ -31,6 +31,13 @@ void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks, uint64_t
  * that programs linking the emulator without the attach code (in-process
  * tests) need none. */
 typedef int (*gpusys_reconnect_fn)(void *ctx, int stop_fd);
+
+/* A watchdog's loop (both kinds of attachment): wait on the daemon
+ * connection sock_fd until stop_fd is readable (the detach: returns 0) or
+ * the connection ends; then re-offer the channel with reconnect (NULL: no
+ * re-offer) and go on watching if that worked. Returns -1 when the daemon is
+ * gone for good: the caller marks the channel aborted. */
+int gpusys_watch_connection(int sock_fd, int stop_fd, gpusys_reconnect_fn reconnect, void *ctx);
 int gpusys_channel_register(void *base, int wake_fd, int sock_fd, gpusys_reconnect_fn reconnect, void *ctx);
 void gpusys_channel_unregister(const void *base);
 
