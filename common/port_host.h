@@ -215,7 +215,8 @@ static inline void port_host_put_response(struct gpusys_port *port, uint64_t mas
  * lane's length, status and bytes (len[l] <= GPUSYS_HEAD_BYTES: the lane's
  * capacity, which the caller bounded the answer by), the tag last, with
  * release. req_status != 0: the request failed as a whole; every lane's
- * head says so and carries it. The server word follows (port_host_hand_back). */
+ * head says so and carries it, and len, lane_status and data are not read
+ * (NULL will do). The server word follows (port_host_hand_back). */
 static inline void port_host_put_heads(struct gpusys_port *port, uint64_t mask, uint32_t seq, const uint32_t *len,
 				       const int32_t *lane_status, uint8_t *const *data, int32_t req_status)
 {

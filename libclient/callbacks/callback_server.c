@@ -196,9 +196,7 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	}
 	if (status && heads) {
 		/* The heads carry the refusal, as the daemon's do. */
-		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
-			res_len[l] = 0, lane_status[l] = 0, res[l] = NULL;
-		port_host_put_heads(port, mask, cs, res_len, lane_status, res, status);
+		port_host_put_heads(port, mask, cs, NULL, NULL, NULL, status);
 		ack(cb, p, cs, 0, noreply ? 0 : status);
 		count_completion(cb, slot);
 		return;
