@@ -581,8 +581,8 @@ int copy_engine_create(const struct copy_engine_config *cfg, struct copy_engine 
 	e->pq = (struct ring){ .v = calloc(n, sizeof(unsigned)), .cap = n };
 	e->cq = (struct ring){ .v = calloc(n, sizeof(unsigned)), .cap = n };
 	e->nthreads = cfg->max_producers > cfg->nproducers ? cfg->max_producers : cfg->nproducers;
-	e->active = cfg->nproducers;
 	copy_adapt_init(&e->adapt, cfg->nproducers, e->nthreads);
+	e->active = e->adapt.active; /* the one count of working producers */
 	e->producers = calloc(e->nthreads, sizeof(pthread_t));
 	e->pargs = calloc(e->nthreads, sizeof(*e->pargs));
 	if (!e->slots || !e->pq.v || !e->cq.v || !e->producers || !e->pargs) {
