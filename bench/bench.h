@@ -122,6 +122,10 @@ void bench_pollers_since(const struct bench_pollers *a, const struct bench_polle
 void bench_pollers_header(void);
 void bench_pollers_row(const char *what, const char *kind, const struct bench_pollers *d);
 
+/* The sum over gpusysd's clients of one per-client counter of its status
+ * (bench/daemon_counters.c), or -1 when it does not answer. */
+long long bench_clients_sum(const char *runtime_dir, const char *field);
+
 int bench_rtt_emulated(int argc, char **argv);
 int bench_print_emulated(int argc, char **argv);
 /* print benchmarks: attach (attach(arg), which says why it failed) with

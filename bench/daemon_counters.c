@@ -54,6 +54,23 @@ static json_t *control_ask(const char *dir, const char *req)
 	return r;
 }
 
+/* The sum over gpusysd's clients of one counter of `status` (a member of
+ * each client's object, e.g. "heads_early"), or -1 when it does not answer. */
+long long bench_clients_sum(const char *runtime_dir, const char *field)
+{
+	json_t *r = control_ask(runtime_dir, "{\"cmd\":\"status\"}\n");
+	json_t *list = json_object_get(r, "clients"), *c;
+	long long sum = -1;
+	size_t i;
+	if (json_is_array(list)) {
+		sum = 0;
+		json_array_foreach(list, i, c)
+			sum += json_integer_value(json_object_get(c, field));
+	}
+	json_decref(r);
+	return sum;
+}
+
 /* Involuntary context switches and the last CPU of each poller thread
  * ("gpusysd-pollN") of process pid. */
 static void read_threads(int pid, struct bench_pollers *ret)

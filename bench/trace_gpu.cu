@@ -201,8 +201,11 @@ static void stream_row(gpusys_t *g, int lanes, unsigned n, int iters)
 	cudaFree(derr);
 }
 
-static void trace_row(gpusys_t *g, const char *what, int shape, int lanes, int iters)
+static void trace_row(gpusys_t *g, const char *runtime_dir, const char *what, int shape, int lanes, int iters)
 {
+	/* Words the daemon saw before their heads (left for its next pass):
+	 * a call's wait grows by a pass each time. */
+	long long early0 = bench_clients_sum(runtime_dir, "heads_early");
 	unsigned long long *d;
 	int *derr, err = 0;
 	int warm = iters / 10 + 1;
@@ -231,7 +234,13 @@ static void trace_row(gpusys_t *g, const char *what, int shape, int lanes, int i
 		printf(" %7.2f", s.p50_ns / 1e3);
 	}
 	struct bench_stats s = bench_stats_of(sum, iters);
-	printf(" %7.2f%s\n", s.p50_ns / 1e3, err ? "  (A CALL FAILED)" : "");
+	long long early1 = bench_clients_sum(runtime_dir, "heads_early");
+	printf(" %7.2f", s.p50_ns / 1e3);
+	if (early0 >= 0 && early1 >= 0)
+		printf(" %7.3f", (double)(early1 - early0) / (iters + warm));
+	else
+		printf(" %7s", "?");
+	printf("%s\n", err ? "  (A CALL FAILED)" : "");
 	free(h);
 	free(col);
 	free(sum);
@@ -307,18 +316,18 @@ extern "C" int bench_trace_gpu(int argc, char **argv)
 		bench_daemon_stop(&bd);
 		return 0;
 	}
-	printf("gpusys-bench trace: one warp, p50 of each segment of one call (us), %d calls per row\n", iters);
+	printf("gpusys-bench trace: one warp, p50 of each segment of one call (us), %d calls per row; early: words gpusysd saw before their heads, per call\n", iters);
 	printf("  %-34s", "call");
 	for (int k = 0; k < SEGMENTS; k++)
 		printf(" %7s", segment_name[k]);
-	printf(" %7s\n", "total");
+	printf(" %7s %7s\n", "total", "early");
 	for (int lanes = 1; lanes <= 32; lanes += 31) {
 		char what[64];
 		static const char *const shape_name[] = { "NOOP (daemon)", "ECHO 4 B (daemon)",
 							  "empty, callback channel", "bytes callback 4 B" };
 		for (int shape = 0; shape < 4; shape++) {
 			snprintf(what, sizeof(what), "%s, %d lane%s", shape_name[shape], lanes, lanes > 1 ? "s" : "");
-			trace_row(g, what, shape, lanes, iters);
+			trace_row(g, runtime_dir, what, shape, lanes, iters);
 		}
 	}
 	gpusys_detach(g);
