@@ -34,11 +34,12 @@
 #include "gpusys/gpusys.h"   /* host: attach, synchronize, callbacks, heap */
 #include "gpusys/gpusys.cuh" /* kernels: every call */
 #include "http_request.h"
+#include "warp_server.cuh" /* one warp, many connections */
 
+#define NAME "gpu_httpd"        /* in error lines */
 #define REQ_MAX HTTP_HEAD_MAX     /* request head */
 #define FILE_CHUNK (64u << 10)   /* file bytes per pread, per lane */
 #define PATH_ROOM 1024u
-#define CONNS_PER_WARP (GPUSYS_SOCK_POLL_MAX - 1) /* one poll: the connections and the listener */
 
 /* A lane's working memory (device memory). */
 struct warp_mem {
@@ -56,18 +57,8 @@ struct conn {
 	char req[REQ_MAX + 1];
 };
 
-/* A warp's connections. */
-struct warp_conns {
-	struct conn c[CONNS_PER_WARP];
-	unsigned n;
-	struct gpusys_pollfd pf[GPUSYS_SOCK_POLL_MAX];
-	int npf;
-	bool listener_ready;
-};
-
 struct server {
-	long long listener;
-	int error;
+	struct warp_server ws;
 	unsigned long long requests;
 	char root[PATH_ROOM];
 	unsigned root_len;
@@ -140,20 +131,12 @@ static __device__ const char *content_type(const char *path, unsigned n)
 	return "application/octet-stream";
 }
 
-/* Every error a connection's calls return is logged with its errno (the
- * client's stderr, through gpusysd). */
-static __device__ void conn_error(const gpusys_dev_t &dev, long long c, const char *call, long long r)
-{
-	gpusys_fprintf(dev, GPUSYS_PRINT_STDERR, "gpu_httpd: warp %u: connection %lld: %s: errno %lld\n", blockIdx.x,
-		       c, call, -r);
-}
-
 /* A short send is not an error: gpusys_send_all sends the rest. */
 static __device__ bool send_all(const gpusys_dev_t &dev, long long c, const void *b, unsigned long long n)
 {
 	long long r = gpusys_send_all(dev, c, b, n);
 	if (r < 0)
-		conn_error(dev, c, "send", r);
+		warp_server_error(dev, NAME, c, "send", r);
 	return r >= 0;
 }
 
@@ -200,7 +183,7 @@ static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct warp_m
 		long long got = gpusys_pread(dev, f, m->file, (unsigned long long)want, off);
 		if (got <= 0) {
 			if (got < 0)
-				conn_error(dev, c, "pread", got);
+				warp_server_error(dev, NAME, c, "pread", got);
 			ok = false; /* the file shrank: the length we promised is wrong, close */
 			break;
 		}
@@ -224,7 +207,7 @@ static __device__ bool conn_ready(const gpusys_dev_t &dev, struct conn *k, struc
 	if (r == -EAGAIN)
 		return true;
 	if (r < 0)
-		conn_error(dev, c, "recv", r);
+		warp_server_error(dev, NAME, c, "recv", r);
 	if (r <= 0)
 		return false;
 	k->have += (unsigned)r;
@@ -261,120 +244,53 @@ static __device__ bool conn_ready(const gpusys_dev_t &dev, struct conn *k, struc
 
 static __global__ void k_listen(gpusys_dev_t dev, int port, struct server *srv)
 {
-	/* Non-blocking: every warp with room polls it, and the ones that lose
-	 * the race for a new connection get EAGAIN at once. */
-	long long h = gpusys_socket(dev, AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-	int one = 1;
-	struct sockaddr_in a;
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_port = gpusys_htons((uint16_t)port);
-	int r = h < 0 ? (int)h : gpusys_setsockopt(dev, h, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (r == 0)
-		r = gpusys_bind(dev, h, &a, sizeof(a));
-	if (r == 0)
-		r = gpusys_listen(dev, h, 4096);
-	srv->listener = h;
-	srv->error = r;
+	warp_server_listen(dev, &srv->ws, port);
 }
 
-/* Lane 0: take new connections while there is room and one is pending. */
-static __device__ void accept_some(const gpusys_dev_t &dev, struct server *srv, struct warp_conns *w)
-{
-	while (w->n < CONNS_PER_WARP) {
-		long long c = gpusys_accept(dev, srv->listener);
-		if (c == -EAGAIN)
-			return; /* none left (or another warp took it) */
-		if (c == -ESHUTDOWN || c == -EBADF) {
-			srv->error = (int)c;
-			return;
-		}
-		if (c < 0) {
-			/* EMFILE (our handle quota), ECONNABORTED...: the next one */
-			conn_error(dev, -1, "accept", c);
-			if (c == -EMFILE || c == -ENFILE || c == -ENOMEM)
-				for (int i = 0; i < 10; i++)
-					__nanosleep(1000000); /* 10 ms: a quota does not clear at once */
-			return;
-		}
+/* The warp server's functions (examples/warp_server.cuh). */
+struct httpd_serve {
+	const gpusys_dev_t &dev;
+	struct server *srv;
+	struct warp_mem *m;
+
+	__device__ bool operator()(struct conn *k) const { return conn_ready(dev, k, srv, m); }
+};
+
+/* A new connection: replies go out at once (no Nagle delay behind the
+ * previous reply's last segment), nothing received yet. */
+struct httpd_opened {
+	const gpusys_dev_t &dev;
+
+	__device__ void operator()(struct conn *k) const
+	{
 		int one = 1;
-		long long r = gpusys_setsockopt(dev, c, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof(one));
+		long long r = gpusys_setsockopt(dev, k->h, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof(one));
 		if (r < 0)
-			conn_error(dev, c, "setsockopt", r);
-		struct conn *k = &w->c[w->n++];
-		k->h = c;
+			warp_server_error(dev, NAME, k->h, "setsockopt", r);
 		k->have = 0;
-		k->closed = false;
 	}
-}
+};
 
-static __global__ void k_httpd(gpusys_dev_t dev, struct server *srv, struct warp_conns *conns, struct warp_mem *mem)
-{
-	unsigned lane = threadIdx.x & 31;
-	struct warp_conns *w = &conns[blockIdx.x];
-	struct warp_mem *m = &mem[(size_t)blockIdx.x * 32 + lane];
-	volatile int *error = &srv->error;
-	while (!*error) {
-		/* Lane 0 polls the warp's connections and, with room, the
-		 * listener: one request, in which the warp sleeps until one is
-		 * ready. */
-		if (lane == 0) {
-			w->npf = 0;
-			for (unsigned i = 0; i <= w->n; i++) {
-				if (i == w->n && w->n == CONNS_PER_WARP)
-					break; /* full: no new connections */
-				struct gpusys_pollfd *p = &w->pf[w->npf++];
-				p->handle = (int32_t)(i < w->n ? w->c[i].h : srv->listener);
-				p->events = POLLIN;
-				p->revents = 0;
-			}
-			int r = gpusys_poll(dev, w->pf, (unsigned)w->npf, 1000);
-			if (r < 0) {
-				conn_error(dev, -1, "poll", r);
-				if (r == -ESHUTDOWN)
-					srv->error = r;
-				w->npf = 0;
-			}
-			w->listener_ready = w->n < CONNS_PER_WARP && w->npf > (int)w->n && w->pf[w->n].revents;
-		}
-		__syncwarp();
-		/* The lanes take the ready connections, 32 at a time. */
-		unsigned n = w->n;
-		int npf = w->npf;
-		for (unsigned base = 0; base < n; base += 32) {
-			unsigned i = base + lane;
-			struct conn *k = &w->c[i < n ? i : 0];
-			if (i < n && (int)i < npf && w->pf[i].revents && !conn_ready(dev, k, srv, m)) {
-				long long r = gpusys_close(dev, k->h);
-				if (r < 0)
-					conn_error(dev, k->h, "close", r);
-				k->closed = true;
-			}
-		}
-		__syncwarp();
-		if (lane == 0) {
-			/* Forget the closed ones (moving the open ones down, with
-			 * what they have received), then take new ones. */
-			unsigned kept = 0;
-			for (unsigned i = 0; i < w->n; i++) {
-				if (w->c[i].closed)
-					continue;
-				if (kept != i) {
-					struct conn *from = &w->c[i], *to = &w->c[kept];
-					to->h = from->h;
-					to->have = from->have;
-					to->closed = false;
-					for (unsigned j = 0; j < from->have; j++)
-						to->req[j] = from->req[j];
-				}
-				kept++;
-			}
-			w->n = kept;
-			if (w->listener_ready)
-				accept_some(dev, srv, w);
-		}
-		__syncwarp();
+/* What a kept connection has received of its next request moves with it. */
+struct httpd_moved {
+	__device__ void operator()(struct conn *to, const struct conn *from) const
+	{
+		to->have = from->have;
+		for (unsigned j = 0; j < from->have; j++)
+			to->req[j] = from->req[j];
 	}
+};
+
+struct httpd_never_stop {
+	__device__ bool operator()() const { return false; }
+};
+
+static __global__ void k_httpd(gpusys_dev_t dev, struct server *srv, warp_conns<struct conn> *conns,
+			       struct warp_mem *mem)
+{
+	struct warp_mem *m = &mem[(size_t)blockIdx.x * 32 + (threadIdx.x & 31)];
+	warp_server_run(dev, &srv->ws, &conns[blockIdx.x], httpd_serve{ dev, srv, m }, httpd_opened{ dev },
+			httpd_moved{}, httpd_never_stop{});
 }
 
 int main(int argc, char **argv)
@@ -401,7 +317,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	struct server *srv;
-	struct warp_conns *conns;
+	warp_conns<struct conn> *conns;
 	struct warp_mem *mem;
 	if (cudaMallocManaged(&srv, sizeof(*srv)) || cudaMalloc(&conns, (size_t)warps * sizeof(*conns)) ||
 	    cudaMemset(conns, 0, (size_t)warps * sizeof(*conns)) ||
@@ -410,15 +326,17 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	memset(srv, 0, sizeof(*srv));
+	snprintf(srv->ws.name, sizeof(srv->ws.name), "gpu_httpd");
+	srv->ws.poll_ms = 1000;
 	strcpy(srv->root, root);
 	srv->root_len = (unsigned)strlen(root);
 	k_listen<<<1, 1>>>(gpusys_device(g), port, srv);
-	if ((rc = gpusys_synchronize(g, NULL, -1)) || srv->error) {
-		fprintf(stderr, "gpu_httpd: port %d: %s\n", port, rc ? gpusys_strerror(rc) : strerror(-srv->error));
+	if ((rc = gpusys_synchronize(g, NULL, -1)) || srv->ws.error) {
+		fprintf(stderr, "gpu_httpd: port %d: %s\n", port, rc ? gpusys_strerror(rc) : strerror(-srv->ws.error));
 		return 1;
 	}
 	fprintf(stderr, "gpu_httpd: serving %s on port %d with %u warps, up to %u connections at once\n", root, port,
-		warps, warps * CONNS_PER_WARP);
+		warps, warps * WARP_SERVER_CONNS);
 	k_httpd<<<warps, 32>>>(gpusys_device(g), srv, conns, mem);
 	rc = gpusys_synchronize(g, NULL, -1);
 	fprintf(stderr, "gpu_httpd: ended: %s\n", rc ? gpusys_strerror(rc) : "ok");

@@ -26,173 +26,80 @@
 
 #include "gpusys/gpusys.h"   /* host: attach, synchronize, callbacks, heap */
 #include "gpusys/gpusys.cuh" /* kernels: every call */
+#include "warp_server.cuh"  /* one warp, many connections */
 
 /* Receive room per lane: 32 lanes of a warp receive in one request, so a
  * warp's request asks the daemon for 32 x BUF of room while it runs (within
  * the client's memory budget, client_mem_budget, for every warp at once). */
 #define BUF (8u << 10)
-#define CONNS_PER_WARP (GPUSYS_SOCK_POLL_MAX - 1) /* one poll: the connections and the listener */
 
 struct shared_state {
-	long long listener;
-	unsigned long long served;
-	int error;
+	struct warp_server srv;
+	unsigned long long served; /* connections closed */
 };
 
-/* A warp's connections, in device memory (one per warp). */
-struct warp_conns {
-	long long h[CONNS_PER_WARP];
-	unsigned n;
-	struct gpusys_pollfd pf[GPUSYS_SOCK_POLL_MAX];
-	int npf;
-	bool listener_ready;
-	bool closed[CONNS_PER_WARP];
+/* An echo connection needs nothing but its handle. */
+struct echo_conn {
+	long long h;
+	bool closed;
 };
 
 static __global__ void k_listen(gpusys_dev_t dev, int port, struct shared_state *st)
 {
-	/* Non-blocking: every warp polls it, and the ones that lose the race
-	 * for a new connection get EAGAIN at once. */
-	long long h = gpusys_socket(dev, AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-	if (h < 0) {
-		st->error = (int)h;
-		return;
-	}
-	int one = 1;
-	gpusys_setsockopt(dev, h, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	struct sockaddr_in a;
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_port = gpusys_htons((uint16_t)port);
-	a.sin_addr.s_addr = 0; /* INADDR_ANY */
-	int r = gpusys_bind(dev, h, &a, sizeof(a));
-	if (r == 0)
-		r = gpusys_listen(dev, h, 4096);
-	st->listener = h;
-	st->error = r;
+	warp_server_listen(dev, &st->srv, port);
 }
 
-/* Every error a connection's calls return is logged with its errno (the
- * client's stderr, through gpusysd): a connection this server ends for any
- * reason but its peer's close says why. */
-static __device__ void echo_error(gpusys_dev_t dev, long long c, const char *call, long long r)
-{
-	gpusys_fprintf(dev, GPUSYS_PRINT_STDERR, "tcp_echo: warp %u: connection %lld: %s: errno %lld\n", blockIdx.x,
-		       c, call, -r);
-}
+/* A lane's ready connection: what arrived, echoed. false: it is done. */
+struct echo_serve {
+	const gpusys_dev_t &dev;
+	struct shared_state *st;
+	uint8_t *buf;
 
-/* Lane 0: take new connections while there is room and one is pending. */
-static __device__ void accept_some(gpusys_dev_t dev, struct shared_state *st, struct warp_conns *w)
-{
-	while (w->n < CONNS_PER_WARP) {
-		long long c = gpusys_accept(dev, st->listener);
-		if (c == -EAGAIN)
-			return; /* none left (or another warp took it) */
-		if (c == -ESHUTDOWN || c == -EBADF) {
-			st->error = (int)c; /* the daemon or the listener is gone */
-			return;
+	__device__ bool operator()(struct echo_conn *k) const
+	{
+		long long n = gpusys_recv(dev, k->h, buf, BUF, MSG_DONTWAIT); /* ready: never waits */
+		bool open = true;
+		if (n == 0) {
+			open = false; /* the peer closed */
+		} else if (n < 0 && n != -EAGAIN) {
+			warp_server_error(dev, st->srv.name, k->h, "recv", n);
+			open = false;
+		} else if (n > 0) {
+			/* A short send is not an error: gpusys_send_all sends the rest. */
+			long long r = gpusys_send_all(dev, k->h, buf, (unsigned long long)n);
+			if (r < 0) {
+				warp_server_error(dev, st->srv.name, k->h, "send", r);
+				open = false;
+			}
 		}
-		if (c < 0) {
-			/* EMFILE (our handle quota), ECONNABORTED...: this one
-			 * fails, the next may not */
-			echo_error(dev, -1, "accept", c);
-			if (c == -EMFILE || c == -ENFILE || c == -ENOMEM)
-				for (int i = 0; i < 10; i++)
-					__nanosleep(1000000); /* 10 ms: a quota does not clear at once */
-			return;
-		}
-		w->closed[w->n] = false;
-		w->h[w->n++] = c;
+		if (!open)
+			atomicAdd(&st->served, 1ull);
+		return open;
 	}
-}
+};
 
-/* One lane's ready connection: what arrived, echoed. false: it is done. */
-static __device__ bool echo_once(gpusys_dev_t dev, long long c, uint8_t *buf)
-{
-	long long n = gpusys_recv(dev, c, buf, BUF, MSG_DONTWAIT); /* ready: never waits */
-	if (n == -EAGAIN)
-		return true;
-	if (n == 0)
-		return false; /* the peer closed */
-	if (n < 0) {
-		echo_error(dev, c, "recv", n);
-		return false;
-	}
-	/* A short send is not an error: gpusys_send_all sends the rest. */
-	long long r = gpusys_send_all(dev, c, buf, (unsigned long long)n);
-	if (r < 0) {
-		echo_error(dev, c, "send", r);
-		return false;
-	}
-	return true;
-}
+struct echo_opened {
+	__device__ void operator()(struct echo_conn *) const {}
+};
+
+struct echo_moved {
+	__device__ void operator()(struct echo_conn *, const struct echo_conn *) const {}
+};
+
+/* The connection quota (0: none) is the stop condition. */
+struct echo_stop {
+	volatile unsigned long long *served;
+	unsigned long long quota;
+
+	__device__ bool operator()() const { return quota && *served >= quota; }
+};
 
 static __global__ void k_echo(gpusys_dev_t dev, struct shared_state *st, unsigned long long quota,
-			      struct warp_conns *conns, uint8_t *bufs)
+			      warp_conns<struct echo_conn> *conns, uint8_t *bufs)
 {
-	unsigned lane = threadIdx.x & 31;
-	struct warp_conns *w = &conns[blockIdx.x];
-	uint8_t *buf = bufs + ((size_t)blockIdx.x * 32 + lane) * BUF;
-	volatile unsigned long long *served = &st->served;
-	volatile int *error = &st->error;
-	while ((quota == 0 || *served < quota) && !*error) {
-		/* Lane 0 polls the warp's connections and, with room, the
-		 * listener: one request; the warp sleeps in it until one is
-		 * ready (no warp spins on an idle connection). */
-		if (lane == 0) {
-			w->npf = 0;
-			for (unsigned i = 0; i <= w->n; i++) {
-				if (i == w->n && w->n == CONNS_PER_WARP)
-					break; /* full: no new connections */
-				struct gpusys_pollfd *p = &w->pf[w->npf++];
-				p->handle = (int32_t)(i < w->n ? w->h[i] : st->listener);
-				p->events = POLLIN;
-				p->revents = 0;
-			}
-			int r = gpusys_poll(dev, w->pf, (unsigned)w->npf, 200);
-			if (r < 0) {
-				echo_error(dev, -1, "poll", r);
-				if (r == -ESHUTDOWN)
-					st->error = r;
-				w->npf = 0;
-			}
-			w->listener_ready = w->n < CONNS_PER_WARP && w->npf > (int)w->n && w->pf[w->n].revents;
-		}
-		__syncwarp();
-		/* The lanes take the ready connections, 32 at a time: their
-		 * receives (and sends) go as one request of the warp. */
-		unsigned n = w->n;
-		int npf = w->npf;
-		for (unsigned base = 0; base < n; base += 32) {
-			unsigned i = base + lane;
-			bool ready = i < n && (int)i < npf && w->pf[i].revents;
-			if (ready && !echo_once(dev, w->h[i], buf)) {
-				long long r = gpusys_close(dev, w->h[i]);
-				if (r < 0)
-					echo_error(dev, w->h[i], "close", r);
-				w->closed[i] = true;
-				atomicAdd(&st->served, 1ull);
-			}
-		}
-		__syncwarp();
-		if (lane == 0) {
-			/* Forget the closed ones, then take new ones. */
-			unsigned k = 0;
-			for (unsigned i = 0; i < w->n; i++)
-				if (!w->closed[i]) {
-					w->h[k] = w->h[i];
-					w->closed[k++] = false;
-				}
-			w->n = k;
-			if (w->listener_ready)
-				accept_some(dev, st, w);
-		}
-		__syncwarp();
-	}
-	/* Ending (quota or error): close what is still open. */
-	if (lane == 0)
-		for (unsigned i = 0; i < w->n; i++)
-			gpusys_close(dev, w->h[i]);
+	uint8_t *buf = bufs + ((size_t)blockIdx.x * 32 + (threadIdx.x & 31)) * BUF;
+	warp_server_run(dev, &st->srv, &conns[blockIdx.x], echo_serve{ dev, st, buf }, echo_opened{}, echo_moved{},
+			echo_stop{ &st->served, quota });
 }
 
 int main(int argc, char **argv)
@@ -215,7 +122,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	struct shared_state *st;
-	struct warp_conns *conns;
+	warp_conns<struct echo_conn> *conns;
 	uint8_t *bufs;
 	if (cudaMallocManaged(&st, sizeof(*st)) || cudaMalloc(&conns, (size_t)warps * sizeof(*conns)) ||
 	    cudaMemset(conns, 0, (size_t)warps * sizeof(*conns)) || cudaMalloc(&bufs, (size_t)warps * 32 * BUF)) {
@@ -223,17 +130,19 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	memset(st, 0, sizeof(*st));
+	snprintf(st->srv.name, sizeof(st->srv.name), "tcp_echo");
+	st->srv.poll_ms = 200; /* a quiet warp looks at the quota five times a second */
 	k_listen<<<1, 1>>>(gpusys_device(g), port, st);
-	if ((rc = gpusys_synchronize(g, NULL, -1)) || st->error) {
-		fprintf(stderr, "tcp_echo: port %d: %s\n", port, rc ? gpusys_strerror(rc) : strerror(-st->error));
+	if ((rc = gpusys_synchronize(g, NULL, -1)) || st->srv.error) {
+		fprintf(stderr, "tcp_echo: port %d: %s\n", port, rc ? gpusys_strerror(rc) : strerror(-st->srv.error));
 		return 1;
 	}
 	fprintf(stderr, "tcp_echo: serving port %d with %u warps, up to %u connections at once\n", port, warps,
-		warps * CONNS_PER_WARP);
+		warps * WARP_SERVER_CONNS);
 	k_echo<<<warps, 32>>>(gpusys_device(g), st, quota, conns, bufs);
 	rc = gpusys_synchronize(g, NULL, -1);
-	if (rc || st->error) {
-		fprintf(stderr, "tcp_echo: %s\n", rc ? gpusys_strerror(rc) : strerror(-st->error));
+	if (rc || st->srv.error) {
+		fprintf(stderr, "tcp_echo: %s\n", rc ? gpusys_strerror(rc) : strerror(-st->srv.error));
 		return 1;
 	}
 	fprintf(stderr, "tcp_echo: served %llu connections\n", st->served);
