@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * echo_load HOST PORT CONNECTIONS SECONDS [THREADS]: holds CONNECTIONS TCP
- * connections open to an echo server at once, and on each, round after
- * round, sends a payload of 1 B to 64 KiB (small ones more often) and reads
- * it back, checking every byte, for SECONDS. Prints the rounds, bytes, round
+ * echo_load HOST PORT CONNECTIONS SECONDS [THREADS [PAYLOAD]]: holds
+ * CONNECTIONS TCP connections open to an echo server at once, and on each,
+ * round after round, sends a payload of 1 B to 64 KiB (small ones more
+ * often; or always PAYLOAD bytes, for one size's round trip) and reads it
+ * back, checking every byte, for SECONDS. Prints the rounds, bytes, round
  * trip percentiles, and how many connections were dropped (closed or failed
  * by the server) and how many echoes were wrong; exits 1 if any was. The
  * load of issue 28's "1000 connections, 0 dropped, 0 wrong", for tcp_echo
@@ -27,6 +28,7 @@
 
 struct worker {
 	unsigned id;
+	uint32_t payload; /* 0: random sizes */
 	int *fds;
 	unsigned n;
 	double until;
@@ -60,7 +62,8 @@ static void *run(void *arg)
 		for (unsigned c = 0; c < w->n && now_s() < w->until; c++) {
 			if (dead[c])
 				continue;
-			uint32_t len = 1u + (uint32_t)rand_r(&seed) % (rand_r(&seed) % 4 == 0 ? MAX_PAYLOAD : 512u);
+			uint32_t len = w->payload ? w->payload
+						  : 1u + (uint32_t)rand_r(&seed) % (rand_r(&seed) % 4 == 0 ? MAX_PAYLOAD : 512u);
 			for (uint32_t i = 0; i < len; i++)
 				out[i] = pattern(w->id * 100000u + c, w->rounds, i);
 			double t0 = now_s();
@@ -96,7 +99,12 @@ static int cmp_double(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	if (argc < 5) {
-		fprintf(stderr, "usage: echo_load HOST PORT CONNECTIONS SECONDS [THREADS]\n");
+		fprintf(stderr, "usage: echo_load HOST PORT CONNECTIONS SECONDS [THREADS [PAYLOAD]]\n");
+		return 2;
+	}
+	long payload = argc > 6 ? atol(argv[6]) : 0;
+	if (payload < 0 || payload > (long)MAX_PAYLOAD) {
+		fprintf(stderr, "echo_load: PAYLOAD: 1 to %u bytes (0: random sizes)\n", MAX_PAYLOAD);
 		return 2;
 	}
 	unsigned conns = (unsigned)atoi(argv[3]), threads = argc > 5 ? (unsigned)atoi(argv[5]) : 8;
@@ -129,7 +137,7 @@ int main(int argc, char **argv)
 	unsigned per = conns / threads;
 	for (unsigned k = 0; k < threads; k++) {
 		unsigned from = k * per, n = k + 1 == threads ? conns - from : per;
-		w[k] = (struct worker){ .id = k, .fds = fds + from, .n = n, .until = t0 + secs,
+		w[k] = (struct worker){ .id = k, .payload = (uint32_t)payload, .fds = fds + from, .n = n, .until = t0 + secs,
 					.rtt = malloc(SAMPLES * sizeof(double)) };
 		pthread_create(&t[k], NULL, run, &w[k]);
 	}

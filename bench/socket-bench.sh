@@ -104,6 +104,20 @@ for conns in 1000 10000; do
 done
 kill $te $ec; wait $te 2>/dev/null
 
+echo "== one connection, 64 B round trips, 5 s: tcp_echo with 1 and 1056 warps, echo_cpu"
+for w in 1 1056; do
+	"$B/examples/tcp_echo" 17780 0 "$w" 2>/dev/null &
+	te=$!
+	sleep 2
+	printf 'tcp_echo, %s warps: ' "$w"; "$B/bench/echo_load" 127.0.0.1 17780 1 5 1 64
+	kill $te; wait $te 2>/dev/null
+done
+"$B/bench/echo_cpu" 17781 16 &
+ec=$!
+sleep 0.5
+printf 'echo_cpu: '; "$B/bench/echo_load" 127.0.0.1 17781 1 5 1 64
+kill $ec; wait $ec 2>/dev/null
+
 echo "== gpusys-bench-sock"
 timeout 120 "$B/bench/gpusys-bench-sock" 20000 1024
 echo "== gpusysctl latency (socket errors by errno)"
