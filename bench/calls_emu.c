@@ -3,9 +3,20 @@
  * gpusys-bench calls --emulate: the synchronous path before and after the
  * split into start/finish (gpusys_rpc_v0, bench/rpc_v0.h, against
  * gpusys_rpc, same binary, alternating rounds), and a user callback round
- * trip against a NOOP, from one emulated warp.
+ * trip against a NOOP, from one emulated warp; then issue 27's callback
+ * storm (bench/cb_storm.h) on a small scale: --warps emulated warps (host
+ * threads, 8 by default, so 256 lanes where the GPU runs 33,792 threads),
+ * each lane one call a round with its own payload of 0..2 KiB to a bytes
+ * callback that answers it reversed, every answer checked; beside the same
+ * lanes' 8-byte call (a typed callback's shape) and the GPU's other rows
+ * (bench/calls_gpu.cu). The figures are the emulation's (host threads
+ * for warps), not a GPU's: this is the storm's shape and check where no GPU
+ * is.
+ * --storm: the storm alone, with no daemon (callbacks are served by this
+ * process: nothing of gpusysd is used).
  *
  *   gpusys-bench calls --emulate [--daemon PATH | --runtime-dir DIR] [--iters N] [--lanes L]
+ *                      [--storm] [--warps W] [--rounds R]
  */
 #include <errno.h>
 #include <getopt.h>
@@ -15,6 +26,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "cb_storm.h"
 #include "gpusys/callback.h"
 #include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
@@ -93,15 +105,183 @@ static int measure(const gpusys_dev_t *dev, int which, uint64_t mask, unsigned i
 	return 0;
 }
 
+/* ------------------------------------------------------------- the storm */
+
+struct storm_warp {
+	struct bench_warp w; /* first: bench_run_warps */
+	const gpusys_dev_t *dev;
+	uint32_t max_len;    /* 0: the 8-byte call */
+	uint32_t cap;        /* room for the answer, each lane */
+	int async;           /* started, then waited */
+	unsigned rounds;
+	uint32_t salt;
+	uint8_t *buf;        /* 32 lanes x (in, out) x CB_STORM_MAX */
+	unsigned wrong, failed;
+	int first;           /* the first failure's -errno */
+};
+
+/* One emulated warp: every round, all 32 lanes in one call, lane l being
+ * thread warp * 32 + l of the GPU's storm (the same lengths and bytes). */
+static void *storm_warp_main(void *arg)
+{
+	struct storm_warp *a = arg;
+	const void *in[GPUSYS_WARP_LANES];
+	void *out[GPUSYS_WARP_LANES];
+	uint32_t len[GPUSYS_WARP_LANES], cap[GPUSYS_WARP_LANES], got[GPUSYS_WARP_LANES];
+	int32_t st[GPUSYS_WARP_LANES];
+	uint64_t x[GPUSYS_WARP_LANES], y[GPUSYS_WARP_LANES];
+
+	bench_warp_begin(&a->w);
+	for (unsigned r = 0; r < a->rounds; r++) {
+		uint32_t salt = a->salt + r;
+		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+			uint32_t tid = a->w.warp * GPUSYS_WARP_LANES + l;
+			uint8_t *i = a->buf + (size_t)l * 2 * CB_STORM_MAX, *o = i + CB_STORM_MAX;
+			if (!a->max_len) {
+				x[l] = cb_storm_word(tid, salt);
+				in[l] = &x[l], out[l] = &y[l];
+				len[l] = cap[l] = sizeof(x[l]);
+				continue;
+			}
+			len[l] = cb_storm_len(tid, a->max_len);
+			for (uint32_t b = 0; b < len[l]; b++)
+				i[b] = cb_storm_byte(tid, salt, b);
+			if (len[l] < CB_STORM_MAX)
+				o[len[l]] = 0xee; /* a write past the answer is wrong too */
+			in[l] = i, out[l] = o;
+			cap[l] = a->cap;
+		}
+		const uint16_t op = a->max_len ? CB_STORM_OP_REVERSE : CB_STORM_OP_INC64;
+		int rc;
+		if (a->async) {
+			struct gpusys_emu_future f;
+			gpusys_emu_rpc_async(a->dev, op, 0, 0xffffffffu, in, len, out, cap, got, st, &f);
+			rc = gpusys_emu_wait(a->dev, &f);
+		} else {
+			rc = gpusys_emu_rpc(a->dev, op, 0, 0xffffffffu, in, len, out, cap, got, st);
+		}
+		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+			uint32_t tid = a->w.warp * GPUSYS_WARP_LANES + l, n = len[l];
+			int lrc = rc ? rc : st[l], bad = 0;
+			if (lrc) {
+				a->failed++;
+				if (!a->first)
+					a->first = lrc;
+				continue;
+			}
+			if (!a->max_len) {
+				bad = got[l] != 8 || y[l] != x[l] + 1;
+			} else {
+				const uint8_t *o = a->buf + (size_t)l * 2 * CB_STORM_MAX + CB_STORM_MAX;
+				bad = got[l] != n || (n < CB_STORM_MAX && o[n] != 0xee);
+				for (uint32_t b = 0; !bad && b < n; b++)
+					bad = o[b] != cb_storm_byte(tid, salt, n - 1 - b);
+			}
+			a->wrong += (unsigned)bad;
+		}
+	}
+	return NULL;
+}
+
+/* The storm's table: a callback server of its own (one port per warp, as
+ * the GPU's callback channel has about, bench/calls_gpu.cu), the GPU's rows
+ * (typed 8 B; 0..64 B with room for 64 B and for 2 KiB; 0..2048 B,
+ * synchronous and as futures); each row one warm-up round, then rounds
+ * timed. Returns 0, or 1 having said why (a wrong answer included). */
+static int storm_emulated(unsigned warps, unsigned rounds)
+{
+	struct gpusys_callbacks *cb = NULL;
+	struct gpusys_callbacks_opts co = { .num_ports = warps };
+	struct gpusys_callback_desc rd = { .opcode = CB_STORM_OP_REVERSE, .name = "reverse",
+					   .arg_max = CB_STORM_MAX, .res_max = CB_STORM_MAX, .fn = cb_storm_reverse };
+	struct gpusys_callback_desc id = { .opcode = CB_STORM_OP_INC64, .name = "inc64", .arg_max = 8,
+					   .res_max = 8, .fn = cb_storm_inc64 };
+	int rc = gpusys_callbacks_create(&co, &cb);
+	if (!rc)
+		rc = gpusys_callbacks_register(cb, &rd);
+	if (!rc)
+		rc = gpusys_callbacks_register(cb, &id);
+	if (rc) {
+		fprintf(stderr, "gpusys-bench: storm: callback server: %s\n", gpusys_strerror(rc));
+		if (cb)
+			gpusys_callbacks_destroy(cb);
+		return 1;
+	}
+	struct storm_warp *a = calloc(warps, sizeof(*a));
+	uint8_t *bufs = malloc((size_t)warps * GPUSYS_WARP_LANES * 2 * CB_STORM_MAX);
+	if (!a || !bufs) {
+		fprintf(stderr, "gpusys-bench: storm: out of memory\n");
+		rc = -ENOMEM;
+	}
+	const unsigned lanes = warps * GPUSYS_WARP_LANES;
+	int bad = 0;
+	if (!rc) {
+		printf("callback storm, emulated (bench/cb_storm.h): %u warps x 32 lanes = %u lanes, each one call a "
+		       "round, every answer checked; %u rounds timed after 1 warm-up:\n",
+		       warps, lanes, rounds);
+		printf("  %-48s %12s %10s %8s %8s\n", "call", "ms a round", "M calls/s", "wrong", "failed");
+	}
+	static const struct {
+		uint32_t max_len, cap;
+		int async;
+		const char *name;
+	} rows[] = {
+		{ 0, 8, 0, "8 B each way (a typed call's shape)" },
+		{ 64, 64, 0, "bytes reverse, 0..64 B, room for 64 B" },
+		{ 64, CB_STORM_MAX, 0, "bytes reverse, 0..64 B, room for 2 KiB" },
+		{ CB_STORM_MAX, CB_STORM_MAX, 0, "bytes reverse, 0..2048 B (issue 27's row)" },
+		{ CB_STORM_MAX, CB_STORM_MAX, 1, "bytes reverse, 0..2048 B, async + wait" },
+	};
+	for (unsigned r = 0; r < sizeof(rows) / sizeof(rows[0]) && !rc; r++) {
+		uint64_t t0, t1;
+		unsigned wrong = 0, failed = 0;
+		int first = 0;
+		for (int timed = 0; timed < 2 && !rc; timed++) {
+			for (unsigned w = 0; w < warps; w++)
+				a[w] = (struct storm_warp){ .dev = gpusys_callbacks_emu_dev(cb),
+							    .max_len = rows[r].max_len,
+							    .cap = rows[r].cap,
+							    .async = rows[r].async,
+							    .rounds = timed ? rounds : 1,
+							    .salt = r * 1000u + (unsigned)timed * 100u + 1u,
+							    .buf = bufs + (size_t)w * GPUSYS_WARP_LANES * 2 * CB_STORM_MAX };
+			/* A warp's own failures are counted, not returned:
+			 * bench_run_warps sees rc 0 and the table says them. */
+			rc = bench_run_warps(warps, storm_warp_main, a, sizeof(*a), &t0, &t1);
+			for (unsigned w = 0; w < warps; w++) {
+				wrong += a[w].wrong, failed += a[w].failed;
+				if (!first)
+					first = a[w].first;
+			}
+		}
+		if (rc)
+			break;
+		double ms = (double)(t1 - t0) / 1e6 / rounds;
+		printf("  %-48s %12.3f %10.3f %8u %8u%s%s\n", rows[r].name, ms, lanes / ms / 1e3, wrong, failed,
+		       first ? "  first failure: " : "", first ? gpusys_strerror(first) : "");
+		if (wrong || failed)
+			bad = 1; /* said in the row; the other rows go on */
+	}
+	if (!rc)
+		printf("  (wrong, failed: over every round of the row, the warm-up's too; host threads for warps: "
+		       "the times depend on this host's cores, they are not a GPU's)\n");
+	free(a);
+	free(bufs);
+	gpusys_callbacks_destroy(cb);
+	return rc || bad ? 1 : 0;
+}
+
 int bench_calls_emulated(int argc, char **argv)
 {
-	unsigned iters = 50000, lanes = 32;
+	unsigned iters = 50000, lanes = 32, warps = 8, rounds = 50;
 	const char *runtime_dir = NULL, *daemon = NULL;
-	int opt;
+	int opt, storm_only = 0;
 	static const struct option opts[] = {
 		{ "emulate", no_argument, NULL, 'e' },		 { "iters", required_argument, NULL, 'i' },
 		{ "lanes", required_argument, NULL, 'l' },	 { "runtime-dir", required_argument, NULL, 'r' },
-		{ "daemon", required_argument, NULL, 'd' },	 { NULL, 0, NULL, 0 },
+		{ "daemon", required_argument, NULL, 'd' },	 { "storm", no_argument, NULL, 's' },
+		{ "warps", required_argument, NULL, 'w' },	 { "rounds", required_argument, NULL, 'n' },
+		{ NULL, 0, NULL, 0 },
 	};
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -111,14 +291,20 @@ int bench_calls_emulated(int argc, char **argv)
 		case 'l': lanes = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'r': runtime_dir = optarg; break;
 		case 'd': daemon = optarg; break;
+		case 's': storm_only = 1; break;
+		case 'w': warps = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'n': rounds = (unsigned)strtoul(optarg, NULL, 0); break;
 		default:
 			fprintf(stderr, "usage: gpusys-bench calls --emulate [--daemon PATH | --runtime-dir DIR] "
-					"[--iters N] [--lanes L]\n");
+					"[--iters N] [--lanes L] [--storm] [--warps W] [--rounds R]\n");
 			return 2;
 		}
 	}
-	if (!lanes || lanes > 32 || iters < 10)
+	/* warps: a host thread and a callback port each */
+	if (!lanes || lanes > 32 || iters < 10 || !warps || warps > 1024 || !rounds)
 		return 2;
+	if (storm_only)
+		return storm_emulated(warps, rounds);
 	struct bench_daemon bd;
 	memset(&bd, 0, sizeof(bd));
 	if (bench_daemon_start(&bd, daemon, &runtime_dir) < 0)
@@ -183,5 +369,7 @@ int bench_calls_emulated(int argc, char **argv)
 	gpusys_emu_close(emu);
 	gpusys_detach(client);
 	bench_daemon_stop(&bd);
-	return rc ? 1 : 0;
+	/* The storm needs none of the above: its own callback server. */
+	int src = rc ? 0 : storm_emulated(warps, rounds);
+	return rc || src ? 1 : 0;
 }

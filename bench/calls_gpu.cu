@@ -15,8 +15,16 @@
  *               of host work; file preads), compute, then wait: the share
  *               of the call time hidden behind the compute, from the
  *               kernel times of calls alone, compute alone, and both.
+ *   storm       issue 27's data plane: 256 threads on every SM (33,792 on
+ *               the H100), each one call with its own payload of 0..2 KiB
+ *               (bench/cb_storm.h) to a bytes callback that answers it
+ *               reversed, every answer checked in the kernel; beside the
+ *               same threads' typed 8-byte callback, payloads of 0..64 B
+ *               (packet 0 only, nothing streamed) with room for 64 B and
+ *               for 2 KiB back, and the 0..2 KiB storm as futures.
+ *               --storm: this part alone.
  *
- *   gpusys-bench calls [--daemon PATH | --runtime-dir DIR] [--iters N]
+ *   gpusys-bench calls [--daemon PATH | --runtime-dir DIR] [--iters N] [--storm]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +45,7 @@ extern "C" {
 #include "gpusys/callback.h"
 #include "gpusys/device.cuh"
 #include "gpusys/file.cuh"
+#include "cb_storm.h"
 #include "rpc_v0.h"
 
 #define CK(x)                                                                                                  \
@@ -62,6 +71,13 @@ constexpr gpusys_callback<unsigned(unsigned)> inc_quick_cb{ 0x8003 }; /* the sam
 #define OP_ECHO_CB 0x8004 /* bytes back unchanged, for the stream rows */
 #define OP_UNREGISTERED 0x8fff /* nobody registers it */
 constexpr gpusys_callback<void()> tick_cb{ 0x8005 }; /* no argument, no result: a NOOP's shape */
+/* The storm's comparison: a typed callback of 8 bytes each way (heads, abi.h). */
+constexpr gpusys_callback<unsigned long long(unsigned long long)> inc64_cb{ CB_STORM_OP_INC64 };
+
+static unsigned long long inc64_host(unsigned long long x)
+{
+	return x + 1;
+}
 
 static void tick_host(void)
 {
@@ -166,6 +182,56 @@ static __global__ void k_stream(gpusys_dev_t dev, int which, uint8_t *buf, unsig
 			atomicCAS(err, 0, -EBADMSG);
 			break;
 		}
+}
+
+/* The storm (bench/cb_storm.h): each thread one call. max_len 0: the typed
+ * 8-byte callback; otherwise a bytes call of cb_storm_len(tid, max_len)
+ * bytes from bufs (2 x CB_STORM_MAX a thread: in, then out) with room for
+ * cap back, answered reversed; async: started, then waited (a future). The
+ * byte after the answer is poisoned first: a write past what the call
+ * reported is wrong too. Counts calls that failed (status) and answers that
+ * came back wrong. Writing and checking the payloads is inside the timed
+ * kernel (each thread's own 4 KiB of device memory, next to nothing beside
+ * a round trip to the host). No __launch_bounds__: with it ptxas kept to 64
+ * registers and spilled (84 bytes); without, 72 and no spill (sm_90, CUDA
+ * 13.0). */
+static __global__ void k_storm(gpusys_dev_t dev, uint32_t max_len, uint32_t cap, int async, uint32_t salt,
+			       uint8_t *bufs, unsigned *counts, int *first)
+{
+	const uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+	int rc, bad = 0;
+	if (!max_len) {
+		const unsigned long long x = cb_storm_word(tid, salt);
+		gpusys_result<unsigned long long> r = gpusys_call<unsigned long long>(dev, inc64_cb, x);
+		rc = r.err;
+		bad = !rc && r.value != x + 1;
+	} else {
+		const uint32_t n = cb_storm_len(tid, max_len);
+		uint8_t *in = bufs + (size_t)tid * 2 * CB_STORM_MAX, *out = in + CB_STORM_MAX;
+		for (uint32_t b = 0; b < n; b++)
+			in[b] = cb_storm_byte(tid, salt, b);
+		if (n < CB_STORM_MAX)
+			out[n] = 0xee;
+		uint32_t got = ~0u;
+		if (async) {
+			gpusys_future_t f = gpusys_call_bytes_async(dev, CB_STORM_OP_REVERSE, in, n, out, cap);
+			rc = (int)gpusys_wait(dev, f);
+			got = gpusys_future_len(f);
+		} else {
+			rc = gpusys_call_bytes(dev, CB_STORM_OP_REVERSE, in, n, out, cap, &got);
+		}
+		if (!rc) {
+			bad = got != n || (n < CB_STORM_MAX && out[n] != 0xee);
+			for (uint32_t b = 0; !bad && b < n; b++)
+				bad = out[b] != cb_storm_byte(tid, salt, n - 1 - b);
+		}
+	}
+	if (rc) {
+		atomicAdd(&counts[0], 1u);
+		atomicCAS(first, 0, rc);
+	} else if (bad) {
+		atomicAdd(&counts[1], 1u);
+	}
 }
 
 static __global__ void k_empty(int *x)
@@ -367,17 +433,118 @@ static void overlap(gpusys_t *g, int kind, int all, unsigned us, unsigned bytes,
 		cudaFree(bufs);
 }
 
+/* The storm's rows: one warm-up launch (not timed: the pool's threads and
+ * the ports' first use), then STORM_LAUNCHES timed ones, each with its own
+ * salt; kernel times (events) as the overlap rows, the median given. Every
+ * launch's answers are checked, the warm-up's too. */
+#define STORM_LAUNCHES 5
+static void storm(gpusys_t *g, int sms)
+{
+	const uint32_t blocks = (uint32_t)sms, threads = blocks * CB_STORM_BLOCK;
+	uint8_t *bufs;
+	unsigned *dcounts;
+	int *dfirst;
+	CK(cudaMalloc(&bufs, (size_t)threads * 2 * CB_STORM_MAX));
+	CK(cudaMalloc(&dcounts, 2 * sizeof(unsigned)));
+	CK(cudaMalloc(&dfirst, sizeof(int)));
+	/* What the lengths add up to (the host computes the same function). */
+	uint64_t bytes[2] = { 0, 0 }; /* 0..64, 0..2048 */
+	uint32_t streamed = 0;
+	for (uint32_t t = 0; t < threads; t++) {
+		bytes[0] += cb_storm_len(t, 64);
+		bytes[1] += cb_storm_len(t, CB_STORM_MAX);
+		streamed += cb_storm_len(t, CB_STORM_MAX) > GPUSYS_INLINE_BYTES;
+	}
+	printf("callback storm (issue 27; bench/cb_storm.h): %u blocks x %u threads = %u threads, one call each, "
+	       "every answer checked in the kernel; kernel time, median of %d launches (1 warm-up before); "
+	       "%u of the 0..2048 B payloads stream past packet 0 (%u B a lane):\n",
+	       blocks, CB_STORM_BLOCK, threads, STORM_LAUNCHES, streamed, (unsigned)GPUSYS_INLINE_BYTES);
+	printf("  %-48s %9s %9s %10s %12s %7s %7s\n", "call", "ms", "min ms", "M calls/s", "MB each way", "wrong",
+	       "failed");
+	/* Rows 2 and 3 differ only in the room given for the answer: a
+	 * synchronous call whose capacities could need more than one 2 KiB
+	 * packet back takes one of the channel's few window ports
+	 * (gpusys_wants_window), whatever the answer turns out to be. Row 5:
+	 * futures never take window ports; they stream in 2 KiB packets. */
+	static const struct {
+		uint32_t max_len, cap;
+		int async;
+		const char *name;
+	} rows[] = {
+		{ 0, 8, 0, "typed inc(x), 8 B each way" },
+		{ 64, 64, 0, "bytes reverse, 0..64 B, room for 64 B" },
+		{ 64, CB_STORM_MAX, 0, "bytes reverse, 0..64 B, room for 2 KiB" },
+		{ CB_STORM_MAX, CB_STORM_MAX, 0, "bytes reverse, 0..2048 B (issue 27's row)" },
+		{ CB_STORM_MAX, CB_STORM_MAX, 1, "bytes reverse, 0..2048 B, async + wait" },
+	};
+	const int nrows = (int)(sizeof(rows) / sizeof(rows[0]));
+	for (int r = 0; r < nrows; r++) {
+		double t[STORM_LAUNCHES];
+		unsigned c[2]; /* failed, wrong */
+		int first = 0;
+		CK(cudaMemset(dcounts, 0, 2 * sizeof(unsigned)));
+		CK(cudaMemset(dfirst, 0, sizeof(int)));
+		for (int i = -1; i < STORM_LAUNCHES; i++) {
+			cudaEvent_t a, b;
+			CK(cudaEventCreate(&a));
+			CK(cudaEventCreate(&b));
+			CK(cudaEventRecord(a));
+			k_storm<<<blocks, CB_STORM_BLOCK>>>(gpusys_device(g), rows[r].max_len, rows[r].cap,
+							    rows[r].async, (uint32_t)(r * 100 + i + 1), bufs, dcounts,
+							    dfirst);
+			CK(cudaGetLastError());
+			CK(cudaEventRecord(b));
+			int rc = gpusys_synchronize(g, NULL, 120000);
+			if (rc) {
+				fprintf(stderr, "gpusys-bench: storm kernel: %s\n", gpusys_strerror(rc));
+				exit(1);
+			}
+			float ms;
+			CK(cudaEventElapsedTime(&ms, a, b));
+			if (i >= 0)
+				t[i] = ms;
+			cudaEventDestroy(a);
+			cudaEventDestroy(b);
+		}
+		CK(cudaMemcpy(c, dcounts, sizeof(c), cudaMemcpyDeviceToHost));
+		CK(cudaMemcpy(&first, dfirst, sizeof(int), cudaMemcpyDeviceToHost));
+		/* The median of the timed launches (insertion sort: 5 of them). */
+		for (int i = 1; i < STORM_LAUNCHES; i++)
+			for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
+				double x = t[j];
+				t[j] = t[j - 1];
+				t[j - 1] = x;
+			}
+		double med = t[STORM_LAUNCHES / 2];
+		double mb = !rows[r].max_len ? threads * 8.0 / 1e6 : bytes[rows[r].max_len == 64 ? 0 : 1] / 1e6;
+		printf("  %-48s %9.3f %9.3f %10.3f %12.2f %7u %7u%s%s\n", rows[r].name, med, t[0], threads / med / 1e3,
+		       mb, c[1], c[0], first ? "  first failure: " : "", first ? gpusys_strerror(first) : "");
+	}
+	/* The callback channel's shape (its header, host view): how many warps
+	 * share a port, and a window port. */
+	uint64_t cb_bytes = 0;
+	const struct gpusys_channel_header *hdr =
+		(const struct gpusys_channel_header *)gpusys_callbacks_channel(gpusys_callbacks_of(g), &cb_bytes);
+	printf("  (wrong, failed: over all %d launches of the row, %u calls each; issue 27's target for its row: "
+	       "under 20 ms; the callback channel: %u ports, %u of them window ports, for %u warps)\n",
+	       STORM_LAUNCHES + 1, threads, hdr ? hdr->num_ports : 0, hdr ? hdr->num_windows : 0, threads / 32);
+	cudaFree(bufs);
+	cudaFree(dcounts);
+	cudaFree(dfirst);
+}
+
 static void usage(void)
 {
-	fprintf(stderr, "usage: gpusys-bench calls [--daemon PATH | --runtime-dir DIR] [--iters N]\n");
+	fprintf(stderr, "usage: gpusys-bench calls [--daemon PATH | --runtime-dir DIR] [--iters N] [--storm]\n");
 }
 
 extern "C" int bench_calls_gpu(int argc, char **argv)
 {
-	int iters = 20000, opt;
+	int iters = 20000, opt, storm_only = 0;
 	const char *runtime_dir = NULL, *daemon = NULL;
 	static const struct option opts[] = {
 		{ "iters", required_argument, NULL, 'i' },
+		{ "storm", no_argument, NULL, 's' },
 		{ "runtime-dir", required_argument, NULL, 'r' },
 		{ "daemon", required_argument, NULL, 'd' },
 		{ NULL, 0, NULL, 0 },
@@ -388,6 +555,7 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 		case 'i': iters = atoi(optarg); break;
 		case 'r': runtime_dir = optarg; break;
 		case 'd': daemon = optarg; break;
+		case 's': storm_only = 1; break;
 		default: usage(); return 2;
 		}
 	}
@@ -422,16 +590,30 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 	ed.name = "echo";
 	ed.arg_max = ed.res_max = 1u << 20;
 	ed.fn = echo_cb;
+	struct gpusys_callback_desc rd;
+	memset(&rd, 0, sizeof(rd));
+	rd.opcode = CB_STORM_OP_REVERSE;
+	rd.name = "reverse";
+	rd.arg_max = rd.res_max = CB_STORM_MAX;
+	rd.fn = cb_storm_reverse;
 	if (!cb || gpusys_register(cb, inc_cb, "inc", inc_host) || gpusys_register(cb, work_cb, "work", work_host) ||
 	    gpusys_register(cb, inc_quick_cb, "inc_quick", inc_host, GPUSYS_CALLBACK_QUICK) ||
-	    gpusys_register(cb, tick_cb, "tick", tick_host) ||
-	    gpusys_register_callback(g, &ed)) {
+	    gpusys_register(cb, tick_cb, "tick", tick_host) || gpusys_register(cb, inc64_cb, "inc64", inc64_host) ||
+	    gpusys_register_callback(g, &ed) || gpusys_register_callback(g, &rd)) {
 		fprintf(stderr, "gpusys-bench: cannot register the callbacks\n");
 		return 1;
 	}
 	cudaDeviceProp prop;
 	CK(cudaGetDeviceProperties(&prop, 0));
 	printf("gpusys-bench calls: %s, %u ports, %d iterations per row\n", prop.name, gpusys_num_ports(g), iters);
+	int sms = 0;
+	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+	if (storm_only) {
+		storm(g, sms);
+		gpusys_detach(g);
+		bench_daemon_stop(&bd);
+		return 0;
+	}
 
 	/* 1. The synchronous path before and after the split, alternating. */
 	printf("sync path A/B (one warp, NOOP, 3 rounds each, alternating):\n");
@@ -485,8 +667,6 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 	 * (the shared notes' reference/stream_floor.cu, H100): one warp's
 	 * naive round trip through pinned memory 1,495 us for 32 x 64 KiB
 	 * (1.40 GB/s each way) and 102 us for 32 x 4 KiB. */
-	int sms = 0;
-	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
 	for (int blocks = 1; blocks <= sms; blocks = blocks == 1 ? sms : sms + 1) {
 		for (unsigned n = 4096; n <= 65536; n *= 16) {
 			if (blocks > 1 && n < 65536)
@@ -571,6 +751,9 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 	overlap(g, 1, 1, 0, 64, file, derr);
 	overlap(g, 1, 0, 0, 64 * 1024, file, derr);
 	cudaFree(derr);
+
+	/* 4. The storm. */
+	storm(g, sms);
 
 	gpusys_detach(g);
 	bench_daemon_stop(&bd);

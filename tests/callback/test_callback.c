@@ -5,7 +5,10 @@
  * of every warp with its result checked, payloads from 0 bytes to 1 MiB per
  * lane, unregistered opcodes and oversize arguments, slow callbacks while
  * other calls keep flowing, fire-and-forget, asynchronous calls completed
- * out of order, and a pool that sleeps when idle and wakes quickly.
+ * out of order, and a pool that sleeps when idle and wakes quickly; and
+ * issue 27's storm (bench/cb_storm.h) on a small scale: warps at once whose
+ * lanes each send their own 0..2 KiB, mixing packet 0 and streamed lanes in
+ * every call.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -23,6 +26,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "bench/cb_storm.h" /* the storm's lengths and bytes, as the GPU's (tests/gpu/test_gpu_cbstorm.cu) */
 #include "gpusys/callback.h"
 #include "gpusys/gpusys.h" /* gpusys_strerror */
 #include "gpusys/emulator.h"
@@ -315,6 +319,117 @@ static void test_payloads(void **state)
 	sync_callbacks();
 }
 
+/* -------------------------------------------------------------- storm */
+
+struct storm_job {
+	uint32_t warp;   /* the emulated warp (its first port) */
+	uint32_t base;   /* the storm's thread id of lane 0 */
+	unsigned rounds;
+	uint8_t (*ib)[CB_STORM_MAX], (*ob)[CB_STORM_MAX]; /* LANES each */
+	int rc;          /* the first failure: -errno, or -EBADMSG for a wrong answer */
+	uint32_t bad_lane, bad_round, bad_byte;
+};
+
+/* Lane l of this warp is thread base + l of the GPU storm: its length
+ * and bytes (cb_storm_len, cb_storm_byte), a new salt each round. Rounds
+ * alternate synchronous and asynchronous calls, and room for 2 KiB back
+ * with room for exactly the answer. */
+static void *storm_warp(void *arg)
+{
+	struct storm_job *j = arg;
+	uint8_t (*ib)[CB_STORM_MAX] = j->ib, (*ob)[CB_STORM_MAX] = j->ob;
+	const void *in[LANES];
+	void *out[LANES];
+	uint32_t len[LANES], cap[LANES], got[LANES];
+	int32_t st[LANES];
+
+	gpusys_emu_set_warp(j->warp);
+	for (unsigned r = 0; r < j->rounds && !j->rc; r++) {
+		const uint32_t salt = r * 131u + j->warp;
+		for (uint32_t l = 0; l < LANES; l++) {
+			uint32_t tid = j->base + l;
+			len[l] = cb_storm_len(tid, CB_STORM_MAX);
+			for (uint32_t b = 0; b < len[l]; b++)
+				ib[l][b] = cb_storm_byte(tid, salt, b);
+			memset(ob[l], 0xee, CB_STORM_MAX);
+			in[l] = ib[l], out[l] = ob[l];
+			cap[l] = r % 4 >= 2 ? len[l] : CB_STORM_MAX;
+			got[l] = UINT32_MAX;
+			st[l] = 1;
+		}
+		int rc;
+		if (r % 2) {
+			struct gpusys_emu_future f;
+			gpusys_emu_rpc_async(dev_, CB_STORM_OP_REVERSE, 0, ALL_LANES, in, len, out, cap, got, st, &f);
+			rc = gpusys_emu_wait(dev_, &f);
+		} else {
+			rc = gpusys_emu_rpc(dev_, CB_STORM_OP_REVERSE, 0, ALL_LANES, in, len, out, cap, got, st);
+		}
+		for (uint32_t l = 0; l < LANES && !j->rc; l++) {
+			uint32_t tid = j->base + l, n = len[l], b = 0;
+			if (rc || st[l] || got[l] != n) {
+				j->rc = rc ? rc : st[l] ? st[l] : -EBADMSG;
+				b = UINT32_MAX;
+			} else {
+				while (b < n && ob[l][b] == cb_storm_byte(tid, salt, n - 1 - b))
+					b++;
+				if (b < n || (n < CB_STORM_MAX && ob[l][n] != 0xee))
+					j->rc = -EBADMSG;
+			}
+			if (j->rc)
+				j->bad_lane = l, j->bad_round = r, j->bad_byte = b;
+		}
+	}
+	return NULL;
+}
+
+static void test_storm(void **state)
+{
+	(void)state;
+	enum { WARPS = 8, ROUNDS = 24 };
+	struct storm_job j[WARPS];
+	pthread_t t[WARPS];
+	/* Registered here, not in setup: test_registration counts the
+	 * callbacks registered before it. */
+	const struct gpusys_callback_desc d = { .opcode = CB_STORM_OP_REVERSE, .name = "reverse",
+						.arg_max = CB_STORM_MAX, .res_max = CB_STORM_MAX,
+						.fn = cb_storm_reverse };
+	assert_int_equal(gpusys_callbacks_register(cb_, &d), 0);
+	uint32_t streamed = 0, edges[CB_STORM_NEDGES] = { 0 };
+	for (uint32_t tid = 0; tid < WARPS * LANES; tid++) {
+		uint32_t n = cb_storm_len(tid, CB_STORM_MAX);
+		streamed += n > GPUSYS_INLINE_BYTES;
+		for (uint32_t e = 0; e < CB_STORM_NEDGES; e++)
+			edges[e] += n == cb_storm_edge(e);
+	}
+	/* The shape the storm promises: every edge, and both kinds of lane. */
+	for (uint32_t e = 0; e < CB_STORM_NEDGES; e++)
+		assert_true(edges[e] > 0);
+	assert_true(streamed > WARPS * LANES / 4 && streamed < WARPS * LANES);
+	uint64_t t0 = now_ns();
+	for (uint32_t w = 0; w < WARPS; w++) {
+		j[w] = (struct storm_job){ .warp = 40 + w, .base = w * LANES, .rounds = ROUNDS };
+		j[w].ib = malloc(LANES * CB_STORM_MAX);
+		j[w].ob = malloc(LANES * CB_STORM_MAX);
+		assert_non_null(j[w].ib);
+		assert_non_null(j[w].ob);
+		pthread_create(&t[w], NULL, storm_warp, &j[w]);
+	}
+	for (uint32_t w = 0; w < WARPS; w++) {
+		pthread_join(t[w], NULL);
+		free(j[w].ib);
+		free(j[w].ob);
+		if (j[w].rc)
+			fail_msg("warp %u lane %u round %u (%u bytes): %s at byte %u", j[w].warp, j[w].bad_lane,
+				 j[w].bad_round, cb_storm_len(j[w].base + j[w].bad_lane, CB_STORM_MAX),
+				 gpusys_strerror(j[w].rc), j[w].bad_byte);
+	}
+	print_message("storm: %d warps x 32 lanes x %d rounds, 0..2048 B a lane (%u of %d lanes streamed), every "
+		      "byte checked, %.0f ms\n",
+		      WARPS, ROUNDS, streamed, WARPS * LANES, (now_ns() - t0) / 1e6);
+	sync_callbacks();
+}
+
 /* --------------------------------------------------------------- errors */
 
 static void test_unregistered_and_oversize(void **state)
@@ -572,6 +687,7 @@ int main(void)
 		cmocka_unit_test(test_registration),
 		cmocka_unit_test(test_every_lane_every_warp),
 		cmocka_unit_test(test_payloads),
+		cmocka_unit_test(test_storm),
 		cmocka_unit_test(test_unregistered_and_oversize),
 		cmocka_unit_test(test_slow_callbacks_others_flow),
 		cmocka_unit_test(test_noreply_callbacks),
