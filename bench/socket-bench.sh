@@ -5,7 +5,8 @@
 # HEAD, keep-alive, 404, 400, paths escaping the directory, plain and
 # percent-encoded, a percent-encoded name), then measures, each against its
 # CPU peer in the same run:
-# - 1000 and 10,000 connections echoing 1 B-64 KiB payloads for 10 s
+# - (bench/socket-echo.sh) one connection's 64 B round trip against tcp_echo
+#   with 1 and 1056 warps; 1000 and 10,000 connections echoing 1 B-64 KiB for 10 s
 #   (bench/echo_load, every byte checked) against tcp_echo (one kernel of the
 #   default size) and bench/echo_cpu;
 # - gpu_httpd vs http_cpu under wrk (Debian's, carried in .debs/ by
@@ -92,31 +93,10 @@ for port in 18080 18081; do
 done
 kill $httpd $cpu; wait $httpd 2>/dev/null
 
-echo "== 1000 and 10,000 connections echoing 1 B-64 KiB for 10 s (0 dropped, 0 wrong)"
-"$B/examples/tcp_echo" 17778 &
-te=$!
-"$B/bench/echo_cpu" 17779 16 &
-ec=$!
-sleep 2
-for conns in 1000 10000; do
-	printf 'tcp_echo %s: ' "$conns"; "$B/bench/echo_load" 127.0.0.1 17778 "$conns" 10 16; echo "rc=$?"
-	printf 'echo_cpu %s: ' "$conns"; "$B/bench/echo_load" 127.0.0.1 17779 "$conns" 10 16; echo "rc=$?"
-done
-kill $te $ec; wait $te 2>/dev/null
-
-echo "== one connection, 64 B round trips, 5 s: tcp_echo with 1 and 1056 warps, echo_cpu"
-for w in 1 1056; do
-	"$B/examples/tcp_echo" 17780 0 "$w" 2>/dev/null &
-	te=$!
-	sleep 2
-	printf 'tcp_echo, %s warps: ' "$w"; "$B/bench/echo_load" 127.0.0.1 17780 1 5 1 64
-	kill $te; wait $te 2>/dev/null
-done
-"$B/bench/echo_cpu" 17781 16 &
-ec=$!
-sleep 0.5
-printf 'echo_cpu: '; "$B/bench/echo_load" 127.0.0.1 17781 1 5 1 64
-kill $ec; wait $ec 2>/dev/null
+# The echo rows (one connection's 64 B round trip with 1 and 1056 warps,
+# 1000 and 10,000 connections) and their CPU peers: bench/socket-echo.sh,
+# with a daemon of its own.
+ECHO_CPU_ROWS=1 bash "$(dirname "$0")/socket-echo.sh" "$B"
 
 echo "== gpusys-bench-sock"
 timeout 120 "$B/bench/gpusys-bench-sock" 20000 1024
