@@ -22,10 +22,19 @@
  * client achieves is keeping the daemon awake, spinning its idle spin
  * window after each byte, as it could by sending requests.
  *
- * The connection then stays open and idle: its closing (or the client
- * process dying) is the detach, and the daemon frees everything of that
- * client. A daemon that must refuse sends a welcome with status < 0 and a
+ * The connection then stays open: its closing (or the client process
+ * dying) is the detach, and the daemon frees everything of that client. A
+ * daemon that must refuse sends a welcome with status < 0 and a
  * NUL-terminated message, then closes.
+ *
+ * After the welcome (wire 4) the client may send reports on it
+ * (struct gpusys_report below: what libgpusys did that the daemon cannot
+ * see, such as a finished bulk copy), each in one record, and never expects
+ * an answer; the daemon sends nothing back but a goodbye. Only when the
+ * welcome's wire_version is GPUSYS_WIRE_REPORTS or more: a daemon answers a
+ * hello in the hello's own version (it accepts GPUSYS_WIRE_VERSION_MIN up to
+ * its own), so an older client's session stays one without reports, and
+ * anything such a client sends is a protocol error as before.
  *
  * The control socket RUNTIME_DIR/control.sock is AF_UNIX SOCK_STREAM with
  * one JSON object per line each way: {"cmd":"status"} -> status object.
@@ -50,10 +59,19 @@
  * ends a client for a reason of its own (status < 0 and the message say
  * why: -ENODEV, "GPU ... failed: Xid 79"); the hang-up follows. */
 #define GPUSYS_GOODBYE_MAGIC UINT32_C(0x45594247) /* "GBYE" */
+#define GPUSYS_REPORT_MAGIC UINT32_C(0x50455247)  /* "GREP" */
 /* 2: the hello names the client's GPU by UUID (gpu_uuid).
  * 3: a hello may re-offer a channel after a daemon restart
- *    (GPUSYS_HELLO_FD_CHANNEL). */
-#define GPUSYS_WIRE_VERSION 3u
+ *    (GPUSYS_HELLO_FD_CHANNEL).
+ * 4: reports after the welcome (struct gpusys_report). The hello and the
+ *    welcome are those of 3. */
+#define GPUSYS_WIRE_VERSION 4u
+/* The oldest hello a daemon still takes: its layout is this version's, and
+ * a client that was running across a daemon upgrade re-offers its channel
+ * with the hello it first sent (docs/RESTART.md). */
+#define GPUSYS_WIRE_VERSION_MIN 3u
+/* The first version whose sessions carry reports. */
+#define GPUSYS_WIRE_REPORTS 4u
 
 #define GPUSYS_SOCKET_NAME "gpusysd.sock"
 #define GPUSYS_CONTROL_NAME "control.sock"
@@ -119,5 +137,47 @@ struct gpusys_welcome {
 	uint64_t bulk_bytes;
 	char message[256];       /* human-readable, NUL-terminated (wire 2: was 128) */
 };
+
+/* What a report tells (wire 4). */
+enum gpusys_report_kind {
+	GPUSYS_REPORT_COPY = 1, /* a bulk copy of libgpusys finished (include/gpusys/copy.h) */
+};
+
+/* Bounds the daemon holds a report to: the client is not trusted, and a
+ * value past these is a lie, not a measurement (a protocol error). */
+#define GPUSYS_REPORT_MAX_PRODUCERS 4096u            /* threads of one copy engine */
+#define GPUSYS_REPORT_MAX_BYTES (UINT64_C(1) << 48)  /* 256 TiB in one copy */
+#define GPUSYS_REPORT_MAX_NS (UINT64_C(1) << 50)     /* 13 days for one copy */
+#define GPUSYS_REPORT_MAX_CHANGES (UINT64_C(1) << 40) /* producers added or taken back */
+#define GPUSYS_REPORT_MAX_BYTES_PER_NS 10000u        /* 10 TB/s: beyond any link */
+
+/*
+ * One report, client -> daemon, fixed size, native byte order (both ends
+ * are on one host). A report may come in pieces (several records, in
+ * order), which the daemon joins; a record that runs past the end of the
+ * report, a wrong magic, kind or length, or a field out of bounds ends the
+ * client (a goodbye says why). The client sends it with MSG_DONTWAIT and
+ * drops it when the socket is full: a report never delays what it reports.
+ */
+struct gpusys_report {
+	uint32_t magic;          /* GPUSYS_REPORT_MAGIC */
+	uint16_t kind;           /* enum gpusys_report_kind */
+	uint16_t length;         /* sizeof(struct gpusys_report) */
+	/* GPUSYS_REPORT_COPY: one copy that went through the copy engine
+	 * (a driver copy below min_engine_bytes is not reported). */
+	uint32_t direction;      /* 0 host to device, 1 device to host */
+	uint32_t producers_open; /* producer threads working when the engine
+				    was opened */
+	uint32_t producers_end;  /* working when this copy ended: producers_open
+				    + added - taken_back */
+	uint32_t reserved;       /* 0 */
+	uint64_t bytes;          /* the copy's size, >= 1 */
+	uint64_t ns;             /* from the engine taking it up to its end, >= 1 */
+	uint64_t added;          /* producers put to work since the engine was opened */
+	uint64_t taken_back;     /* and taken back since then (copy_adapt.h) */
+};
+
+GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_report) == 56, "the report's layout is part of wire 4");
+GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_report) < 65536, "length is 16 bits");
 
 #endif /* GPUSYS_WIRE_H */

@@ -51,11 +51,14 @@ static void close_fds(int *fds, unsigned n)
 			close(fds[i]);
 }
 
-static void refuse(int fd, int status, const char *why)
+/* A refusal in the version the hello spoke (an older client reads the
+ * message only from a welcome of its own version). */
+static void refuse(int fd, uint32_t version, int status, const char *why)
 {
 	struct gpusys_welcome w;
 
 	welcome_refusal(&w, status, "%s", why);
+	w.wire_version = version;
 	welcome_send(fd, &w, -1);
 	close(fd);
 }
@@ -84,6 +87,22 @@ static void detach(struct daemon *d, struct session *s, const char *why)
 	notify_status(d->reg.count, daemon_requests_served(d));
 }
 
+/* End a client for a reason of the daemon's: the goodbye says why (wire.h),
+ * then the hang-up, seen at once even while calls in the pool still hold
+ * the session. */
+static void end_session(struct daemon *d, struct session *s, int status, const char *bye_msg, const char *why)
+{
+	struct gpusys_welcome bye;
+	welcome_refusal(&bye, status, "%s", bye_msg);
+	bye.magic = GPUSYS_GOODBYE_MAGIC;
+	bye.wire_version = s->wire_version;
+	if (send(s->client.sock, &bye, sizeof(bye), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+	}
+	channel_mark_stopped(&s->chan);
+	shutdown(s->client.sock, SHUT_RDWR);
+	detach(d, s, why);
+}
+
 static void fail_gpu(struct daemon *d, struct gpu *g, const char *why)
 {
 	if (g->failed)
@@ -96,33 +115,59 @@ static void fail_gpu(struct daemon *d, struct gpu *g, const char *why)
 		next = s->next;
 		if (s->client.gpu != g)
 			continue;
-		/* Why, before the hang-up (wire.h: the goodbye). */
-		struct gpusys_welcome bye;
-		welcome_refusal(&bye, -ENODEV, "GPU %s failed: %.160s", g->uuid_text, why);
-		bye.magic = GPUSYS_GOODBYE_MAGIC;
-		if (send(s->client.sock, &bye, sizeof(bye), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-		}
-		channel_mark_stopped(&s->chan);
-		shutdown(s->client.sock, SHUT_RDWR);
-		detach(d, s, "its GPU failed");
+		char bye[256]; /* a welcome's message */
+		snprintf(bye, sizeof(bye), "GPU %s failed: %.160s", g->uuid_text, why);
+		end_session(d, s, -ENODEV, bye, "its GPU failed");
 		ended++;
 	}
 	log_err("GPU %s (%s) failed: %s: %u client%s ended, new ones refused; other GPUs' clients go on", g->uuid_text,
 		g->name, why, ended, ended == 1 ? "" : "s");
 }
 
+/* Records read from one client per wake-up: a client that floods reports
+ * waits for the next turn of the loop, behind everyone else. */
+#define REPORTS_PER_EVENT 32
+
 static void on_session_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
-	char byte;
+	struct daemon *d = s->daemon;
+	char why[200];
 
 	(void)what;
-	ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+	if (s->wire_version < GPUSYS_WIRE_REPORTS) {
+		/* This session's connection carries nothing after the welcome:
+		 * data is a protocol error, and ending the session is the
+		 * only safe answer. */
+		char byte;
+		ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		detach(d, s, n == 0 ? "connection closed" : n < 0 ? strerror(errno) : "unexpected message");
 		return;
-	/* The connection carries nothing after the welcome: data is a
-	 * protocol error, and ending the session is the only safe answer. */
-	detach(s->daemon, s, n == 0 ? "connection closed" : n < 0 ? strerror(errno) : "unexpected message");
+	}
+	for (int i = 0; i < REPORTS_PER_EVENT; i++) {
+		struct gpusys_report r;
+		int rc = report_read(fd, &s->reports, &r, why, sizeof(why));
+		if (rc == -EAGAIN)
+			return;
+		if (rc == 1)
+			copy_counts_add(&s->copies, &r);
+		if (rc >= 0)
+			continue; /* a report, or a piece of one */
+		if (rc == -ECONNRESET) {
+			detach(d, s, why);
+			return;
+		}
+		log_context_set(s->peer.pid, s->id, -1);
+		log_warn("client %u (pid %d comm '%s') sent a bad report: %s; ending it", s->id, (int)s->peer.pid,
+			 s->peer.comm, why);
+		log_context_clear();
+		char bye[256];
+		snprintf(bye, sizeof(bye), "protocol error: %.200s", why);
+		end_session(d, s, -EPROTO, bye, "protocol error");
+		return;
+	}
 }
 
 /* ---------------------------------------------------------------- attach */
@@ -136,7 +181,7 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 		snprintf(why, sizeof(why), "gpusysd already serves its maximum of %u clients", d->cfg.max_clients);
 		log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
 		close_fds(fds, HELLO_NFDS);
-		refuse(fd, -EUSERS, why);
+		refuse(fd, h->wire_version, -EUSERS, why);
 		return;
 	}
 	/* One user cannot take every slot from the others. */
@@ -147,7 +192,7 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 			 (unsigned)peer->uid, mine);
 		log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
 		close_fds(fds, HELLO_NFDS);
-		refuse(fd, -EUSERS, why);
+		refuse(fd, h->wire_version, -EUSERS, why);
 		return;
 	}
 	/* The client's GPU, by UUID: its ordinal is in its own numbering. A
@@ -160,7 +205,7 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 			snprintf(why, sizeof(why), "a CUDA client must name its GPU by UUID");
 			log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
 			close_fds(fds, HELLO_NFDS);
-			refuse(fd, -EPROTO, why);
+			refuse(fd, h->wire_version, -EPROTO, why);
 			return;
 		}
 		gpu = gpus_find(h->gpu_uuid, why, sizeof(why));
@@ -171,7 +216,7 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 		if (!gpu) {
 			log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
 			close_fds(fds, HELLO_NFDS);
-			refuse(fd, -ENODEV, why);
+			refuse(fd, h->wire_version, -ENODEV, why);
 			return;
 		}
 		/* An emulated GPU (tests) has no ordinal here: its clients get
@@ -190,7 +235,7 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 	if (!group) {
 		log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
 		close_fds(fds, HELLO_NFDS);
-		refuse(fd, -ENOSPC, why);
+		refuse(fd, h->wire_version, -ENOSPC, why);
 		return;
 	}
 	const struct channel_ops *ops = channel_pick(device, h->memory_kinds);
@@ -199,7 +244,7 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 			 h->memory_kinds);
 		log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
 		close_fds(fds, HELLO_NFDS);
-		refuse(fd, -EPROTO, why);
+		refuse(fd, h->wire_version, -EPROTO, why);
 		return;
 	}
 
@@ -218,7 +263,7 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 		if (r < 0) {
 			log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
 			close_fds(fds, HELLO_NFDS);
-			refuse(fd, r, why);
+			refuse(fd, h->wire_version, r, why);
 			return;
 		}
 		fds[HELLO_FD_CHANNEL] = -1; /* the channel's now */
@@ -257,10 +302,11 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 			snprintf(why, sizeof(why), "cannot create the channel: %s", strerror(-r));
 		log_err("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
 		close_fds(fds, HELLO_NFDS);
-		refuse(fd, r, why);
+		refuse(fd, h->wire_version, r, why);
 		return;
 	}
 	s->daemon = d;
+	s->wire_version = h->wire_version;
 	s->ev = event_new(d->base, fd, EV_READ | EV_PERSIST, on_session_event, s);
 	if (!s->ev || event_add(s->ev, NULL) < 0) {
 		log_err("pid %d comm '%s' refused: out of memory", (int)peer->pid, peer->comm);
@@ -268,7 +314,7 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 			event_free(s->ev);
 		s->client.sock = -1; /* the refusal goes over it */
 		session_unref(s);
-		refuse(fd, -ENOMEM, "out of memory");
+		refuse(fd, h->wire_version, -ENOMEM, "out of memory");
 		return;
 	}
 
@@ -281,7 +327,7 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 
 	struct gpusys_welcome w = {
 		.magic = GPUSYS_WELCOME_MAGIC,
-		.wire_version = GPUSYS_WIRE_VERSION,
+		.wire_version = h->wire_version, /* the session's: reports or not */
 		.status = 0,
 		.client_id = s->id,
 		.memory_kind = ops->memory_kind,

@@ -31,6 +31,27 @@ uint64_t daemon_requests_served(struct daemon *d)
 	return total;
 }
 
+/* What the client's copy reports said (core/report.h): every client has
+ * the member; "last" is null until it copied (and for clients of wire 3,
+ * which never report). */
+static json_t *copies_json(const struct session *s)
+{
+	const struct copy_counts *c = &s->copies;
+	const struct gpusys_report *r = &c->last;
+	json_t *last = c->count ? json_pack("{s:s, s:I, s:I, s:f, s:I, s:I, s:I, s:I}",
+					    "direction", r->direction ? "dtoh" : "htod",
+					    "bytes", (json_int_t)r->bytes,
+					    "ns", (json_int_t)r->ns,
+					    "gbs", report_gbs(r),
+					    "producers_open", (json_int_t)r->producers_open,
+					    "producers_end", (json_int_t)r->producers_end,
+					    "added", (json_int_t)r->added,
+					    "taken_back", (json_int_t)r->taken_back)
+				: json_null();
+	return json_pack("{s:I, s:I, s:o*}", "count", (json_int_t)c->count, "bytes", (json_int_t)c->bytes, "last",
+			 last);
+}
+
 static json_t *client_json(const struct session *s)
 {
 	json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
@@ -66,6 +87,7 @@ static json_t *client_json(const struct session *s)
 	{
 		json_object_set_new(o, "gpu", s->client.gpu ? json_string(s->client.gpu->uuid_text) : json_null());
 		json_object_set_new(o, "client_cuda_device", json_integer(s->client.client_ordinal));
+		json_object_set_new(o, "copies", copies_json(s));
 	}
 	for (const struct service_status *h = gpusysd_service_status; o && s->ports_ready && h->svc; h++) {
 		int i = service_index(h->svc);

@@ -158,6 +158,38 @@ static void format_duration(long long s, char *buf, size_t len)
 		snprintf(buf, len, "%lldd%02lldh", s / 86400, s / 3600 % 24);
 }
 
+/* A size as people read it: 512 B, 64.0 KiB, 256.0 MiB, 1.50 GiB. */
+static void format_bytes(long long b, char *buf, size_t len)
+{
+	if (b < 1024)
+		snprintf(buf, len, "%lld B", b);
+	else if (b < (1LL << 20))
+		snprintf(buf, len, "%.1f KiB", (double)b / 1024);
+	else if (b < (1LL << 30))
+		snprintf(buf, len, "%.1f MiB", (double)b / (1 << 20));
+	else
+		snprintf(buf, len, "%.2f GiB", (double)b / (1LL << 30));
+}
+
+/* A client's bulk copies as libgpusys reported them (status "copies"), in
+ * one line; false when it has reported none. */
+static bool copies_line(json_t *c, char *buf, size_t len)
+{
+	json_t *cp = json_object_get(c, "copies"), *last = json_object_get(cp, "last");
+	if (num(cp, "count") <= 0 || !json_is_object(last))
+		return false;
+	char total[32], size[32];
+	format_bytes(num(cp, "bytes"), total, sizeof(total));
+	format_bytes(num(last, "bytes"), size, sizeof(size));
+	snprintf(buf, len,
+		 "%lld cop%s, %s; last: %s %s at %.2f GB/s, producers %lld -> %lld (%lld added, %lld taken back since open)",
+		 num(cp, "count"), num(cp, "count") == 1 ? "y" : "ies", total,
+		 !strcmp(str(last, "direction"), "dtoh") ? "device to host" : "host to device", size,
+		 json_number_value(json_object_get(last, "gbs")), num(last, "producers_open"), num(last, "producers_end"),
+		 num(last, "added"), num(last, "taken_back"));
+	return true;
+}
+
 static int print_status(json_t *st)
 {
 	char up[32];
@@ -237,6 +269,17 @@ static int print_status(json_t *st)
 		printf("%6lld %10lld %10lld %10lld %10lld %10lld %8lld %21s\n", num(c, "id"), num(h, "mapped_bytes") >> 20,
 		       num(h, "limit_bytes") >> 20, num(h, "live_blocks"), num(h, "mallocs"), num(h, "frees"),
 		       num(h, "enomem"), refused);
+	}
+	/* Bulk copies (gpusys_memcpy_*), for the clients that reported some. */
+	heading = 0;
+	json_array_foreach(clients, i, c)
+	{
+		char line[256];
+		if (!copies_line(c, line, sizeof(line)))
+			continue;
+		if (!heading++)
+			printf("\n%6s %s\n", "ID", "BULK COPIES (libgpusys's engine, as the client reports them)");
+		printf("%6lld %s\n", num(c, "id"), line);
 	}
 	return 0;
 }
@@ -525,9 +568,12 @@ static int show_clients(json_t *st, bool hist)
 		       num(c, "pid"), num(c, "uid"), str(c, "comm"), gpu, str(c, "memory"), num(c, "ports"),
 		       num(c, "ports_in_use"), num(c, "requests"), num(c, "errors"), num(c, "rejected"),
 		       num(c, "bytes_in") + num(c, "bytes_out"), cmdline);
+		char line[256];
+		if (copies_line(c, line, sizeof(line)))
+			printf("%6s copies: %s\n", "", line);
 	}
 	printf("(a warp request carries the calls of up to 32 lanes; errors: requests answered with an error;\n"
-	       " refused: malformed ones; bytes: payload both ways)\n");
+	       " refused: malformed ones; bytes: payload both ways; copies: libgpusys's bulk copies, as reported)\n");
 	return 0;
 }
 

@@ -27,10 +27,12 @@ int hello_check(const struct gpusys_hello *h, size_t len, unsigned nfds, char *m
 		snprintf(msg, msglen, "not a gpusys hello");
 		return -EPROTO;
 	}
-	/* The version first: a newer client's hello may have another size. */
-	if (h->wire_version != GPUSYS_WIRE_VERSION) {
-		snprintf(msg, msglen, "protocol version %u not supported (daemon speaks %u)", h->wire_version,
-			 GPUSYS_WIRE_VERSION);
+	/* The version first: a newer client's hello may have another size.
+	 * Older ones down to GPUSYS_WIRE_VERSION_MIN share this layout; their
+	 * sessions speak their version (wire.h). */
+	if (h->wire_version < GPUSYS_WIRE_VERSION_MIN || h->wire_version > GPUSYS_WIRE_VERSION) {
+		snprintf(msg, msglen, "protocol version %u not supported (daemon speaks %u to %u)", h->wire_version,
+			 GPUSYS_WIRE_VERSION_MIN, GPUSYS_WIRE_VERSION);
 		return -EPROTO;
 	}
 	if (len != sizeof(*h)) {

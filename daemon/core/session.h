@@ -21,6 +21,7 @@
 #include "core/channel.h"
 #include "core/client.h"
 #include "core/port_server.h"
+#include "core/report.h"
 #include "core/wake.h"
 
 struct event;
@@ -44,8 +45,15 @@ struct session {
 	 * the stdout, stderr and working directory it passed (or -1). */
 	struct client client;
 
-	struct event *ev;   /* the connection's EOF/HUP watch; main thread */
+	struct event *ev;   /* the connection's watch (EOF, reports); main thread */
 	void *daemon;       /* for that watch's callback */
+	/* The version the session speaks, the hello's (common/wire.h): from
+	 * GPUSYS_WIRE_REPORTS on, the client may send reports; the bytes of
+	 * one not yet whole, and what its copy reports said. Main thread only
+	 * (status is read there too). */
+	uint32_t wire_version;
+	struct report_reader reports;
+	struct copy_counts copies;
 
 	struct channel chan;
 	uint64_t chan_charged; /* chan.bytes, charged to the user's ACCOUNT_CHANNEL */

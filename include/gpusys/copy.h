@@ -20,7 +20,9 @@
  *     rc = gpusys_copy_wait(h);                 // 0 or -errno; frees h
  *     gpusys_copy_close(c);
  *
- * Needs no gpusysd. Errors are 0 or a negative errno. Device pointers are
+ * Needs no gpusysd; when the process is attached to one (gpusys_attach),
+ * each copy through the engine is reported to it on the attachment's
+ * connection (gpusysctl status shows them). Errors are 0 or a negative errno. Device pointers are
  * cudaMalloc / cuMemAlloc addresses (void * as in cudaMemcpy).
  */
 #ifndef GPUSYS_COPY_H
@@ -114,6 +116,11 @@ struct gpusys_copy_info {
 	unsigned producers_now, producers_max;
 	uint64_t producers_added, producers_removed;
 	double last_copy_gbps;                /* the last copy through the engine */
+	/* Each copy through the engine is reported to gpusysd when the
+	 * process is attached to one (gpusysctl status shows them): sent, and
+	 * dropped because the connection had no room (a copy never waits for
+	 * its report). Neither counts without an attachment. */
+	uint64_t reports_sent, reports_dropped;
 };
 void gpusys_copy_get_info(gpusys_copy_t *c, struct gpusys_copy_info *ret);
 /* Change the forced path (GPUSYS_COPY_AUTO: by size again). */

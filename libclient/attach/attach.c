@@ -20,6 +20,7 @@
 #include "client.h"
 #include "common/wire.h"
 #include "dev_handle.h"
+#include "report.h"
 
 #define WELCOME_TIMEOUT_MS 10000
 /* More than the one a welcome carries, so extra ones are seen (and closed). */
@@ -34,6 +35,8 @@ struct gpusys_client {
 	uint32_t num_ports;
 	uint32_t client_id;
 	uint32_t memory_kind;
+	int cuda_device;  /* the hello's: whose copies go on this connection */
+	bool reports;     /* sock is among report.h's connections */
 	/* For a re-offer after a daemon restart (gpusys_client_reconnect):
 	 * the hello as first sent (descriptors aside), whether stdout and
 	 * stderr went with it, and the working directory it passed, kept
@@ -191,9 +194,10 @@ static int recv_welcome(int sock, struct gpusys_welcome *w, int *ret_fd, int *re
 		r = fail(-ECONNRESET, "gpusysd closed the connection during the handshake");
 	else if (msg_flags & (MSG_TRUNC | MSG_CTRUNC) || (size_t)n != sizeof(buf.w))
 		r = fail(-EPROTO, "malformed welcome (%zd bytes)", n);
-	else if (buf.w.magic != GPUSYS_WELCOME_MAGIC || buf.w.wire_version != GPUSYS_WIRE_VERSION)
-		r = fail(-EPROTO, "welcome of protocol version %u (we speak %u)", buf.w.wire_version,
-			 GPUSYS_WIRE_VERSION);
+	else if (buf.w.magic != GPUSYS_WELCOME_MAGIC || buf.w.wire_version < GPUSYS_WIRE_VERSION_MIN ||
+		 buf.w.wire_version > GPUSYS_WIRE_VERSION)
+		r = fail(-EPROTO, "welcome of protocol version %u (we speak %u to %u)", buf.w.wire_version,
+			 GPUSYS_WIRE_VERSION_MIN, GPUSYS_WIRE_VERSION);
 	else if (buf.w.status < 0) {
 		buf.w.message[sizeof(buf.w.message) - 1] = 0;
 		r = fail(buf.w.status, "gpusysd refused: %s", buf.w.message);
@@ -237,6 +241,18 @@ static int check_channel(const struct gpusys_channel_header *h, const struct gpu
 	if (h->server_state == GPUSYS_SERVER_STOPPED)
 		return fail(-ESHUTDOWN, "gpusysd stopped");
 	return 0;
+}
+
+/* Reports go on the connection only when its welcome said the daemon
+ * takes them (common/wire.h); one it could not list just carries none. */
+static void use_for_reports(struct gpusys_client *c, uint32_t wire_version)
+{
+	bool want = wire_version >= GPUSYS_WIRE_REPORTS;
+	if (c->reports && !want)
+		gpusys_report_conn_remove(c->sock);
+	if (!c->reports && want)
+		want = gpusys_report_conn_add(c->sock, c->cuda_device) == 0;
+	c->reports = want;
 }
 
 static int reconnect_cb(void *c, int stop_fd)
@@ -292,6 +308,7 @@ int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_cl
 	c->client_id = w.client_id;
 	c->memory_kind = w.memory_kind;
 	c->bytes = w.channel_bytes;
+	c->cuda_device = opts->cuda_device;
 
 	uint32_t asked = opts->memory_kinds ? opts->memory_kinds : 1u << GPUSYS_MEMORY_MEMFD;
 	if (w.memory_kind >= 32 || !(asked & (1u << w.memory_kind))) {
@@ -303,6 +320,7 @@ int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_cl
 		goto fail;
 	}
 	if (w.memory_kind != GPUSYS_MEMORY_MEMFD) {
+		use_for_reports(c, w.wire_version);
 		*ret = c; /* the importer maps and checks it */
 		return 0;
 	}
@@ -324,6 +342,7 @@ int gpusys_client_attach(const struct gpusys_attach_opts *opts, struct gpusys_cl
 		goto fail;
 	/* Emulated warps over this mapping find it (gpusys_emu_open). */
 	gpusys_channel_register(base, c->wake_fd, c->sock, reconnect_cb, c);
+	use_for_reports(c, w.wire_version);
 	*ret = c;
 	return 0;
 fail:
@@ -343,6 +362,8 @@ void gpusys_client_detach(struct gpusys_client *c)
 		close(c->mem_fd);
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
+	if (c->reports) /* no report is on its way through sock after this */
+		gpusys_report_conn_remove(c->sock);
 	if (c->sock >= 0)
 		close(c->sock);
 	if (c->cwd_fd >= 0)
@@ -385,6 +406,8 @@ static int reoffer(struct gpusys_client *c)
 	close(sock);
 	if (r == 0) /* read by gpusys_client_conn_id on other threads */
 		__atomic_store_n(&c->client_id, w.client_id, __ATOMIC_RELAXED);
+	if (r == 0) /* the new daemon's say (the descriptor number is the same) */
+		use_for_reports(c, w.wire_version);
 	return r;
 }
 

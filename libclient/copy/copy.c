@@ -47,6 +47,7 @@
 
 #include "gpusys/copy.h"
 #include "copy_engine.h"
+#include "copy_report.h"
 #include "../common/cuda_driver.h"
 
 #define DEFAULT_CHUNK ((size_t)4 << 20)   /* best of 4 and 16 MiB in the prototype */
@@ -91,6 +92,7 @@ struct gpusys_copy {
 	size_t min_bytes[2];
 	enum gpusys_copy_path large_path[2];
 	atomic_int forced;
+	struct copy_reporter reporter; /* finished copies, told to gpusysd */
 	struct gpusys_copy_info info;
 };
 
@@ -568,6 +570,8 @@ void gpusys_copy_get_info(gpusys_copy_t *c, struct gpusys_copy_info *ret)
 	ret->producers_added = st.producers_added;
 	ret->producers_removed = st.producers_removed;
 	ret->last_copy_gbps = st.last_job_ns ? (double)st.last_job_bytes / (double)st.last_job_ns : 0;
+	ret->reports_sent = atomic_load(&c->reporter.sent);
+	ret->reports_dropped = atomic_load(&c->reporter.dropped);
 }
 
 /* ---- measurements at open ---- */
@@ -770,6 +774,9 @@ int gpusys_copy_open(const struct gpusys_copy_options *opts, gpusys_copy_t **ret
 		return -ENOMEM;
 	c->cu = cu;
 	pthread_mutex_init(&c->submit_lk, NULL);
+	/* Off until the measurements below are done: those copies are
+	 * open's, not the program's. */
+	copy_reporter_init(&c->reporter, o.cuda_device, false);
 	long pg = sysconf(_SC_PAGESIZE);
 	c->page = pg > 0 ? (size_t)pg : 4096;
 	if ((r = cu->cuDeviceGet(&c->cudev, o.cuda_device)) != CUDA_SUCCESS ||
@@ -894,6 +901,8 @@ int gpusys_copy_open(const struct gpusys_copy_options *opts, gpusys_copy_t **ret
 		.page_size = c->page,
 		.max_producers = maxp,
 		.slow_producer_us = (unsigned)env_size("GPUSYS_COPY_SLOW_PRODUCER_US"),
+		.finished = copy_report_job,
+		.finished_arg = &c->reporter,
 	};
 	if ((rc = copy_engine_create(&cfg, &c->engine)) < 0) {
 		c->engine = NULL;
@@ -923,6 +932,7 @@ fail_cal:
 	c->info.min_engine_bytes[1] = c->min_bytes[1];
 	c->info.large_path[0] = c->large_path[0];
 	c->info.large_path[1] = c->large_path[1];
+	atomic_store(&c->reporter.on, true);
 	*ret = c;
 	return 0;
 

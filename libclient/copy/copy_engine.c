@@ -111,6 +111,7 @@ struct copy_engine {
 	struct copy_adapt adapt;
 	struct window win;
 	uint64_t job_t0_ns;     /* consumer's: when the current job began */
+	unsigned producers_start; /* working at create: active = it + added - removed */
 	bool consumer_running;
 	struct copy_engine_stats stats;
 };
@@ -394,6 +395,34 @@ static void wait_briefly(struct copy_engine *e)
 	pthread_cond_timedwait(&e->cons_cv, &e->lk, &ts);
 }
 
+/* Under lock, the job over: count it, close its window; whether it is
+ * reported, and what (in *ret, taken before j is handed back). */
+static bool job_finished(struct copy_engine *e, struct copy_job *j, struct copy_job_summary *ret)
+{
+	uint64_t ns = now_ns() - e->job_t0_ns;
+	e->stats.jobs++;
+	if (!j->err) {
+		e->stats.bytes += j->req.n;
+		e->stats.last_job_bytes = j->req.n;
+		e->stats.last_job_ns = ns;
+	}
+	copy_adapt_job_end(&e->adapt);
+	e->win.open = false;
+	e->cur = NULL;
+	if (j->err || !j->req.n || !e->cfg.finished)
+		return false;
+	*ret = (struct copy_job_summary){
+		.dir = j->req.dir,
+		.bytes = j->req.n,
+		.ns = ns ? ns : 1,
+		.producers_start = e->producers_start,
+		.producers_end = e->active,
+		.producers_added = e->adapt.added,
+		.producers_removed = e->adapt.removed,
+	};
+	return true;
+}
+
 static void *consumer_main(void *arg)
 {
 	struct copy_engine *e = arg;
@@ -475,17 +504,15 @@ static void *consumer_main(void *arg)
 			if (ops->job_end)
 				ops->job_end(e->cfg.ctx, j->req.job_arg, j->err);
 			pthread_mutex_lock(&e->lk);
-			e->stats.jobs++;
-			if (!j->err) {
-				e->stats.bytes += j->req.n;
-				e->stats.last_job_bytes = j->req.n;
-				e->stats.last_job_ns = now_ns() - e->job_t0_ns;
-			}
-			copy_adapt_job_end(&e->adapt);
-			e->win.open = false;
-			e->cur = NULL;
-			j->done = true;
+			struct copy_job_summary sum;
+			bool report = job_finished(e, j, &sum);
+			j->done = true; /* j is its waiter's from here: may be freed */
 			pthread_cond_broadcast(&e->done_cv);
+			if (report) {
+				pthread_mutex_unlock(&e->lk);
+				e->cfg.finished(e->cfg.finished_arg, &sum);
+				pthread_mutex_lock(&e->lk);
+			}
 			continue;
 		}
 		if (progress || e->cq.count)
@@ -583,6 +610,7 @@ int copy_engine_create(const struct copy_engine_config *cfg, struct copy_engine 
 	e->nthreads = cfg->max_producers > cfg->nproducers ? cfg->max_producers : cfg->nproducers;
 	copy_adapt_init(&e->adapt, cfg->nproducers, e->nthreads);
 	e->active = e->adapt.active; /* the one count of working producers */
+	e->producers_start = e->active;
 	e->producers = calloc(e->nthreads, sizeof(pthread_t));
 	e->pargs = calloc(e->nthreads, sizeof(*e->pargs));
 	if (!e->slots || !e->pq.v || !e->cq.v || !e->producers || !e->pargs) {

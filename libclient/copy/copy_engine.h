@@ -90,6 +90,16 @@ struct copy_dma_ops {
 	void (*thread_stop)(void *ctx, enum copy_thread_role role);
 };
 
+/* What one finished job measured, for its report (copy_report.h). */
+struct copy_job_summary {
+	enum copy_dir dir;
+	uint64_t bytes;
+	uint64_t ns;               /* from its taking up to its end */
+	unsigned producers_start;  /* working when the engine was made */
+	unsigned producers_end;    /* working when the job ended */
+	uint64_t producers_added, producers_removed; /* since the engine was made */
+};
+
 struct copy_engine_config {
 	const struct copy_dma_ops *ops;
 	void *ctx;
@@ -105,6 +115,12 @@ struct copy_engine_config {
 				   (copy_adapt.h); 0 or nproducers: a fixed count */
 	unsigned slow_producer_us; /* tests: producer 0 holds each chunk it
 				      copies this much longer (a slow thread) */
+	/* Optional: the consumer thread calls it once for each job of n > 0
+	 * that succeeded, after its waiter was woken and outside the engine's
+	 * lock (copy_report_job sends it to gpusysd; a copy never waits for
+	 * its report). */
+	void (*finished)(void *arg, const struct copy_job_summary *s);
+	void *finished_arg;
 };
 
 enum copy_request_flags {

@@ -11,14 +11,18 @@
  * libclient/copy/copy.c does for stream-ordered copies (COPY_EVERY_CHUNK).
  * And the producer count adapting while copying (copy_adapt.h): a slow
  * producer on a fast link makes the engine add producers, a slow link with
- * fast producers does not.
+ * fast producers does not. And the report of each finished copy to gpusysd
+ * (copy_report.h): exactly one per copy that succeeded, on the connection,
+ * dropped and counted when the connection is full, never waited for.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +33,8 @@
 
 #include "libclient/copy/copy_adapt.h"
 #include "libclient/copy/copy_engine.h"
+#include "libclient/copy/copy_report.h"
+#include "libclient/attach/report.h"
 
 #define MAX_SLOTS 16
 #define MAX_SCHED 4096
@@ -312,6 +318,10 @@ struct rig {
 	struct copy_engine *e;
 };
 
+/* The reporter the next rig_up plugs in as the engine's finished hook
+ * (NULL: none). */
+static struct copy_reporter *rig_reporter;
+
 static void rig_up_adaptive(struct rig *r, size_t dev_bytes, size_t buf_bytes, unsigned nslots, unsigned nprod,
 			    size_t min_chunk, const struct copy_dma_ops *ops, unsigned max_prod, unsigned slow_us);
 
@@ -353,6 +363,8 @@ static void rig_up_adaptive(struct rig *r, size_t dev_bytes, size_t buf_bytes, u
 		.page_size = 4096,
 		.max_producers = max_prod,
 		.slow_producer_us = slow_us,
+		.finished = rig_reporter ? copy_report_job : NULL,
+		.finished_arg = rig_reporter,
 	};
 	assert_int_equal(copy_engine_create(&cfg, &r->e), 0);
 }
@@ -1017,6 +1029,146 @@ static void test_slow_link_adds_none(void **state)
 	rig_down(&r);
 }
 
+/* ---- reports to gpusysd ---- */
+
+/* A record on fd within ms: its length (into *ret), or -1: none came. */
+static ssize_t next_report(int fd, struct gpusys_report *ret, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	if (poll(&p, 1, ms) != 1)
+		return -1;
+	return recv(fd, ret, sizeof(*ret), MSG_DONTWAIT | MSG_TRUNC);
+}
+
+/* The daemon's end of a connection that takes reports: sv[1]; ours, sv[0],
+ * is listed as an attachment's (libclient/attach/report.h). */
+static void report_pair(int sv[2])
+{
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(gpusys_report_conn_add(sv[0], -1), 0);
+}
+
+static void report_pair_close(int sv[2])
+{
+	gpusys_report_conn_remove(sv[0]);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* Each copy that succeeded sends exactly one report, with what it did;
+ * an empty or refused copy sends none. */
+static void test_finished_copy_reports_once(void **state)
+{
+	(void)state;
+	int sv[2];
+	struct copy_reporter rep;
+	struct rig r;
+	report_pair(sv);
+	copy_reporter_init(&rep, 0, true); /* device 0: no such attachment, any will do */
+	rig_reporter = &rep;
+	rig_up(&r, 1 << 20, 4096, 4, 2, 1024, NULL);
+	rig_reporter = NULL;
+
+	uint8_t *buf = malloc(100000);
+	assert_non_null(buf);
+	fill(buf, 100000, 7);
+	struct copy_request h2d = { .dir = COPY_HTOD, .mode = COPY_STAGED, .host = buf, .dev = 0, .n = 100000 };
+	assert_int_equal(copy_engine_copy(r.e, &h2d), 0);
+	struct gpusys_report got;
+	assert_int_equal(next_report(sv[1], &got, 2000), (ssize_t)sizeof(got));
+	assert_int_equal(got.magic, GPUSYS_REPORT_MAGIC);
+	assert_int_equal(got.kind, GPUSYS_REPORT_COPY);
+	assert_int_equal(got.length, sizeof(got));
+	assert_int_equal(got.direction, 0);
+	assert_int_equal(got.bytes, 100000);
+	assert_true(got.ns >= 1);
+	assert_int_equal(got.producers_open, 2);
+	assert_int_equal(got.producers_end, 2);
+	assert_int_equal(got.added, 0);
+	assert_int_equal(got.taken_back, 0);
+	assert_int_equal(got.reserved, 0);
+	assert_int_equal(next_report(sv[1], &got, 200), -1); /* one, not two */
+
+	struct copy_request d2h = { .dir = COPY_DTOH, .mode = COPY_STAGED, .host = buf, .dev = 0, .n = 5000 };
+	assert_int_equal(copy_engine_copy(r.e, &d2h), 0);
+	assert_int_equal(next_report(sv[1], &got, 2000), (ssize_t)sizeof(got));
+	assert_int_equal(got.direction, 1);
+	assert_int_equal(got.bytes, 5000);
+
+	/* Nothing moved: no report. */
+	struct copy_request empty = { .dir = COPY_HTOD, .mode = COPY_STAGED, .host = buf, .dev = 0, .n = 0 };
+	assert_int_equal(copy_engine_copy(r.e, &empty), 0);
+	struct copy_request past = { .dir = COPY_HTOD, .mode = COPY_STAGED, .host = buf, .dev = (1 << 20) - 10,
+				     .n = 100 };
+	assert_int_equal(copy_engine_copy(r.e, &past), -EFAULT);
+	assert_int_equal(next_report(sv[1], &got, 200), -1);
+	assert_int_equal(atomic_load(&rep.sent), 2);
+	assert_int_equal(atomic_load(&rep.dropped), 0);
+
+	/* Off (while gpusys_copy_open measures): none either. */
+	atomic_store(&rep.on, false);
+	assert_int_equal(copy_engine_copy(r.e, &h2d), 0);
+	assert_int_equal(next_report(sv[1], &got, 200), -1);
+	rig_down(&r);
+	free(buf);
+	report_pair_close(sv);
+}
+
+/* A connection nobody reads: copies go on at full speed, the reports that
+ * found no room are dropped and counted, none is lost uncounted. */
+static void test_full_connection_drops(void **state)
+{
+	(void)state;
+	int sv[2];
+	struct copy_reporter rep;
+	struct rig r;
+	report_pair(sv);
+	copy_reporter_init(&rep, -1, true);
+	rig_reporter = &rep;
+	rig_up(&r, 1 << 16, 4096, 4, 1, 1024, NULL);
+	rig_reporter = NULL;
+
+	uint8_t buf[256];
+	memset(buf, 1, sizeof(buf));
+	enum { COPIES = 300 };
+	struct copy_request h2d = { .dir = COPY_HTOD, .mode = COPY_STAGED, .host = buf, .dev = 0, .n = sizeof(buf) };
+	for (int i = 0; i < COPIES; i++)
+		assert_int_equal(copy_engine_copy(r.e, &h2d), 0);
+	/* The last report is sent after its copy returned: wait for it. */
+	for (int i = 0; i < 2000 && atomic_load(&rep.sent) + atomic_load(&rep.dropped) < COPIES; i++)
+		usleep(1000);
+	assert_int_equal(atomic_load(&rep.sent) + atomic_load(&rep.dropped), COPIES);
+	assert_true(atomic_load(&rep.dropped) > 0);
+	assert_true(atomic_load(&rep.sent) > 0);
+	rig_down(&r);
+
+	/* What came is whole reports, as many as were counted sent. */
+	struct gpusys_report got;
+	unsigned n = 0;
+	while (next_report(sv[1], &got, 0) == (ssize_t)sizeof(got))
+		n++;
+	assert_int_equal(n, atomic_load(&rep.sent));
+	report_pair_close(sv);
+}
+
+/* No attachment takes reports: nothing is sent, nothing counted dropped. */
+static void test_no_connection_no_report(void **state)
+{
+	(void)state;
+	struct copy_reporter rep;
+	struct rig r;
+	copy_reporter_init(&rep, -1, true);
+	rig_reporter = &rep;
+	rig_up(&r, 1 << 16, 4096, 4, 1, 1024, NULL);
+	rig_reporter = NULL;
+	uint8_t buf[256] = { 0 };
+	struct copy_request h2d = { .dir = COPY_HTOD, .mode = COPY_STAGED, .host = buf, .dev = 0, .n = sizeof(buf) };
+	assert_int_equal(copy_engine_copy(r.e, &h2d), 0);
+	rig_down(&r); /* joins the consumer: its report is done */
+	assert_int_equal(atomic_load(&rep.sent), 0);
+	assert_int_equal(atomic_load(&rep.dropped), 0);
+}
+
 int main(void)
 {
 	alarm(240); /* a hang fails the run */
@@ -1039,6 +1191,9 @@ int main(void)
 		cmocka_unit_test(test_adapt_decisions),
 		cmocka_unit_test(test_slow_producer_adds),
 		cmocka_unit_test(test_slow_link_adds_none),
+		cmocka_unit_test(test_finished_copy_reports_once),
+		cmocka_unit_test(test_full_connection_drops),
+		cmocka_unit_test(test_no_connection_no_report),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

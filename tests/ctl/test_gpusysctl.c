@@ -152,6 +152,70 @@ static void test_status_json(void **state)
 	gd_finish(&d);
 }
 
+/* A client that reported a copy (common/wire.h, wire 4): its counters in
+ * the status JSON, a line in `status` and in `clients`. */
+static void test_copies_shown(void **state)
+{
+	struct gd d;
+	int st;
+
+	(void)state;
+	gd_start(&d, NULL);
+	struct gpusys_hello h;
+	hello_init(&h);
+	int s = raw_connect(d.runtime);
+	assert_int_equal(send(s, &h, sizeof(h), MSG_NOSIGNAL), (ssize_t)sizeof(h));
+	struct gpusys_welcome w;
+	int memfd;
+	assert_int_equal(raw_recv_welcome(s, &w, &memfd), 0);
+	assert_int_equal(w.status, 0);
+	close(memfd);
+	struct gpusys_report r = {
+		.magic = GPUSYS_REPORT_MAGIC, .kind = GPUSYS_REPORT_COPY, .length = sizeof(r),
+		.direction = 0, .producers_open = 4, .producers_end = 6,
+		.bytes = 256 << 20, .ns = (256 << 20) / 40, .added = 3, .taken_back = 1,
+	};
+	assert_int_equal(send(s, &r, sizeof(r), MSG_NOSIGNAL), (ssize_t)sizeof(r));
+
+	const char *want = "1 copy, 256.0 MiB; last: host to device 256.0 MiB at 40.00 GB/s, producers 4 -> 6 "
+			   "(3 added, 1 taken back since open)";
+	long t0 = now_ms();
+	char *out;
+	for (;;) {
+		out = ctl(&d, "status", NULL, &st, NULL);
+		assert_int_equal(st, 0);
+		if (strstr(out, want))
+			break;
+		free(out);
+		if (now_ms() - t0 > 2000)
+			fail_msg("gpusysctl status never showed the copy");
+		usleep(5000);
+	}
+	assert_non_null(strstr(out, "BULK COPIES"));
+	free(out);
+	out = ctl(&d, "clients", NULL, &st, NULL);
+	assert_int_equal(st, 0);
+	char line[256];
+	snprintf(line, sizeof(line), "copies: %s", want);
+	if (!strstr(out, line))
+		fail_msg("gpusysctl clients lacks \"%s\":\n%s", line, out);
+	free(out);
+
+	out = ctl(&d, "status", "--json", &st, NULL);
+	json_t *j = json_loads(out, 0, NULL);
+	assert_non_null(j);
+	json_t *cp = json_object_get(status_client(j, w.client_id), "copies");
+	assert_int_equal(json_integer_value(json_object_get(cp, "count")), 1);
+	assert_int_equal(json_integer_value(json_object_get(cp, "bytes")), 256 << 20);
+	json_t *last = json_object_get(cp, "last");
+	assert_string_equal(json_string_value(json_object_get(last, "direction")), "htod");
+	assert_int_equal(json_integer_value(json_object_get(last, "producers_end")), 6);
+	json_decref(j);
+	free(out);
+	close(s);
+	gd_finish(&d);
+}
+
 static void test_not_running(void **state)
 {
 	struct gd d;
@@ -564,6 +628,7 @@ static void test_watch_json_and_untimed(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_copies_shown),
 		cmocka_unit_test(test_status_lists_client),
 		cmocka_unit_test(test_status_json),
 		cmocka_unit_test(test_not_running),

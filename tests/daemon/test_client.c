@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* libgpusys's side of the handshake against a fake daemon that sends
  * wrong welcomes and wrong channels: each must be refused with -EPROTO (or
- * the refusal it carries), never mapped and used. */
+ * the refusal it carries), never mapped and used. And the version it
+ * welcomes in decides whether reports go on the connection (wire 4). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -22,6 +23,7 @@
 #include "common/fdpass.h"
 #include "gpusys/gpusys.h"
 #include "libclient/attach/client.h" /* the connection layer itself, linked from the library's objects */
+#include "libclient/attach/report.h"
 #include "common/wire.h"
 
 enum fault {
@@ -41,6 +43,9 @@ enum fault {
 	HEADER_ID,       /* client_id != welcome's */
 	STOPPED,         /* server_state already STOPPED */
 	CLOSE,           /* hang up without a welcome */
+	WIRE3,           /* a good welcome of wire 3: no reports */
+	REFUSE3,         /* a refusal of wire 3 (a daemon that does not speak 4) */
+	FUTURE_WIRE,     /* a welcome of a version the client does not speak */
 };
 
 struct fake {
@@ -49,6 +54,8 @@ struct fake {
 	enum fault fault;
 	struct gpusys_hello hello; /* what the client sent */
 	int hello_fds;
+	int report_rc;             /* gpusys_report_send's while attached */
+	int reports;               /* whole reports the fake received */
 };
 
 /* One connection: read the hello, answer according to the fault. */
@@ -103,6 +110,14 @@ static void *fake_main(void *arg)
 	case HEADER_OFFSET: h->ports_offset += 4096; break;
 	case HEADER_ID: h->client_id = 8; break;
 	case STOPPED: h->server_state = GPUSYS_SERVER_STOPPED; break;
+	case WIRE3: w.wire_version = 3; break;
+	case REFUSE3:
+		w.wire_version = 3;
+		w.status = -EPROTO;
+		strcpy(w.message, "protocol version 4 not supported (daemon speaks 3)");
+		nfds = 0;
+		break;
+	case FUTURE_WIRE: w.wire_version = GPUSYS_WIRE_VERSION + 1; break;
 	default: break;
 	}
 	fdpass_send(c, &w, wlen, fds, (unsigned)nfds, MSG_NOSIGNAL);
@@ -110,10 +125,12 @@ static void *fake_main(void *arg)
 	close(mfd);
 	close(wake[0]);
 	close(wake[1]);
-	/* Stay connected until the client hangs up, as a daemon would. */
-	char b;
-	while (recv(c, &b, 1, 0) > 0) {
-	}
+	/* Stay connected until the client hangs up, as a daemon would,
+	 * counting the reports it sends. */
+	struct gpusys_report r;
+	ssize_t got;
+	while ((got = recv(c, &r, sizeof(r), 0)) > 0)
+		f->reports += got == (ssize_t)sizeof(r) && r.magic == GPUSYS_REPORT_MAGIC;
 out:
 	close(c);
 	return NULL;
@@ -135,8 +152,14 @@ static int attach_to_fake(enum fault fault, struct gpusys_attach_opts *o, struct
 	pthread_create(&t, NULL, fake_main, f);
 	o->runtime_dir = f->dir;
 	int rc = gpusys_client_attach(o, ret);
-	if (rc == 0)
+	if (rc == 0) {
+		/* Whether the connection takes reports: only if the welcome
+		 * said wire 4. */
+		struct gpusys_report r = { .magic = GPUSYS_REPORT_MAGIC, .kind = GPUSYS_REPORT_COPY,
+					   .length = sizeof(r) };
+		f->report_rc = gpusys_report_send(&r, -1);
 		gpusys_client_detach(*ret);
+	}
 	pthread_join(t, NULL);
 	close(f->lfd);
 	unlink(sa.sun_path);
@@ -164,6 +187,13 @@ static void test_good_fake(void **state)
 	assert_int_equal(f.hello.fd_mask, 0);
 	assert_int_equal(f.hello_fds, 0);
 	assert_true(f.hello.comm[0] != 0);
+	assert_int_equal(f.report_rc, 0);
+	assert_int_equal(f.reports, 1);
+
+	/* A daemon that answered in wire 3 gets no report. */
+	assert_int_equal(attach_to_fake(WIRE3, &o, &c, &f), 0);
+	assert_int_equal(f.report_rc, -ENOTCONN);
+	assert_int_equal(f.reports, 0);
 
 	o.pass_stdio = true;
 	o.pass_cwd = true;
@@ -202,6 +232,8 @@ static void test_faults(void **state)
 		{ HEADER_ID, -EPROTO, "disagrees with the welcome" },
 		{ STOPPED, -ESHUTDOWN, "stopped" },
 		{ CLOSE, -ECONNRESET, "closed the connection" },
+		{ REFUSE3, -EPROTO, "gpusysd refused: protocol version 4 not supported (daemon speaks 3)" },
+		{ FUTURE_WIRE, -EPROTO, "welcome of protocol version" },
 	};
 	struct gpusys_attach_opts o = { .num_ports = 3, .cuda_device = -1 };
 	struct gpusys_client *c;

@@ -106,7 +106,8 @@ static void test_wrong_wire_version(void **state)
 	h.wire_version = 7;
 	assert_int_equal(exchange(f, &h, sizeof(h), NULL, 0, msg), -EPROTO);
 	char want[128];
-	snprintf(want, sizeof(want), "protocol version 7 not supported (daemon speaks %u)", GPUSYS_WIRE_VERSION);
+	snprintf(want, sizeof(want), "protocol version 7 not supported (daemon speaks %u to %u)",
+		 GPUSYS_WIRE_VERSION_MIN, GPUSYS_WIRE_VERSION);
 	assert_string_equal(msg, want);
 	/* A newer client's hello may be longer: the version still decides. */
 	char big[sizeof(h) + 64] = { 0 };
