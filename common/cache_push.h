@@ -6,8 +6,8 @@
  * hints move the answer's lines out of the core first: CLDEMOTE to the
  * shared cache (a no-op hint on CPUs without it), CLWB written back and
  * kept, CLFLUSHOPT written back and dropped. Hints only: the memory is
- * coherent either way. Chosen by GPUSYS_ANSWER_PUSH (none, cldemote, clwb,
- * clflushopt) at the server's start, for measuring (bench/RESULTS.md).
+ * coherent either way. Chosen by GPUSYS_ANSWER_PUSH (none, cldemote: the
+ * default, clwb, clflushopt) at the server's start (bench/RESULTS.md).
  */
 #ifndef GPUSYS_CACHE_PUSH_H
 #define GPUSYS_CACHE_PUSH_H

@@ -570,9 +570,11 @@ int daemon_run(const struct gpusysd_config *cfg, const struct gpusysd_config *as
 	 * hello are set once the listener is up (quotas_start, below). */
 	accounts_set_limits(d->cfg.user_mem_budget, UINT64_MAX, d->cfg.max_pending_calls_per_uid);
 	account_set_limit(ACCOUNT_CHANNEL, d->cfg.user_channel_bytes);
-	if (gpusys_cache_push_init() != GPUSYS_PUSH_NONE)
-		log_info("answers: their lines pushed out of the core's cache (GPUSYS_ANSWER_PUSH=%s)",
-			 getenv("GPUSYS_ANSWER_PUSH"));
+	static const char *const push_name[] = { "none", "cldemote", "clwb", "clflushopt" };
+	int push = gpusys_cache_push_init();
+	if (getenv("GPUSYS_ANSWER_PUSH"))
+		log_info("answers: GPUSYS_ANSWER_PUSH=%s: %s (the default is cldemote)", getenv("GPUSYS_ANSWER_PUSH"),
+			 push_name[push]);
 	if (d->cfg.pollers == 0) {
 		cpu_set_t set;
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
