@@ -13,6 +13,8 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1262,6 +1264,221 @@ static void test_killed_client(void **unused)
 	cl_detach(&me);
 }
 
+/* ------------------------------------------------- churn with a short delay */
+
+/* What the GPU test's random kernel does to the pool with its 1 ms trim
+ * delay: chunks emptied, given back and granted again all the time, while
+ * other warps take and free blocks of every small class (the whole-chunk
+ * ones too) and move them with realloc. Each block handed out must lie in
+ * what is mapped, inside one slab of a chunk the pool holds (a live
+ * block's chunk is never given back), and keep its contents. */
+#define CHURN_WARPS 6
+#define CHURN_ROUNDS 400
+
+static uint64_t churn_size(uint64_t r)
+{
+	switch (r % 8) {
+	case 0:
+		return GPUSYS_ALLOC_SMALL_MAX + 1 + (r >> 8) % (GPUSYS_SLAB_MAX - GPUSYS_ALLOC_SMALL_MAX);
+	case 1:
+		return 1024 + (r >> 8) % 1024;
+	default:
+		return 1 + (r >> 8) % GPUSYS_ALLOC_SMALL_MAX;
+	}
+}
+
+/* 0 when p (size bytes, live) is where a live small block may be. */
+static int churn_where(const struct cl *k, const void *p, uint64_t size)
+{
+	const gpusys_heap_dev_t *hp = k->hp;
+	uint64_t off = (uint64_t)((const uint8_t *)p - hp->base);
+	uint64_t mapped = gpusys_emu_heap_mapped(k->heap);
+	if ((const uint8_t *)p < hp->base || off + size > mapped)
+		return 1;
+	uint32_t co = __atomic_load_n(&hp->chunk_of[off >> GPUSYS_ALLOC_CHUNK_SHIFT], __ATOMIC_RELAXED);
+	if (!co || (co & GPUSYS_CHUNK_GONE))
+		return 2;
+	uint64_t sb = co & GPUSYS_CHUNK_WHOLE ? GPUSYS_ALLOC_CHUNK_BYTES : GPUSYS_ALLOC_SLAB_BYTES;
+	if (off % sb + size > sb)
+		return 3;
+	return 0;
+}
+
+struct churn_job {
+	struct cl *k;
+	uint32_t warp;
+	uint64_t bad, ops;
+	int first_bad;
+};
+
+static void churn_bad(struct churn_job *j, int why)
+{
+	if (!j->bad++)
+		j->first_bad = why;
+	if (getenv("ALLOC_DEBUG"))
+		fprintf(stderr, "churn warp %u: %d\n", j->warp, why);
+}
+
+static void *churn_main(void *arg)
+{
+	struct churn_job *j = arg;
+	const struct cl *k = j->k;
+	uint64_t seed = 0x51ed27ull + j->warp * 6151ull, tag = (uint64_t)j->warp << 40;
+	enum { B = 8 };
+	void *blk[B][L];
+	uint64_t sz[B][L], tg[B][L];
+	gpusys_emu_set_warp(j->warp);
+	for (int round = 0; round < CHURN_ROUNDS; round++) {
+		uint64_t s[L], mask = 0;
+		void *ret[L];
+		int32_t err[L];
+		for (int b = 0; b < B; b++) {
+			for (uint32_t l = 0; l < L; l++)
+				s[l] = churn_size(rnd(&seed));
+			mask = rnd(&seed) | 1u;
+			mask &= 0xffffffffu;
+			gpusys_emu_malloc(k->dev, k->hp, mask, s, ret, err);
+			for (uint32_t l = 0; l < L; l++) {
+				blk[b][l] = NULL;
+				if (!(mask >> l & 1))
+					continue;
+				if (err[l] || !ret[l]) {
+					churn_bad(j, 10000 - err[l]);
+					continue;
+				}
+				int w = churn_where(k, ret[l], s[l]);
+				if (w) {
+					churn_bad(j, 100 + w);
+					continue;
+				}
+				blk[b][l] = ret[l];
+				sz[b][l] = s[l];
+				tg[b][l] = ++tag;
+				fill(ret[l], s[l], tg[b][l]);
+			}
+			j->ops += (uint64_t)__builtin_popcountll(mask);
+		}
+		/* half the batches move */
+		for (int b = 0; b < B; b += 2) {
+			void *pv[L];
+			uint64_t m = 0;
+			for (uint32_t l = 0; l < L; l++) {
+				pv[l] = blk[b][l];
+				s[l] = churn_size(rnd(&seed));
+				if (blk[b][l]) {
+					m |= UINT64_C(1) << l;
+					if (!check(blk[b][l], sz[b][l], tg[b][l]))
+						churn_bad(j, 4);
+				}
+			}
+			if (!m)
+				continue;
+			gpusys_emu_realloc(k->dev, k->hp, m, pv, s, ret, err);
+			for (uint32_t l = 0; l < L; l++) {
+				if (!(m >> l & 1))
+					continue;
+				if (err[l] || !ret[l]) {
+					churn_bad(j, 20000 - err[l]);
+					blk[b][l] = NULL; /* left behind: the heap's, not ours */
+					continue;
+				}
+				int w = churn_where(k, ret[l], s[l]);
+				uint64_t keep = sz[b][l] < s[l] ? sz[b][l] : s[l];
+				if (w)
+					churn_bad(j, 200 + w);
+				else if (!check(ret[l], keep, tg[b][l]))
+					churn_bad(j, 5);
+				blk[b][l] = w ? NULL : ret[l];
+				sz[b][l] = s[l];
+				tg[b][l] = ++tag;
+				if (!w)
+					fill(ret[l], s[l], tg[b][l]);
+			}
+			j->ops += (uint64_t)__builtin_popcountll(m);
+		}
+		/* everything back: slabs empty, chunks go back after the delay */
+		for (int b = 0; b < B; b++) {
+			uint64_t m = 0;
+			for (uint32_t l = 0; l < L; l++) {
+				if (!blk[b][l])
+					continue;
+				m |= UINT64_C(1) << l;
+				if (!check(blk[b][l], sz[b][l], tg[b][l]))
+					churn_bad(j, 6);
+			}
+			if (!m)
+				continue;
+			gpusys_emu_free(k->dev, k->hp, m, blk[b], err);
+			for (uint32_t l = 0; l < L; l++) {
+				if (m >> l & 1 && err[l])
+					churn_bad(j, 30000 - err[l]);
+			}
+			j->ops += (uint64_t)__builtin_popcountll(m);
+		}
+	}
+	return NULL;
+}
+
+struct churn_trimmer {
+	struct cl *k;
+	atomic_bool stop;
+	int back;
+};
+
+/* Trims from one more warp all along, as a GPU's many warps' frees do. */
+static void *churn_trim_main(void *arg)
+{
+	struct churn_trimmer *t = arg;
+	gpusys_emu_set_warp(CHURN_WARPS);
+	while (!atomic_load(&t->stop)) {
+		int r = gpusys_emu_heap_trim(t->k->dev, t->k->hp);
+		if (r > 0)
+			t->back += r;
+		usleep(200);
+	}
+	return NULL;
+}
+
+static void test_churn_short_delay(void **unused)
+{
+	(void)unused;
+	struct cl k;
+	/* 3 warps on each group's slabs */
+	cl_attach_groups(&k, CHURN_WARPS + 1, 256 * MiB, 3);
+	struct churn_job jobs[CHURN_WARPS];
+	pthread_t th[CHURN_WARPS];
+	memset(jobs, 0, sizeof(jobs));
+	for (uint32_t w = 0; w < CHURN_WARPS; w++) {
+		jobs[w].k = &k;
+		jobs[w].warp = w;
+		assert_int_equal(pthread_create(&th[w], NULL, churn_main, &jobs[w]), 0);
+	}
+	struct churn_trimmer tr = { .k = &k };
+	pthread_t tt;
+	assert_int_equal(pthread_create(&tt, NULL, churn_trim_main, &tr), 0);
+	uint64_t bad = 0, ops = 0;
+	for (uint32_t w = 0; w < CHURN_WARPS; w++) {
+		pthread_join(th[w], NULL);
+		if (jobs[w].bad)
+			fprintf(stderr, "# churn warp %u: %llu bad, first %d\n", w, (unsigned long long)jobs[w].bad,
+				jobs[w].first_bad);
+		bad += jobs[w].bad;
+		ops += jobs[w].ops;
+	}
+	atomic_store(&tr.stop, true);
+	pthread_join(tt, NULL);
+	struct gpusys_alloc_stat st = stat_of(&k);
+	const struct gpusys_alloc_pool *po = gpusys_emu_heap_pool(k.heap);
+	printf("# churn: %llu ops from %d warps, pool chunks %llu got, %llu back; %llu trims\n", (unsigned long long)ops,
+	       CHURN_WARPS, (unsigned long long)st.pool_chunks_got, (unsigned long long)st.pool_chunks_back,
+	       (unsigned long long)po->trims);
+	assert_int_equal(bad, 0);
+	assert_int_equal(st.dev_refused_foreign + st.dev_refused_interior + st.dev_refused_unallocated, 0);
+	/* chunks went back and came again: the race was run */
+	assert_true(st.pool_chunks_back > 0);
+	cl_detach(&k);
+}
+
 static int setup(void **unused)
 {
 	(void)unused;
@@ -1271,6 +1488,15 @@ static int setup(void **unused)
 		 "pollers = 2\nalloc_limit_bytes = %lluM\nalloc_chunk_bytes = %lluM\nalloc_trim_delay_ms = %d\n",
 		 (unsigned long long)(LIMIT >> 20), (unsigned long long)(CHUNK >> 20), TRIM_DELAY_MS);
 	gd_start(&daemon_, conf);
+	return 0;
+}
+
+/* The churn test's daemon: the GPU test's 1 ms trim delay, and room for
+ * the groups' current slabs of every class. */
+static int setup_churn(void **unused)
+{
+	(void)unused;
+	gd_start(&daemon_, "pollers = 2\nalloc_limit_bytes = 128M\nalloc_chunk_bytes = 4M\nalloc_trim_delay_ms = 1\n");
 	return 0;
 }
 
@@ -1284,6 +1510,9 @@ static int teardown(void **unused)
 int main(int argc, char **argv)
 {
 	/* "slabs": only the test that ThreadSanitizer can follow (see above) */
+	const struct CMUnitTest churn[] = { cmocka_unit_test(test_churn_short_delay) };
+	if (argc > 1 && !strcmp(argv[1], "churn"))
+		return cmocka_run_group_tests(churn, setup_churn, teardown);
 	if (argc > 1 && !strcmp(argv[1], "slabs")) {
 		const struct CMUnitTest only[] = { cmocka_unit_test(test_small_threads) };
 		return cmocka_run_group_tests(only, setup, teardown);
@@ -1304,5 +1533,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_small_threads),
 		cmocka_unit_test(test_random_million),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	int failed = cmocka_run_group_tests(tests, setup, teardown);
+	return failed + cmocka_run_group_tests(churn, setup_churn, teardown);
 }

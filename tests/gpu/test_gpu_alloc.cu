@@ -264,7 +264,11 @@ int main(void)
 	setenv("GPUSYSD_ALLOC_LIMIT_BYTES", v, 1);
 	snprintf(v, sizeof(v), "%lluM", CHUNK_MIB);
 	setenv("GPUSYSD_ALLOC_CHUNK_BYTES", v, 1);
-	setenv("GPUSYSD_ALLOC_TRIM_DELAY_MS", "1", 1);
+	/* 1 ms: chunks go back and come again all through the random run.
+	 * GT_ALLOC_TRIM_DELAY_MS overrides it, to tell a fault of that churn
+	 * from one without it. */
+	const char *td = getenv("GT_ALLOC_TRIM_DELAY_MS");
+	setenv("GPUSYSD_ALLOC_TRIM_DELAY_MS", td && *td ? td : "1", 1);
 	gt_start_daemon(NULL);
 
 	/* 1. A killed client: fork before this process touches CUDA. First a
