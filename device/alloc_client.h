@@ -19,10 +19,28 @@
 #include "alloc_lanes.h"
 #include "alloc_slab.h"
 
+GPUSYS_FN void gpusys_alloc_report_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
+					 const uint32_t *refused, const int32_t *err);
+
+/* The last check of a large block gpusysd granted (off, size bytes): in
+ * the mapped prefix. gpusysd grants only below the mapped value a request
+ * carried, or a larger one another warp reported: mapped is read again
+ * (host memory: only then) before a block is refused. */
+GPUSYS_FN int gpusys_alloc_large_ok(const gpusys_heap_dev_t *hp, uint64_t off, uint64_t size, uint64_t mapped)
+{
+	if (off <= mapped && size <= mapped - off)
+		return 1;
+	mapped = gpusys_load_shared_u64(&hp->ctl->mapped);
+	return off <= mapped && size <= mapped - off;
+}
+
 /* Small blocks for the lanes of mask that want one (want[l]: class cls[l]),
  * one class group at a time: the group's leader claims slots of one bitmap
  * word per round, the lanes take them in rank order. Lanes served get
- * ret[l]; on failure err[l]. want[l] is cleared for both. */
+ * ret[l]; on failure err[l]. want[l] is cleared for both. A block that
+ * fails the last check (gpusys_slab_block_ok: a bug, not a user's error)
+ * is not handed out: NULL, -EIO, counted (wild_blocks) and reported with
+ * the refused frees. Every lane of mask calls it. */
 GPUSYS_FN void gpusys_alloc_small_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
 					const uint32_t *cls, uint32_t *want, void **ret, int32_t *err)
 {
@@ -34,7 +52,11 @@ GPUSYS_FN void gpusys_alloc_small_lanes(const gpusys_dev_t *dev, const gpusys_he
 		g = gpusys_slab_group(hp);
 	}
 	g = GPUSYS_ALLOC_BCAST(mask, g, ld0);
-	uint32_t in[GPUSYS_ALLOC_LANES];
+	uint32_t in[GPUSYS_ALLOC_LANES], wild[GPUSYS_ALLOC_LANES];
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		wild[GPUSYS_LI(l)] = 0;
+	}
 	while (todo) {
 		uint32_t ld = gpusys_lane_leader_of(todo);
 		uint32_t c = GPUSYS_ALLOC_FROM(mask, cls, ld);
@@ -69,7 +91,14 @@ GPUSYS_FN void gpusys_alloc_small_lanes(const gpusys_dev_t *dev, const gpusys_he
 					want[GPUSYS_LI(l)] = 0;
 				} else if (rk < k) {
 					uint32_t slot = w * 64u + gpusys_slab_nth_bit(bits, rk);
-					ret[GPUSYS_LI(l)] = hp->base + ((uint64_t)s << GPUSYS_ALLOC_SLAB_SHIFT) + (uint64_t)slot * cb;
+					uint64_t bo = ((uint64_t)s << GPUSYS_ALLOC_SLAB_SHIFT) + (uint64_t)slot * cb;
+					if (gpusys_slab_block_ok(hp, bo, cb)) {
+						ret[GPUSYS_LI(l)] = hp->base + bo;
+					} else {
+						gpusys_slab_add(&hp->pool->wild_blocks, 1);
+						err[GPUSYS_LI(l)] = -EIO;
+						wild[GPUSYS_LI(l)] = 1;
+					}
 					want[GPUSYS_LI(l)] = 0;
 				}
 			}
@@ -80,6 +109,7 @@ GPUSYS_FN void gpusys_alloc_small_lanes(const gpusys_dev_t *dev, const gpusys_he
 				left &= left - 1;
 		}
 	}
+	gpusys_alloc_report_lanes(dev, hp, mask, wild, err);
 }
 
 /*
@@ -163,6 +193,11 @@ GPUSYS_FN void gpusys_alloc_malloc_lanes(const gpusys_dev_t *dev, const gpusys_h
 			need[GPUSYS_LI(l)] = 0;
 			if (s) {
 				err[GPUSYS_LI(l)] = s;
+				continue;
+			}
+			if (!gpusys_alloc_large_ok(hp, a[GPUSYS_LI(l)].off, size[GPUSYS_LI(l)], mapped)) {
+				gpusys_slab_add(&hp->pool->wild_blocks, 1);
+				err[GPUSYS_LI(l)] = -EIO;
 				continue;
 			}
 			ret[GPUSYS_LI(l)] = hp->base + a[GPUSYS_LI(l)].off;
@@ -553,6 +588,11 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 			need[GPUSYS_LI(l)] = 0;
 			if (s) {
 				err[GPUSYS_LI(l)] = s;
+				continue;
+			}
+			if (!gpusys_alloc_large_ok(hp, a[GPUSYS_LI(l)].off, size[GPUSYS_LI(l)], mapped)) {
+				gpusys_slab_add(&hp->pool->wild_blocks, 1);
+				err[GPUSYS_LI(l)] = -EIO;
 				continue;
 			}
 			uint8_t *p = hp->base + a[GPUSYS_LI(l)].off;

@@ -22,7 +22,16 @@
  * Every change of state is a compare-and-swap of ctl, which carries the
  * count: a slab goes back to FREE only while nobody holds or reserves a
  * block of it, and a warp that reserved on a slab in the wrong state or
- * class gives the reservation back before touching a bit.
+ * class gives the reservation back before touching a bit. Every count
+ * taken back goes through gpusys_slab_put_back_leader, so the last one to
+ * leave a DETACHED slab lists it, whether it was a block or a reservation.
+ * The ctl words are in private memory (alloc.h, slab_ctl[]) and are never
+ * re-initialised: a stalled warp's reservation on a slab number it read
+ * long ago lands on that word, never on the heap, and nothing wipes it.
+ * A free pins its slab's count (an add, checked against the state, class
+ * and generation it read) before it clears a bit, so a wrong free racing
+ * a give-back and a re-cut of the chunk is refused, not applied to the
+ * new cut's bitmap.
  *
  * All of this is the client's own memory (slab headers inside its heap;
  * the lists and per-SM words in its private device memory). Indices read
@@ -186,6 +195,23 @@ GPUSYS_FN unsigned long long *gpusys_slab_bits(struct gpusys_alloc_slab *sl)
 	return (unsigned long long *)(sl + 1);
 }
 
+/* Slab s's ctl word (private memory), and that of the slab whose header
+ * is sl. */
+GPUSYS_FN unsigned long long *gpusys_slab_ctl(const gpusys_heap_dev_t *hp, uint32_t s)
+{
+	return &hp->slab_ctl[s];
+}
+GPUSYS_FN unsigned long long *gpusys_slab_ctl_of(const gpusys_heap_dev_t *hp, const struct gpusys_alloc_slab *sl)
+{
+	return gpusys_slab_ctl(hp, (uint32_t)((uint64_t)((const uint8_t *)sl - hp->base) >> GPUSYS_ALLOC_SLAB_SHIFT));
+}
+
+/* Whether ctl value v is state st, class c, count live (any generation). */
+GPUSYS_FN int gpusys_slab_ctl_is(unsigned long long v, uint32_t st, uint32_t c, uint32_t live)
+{
+	return (v & ~GPUSYS_SLAB_CTL_GEN_MASK) == GPUSYS_SLAB_CTL(st, c, live);
+}
+
 /* Whether slab number s lies in a pool chunk of this heap: the only slabs
  * whose headers may be touched (a number read from a list could be
  * anything). */
@@ -224,17 +250,64 @@ GPUSYS_FN uint32_t *gpusys_slab_cur(const gpusys_heap_dev_t *hp, uint32_t g, uin
 	return &hp->cur[(g * GPUSYS_SLAB_CLASSES + c) * 4u];
 }
 
-/* Move a slab from state `from` to `to` (class cls), keeping its count.
- * 0 when it was not in `from` with class cls (mask: check the class). */
-GPUSYS_FN int gpusys_slab_move(struct gpusys_alloc_slab *sl, uint32_t from, uint32_t to, uint32_t cls, int check_cls)
+/* Move a slab (its ctl word) from state `from` to `to` (class cls),
+ * keeping its count and adding gen to its generation. 0 when it was not in
+ * `from` with class cls (check_cls: check the class). */
+GPUSYS_FN int gpusys_slab_move(unsigned long long *ctl, uint32_t from, uint32_t to, uint32_t cls, int check_cls,
+			       uint32_t gen)
 {
 	for (;;) {
-		unsigned long long v = gpusys_slab_load(&sl->ctl);
+		unsigned long long v = gpusys_slab_load(ctl);
 		if (GPUSYS_SLAB_CTL_STATE(v) != from || (check_cls && GPUSYS_SLAB_CTL_CLS(v) != cls))
 			return 0;
-		if (gpusys_slab_cas(&sl->ctl, v, GPUSYS_SLAB_CTL(to, cls, GPUSYS_SLAB_CTL_LIVE(v))))
+		unsigned long long g = ((v >> 48) + gen) << 48;
+		if (gpusys_slab_cas(ctl, v, g | GPUSYS_SLAB_CTL(to, cls, GPUSYS_SLAB_CTL_LIVE(v))))
 			return 1;
 	}
+}
+
+/* A slab whose chunk has just come from gpusysd: its ctl word must be
+ * FREE, as trim left it (a chunk goes back only with every slab FREE) or
+ * as the heap opened (zeroed). Its count may hold reservations of warps
+ * that read the slab's number before the chunk went back: kept, they are
+ * taken back. Anything else is a bug here: the state and class are
+ * cleared with an atomic AND, which keeps the count, so no concurrent
+ * reservation is wiped (the plain store this replaces could, and the
+ * later take-back then borrowed from the class bits). */
+GPUSYS_FN void gpusys_slab_fresh(const gpusys_heap_dev_t *hp, uint32_t s)
+{
+	unsigned long long *ctl = gpusys_slab_ctl(hp, s);
+	if (GPUSYS_SLAB_CTL_STATE(gpusys_slab_load(ctl)) != GPUSYS_SLAB_FREE) {
+		gpusys_slab_add(&hp->pool->corrupt_slabs, 1);
+		gpusys_slab_and(ctl, GPUSYS_SLAB_CTL_GEN_MASK | 0xffffffffull);
+	}
+}
+
+/* Take cnt counts back from slab sl (blocks whose bits are clear, or
+ * reservations, or a free's pin), and do what its state asks: a DETACHED
+ * slab with room again goes onto this SM group's partial list of its
+ * class. Every count taken back comes here: a slab retired on a count that
+ * was mostly other warps' reservations is listed by the last of them to
+ * leave (a plain add there left an empty slab DETACHED for good: no free
+ * would ever list it). cnt 0 only looks. Returns whether the slab is now
+ * empty and no SM's current one (trim may give it back). One lane. */
+GPUSYS_FN uint32_t gpusys_slab_put_back_leader(const gpusys_heap_dev_t *hp, struct gpusys_alloc_slab *sl, uint32_t cnt)
+{
+	unsigned long long *ctl = gpusys_slab_ctl_of(hp, sl);
+	unsigned long long old = gpusys_slab_add(ctl, (unsigned long long)-(long long)cnt);
+	uint32_t c = GPUSYS_SLAB_CTL_CLS(old), st = GPUSYS_SLAB_CTL_STATE(old);
+	uint32_t live = GPUSYS_SLAB_CTL_LIVE(old) - cnt;
+	if (st == GPUSYS_SLAB_DETACHED && c < GPUSYS_SLAB_CLASSES && live <= gpusys_slab_usable(c) / 2 &&
+	    gpusys_slab_move(ctl, GPUSYS_SLAB_DETACHED, GPUSYS_SLAB_LISTED, c, 1, 0)) {
+		uint32_t *list = gpusys_slab_cur(hp, gpusys_slab_group(hp), c) + 2;
+		uint32_t s = (uint32_t)((uint64_t)((uint8_t *)sl - hp->base) >> GPUSYS_ALLOC_SLAB_SHIFT);
+		gpusys_alloc_lock(&list[1]);
+		gpusys_slab_store32(&sl->next, gpusys_slab_load32(&list[0]));
+		gpusys_slab_store32(&list[0], s + 1);
+		gpusys_lock_release(&list[1]);
+		st = GPUSYS_SLAB_LISTED;
+	}
+	return live == 0 && st != GPUSYS_SLAB_ACTIVE && st != GPUSYS_SLAB_BROKEN;
 }
 
 /* -------------------------------------------------------- the pool (leader) */
@@ -290,6 +363,14 @@ GPUSYS_FN int gpusys_slab_chunk_leader(const gpusys_dev_t *dev, const gpusys_hea
 		return -EIO;
 	if (a.size)
 		gpusys_slab_store(&po->trim_delay_ns, a.size); /* the daemon's alloc_trim_delay_ms, in ns */
+	/* The chunk lies below the mapped prefix the request carried (gpusysd
+	 * grants nothing above it: -EAGAIN), and the prefix never shrinks
+	 * while the heap is open: malloc's last check bounds blocks by this. */
+	for (uint64_t hi = gpusys_slab_load(&po->pool_hi); hi < a.off + GPUSYS_ALLOC_CHUNK_BYTES;) {
+		if (gpusys_slab_cas(&po->pool_hi, hi, a.off + GPUSYS_ALLOC_CHUNK_BYTES))
+			break;
+		hi = gpusys_slab_load(&po->pool_hi);
+	}
 	*ret_off = a.off;
 	return 0;
 }
@@ -321,7 +402,7 @@ GPUSYS_FN int gpusys_slab_grow_leader(const gpusys_dev_t *dev, const gpusys_heap
 	uint32_t first = (uint32_t)(off >> GPUSYS_ALLOC_SLAB_SHIFT);
 	for (uint32_t i = 0; i < GPUSYS_ALLOC_CHUNK_SLABS; i++) {
 		struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, first + i);
-		gpusys_slab_store(&sl->ctl, GPUSYS_SLAB_CTL(GPUSYS_SLAB_FREE, 0, 0));
+		gpusys_slab_fresh(hp, first + i);
 		gpusys_slab_store32(&sl->hint, 0);
 		gpusys_slab_store(&sl->since, 0);
 	}
@@ -355,8 +436,9 @@ GPUSYS_FN void gpusys_slab_cut(const gpusys_heap_dev_t *hp, uint32_t s, uint32_t
 	gpusys_slab_store32(&sl->hint, first / 64u);
 	/* Stale reservations of a warp that read this slab before it was
 	 * freed may still be in the count: kept, they are taken back. The
-	 * CAS orders the bitmap's stores before the state others test. */
-	gpusys_slab_move(sl, GPUSYS_SLAB_FREE, GPUSYS_SLAB_ACTIVE, c, 0);
+	 * CAS orders the bitmap's stores before the state others test; the
+	 * new generation tells a free that read the old cut it is stale. */
+	gpusys_slab_move(gpusys_slab_ctl(hp, s), GPUSYS_SLAB_FREE, GPUSYS_SLAB_ACTIVE, c, 0, 1);
 }
 
 /* A slab for an SM's class c: one from its group's partial list of the class, else a
@@ -382,7 +464,7 @@ GPUSYS_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap
 		if (!s1)
 			break;
 		struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s1 - 1);
-		if (gpusys_slab_move(sl, GPUSYS_SLAB_LISTED, GPUSYS_SLAB_ACTIVE, c, 1)) {
+		if (gpusys_slab_move(gpusys_slab_ctl(hp, s1 - 1), GPUSYS_SLAB_LISTED, GPUSYS_SLAB_ACTIVE, c, 1, 0)) {
 			gpusys_slab_store(&sl->since, 0); /* in use again: trim's clock stops */
 			*ret_s = s1 - 1;
 			return 0;
@@ -396,7 +478,7 @@ GPUSYS_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap
 			return r;
 		uint32_t s = (uint32_t)(off >> GPUSYS_ALLOC_SLAB_SHIFT);
 		struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s);
-		gpusys_slab_store(&sl->ctl, GPUSYS_SLAB_CTL(GPUSYS_SLAB_FREE, 0, 0));
+		gpusys_slab_fresh(hp, s);
 		gpusys_slab_store(&sl->since, 0);
 		gpusys_alloc_lock(&po->lock);
 		gpusys_slab_store32(&hp->chunk_of[off >> GPUSYS_ALLOC_CHUNK_SHIFT], GPUSYS_CHUNK_WHOLE | 1u);
@@ -447,10 +529,58 @@ GPUSYS_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap
 	}
 }
 
+/* Retire SM group g's current slab of class c (cur's word read as s1) to
+ * state `to` (DETACHED, or BROKEN) and take another, under cur's lock: 0,
+ * or -errno. A slab retired on a count that held other warps' reservations
+ * may be nearly empty: whichever count leaves it last lists it
+ * (gpusys_slab_put_back_leader); the look with cnt 0 here lists it when
+ * they all left before the move. Lane l. */
+GPUSYS_FN int gpusys_slab_retire_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, uint32_t g,
+					uint32_t c, uint32_t s1, uint32_t to)
+{
+	uint32_t *cur = gpusys_slab_cur(hp, g, c);
+	gpusys_alloc_lock(&cur[1]);
+	int r = 0;
+	if (gpusys_slab_load32(cur) == s1) {
+		uint32_t ns = 0;
+		if (s1 && gpusys_slab_valid(hp, s1 - 1) &&
+		    gpusys_slab_move(gpusys_slab_ctl(hp, s1 - 1), GPUSYS_SLAB_ACTIVE, to, c, 1, 0) &&
+		    to == GPUSYS_SLAB_DETACHED)
+			gpusys_slab_put_back_leader(hp, gpusys_slab_at(hp, s1 - 1), 0);
+		r = gpusys_slab_take_leader(dev, hp, l, g, c, &ns);
+		gpusys_slab_store32(cur, r ? 0u : ns + 1);
+	}
+	gpusys_lock_release(&cur[1]);
+	return r;
+}
+
+/* The bits of bitmap word w of a class-c slab that are no block: past the
+ * last slot (a class whose blocks do not fill the last word: 2 KiB and
+ * 64 KiB have 32), where gpusys_slab_cut sets them for good. */
+GPUSYS_FN unsigned long long gpusys_slab_spare(uint32_t c, uint32_t w)
+{
+	uint32_t slots = gpusys_slab_slots(c);
+	if ((w + 1u) * 64u <= slots)
+		return 0;
+	if (w * 64u >= slots)
+		return ~0ull;
+	return ~0ull << (slots - w * 64u);
+}
+
 /*
  * Claim up to n slots of class c for SM group g from one bitmap word of its
  * current slab: 0 with *ret_s, *ret_w and *ret_bits (at least one bit), or
  * -errno when no slab can be had (-ENOMEM: the client's limit). Lane l.
+ *
+ * A claim never hands out a bit past the slab's blocks: such a bit was
+ * clear only because the bitmap was scribbled (a kernel writing past its
+ * block into the next slab's header), and its address would be past the
+ * slab (2 MiB on for 64 KiB blocks: maybe unmapped, an MMU fault). It is
+ * set again, counted (corrupt_slabs, and reported to gpusysd as an
+ * unallocated refusal), and the slab is retired as BROKEN: the SM takes
+ * another, and the slab is never handed out from again (its bitmap and
+ * count disagree: listed, it would come back as a current slab whose
+ * count promises slots its bitmap does not have, and claims would spin).
  */
 GPUSYS_FN int gpusys_slab_claim_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, uint32_t g,
 				       uint32_t c, uint32_t n, uint32_t *ret_s, uint32_t *ret_w,
@@ -462,17 +592,18 @@ GPUSYS_FN int gpusys_slab_claim_leader(const gpusys_dev_t *dev, const gpusys_hea
 		uint32_t s1 = gpusys_slab_load32(cur);
 		if (s1 && gpusys_slab_valid(hp, s1 - 1)) {
 			struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s1 - 1);
-			unsigned long long old = gpusys_slab_reserve(&sl->ctl, n);
+			unsigned long long old = gpusys_slab_reserve(gpusys_slab_ctl(hp, s1 - 1), n);
 			uint32_t live = GPUSYS_SLAB_CTL_LIVE(old);
 			if (GPUSYS_SLAB_CTL_STATE(old) == GPUSYS_SLAB_ACTIVE && GPUSYS_SLAB_CTL_CLS(old) == c &&
 			    live < usable) {
 				/* k slots are ours: they are free somewhere in the bitmap */
 				uint32_t k = usable - live < n ? usable - live : n;
 				if (k < n)
-					gpusys_slab_add(&sl->ctl, (unsigned long long)-(long long)(n - k));
+					gpusys_slab_put_back_leader(hp, sl, n - k);
 				unsigned long long *bits = gpusys_slab_bits(sl);
 				uint32_t h = gpusys_slab_load32(&sl->hint) % words;
-				for (uint32_t i = 0; i < words; i++) {
+				int bad = 0;
+				for (uint32_t i = 0; i < words && !bad; i++) {
 					uint32_t w = h + i < words ? h + i : h + i - words;
 					unsigned long long f = ~gpusys_slab_load(&bits[w]);
 					while (f) {
@@ -483,40 +614,62 @@ GPUSYS_FN int gpusys_slab_claim_leader(const gpusys_dev_t *dev, const gpusys_hea
 						}
 						unsigned long long was = gpusys_slab_or(&bits[w], t);
 						unsigned long long got = t & ~was;
+						unsigned long long spare = got & gpusys_slab_spare(c, w);
+						if (spare) {
+							/* the OR set them again: the bitmap is
+							 * whole; those bits are no blocks */
+							got &= ~spare;
+							bad = 1;
+						}
 						if (got) {
 							uint32_t m = gpusys_slab_popc(got);
 							if (m < k)
-								gpusys_slab_add(&sl->ctl,
-										(unsigned long long)-(long long)(k - m));
+								gpusys_slab_put_back_leader(hp, sl, k - m);
 							if (w != h)
 								gpusys_slab_store32(&sl->hint, w);
+							if (bad) {
+								gpusys_slab_add(&hp->pool->corrupt_slabs, 1);
+								gpusys_slab_add(&hp->pool->refused_unallocated, 1);
+								gpusys_alloc_rpc_one(dev, hp, l, GPUSYS_OP_ALLOC_REPORT,
+										     GPUSYS_ALLOC_REFUSED_UNALLOCATED, 0, 0,
+										     NULL);
+								/* the slots got are real: handed
+								 * out; the next claim takes another
+								 * slab */
+								gpusys_slab_retire_leader(dev, hp, l, g, c, s1,
+											  GPUSYS_SLAB_BROKEN);
+							}
 							*ret_s = s1 - 1;
 							*ret_w = w;
 							*ret_bits = got;
 							return 0;
 						}
+						if (bad)
+							break;
 						f = ~was;
 					}
 				}
+				if (bad) {
+					gpusys_slab_put_back_leader(hp, sl, k);
+					gpusys_slab_add(&hp->pool->corrupt_slabs, 1);
+					gpusys_slab_add(&hp->pool->refused_unallocated, 1);
+					gpusys_alloc_rpc_one(dev, hp, l, GPUSYS_OP_ALLOC_REPORT,
+							     GPUSYS_ALLOC_REFUSED_UNALLOCATED, 0, 0, NULL);
+					int r = gpusys_slab_retire_leader(dev, hp, l, g, c, s1, GPUSYS_SLAB_BROKEN);
+					if (r)
+						return r;
+					continue;
+				}
 				/* Other warps' reservations hold the free bits
 				 * for a moment: give ours back and look again. */
-				gpusys_slab_add(&sl->ctl, (unsigned long long)-(long long)k);
+				gpusys_slab_put_back_leader(hp, sl, k);
 				gpusys_spin_pause();
 				continue;
 			}
-			gpusys_slab_add(&sl->ctl, (unsigned long long)-(long long)n);
+			gpusys_slab_put_back_leader(hp, sl, n);
 		}
 		/* The current slab is full (or none yet): retire it, take another. */
-		gpusys_alloc_lock(&cur[1]);
-		int r = 0;
-		if (gpusys_slab_load32(cur) == s1) {
-			uint32_t ns = 0;
-			if (s1 && gpusys_slab_valid(hp, s1 - 1))
-				gpusys_slab_move(gpusys_slab_at(hp, s1 - 1), GPUSYS_SLAB_ACTIVE, GPUSYS_SLAB_DETACHED, c, 1);
-			r = gpusys_slab_take_leader(dev, hp, l, g, c, &ns);
-			gpusys_slab_store32(cur, r ? 0u : ns + 1);
-		}
-		gpusys_lock_release(&cur[1]);
+		int r = gpusys_slab_retire_leader(dev, hp, l, g, c, s1, GPUSYS_SLAB_DETACHED);
 		if (r)
 			return r;
 	}
@@ -554,19 +707,20 @@ GPUSYS_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap
 			}
 			struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s1 - 1);
 			int gone = 0;
-			if (gpusys_slab_load(&sl->ctl) == GPUSYS_SLAB_CTL(GPUSYS_SLAB_LISTED, c, 0) && gpusys_slab_whole(c)) {
+			unsigned long long *ctl = gpusys_slab_ctl(hp, s1 - 1), v = gpusys_slab_load(ctl);
+			if (gpusys_slab_ctl_is(v, GPUSYS_SLAB_LISTED, c, 0) && gpusys_slab_whole(c)) {
 				/* A whole chunk: back to gpusysd once it has been
 				 * seen empty for the delay (its clock starts now). */
 				uint64_t since = gpusys_slab_load(&sl->since);
 				if (!since)
 					gpusys_slab_store(&sl->since, now);
 				else if (now >= since && now - since >= delay &&
-					 gpusys_slab_cas(&sl->ctl, GPUSYS_SLAB_CTL(GPUSYS_SLAB_LISTED, c, 0),
-							 GPUSYS_SLAB_CTL(GPUSYS_SLAB_FREE, 0, 0)))
+					 gpusys_slab_cas(ctl, v, (v & GPUSYS_SLAB_CTL_GEN_MASK) |
+									 GPUSYS_SLAB_CTL(GPUSYS_SLAB_FREE, 0, 0)))
 					gone = 2;
-			} else if (!gpusys_slab_whole(c) &&
-				   gpusys_slab_cas(&sl->ctl, GPUSYS_SLAB_CTL(GPUSYS_SLAB_LISTED, c, 0),
-						   GPUSYS_SLAB_CTL(GPUSYS_SLAB_FREE, 0, 0))) {
+			} else if (!gpusys_slab_whole(c) && gpusys_slab_ctl_is(v, GPUSYS_SLAB_LISTED, c, 0) &&
+				   gpusys_slab_cas(ctl, v, (v & GPUSYS_SLAB_CTL_GEN_MASK) |
+							       GPUSYS_SLAB_CTL(GPUSYS_SLAB_FREE, 0, 0))) {
 				gone = 1;
 			}
 			if (!gone) {
@@ -666,25 +820,29 @@ GPUSYS_FN int gpusys_slab_trim_when_leader(const gpusys_dev_t *dev, const gpusys
 /* Whether off (in a pool chunk) is the start of a live small block: 0 and
  * *ret_bytes (its class's size), -EINVAL (inside a slot or the header) or
  * -ENOENT (not allocated). For realloc, which keeps or copies the block. */
-/* The slab of off (chunk_of entry co), its class in *ret_c, and off's
- * place in it; -ENOENT when the slab holds no blocks (free, or a header
- * whose class does not fit the chunk's kind: scribbled). */
+/* The slab of off (chunk_of entry co), its class in *ret_c, off's place
+ * in it, and the ctl value read in *ret_v (its generation: see the pin in
+ * gpusys_slab_free_lanes); -ENOENT when the slab holds no blocks (free, or
+ * a class that does not fit the chunk's kind). */
 GPUSYS_FN int gpusys_slab_locate(const gpusys_heap_dev_t *hp, uint64_t off, uint32_t co,
-				 struct gpusys_alloc_slab **ret_sl, uint32_t *ret_c, uint32_t *ret_rel)
+				 struct gpusys_alloc_slab **ret_sl, uint32_t *ret_c, uint32_t *ret_rel,
+				 unsigned long long *ret_v)
 {
 	uint32_t s = gpusys_slab_of(off, co);
 	struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s);
 	*ret_sl = sl;
 	*ret_c = 0;
 	*ret_rel = 0;
+	*ret_v = 0;
 	if (co & GPUSYS_CHUNK_GONE)
 		return -ENOENT; /* trim is giving it back: no block is live there */
-	unsigned long long v = gpusys_slab_load(&sl->ctl);
+	unsigned long long v = gpusys_slab_load(gpusys_slab_ctl(hp, s));
 	uint32_t c = GPUSYS_SLAB_CTL_CLS(v), st = GPUSYS_SLAB_CTL_STATE(v);
+	*ret_v = v;
 	*ret_sl = sl;
 	*ret_c = c;
 	*ret_rel = (uint32_t)(off - ((uint64_t)s << GPUSYS_ALLOC_SLAB_SHIFT));
-	if (st == GPUSYS_SLAB_FREE || st > GPUSYS_SLAB_LISTED || c >= GPUSYS_SLAB_CLASSES ||
+	if (st == GPUSYS_SLAB_FREE || st > GPUSYS_SLAB_BROKEN || c >= GPUSYS_SLAB_CLASSES ||
 	    gpusys_slab_whole(c) != !!(co & GPUSYS_CHUNK_WHOLE))
 		return -ENOENT;
 	return 0;
@@ -694,7 +852,8 @@ GPUSYS_FN int gpusys_slab_probe(const gpusys_heap_dev_t *hp, uint64_t off, uint3
 {
 	struct gpusys_alloc_slab *sl;
 	uint32_t c, rel;
-	if (gpusys_slab_locate(hp, off, co, &sl, &c, &rel))
+	unsigned long long v;
+	if (gpusys_slab_locate(hp, off, co, &sl, &c, &rel, &v))
 		return -ENOENT;
 	uint32_t cb = gpusys_alloc_class_bytes(c);
 	if (rel % cb || rel / cb < gpusys_slab_first(c))
@@ -706,30 +865,24 @@ GPUSYS_FN int gpusys_slab_probe(const gpusys_heap_dev_t *hp, uint64_t off, uint3
 	return 0;
 }
 
-/* ------------------------------------------------------------------ free */
-
-/* Take cnt blocks' counts back from slab sl (their bits are clear), and
- * do what its state asks: a DETACHED slab with room again goes onto this
- * SM group's partial list of its class. Returns whether the slab is now
- * empty and no SM's current one (trim may give it back). One lane. */
-GPUSYS_FN uint32_t gpusys_slab_put_back_leader(const gpusys_heap_dev_t *hp, struct gpusys_alloc_slab *sl, uint32_t cnt)
+/* malloc's last check of a block it is about to hand out (off, cb bytes):
+ * inside one slab of a pool chunk the pool holds, and below pool_hi (so in
+ * the mapped prefix). A claim cannot give anything else; this turns a bug
+ * that would give a wild pointer (an MMU fault, or another block's bytes)
+ * into an error. Two loads of private memory. */
+GPUSYS_FN int gpusys_slab_block_ok(const gpusys_heap_dev_t *hp, uint64_t off, uint32_t cb)
 {
-	unsigned long long old = gpusys_slab_add(&sl->ctl, (unsigned long long)-(long long)cnt);
-	uint32_t c = GPUSYS_SLAB_CTL_CLS(old), st = GPUSYS_SLAB_CTL_STATE(old);
-	uint32_t live = GPUSYS_SLAB_CTL_LIVE(old) - cnt;
-	if (st == GPUSYS_SLAB_DETACHED && live <= gpusys_slab_usable(c) / 2 &&
-	    gpusys_slab_move(sl, GPUSYS_SLAB_DETACHED, GPUSYS_SLAB_LISTED, c, 1)) {
-		uint32_t *list = gpusys_slab_cur(hp, gpusys_slab_group(hp), c) + 2;
-		uint32_t s = (uint32_t)((uint64_t)((uint8_t *)sl - hp->base) >> GPUSYS_ALLOC_SLAB_SHIFT);
-		gpusys_alloc_lock(&list[1]);
-		gpusys_slab_store32(&sl->next, gpusys_slab_load32(&list[0]));
-		gpusys_slab_store32(&list[0], s + 1);
-		gpusys_lock_release(&list[1]);
-		st = GPUSYS_SLAB_LISTED;
-	}
-	return live == 0 && st != GPUSYS_SLAB_ACTIVE;
+	uint64_t end = off + cb;
+	if (end > gpusys_slab_load(&hp->pool->pool_hi) || end > hp->reserve || end < off)
+		return 0;
+	uint32_t co = gpusys_slab_load32(&hp->chunk_of[off >> GPUSYS_ALLOC_CHUNK_SHIFT]);
+	if (!co || (co & GPUSYS_CHUNK_GONE))
+		return 0;
+	uint64_t sb = co & GPUSYS_CHUNK_WHOLE ? GPUSYS_ALLOC_CHUNK_BYTES : GPUSYS_ALLOC_SLAB_BYTES;
+	return off % sb >= sizeof(struct gpusys_alloc_slab) && off % sb + cb <= sb;
 }
 
+/* ------------------------------------------------------------------ free */
 
 /*
  * Free the pool blocks of the lanes of mask that have is[l] (off[l]: the
@@ -744,26 +897,39 @@ GPUSYS_FN uint32_t gpusys_slab_put_back_leader(const gpusys_heap_dev_t *hp, stru
  * computes alike (from ballots over mask): no lane waits at a collective
  * that another lane of mask skips, and no collective names a lane that is
  * elsewhere, however the lanes' slabs and words differ. One atomic AND per
- * bitmap word and one add per slab, by the lowest lane that has it: 32 lanes
- * freeing blocks of one word were 32 atomics on one address.
+ * bitmap word and two adds per slab, by the lowest lane that has it: 32
+ * lanes freeing blocks of one word were 32 atomics on one address.
+ *
+ * The first add pins the slab (its count, one per lane): it cannot go FREE
+ * while pinned, so its chunk can be neither given back nor cut again, and
+ * the value the add returns says whether it is still the cut the lane read
+ * (state, class, generation). A lane whose slab changed meanwhile is
+ * refused (-ENOENT) before it touches a bit: only a wrong free can see that
+ * (a live block's count keeps its slab), and unpinned it could clear a bit
+ * of the next cut's bitmap, a spare one included. The second add takes the
+ * pins back with the freed blocks' counts.
  */
 GPUSYS_FN int gpusys_slab_free_lanes(const gpusys_heap_dev_t *hp, uint64_t mask, const uint64_t *off,
 				     const uint32_t *co, const uint32_t *is, int32_t *err)
 {
 	uint64_t word[GPUSYS_ALLOC_LANES], slab[GPUSYS_ALLOC_LANES], bit[GPUSYS_ALLOC_LANES];
-	uint32_t ok[GPUSYS_ALLOC_LANES], in[GPUSYS_ALLOC_LANES];
+	uint64_t seen[GPUSYS_ALLOC_LANES];
+	uint32_t ok[GPUSYS_ALLOC_LANES], in[GPUSYS_ALLOC_LANES], pinned[GPUSYS_ALLOC_LANES];
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
 		struct gpusys_alloc_slab *sl;
 		uint32_t c, rel;
+		unsigned long long v = 0;
 		word[GPUSYS_LI(l)] = 0;
 		slab[GPUSYS_LI(l)] = 0;
 		bit[GPUSYS_LI(l)] = 0;
 		ok[GPUSYS_LI(l)] = 0;
+		pinned[GPUSYS_LI(l)] = 0;
+		seen[GPUSYS_LI(l)] = 0;
 		if (!is[GPUSYS_LI(l)])
 			continue;
 		int32_t e = 0;
-		if (gpusys_slab_locate(hp, off[GPUSYS_LI(l)], co[GPUSYS_LI(l)], &sl, &c, &rel)) {
+		if (gpusys_slab_locate(hp, off[GPUSYS_LI(l)], co[GPUSYS_LI(l)], &sl, &c, &rel, &v)) {
 			e = -ENOENT;
 		} else if (rel % gpusys_alloc_class_bytes(c) || rel / gpusys_alloc_class_bytes(c) < gpusys_slab_first(c)) {
 			e = -EINVAL;
@@ -772,6 +938,7 @@ GPUSYS_FN int gpusys_slab_free_lanes(const gpusys_heap_dev_t *hp, uint64_t mask,
 			word[GPUSYS_LI(l)] = (uint64_t)(uintptr_t)&gpusys_slab_bits(sl)[slot / 64u];
 			slab[GPUSYS_LI(l)] = (uint64_t)(uintptr_t)sl;
 			bit[GPUSYS_LI(l)] = 1ull << (slot % 64u);
+			seen[GPUSYS_LI(l)] = v & (GPUSYS_SLAB_CTL_GEN_MASK | GPUSYS_SLAB_CTL(0, 0xffu, 0));
 			ok[GPUSYS_LI(l)] = 1;
 		}
 		err[GPUSYS_LI(l)] = e;
@@ -783,6 +950,39 @@ GPUSYS_FN int gpusys_slab_free_lanes(const gpusys_heap_dev_t *hp, uint64_t mask,
 	{
 		if (is[GPUSYS_LI(l)] && !err[GPUSYS_LI(l)] && !ok[GPUSYS_LI(l)])
 			err[GPUSYS_LI(l)] = -ENOENT;
+	}
+
+	/* The pins, a slab at a time: the lowest pending lane's slab and every
+	 * lane that shares it. */
+	for (uint64_t pend = gpusys_alloc_ballot(mask, ok); pend;) {
+		uint32_t ld = gpusys_lane_leader_of(pend);
+		uint64_t sa = GPUSYS_ALLOC_FROM(mask, slab, ld);
+		GPUSYS_FOR_EACH_LANE(mask, l)
+		{
+			in[GPUSYS_LI(l)] = (pend >> l & 1u) && slab[GPUSYS_LI(l)] == sa;
+		}
+		uint64_t grp = gpusys_alloc_ballot(mask, in);
+		pend &= ~grp;
+		unsigned long long old = 0;
+		GPUSYS_ALLOC_AS_LANE(ld)
+		{
+			/* acquire: the bitmap read below is this cut's */
+			old = gpusys_slab_reserve(gpusys_slab_ctl_of(hp, (struct gpusys_alloc_slab *)(uintptr_t)sa),
+						  gpusys_slab_popc(grp));
+		}
+		old = GPUSYS_ALLOC_BCAST(mask, old, ld);
+		uint32_t st = GPUSYS_SLAB_CTL_STATE(old);
+		GPUSYS_FOR_EACH_LANE(mask, l)
+		{
+			if (!in[GPUSYS_LI(l)])
+				continue;
+			pinned[GPUSYS_LI(l)] = 1;
+			if (st == GPUSYS_SLAB_FREE || st > GPUSYS_SLAB_BROKEN ||
+			    (old & (GPUSYS_SLAB_CTL_GEN_MASK | GPUSYS_SLAB_CTL(0, 0xffu, 0))) != seen[GPUSYS_LI(l)]) {
+				err[GPUSYS_LI(l)] = -ENOENT; /* its slab was given back or cut again */
+				ok[GPUSYS_LI(l)] = 0;
+			}
+		}
 	}
 
 	/* The bits, a word at a time: the lowest pending lane's word and every
@@ -810,9 +1010,10 @@ GPUSYS_FN int gpusys_slab_free_lanes(const gpusys_heap_dev_t *hp, uint64_t mask,
 		}
 	}
 
-	/* The counts, a slab at a time, and what the slab's state asks for. */
+	/* The counts (pins, and the blocks freed), a slab at a time, and what
+	 * the slab's state asks for. */
 	uint32_t emptied = 0;
-	for (uint64_t pend = gpusys_alloc_ballot(mask, ok); pend;) {
+	for (uint64_t pend = gpusys_alloc_ballot(mask, pinned); pend;) {
 		uint32_t ld = gpusys_lane_leader_of(pend);
 		uint64_t sa = GPUSYS_ALLOC_FROM(mask, slab, ld);
 		GPUSYS_FOR_EACH_LANE(mask, l)
@@ -821,7 +1022,11 @@ GPUSYS_FN int gpusys_slab_free_lanes(const gpusys_heap_dev_t *hp, uint64_t mask,
 		}
 		uint64_t grp = gpusys_alloc_ballot(mask, in);
 		pend &= ~grp;
-		uint32_t cnt = gpusys_slab_popc(grp), e = 0;
+		GPUSYS_FOR_EACH_LANE(mask, l)
+		{
+			in[GPUSYS_LI(l)] = in[GPUSYS_LI(l)] && ok[GPUSYS_LI(l)];
+		}
+		uint32_t cnt = gpusys_slab_popc(grp) + gpusys_slab_popc(gpusys_alloc_ballot(mask, in)), e = 0;
 		GPUSYS_ALLOC_AS_LANE(ld)
 		{
 			e = gpusys_slab_put_back_leader(hp, (struct gpusys_alloc_slab *)(uintptr_t)sa, cnt);

@@ -115,6 +115,10 @@ GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_alloc_resp) == 64, "alloc response fit
  *   -EFAULT    FREE/REALLOC: a pointer outside the heap
  *   -ENOENT    FREE/REALLOC: a pointer to memory that is not allocated
  *              (freed already, or never handed out)
+ *   -EIO       (the device's own) MALLOC/REALLOC: the block found failed
+ *              the last check (not in a held pool chunk's slab, or past
+ *              the mapped prefix): a bug or a scribbled slab, counted
+ *              (gpusys_alloc_pool.wild_blocks) and not handed out
  * Refused frees are counted per client and in the daemon's totals. */
 
 /* ALLOC_REPORT's arg: a free of a small block the device refused, counted
@@ -195,17 +199,26 @@ GPUSYS_STATIC_ASSERT((UINT64_C(1) << GPUSYS_ALLOC_CHUNK_SHIFT) == GPUSYS_ALLOC_C
 /* gpusys_alloc_req.flags */
 #define GPUSYS_ALLOC_F_POOL 1u /* MALLOC / FREE of a whole pool chunk */
 
-/* The header at the start of every slab of a pool chunk (heap memory). ctl
- * packs what must change together: the blocks handed out or reserved
- * (low 32 bits), the class (bits 32-39) and the state (bits 40-47). */
+/* The header at the start of every slab of a pool chunk (heap memory).
+ * Each slab's ctl word is in the pool's private memory (slab_ctl[] of
+ * gpusys_heap_dev_t, one per 64 KiB of the range, never re-initialised):
+ * a warp that stalled holding an old slab number can only touch that
+ * word, never the heap, and a chunk granted again finds its words as the
+ * give-back left them (FREE, with any stale reservation still counted).
+ * ctl packs what must change together: the blocks handed out or reserved
+ * (low 32 bits), the class (bits 32-39), the state (bits 40-47) and the
+ * cut's generation (bits 48-63, one more at every cut: a free that read
+ * an older one is stale and refused). */
 enum gpusys_alloc_slab_state {
 	GPUSYS_SLAB_FREE = 0,     /* on the pool's free list (or being cut) */
 	GPUSYS_SLAB_ACTIVE = 1,   /* some SM's current slab of its class: mallocs take from it */
 	GPUSYS_SLAB_DETACHED = 2, /* was current, ran full; on no list */
 	GPUSYS_SLAB_LISTED = 3,   /* on an SM group's partial list of its class: frees made room */
+	GPUSYS_SLAB_BROKEN = 4,   /* a claim found its bitmap scribbled: frees still work, but it is never
+				     handed out from, listed or given back again (until the heap closes) */
 };
 struct gpusys_alloc_slab {
-	unsigned long long ctl;
+	unsigned long long unused; /* was the ctl word: now the pool's slab_ctl[] (above) */
 	uint32_t next;           /* list link: slab number + 1, 0 ends */
 	uint32_t hint;           /* the bitmap word to look at first */
 	unsigned long long since; /* first slab of a chunk: when the whole chunk became free (ns), 0 if not */
@@ -217,6 +230,8 @@ GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_alloc_slab) == 24, "slab header layout
 #define GPUSYS_SLAB_CTL_LIVE(v) ((uint32_t)(v))
 #define GPUSYS_SLAB_CTL_CLS(v) ((uint32_t)((v) >> 32) & 0xffu)
 #define GPUSYS_SLAB_CTL_STATE(v) ((uint32_t)((v) >> 40) & 0xffu)
+#define GPUSYS_SLAB_CTL_GEN(v) ((uint32_t)((v) >> 48))
+#define GPUSYS_SLAB_CTL_GEN_MASK (0xffffull << 48)
 
 /* The device's class for size bytes aligned to align, or
  * GPUSYS_SLAB_CLASSES for a large block (the daemon's). */
@@ -275,6 +290,12 @@ struct gpusys_alloc_pool {
 	unsigned long long refused_foreign, refused_interior, refused_unallocated;
 	unsigned long long trim_next_ns;             /* a free that empties a slab trims from then on */
 	unsigned long long trims;                    /* trims run (for tests and figures) */
+	/* Safety nets (also reported as refused_unallocated): claims that got
+	 * a bitmap bit past their slab's blocks (a slab whose bitmap was
+	 * scribbled: skipped), and blocks refused by malloc's last check (not
+	 * inside a held pool chunk, or past pool_hi / the mapped prefix). */
+	unsigned long long corrupt_slabs, wild_blocks;
+	unsigned long long pool_hi;                  /* end (offset) of the highest chunk granted: mapped below */
 };
 
 /* What a kernel (or an emulated warp) needs to use the heap: pass by value. */
@@ -287,17 +308,20 @@ typedef struct gpusys_heap_dev {
 					       cut in 64 KiB slabs; GPUSYS_CHUNK_WHOLE | 1 for a whole-chunk slab */
 	uint32_t *cur;                      /* groups x classes, 4 words each: an SM's current slab + 1 and its
 					       lock, its partial list's head (slab + 1) and that list's lock */
+	unsigned long long *slab_ctl;       /* reserve / SLAB_BYTES: each slab's ctl word (private) */
 	int32_t *last_err;                  /* err_slots * GPUSYS_WARP_LANES: errno of each thread's last call */
 	uint32_t err_slots;
 	uint32_t pad;
 } gpusys_heap_dev_t;
 
 /* Bytes of private device memory the pool needs for a range of reserve
- * bytes and groups SMs (struct, chunk_of, cur and its locks). */
+ * bytes and groups SMs (struct, slab_ctl, chunk_of, cur and its locks, in
+ * that order: slab_ctl right after the struct keeps it 8-byte aligned). */
 GPUSYS_ABI_FN uint64_t gpusys_alloc_pool_bytes(uint64_t reserve, uint32_t groups)
 {
-	return sizeof(struct gpusys_alloc_pool) + (reserve / GPUSYS_ALLOC_CHUNK_BYTES) * 4u +
-	       (uint64_t)groups * GPUSYS_SLAB_CLASSES * 16u;
+	return sizeof(struct gpusys_alloc_pool) + (reserve / GPUSYS_ALLOC_SLAB_BYTES) * 8u +
+	       (reserve / GPUSYS_ALLOC_CHUNK_BYTES) * 4u + (uint64_t)groups * GPUSYS_SLAB_CLASSES * 16u;
 }
+GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_alloc_pool) % 8 == 0, "slab_ctl after the pool stays aligned");
 
 #endif /* GPUSYS_ALLOC_H */

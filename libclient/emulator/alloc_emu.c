@@ -53,7 +53,7 @@ static void *map_thread(void *arg)
 	return NULL;
 }
 
-/* The pool's private memory (alloc.h: the struct, chunk_of[], cur[]), and
+/* The pool's private memory (alloc.h: the struct, slab_ctl[], chunk_of[], cur[]), and
  * its pointers in hd. */
 static int pool_open(gpusys_heap_dev_t *hd, uint32_t groups)
 {
@@ -62,7 +62,8 @@ static int pool_open(gpusys_heap_dev_t *hd, uint32_t groups)
 	if (!m)
 		return -ENOMEM;
 	hd->pool = (struct gpusys_alloc_pool *)m;
-	hd->chunk_of = (uint32_t *)(m + sizeof(struct gpusys_alloc_pool));
+	hd->slab_ctl = (unsigned long long *)(m + sizeof(struct gpusys_alloc_pool));
+	hd->chunk_of = (uint32_t *)(hd->slab_ctl + hd->reserve / GPUSYS_ALLOC_SLAB_BYTES);
 	hd->cur = hd->chunk_of + hd->reserve / GPUSYS_ALLOC_CHUNK_BYTES;
 	hd->pool->groups = groups;
 	hd->pool->trim_delay_ns = GPUSYS_ALLOC_TRIM_DELAY_NS;

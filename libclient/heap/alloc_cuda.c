@@ -300,7 +300,8 @@ gpusys_heap_t gpusys_heap_device(struct gpusys_heap *h)
 	t.heap.reserve = h->reserve;
 	t.heap.ctl = (struct gpusys_alloc_ctl *)(uintptr_t)h->ctl_dev;
 	t.heap.pool = (struct gpusys_alloc_pool *)(uintptr_t)h->priv;
-	t.heap.chunk_of = (uint32_t *)(uintptr_t)(h->priv + sizeof(struct gpusys_alloc_pool));
+	t.heap.slab_ctl = (unsigned long long *)(uintptr_t)(h->priv + sizeof(struct gpusys_alloc_pool));
+	t.heap.chunk_of = (uint32_t *)(t.heap.slab_ctl + h->reserve / GPUSYS_ALLOC_SLAB_BYTES);
 	t.heap.cur = t.heap.chunk_of + h->reserve / GPUSYS_ALLOC_CHUNK_BYTES;
 	t.heap.last_err = (int32_t *)(uintptr_t)(h->priv + h->pool_bytes);
 	t.heap.err_slots = h->err_slots;

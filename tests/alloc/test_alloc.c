@@ -32,6 +32,7 @@
 #include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "../daemon/harness.h"
+#include "device/alloc_slab.h" /* the slab code the emulator runs: a claim's give-back */
 
 #define L GPUSYS_WARP_LANES
 #define MiB (UINT64_C(1) << 20)
@@ -1479,6 +1480,124 @@ static void test_churn_short_delay(void **unused)
 	cl_detach(&k);
 }
 
+/* ------------------------------------------------- the claim's safety net */
+
+/*
+ * A slab whose bitmap was scribbled (a kernel writing past its block into
+ * the next slab's header): every real slot marked taken but one (or none),
+ * and a spare bit (slot 40 of 32: 2 KiB and 64 KiB blocks do not fill the
+ * word) cleared. A claim must never hand out the spare slot, an address
+ * past the slab (2.5 MiB past the chunk at 64 KiB: an MMU fault on a GPU):
+ * it counts the slab as corrupt, reports it, retires it and serves the
+ * lanes from another slab.
+ */
+static void spare_bit_case(const struct cl *k, uint32_t c, uint32_t lanes)
+{
+	const gpusys_heap_dev_t *hp = k->hp;
+	const struct gpusys_alloc_pool *po = gpusys_emu_heap_pool(k->heap);
+	uint32_t cb = gpusys_alloc_class_bytes(c);
+	uint64_t sb = gpusys_slab_bytes(c);
+	assert_int_equal(gpusys_slab_slots(c), 32);
+	int32_t e;
+	uint8_t *p = one_malloc(k, cb, &e);
+	assert_non_null(p);
+	uint64_t off = (uint64_t)(p - hp->base), so = off - off % sb;
+	uint64_t *bits = (uint64_t *)(hp->base + so + sizeof(struct gpusys_alloc_slab));
+	/* one real slot left free (slot 5) when lanes > 1, and spare slot 40 */
+	uint64_t hole = UINT64_C(1) << 40 | (lanes > 1 ? UINT64_C(1) << 5 : 0);
+	__atomic_store_n(bits, ~hole, __ATOMIC_RELAXED);
+	unsigned long long corrupt0 = po->corrupt_slabs;
+	uint64_t rep0 = stat_of(k).dev_refused_unallocated;
+
+	uint64_t sz[L];
+	void *r[L];
+	int32_t er[L];
+	for (uint32_t l = 0; l < L; l++)
+		sz[l] = cb;
+	uint64_t mask = lanes == 64 ? ~UINT64_C(0) : (UINT64_C(1) << lanes) - 1;
+	gpusys_emu_malloc(k->dev, hp, mask, sz, r, er);
+	const uint8_t *wild = hp->base + so + 40u * (uint64_t)cb;
+	uint32_t in_old = 0;
+	for (uint32_t l = 0; l < lanes; l++) {
+		assert_int_equal(er[l], 0);
+		assert_non_null(r[l]);
+		assert_ptr_not_equal(r[l], wild);
+		assert_int_equal(churn_where(k, r[l], cb), 0);
+		uint64_t o = (uint64_t)((uint8_t *)r[l] - hp->base);
+		if (o - o % sb == so) {
+			/* the one real slot of the scribbled slab */
+			assert_int_equal(o % sb, 5u * cb);
+			in_old++;
+		}
+	}
+	assert_int_equal(in_old, lanes > 1 ? 1 : 0);
+	/* the spare bit is set again, the slab counted, reported, retired for good */
+	assert_true(__atomic_load_n(bits, __ATOMIC_RELAXED) >> 40 & 1u);
+	assert_int_equal(po->corrupt_slabs, corrupt0 + 1);
+	assert_int_equal(stat_of(k).dev_refused_unallocated, rep0 + 1);
+	unsigned long long v = __atomic_load_n(&hp->slab_ctl[so >> GPUSYS_ALLOC_SLAB_SHIFT], __ATOMIC_RELAXED);
+	assert_int_equal(GPUSYS_SLAB_CTL_STATE(v), GPUSYS_SLAB_BROKEN);
+	/* its blocks still free normally */
+	assert_int_equal(one_free(k, p), 0);
+	for (uint32_t l = 0; l < lanes; l++)
+		assert_int_equal(one_free(k, r[l]), 0);
+}
+
+static void test_spare_bit_scribbled(void **unused)
+{
+	(void)unused;
+	struct cl k;
+	cl_attach(&k, 1, 256 * MiB);
+	spare_bit_case(&k, 7, 1);  /* 2 KiB: 32 to a 64 KiB slab */
+	spare_bit_case(&k, 7, 3);
+	spare_bit_case(&k, 12, 1); /* 64 KiB: 32 to a whole 2 MiB chunk */
+	spare_bit_case(&k, 12, 3);
+	assert_int_equal(gpusys_emu_heap_pool(k.heap)->wild_blocks, 0);
+	cl_detach(&k);
+}
+
+/*
+ * A slab retired on a count that was all other warps' reservations: the
+ * last of them to leave (the claim's give-back, gpusys_slab_put_back_leader)
+ * lists it again, so it is not lost as DETACHED; trim then gives it back.
+ * Before, the give-back was a plain add and the empty slab stayed DETACHED
+ * for good (64 KiB, or a whole chunk above 2 KiB).
+ */
+static void test_retired_on_reservations(void **unused)
+{
+	(void)unused;
+	struct cl k;
+	cl_attach(&k, 1, 256 * MiB);
+	const gpusys_heap_dev_t *hp = k.hp;
+	for (uint32_t c = 7; c <= 12; c += 5) {
+		uint32_t cb = gpusys_alloc_class_bytes(c), usable = gpusys_slab_usable(c);
+		uint64_t sb = gpusys_slab_bytes(c);
+		int32_t e;
+		uint8_t *p = one_malloc(&k, cb, &e);
+		assert_non_null(p);
+		uint64_t off = (uint64_t)(p - hp->base), so = off - off % sb;
+		uint32_t s = (uint32_t)(so >> GPUSYS_ALLOC_SLAB_SHIFT);
+		assert_int_equal(one_free(&k, p), 0);
+		/* other warps' reservations fill the count of the empty slab */
+		unsigned long long *ctl = &hp->slab_ctl[s];
+		__atomic_fetch_add(ctl, usable, __ATOMIC_RELAXED);
+		/* this malloc finds it full: retires it, takes another */
+		uint8_t *q = one_malloc(&k, cb, &e);
+		assert_non_null(q);
+		assert_int_not_equal((uint64_t)(q - hp->base) - (uint64_t)(q - hp->base) % sb, so);
+		assert_int_equal(GPUSYS_SLAB_CTL_STATE(__atomic_load_n(ctl, __ATOMIC_RELAXED)), GPUSYS_SLAB_DETACHED);
+		/* they leave the way a claim gives a reservation back */
+		gpusys_slab_put_back_leader(hp, (struct gpusys_alloc_slab *)(hp->base + so), usable);
+		unsigned long long v = __atomic_load_n(ctl, __ATOMIC_RELAXED);
+		assert_int_equal(GPUSYS_SLAB_CTL_STATE(v), GPUSYS_SLAB_LISTED);
+		assert_int_equal(GPUSYS_SLAB_CTL_LIVE(v), 0);
+		assert_int_equal(one_free(&k, q), 0);
+	}
+	/* listed and empty: trim gives the slabs back */
+	assert_true(gpusys_emu_heap_trim(k.dev, hp) >= 0);
+	cl_detach(&k);
+}
+
 static int setup(void **unused)
 {
 	(void)unused;
@@ -1527,6 +1646,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_small_growth_8x),
 		cmocka_unit_test(test_trim),
 		cmocka_unit_test(test_whole_chunk_classes),
+		cmocka_unit_test(test_spare_bit_scribbled),
+		cmocka_unit_test(test_retired_on_reservations),
 		cmocka_unit_test(test_limit_trims),
 		cmocka_unit_test(test_meta_budget),
 		cmocka_unit_test(test_killed_client),
