@@ -37,6 +37,18 @@
  * the lists and per-SM words in its private device memory). Indices read
  * from it are bounded before use, so a scribbled list can only lose blocks
  * or hand them out twice within this heap, never write outside it.
+ *
+ * Every function here is inlined on the GPU (GPUSYS_FN is
+ * __forceinline__), so each call site of a slow path is a whole copy of
+ * it, and nested sites multiply: with the claim retiring a slab from three
+ * places, take asking for a chunk from two and the chunk request asking
+ * twice, one malloc held a dozen copies of the chunk request and of trim,
+ * and cicc ran for more than ten minutes on test_gpu_alloc.cu. So each
+ * slow path has one call site in its caller (the claim's retire, take's
+ * chunk request, the request's retry loop). Out of line (__noinline__)
+ * they compiled faster still, but every kernel then needed 25-75 more
+ * registers per thread: ptxas keeps a caller's live values apart from the
+ * registers of what it calls, down the whole chain.
  */
 #ifndef GPUSYS_ALLOC_SLAB_H
 #define GPUSYS_ALLOC_SLAB_H
@@ -384,21 +396,19 @@ GPUSYS_FN int gpusys_slab_trim_when_leader(const gpusys_dev_t *dev, const gpusys
 GPUSYS_FN int gpusys_slab_chunk_or_trim_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l,
 					       uint64_t *ret_off)
 {
-	int r = gpusys_slab_chunk_leader(dev, hp, l, ret_off);
-	if (r == -ENOMEM && gpusys_slab_trim_when_leader(dev, hp, l, GPUSYS_TRIM_FORCE) > 0)
-		r = gpusys_slab_chunk_leader(dev, hp, l, ret_off);
-	return r;
+	/* a loop, not two calls: one copy of the request where it is inlined */
+	for (int again = 0;; again = 1) {
+		int r = gpusys_slab_chunk_leader(dev, hp, l, ret_off);
+		if (again || r != -ENOMEM || gpusys_slab_trim_when_leader(dev, hp, l, GPUSYS_TRIM_FORCE) <= 0)
+			return r;
+	}
 }
 
-/* One more pool chunk cut into 64 KiB slabs, all on the free list. 0 or
- * -errno. Lane l, alone. */
-GPUSYS_FN int gpusys_slab_grow_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l)
+/* The pool chunk at off, just granted (gpusys_slab_chunk_or_trim_leader),
+ * cut into 64 KiB slabs, all on the free list. The leader, alone. */
+GPUSYS_FN void gpusys_slab_grow_leader(const gpusys_heap_dev_t *hp, uint64_t off)
 {
 	struct gpusys_alloc_pool *po = hp->pool;
-	uint64_t off = 0;
-	int r = gpusys_slab_chunk_or_trim_leader(dev, hp, l, &off);
-	if (r)
-		return r;
 	uint32_t first = (uint32_t)(off >> GPUSYS_ALLOC_SLAB_SHIFT);
 	for (uint32_t i = 0; i < GPUSYS_ALLOC_CHUNK_SLABS; i++) {
 		struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, first + i);
@@ -413,7 +423,6 @@ GPUSYS_FN int gpusys_slab_grow_leader(const gpusys_dev_t *dev, const gpusys_heap
 	gpusys_slab_store32(&po->chunks, gpusys_slab_load32(&po->chunks) + 1);
 	gpusys_slab_store(&po->chunks_got, gpusys_slab_load(&po->chunks_got) + 1);
 	gpusys_lock_release(&po->lock);
-	return 0;
 }
 
 /* Cut free slab s for class c: its bitmap with the header's own slots (and
@@ -470,12 +479,55 @@ GPUSYS_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap
 			return 0;
 		}
 	}
-	if (gpusys_slab_whole(c)) {
-		/* A class above 2 KiB: a new chunk is its slab. */
+	/* A class above 2 KiB: a new chunk is its slab. The others: a free
+	 * slab, else a new chunk cut into slabs. One chunk request for both
+	 * (where it is inlined, each call was a copy of the request and of
+	 * trim). */
+	int whole = gpusys_slab_whole(c);
+	for (uint32_t trimmed = 0;;) {
+		if (!whole) {
+			gpusys_alloc_lock(&po->lock);
+			uint32_t s1 = gpusys_slab_load32(&po->free_head);
+			if (s1 && !gpusys_slab_valid(hp, s1 - 1)) {
+				gpusys_slab_store32(&po->free_head, 0); /* scribbled: drop the list */
+				gpusys_slab_store32(&po->free_slabs, 0);
+				s1 = 0;
+			}
+			if (s1) {
+				struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s1 - 1);
+				uint32_t ci = (s1 - 1) / GPUSYS_ALLOC_CHUNK_SLABS;
+				uint32_t n = gpusys_slab_load32(&hp->chunk_of[ci]);
+				gpusys_slab_store32(&po->free_head, gpusys_slab_load32(&sl->next));
+				gpusys_slab_store32(&po->free_slabs, gpusys_slab_load32(&po->free_slabs) - 1);
+				gpusys_slab_store32(&hp->chunk_of[ci], n - 1);
+				if (n == 1 + GPUSYS_ALLOC_CHUNK_SLABS)
+					gpusys_slab_store(&gpusys_slab_at(hp, ci * GPUSYS_ALLOC_CHUNK_SLABS)->since, 0);
+			}
+			gpusys_lock_release(&po->lock);
+			if (s1) {
+				gpusys_slab_cut(hp, s1 - 1, c);
+				*ret_s = s1 - 1;
+				return 0;
+			}
+			/* Empty slabs of other classes may wait on their lists
+			 * (trims from frees are spaced out): take them before a
+			 * chunk. Spaced out here too: a trim peeks at every
+			 * group's lists (groups x classes loads), and a heap
+			 * growing from empty takes a chunk per 32 slabs. */
+			if (!trimmed++) {
+				int t = gpusys_slab_trim_when_leader(dev, hp, l, GPUSYS_TRIM_LAZY);
+				if (t >= 0 && gpusys_slab_load32(&po->free_head))
+					continue;
+			}
+		}
 		uint64_t off = 0;
 		int r = gpusys_slab_chunk_or_trim_leader(dev, hp, l, &off);
 		if (r)
 			return r;
+		if (!whole) {
+			gpusys_slab_grow_leader(hp, off);
+			continue;
+		}
 		uint32_t s = (uint32_t)(off >> GPUSYS_ALLOC_SLAB_SHIFT);
 		struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s);
 		gpusys_slab_fresh(hp, s);
@@ -488,44 +540,6 @@ GPUSYS_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap
 		gpusys_slab_cut(hp, s, c);
 		*ret_s = s;
 		return 0;
-	}
-	for (uint32_t trimmed = 0;;) {
-		gpusys_alloc_lock(&po->lock);
-		uint32_t s1 = gpusys_slab_load32(&po->free_head);
-		if (s1 && !gpusys_slab_valid(hp, s1 - 1)) {
-			gpusys_slab_store32(&po->free_head, 0); /* scribbled: drop the list */
-			gpusys_slab_store32(&po->free_slabs, 0);
-			s1 = 0;
-		}
-		if (s1) {
-			struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s1 - 1);
-			uint32_t ci = (s1 - 1) / GPUSYS_ALLOC_CHUNK_SLABS;
-			uint32_t n = gpusys_slab_load32(&hp->chunk_of[ci]);
-			gpusys_slab_store32(&po->free_head, gpusys_slab_load32(&sl->next));
-			gpusys_slab_store32(&po->free_slabs, gpusys_slab_load32(&po->free_slabs) - 1);
-			gpusys_slab_store32(&hp->chunk_of[ci], n - 1);
-			if (n == 1 + GPUSYS_ALLOC_CHUNK_SLABS)
-				gpusys_slab_store(&gpusys_slab_at(hp, ci * GPUSYS_ALLOC_CHUNK_SLABS)->since, 0);
-		}
-		gpusys_lock_release(&po->lock);
-		if (s1) {
-			gpusys_slab_cut(hp, s1 - 1, c);
-			*ret_s = s1 - 1;
-			return 0;
-		}
-		/* Empty slabs of other classes may wait on their lists (trims
-		 * from frees are spaced out): take them before a chunk. Spaced
-		 * out here too: a trim peeks at every group's lists (groups x
-		 * classes loads), and a heap growing from empty takes a chunk
-		 * per 32 slabs. */
-		if (!trimmed++) {
-			int t = gpusys_slab_trim_when_leader(dev, hp, l, GPUSYS_TRIM_LAZY);
-			if (t >= 0 && gpusys_slab_load32(&po->free_head))
-				continue;
-		}
-		int r = gpusys_slab_grow_leader(dev, hp, l);
-		if (r)
-			return r;
 	}
 }
 
@@ -567,6 +581,16 @@ GPUSYS_FN unsigned long long gpusys_slab_spare(uint32_t c, uint32_t w)
 	return ~0ull << (slots - w * 64u);
 }
 
+/* A claim found a bit past the blocks of its slab clear: count it
+ * (corrupt_slabs, and to gpusysd as an unallocated refusal). The claim
+ * then retires the slab as BROKEN (see below). Lane l. */
+GPUSYS_FN void gpusys_slab_broken_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l)
+{
+	gpusys_slab_add(&hp->pool->corrupt_slabs, 1);
+	gpusys_slab_add(&hp->pool->refused_unallocated, 1);
+	gpusys_alloc_rpc_one(dev, hp, l, GPUSYS_OP_ALLOC_REPORT, GPUSYS_ALLOC_REFUSED_UNALLOCATED, 0, 0, NULL);
+}
+
 /*
  * Claim up to n slots of class c for SM group g from one bitmap word of its
  * current slab: 0 with *ret_s, *ret_w and *ret_bits (at least one bit), or
@@ -589,6 +613,11 @@ GPUSYS_FN int gpusys_slab_claim_leader(const gpusys_dev_t *dev, const gpusys_hea
 	uint32_t *cur = gpusys_slab_cur(hp, g, c);
 	uint32_t usable = gpusys_slab_usable(c), words = gpusys_slab_words(c);
 	for (;;) {
+		/* What the retire at the bottom makes of the current slab, and
+		 * whether slots were got all the same (then they are returned
+		 * whatever the retire says). One retire site: each is a call
+		 * of the whole slow path (take, a chunk, trim). */
+		uint32_t to = GPUSYS_SLAB_DETACHED, got_any = 0;
 		uint32_t s1 = gpusys_slab_load32(cur);
 		if (s1 && gpusys_slab_valid(hp, s1 - 1)) {
 			struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s1 - 1);
@@ -627,49 +656,43 @@ GPUSYS_FN int gpusys_slab_claim_leader(const gpusys_dev_t *dev, const gpusys_hea
 								gpusys_slab_put_back_leader(hp, sl, k - m);
 							if (w != h)
 								gpusys_slab_store32(&sl->hint, w);
-							if (bad) {
-								gpusys_slab_add(&hp->pool->corrupt_slabs, 1);
-								gpusys_slab_add(&hp->pool->refused_unallocated, 1);
-								gpusys_alloc_rpc_one(dev, hp, l, GPUSYS_OP_ALLOC_REPORT,
-										     GPUSYS_ALLOC_REFUSED_UNALLOCATED, 0, 0,
-										     NULL);
-								/* the slots got are real: handed
-								 * out; the next claim takes another
-								 * slab */
-								gpusys_slab_retire_leader(dev, hp, l, g, c, s1,
-											  GPUSYS_SLAB_BROKEN);
-							}
 							*ret_s = s1 - 1;
 							*ret_w = w;
 							*ret_bits = got;
-							return 0;
+							if (!bad)
+								return 0;
+							/* the slots got are real: handed out
+							 * (below); the next claim takes
+							 * another slab */
+							got_any = 1;
+							break;
 						}
 						if (bad)
 							break;
 						f = ~was;
 					}
 				}
-				if (bad) {
+				if (!bad) {
+					/* Other warps' reservations hold the free
+					 * bits for a moment: give ours back and
+					 * look again. */
 					gpusys_slab_put_back_leader(hp, sl, k);
-					gpusys_slab_add(&hp->pool->corrupt_slabs, 1);
-					gpusys_slab_add(&hp->pool->refused_unallocated, 1);
-					gpusys_alloc_rpc_one(dev, hp, l, GPUSYS_OP_ALLOC_REPORT,
-							     GPUSYS_ALLOC_REFUSED_UNALLOCATED, 0, 0, NULL);
-					int r = gpusys_slab_retire_leader(dev, hp, l, g, c, s1, GPUSYS_SLAB_BROKEN);
-					if (r)
-						return r;
+					gpusys_spin_pause();
 					continue;
 				}
-				/* Other warps' reservations hold the free bits
-				 * for a moment: give ours back and look again. */
-				gpusys_slab_put_back_leader(hp, sl, k);
-				gpusys_spin_pause();
-				continue;
+				if (!got_any)
+					gpusys_slab_put_back_leader(hp, sl, k);
+				gpusys_slab_broken_leader(dev, hp, l);
+				to = GPUSYS_SLAB_BROKEN;
+			} else {
+				gpusys_slab_put_back_leader(hp, sl, n);
 			}
-			gpusys_slab_put_back_leader(hp, sl, n);
 		}
-		/* The current slab is full (or none yet): retire it, take another. */
-		int r = gpusys_slab_retire_leader(dev, hp, l, g, c, s1, GPUSYS_SLAB_DETACHED);
+		/* The current slab is full (or none yet) or broken: retire it,
+		 * take another. */
+		int r = gpusys_slab_retire_leader(dev, hp, l, g, c, s1, to);
+		if (got_any)
+			return 0;
 		if (r)
 			return r;
 	}

@@ -50,7 +50,16 @@ static __device__ __forceinline__ int gpusys_alloc_errno(const gpusys_heap_t &h)
 	return -*gpusys_alloc_err_slot(h);
 }
 
-static __device__ void *gpusys_aligned_alloc(const gpusys_heap_t &h, size_t align, size_t size)
+/* malloc, calloc and realloc are functions of their own (__noinline__):
+ * each holds the whole allocator path (the warp's claim, inlined, and the
+ * slow path behind it: a slab to take, a chunk from gpusysd, trim).
+ * Inlined into every kernel that calls them, ptxas spent minutes on a file
+ * of a few such kernels (bench/alloc_gpu.cu: 5 minutes on a 2-core VM);
+ * out of line there is one copy per file, and the kernels of the tests and
+ * benchmarks need fewer registers, not more. gpusys_free is left to the
+ * compiler: out of line as well, a kernel holding an array of pointers
+ * across both calls (test_gpu_alloc's k_limit) spilled 16 KB. */
+static __device__ __noinline__ void *gpusys_aligned_alloc(const gpusys_heap_t &h, size_t align, size_t size)
 {
 	uint64_t mask = (uint64_t)__activemask();
 	uint64_t s[1] = { size }, a[1] = { align };
@@ -66,7 +75,7 @@ static __device__ __forceinline__ void *gpusys_malloc(const gpusys_heap_t &h, si
 	return gpusys_aligned_alloc(h, 0, size);
 }
 
-static __device__ void *gpusys_calloc(const gpusys_heap_t &h, size_t n, size_t size)
+static __device__ __noinline__ void *gpusys_calloc(const gpusys_heap_t &h, size_t n, size_t size)
 {
 	uint64_t mask = (uint64_t)__activemask();
 	uint64_t nv[1] = { n }, s[1] = { size };
@@ -77,7 +86,7 @@ static __device__ void *gpusys_calloc(const gpusys_heap_t &h, size_t n, size_t s
 	return r[0];
 }
 
-static __device__ void *gpusys_realloc(const gpusys_heap_t &h, void *p, size_t size)
+static __device__ __noinline__ void *gpusys_realloc(const gpusys_heap_t &h, void *p, size_t size)
 {
 	uint64_t mask = (uint64_t)__activemask();
 	void *pv[1] = { p }, *r[1];
