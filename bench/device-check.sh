@@ -14,6 +14,7 @@
 #   echo        one connection's 64 B round trips against tcp_echo with 1 and
 #               1056 warps and echo_cpu; 1000 and 10,000 connections echoing
 #               1 B-64 KiB through tcp_echo; gpu_httpd under curl
+#   rtt         gpusys-bench rtt (NOOPs from one warp and from the whole GPU)
 # STEPS picks some (default: all, in that order). Output under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +56,10 @@ for s in $STEPS; do
 		;;
 	echo)
 		bash bench/socket-echo.sh $B 2>&1 | tee "$OUT/echo.log"
+		;;
+	rtt)
+		timeout 120 $B/bench/gpusys-bench rtt --daemon $B/daemon/gpusysd 2>&1 | grep -v "^gpusysd:" |
+			tee "$OUT/rtt.log" | tail -30
 		;;
 	*) echo "device-check: unknown step $s"; exit 2 ;;
 	esac

@@ -150,6 +150,26 @@ GPUSYS_FN void gpusys_spin_pause(void)
 {
 }
 
+/* A wait's poll is a load across the bus (the server word or the answer
+ * heads live in host memory). The first GPUSYS_SPIN_TIGHT polls of a wait
+ * go back to back: a call the daemon serves at once is answered within
+ * them. A wait past them is a long one (a socket wait, a call that
+ * completes later, a daemon busy with thousands of warps): each further
+ * poll sleeps first, 1 us doubling to 32 us, so that warps waiting on idle
+ * connections do not fill the link with reads that a busy warp's calls
+ * queue behind. Measured on the H100 before this: one connection's 64 B
+ * echo through tcp_echo, p50 35.8 us with 1 serving warp and 583 us with
+ * 1056 (bench/RESULTS.md, "Allocator, callback storm, heads and sockets on
+ * the H100"). */
+#define GPUSYS_SPIN_TIGHT 64u
+GPUSYS_FN void gpusys_spin_backoff(uint32_t spins)
+{
+	if (spins <= GPUSYS_SPIN_TIGHT)
+		return;
+	uint32_t step = (spins - GPUSYS_SPIN_TIGHT) / 8; /* doubles every 8 polls */
+	__nanosleep(step >= 5 ? 32000u : 1000u << step);
+}
+
 /* After a load of flag saw the other side's store, where nothing it wrote
  * is read next (a TRIVIAL answer): our later stores must not pass that
  * load, so the daemon's reads of the port come before our next writes. A
@@ -409,6 +429,13 @@ static inline void gpusys_spin_pause(void)
 #elif defined(__aarch64__)
 	__asm__ volatile("yield");
 #endif
+}
+
+/* Emulated warps poll memory of their own host: nothing to spare (they
+ * yield their CPU instead, gpusys_spin_yield). */
+static inline void gpusys_spin_backoff(uint32_t spins)
+{
+	(void)spins;
 }
 
 /* An emulated warp that has spun this long gives its CPU away: there may be

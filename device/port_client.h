@@ -244,12 +244,14 @@ GPUSYS_FN int gpusys_channel_dead(const gpusys_dev_t *dev)
 	return 0;
 }
 
-/* One turn of a wait that has not seen what it waits for: a pause, and
- * every GPUSYS_SPIN_CHECK_EVERY turns a look for a dead channel (returned:
+/* One turn of a wait that has not seen what it waits for: a pause (a
+ * sleep once the wait is a long one: gpusys_spin_backoff), and every
+ * GPUSYS_SPIN_CHECK_EVERY turns a look for a dead channel (returned:
  * -ESHUTDOWN) and a yield. 0 to go on waiting. */
 GPUSYS_FN int gpusys_spin_once(const gpusys_dev_t *dev, uint32_t *spins)
 {
 	gpusys_spin_pause();
+	gpusys_spin_backoff(*spins);
 	if (++*spins % GPUSYS_SPIN_CHECK_EVERY == 0) {
 		int dead = gpusys_channel_dead(dev);
 		if (dead)
