@@ -17,27 +17,15 @@
 #   bench/socket-bench.sh [BUILD_DIR]
 set -u
 B=${1:-build-gpu}
-ulimit -n 65536
 work=$(mktemp -d /tmp/gpusys-sockbench.XXXXXX)
-mkdir -p "$work/run" "$work/www/sub"
-# Room for every lane's request in flight at once: 160 warps x 32 lanes,
-# each with up to 64 KiB of pread or 8 KiB of receive room.
-# max_handles_per_uid: the 10,000-connection row is one client of one user;
-# by default a user gets a quarter of gpusysd's descriptor limit (4,960 on a
-# machine whose limit is 20,000), and accept answers EMFILE past it.
-printf 'channel_bulk_bytes = 256M\nclient_mem_budget = 1G\nmax_handles_per_uid = 12000\n' > "$work/gpusysd.conf"
-"$B/daemon/gpusysd" --foreground --runtime-dir "$work/run" --config "$work/gpusysd.conf" > "$work/daemon.log" 2>&1 &
-daemon=$!
-export GPUSYS_RUNTIME_DIR=$work/run
-for _ in $(seq 200); do [[ -S $work/run/gpusysd.sock ]] && break; sleep 0.05; done
-ls "$work/run"
-trap 'kill $daemon 2>/dev/null; kill $(jobs -p) 2>/dev/null' EXIT
+mkdir -p "$work/www/sub"
+# shellcheck source=bench/socket-daemon.sh
+. "$(dirname "$0")/socket-daemon.sh"
 # wrk and its libluajit, unpacked from .debs/ by scripts/device-build
 deps=${GPUSYS_DEPS:-/tmp/deps}
 export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 WRK=$(command -v wrk || echo "$deps/usr/bin/wrk")
 [[ -x $WRK ]] || echo "no wrk (run scripts/fetch-device-debs here, carry .debs/): wrk runs left out"
-grep -m1 'descriptor limit' "$work/daemon.log"
 
 echo "== callback_tcp"
 timeout 30 "$B/examples/callback_tcp"; echo "rc=$?"

@@ -7,20 +7,14 @@
 #     tcp_echo (every byte checked: 0 dropped, 0 wrong), and with
 #     ECHO_CPU_ROWS=1 through echo_cpu too;
 #   - gpu_httpd: a file, a 404, an encoded escape and keep-alive under curl.
-# gpusysd runs with the configuration socket-bench.sh uses (handle quota
-# raised for 10,000 connections).
+# gpusysd runs with the socket benchmarks' configuration
+# (bench/socket-daemon.sh: handle quota raised for 10,000 connections).
 set -u
 B=${1:-build-gpu}
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 work=$(mktemp -d /tmp/gpusys-sockecho.XXXXXX)
-mkdir -p "$work/run" "$work/www"
-printf 'channel_bulk_bytes = 256M\nclient_mem_budget = 1G\nmax_handles_per_uid = 12000\n' > "$work/gpusysd.conf"
-"$B/daemon/gpusysd" --foreground --runtime-dir "$work/run" --config "$work/gpusysd.conf" > "$work/daemon.log" 2>&1 &
-daemon=$!
-export GPUSYS_RUNTIME_DIR=$work/run
-for _ in $(seq 200); do [[ -S $work/run/gpusysd.sock ]] && break; sleep 0.05; done
-trap 'kill $daemon 2>/dev/null; kill $(jobs -p) 2>/dev/null' EXIT
-grep -m1 'descriptor limit' "$work/daemon.log"
+mkdir -p "$work/www"
+# shellcheck source=bench/socket-daemon.sh
+. "$(dirname "$0")/socket-daemon.sh"
 
 echo "== one connection, 64 B round trips, 5 s"
 for w in 1 1056; do
