@@ -19,8 +19,12 @@ enum { GPUSYS_PUSH_NONE, GPUSYS_PUSH_CLDEMOTE, GPUSYS_PUSH_CLWB, GPUSYS_PUSH_CLF
 
 extern int gpusys_cache_push_mode;
 
-/* Read GPUSYS_ANSWER_PUSH once, at a server's start. Returns the mode. */
+/* Read GPUSYS_ANSWER_PUSH once, at a server's start (an unknown value
+ * keeps the default). Returns the mode. */
 int gpusys_cache_push_init(void);
+
+/* A mode's name, as GPUSYS_ANSWER_PUSH spells it. */
+const char *gpusys_cache_push_name(int mode);
 
 /* Push the 64-byte lines of [p, p + n) out of this core's cache. */
 static inline void gpusys_cache_push(const volatile void *p, size_t n)

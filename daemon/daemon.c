@@ -172,6 +172,16 @@ static void on_session_event(evutil_socket_t fd, short what, void *arg)
 
 /* ---------------------------------------------------------------- attach */
 
+/* A hello refused for why: said in the log, its descriptors closed, the
+ * refusal sent in the hello's version. */
+static void refuse_hello(int fd, const struct gpusys_hello *h, int fds[HELLO_NFDS], const struct peer *peer,
+			 int status, const char *why)
+{
+	log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
+	close_fds(fds, HELLO_NFDS);
+	refuse(fd, h->wire_version, status, why);
+}
+
 static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds[HELLO_NFDS], const struct peer *peer)
 {
 	struct daemon *d = arg;
@@ -179,9 +189,7 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 
 	if (registry_full(&d->reg)) {
 		snprintf(why, sizeof(why), "gpusysd already serves its maximum of %u clients", d->cfg.max_clients);
-		log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
-		close_fds(fds, HELLO_NFDS);
-		refuse(fd, h->wire_version, -EUSERS, why);
+		refuse_hello(fd, h, fds, peer, -EUSERS, why);
 		return;
 	}
 	/* One user cannot take every slot from the others. */
@@ -190,9 +198,7 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 	if (mine >= d->cfg.max_clients_per_uid) {
 		snprintf(why, sizeof(why), "uid %u already has %u clients attached, the most gpusysd allows one user",
 			 (unsigned)peer->uid, mine);
-		log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
-		close_fds(fds, HELLO_NFDS);
-		refuse(fd, h->wire_version, -EUSERS, why);
+		refuse_hello(fd, h, fds, peer, -EUSERS, why);
 		return;
 	}
 	/* The client's GPU, by UUID: its ordinal is in its own numbering. A
@@ -203,9 +209,7 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 	if (h->cuda_device >= 0 || !gpu_uuid_is_zero(h->gpu_uuid)) {
 		if (gpu_uuid_is_zero(h->gpu_uuid)) {
 			snprintf(why, sizeof(why), "a CUDA client must name its GPU by UUID");
-			log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
-			close_fds(fds, HELLO_NFDS);
-			refuse(fd, h->wire_version, -EPROTO, why);
+			refuse_hello(fd, h, fds, peer, -EPROTO, why);
 			return;
 		}
 		gpu = gpus_find(h->gpu_uuid, why, sizeof(why));
@@ -214,9 +218,7 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 			gpu = NULL;
 		}
 		if (!gpu) {
-			log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
-			close_fds(fds, HELLO_NFDS);
-			refuse(fd, h->wire_version, -ENODEV, why);
+			refuse_hello(fd, h, fds, peer, -ENODEV, why);
 			return;
 		}
 		/* An emulated GPU (tests) has no ordinal here: its clients get
@@ -233,18 +235,14 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 	/* Served by its GPU's pollers (or the default group's). */
 	struct poller_group *group = groups_of(d, gpu, why, sizeof(why));
 	if (!group) {
-		log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
-		close_fds(fds, HELLO_NFDS);
-		refuse(fd, h->wire_version, -ENOSPC, why);
+		refuse_hello(fd, h, fds, peer, -ENOSPC, why);
 		return;
 	}
 	const struct channel_ops *ops = channel_pick(device, h->memory_kinds);
 	if (!ops) {
 		snprintf(why, sizeof(why), "client can import no memory kind this daemon offers (kinds 0x%x)",
 			 h->memory_kinds);
-		log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
-		close_fds(fds, HELLO_NFDS);
-		refuse(fd, h->wire_version, -EPROTO, why);
+		refuse_hello(fd, h, fds, peer, -EPROTO, why);
 		return;
 	}
 
@@ -261,9 +259,7 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 		int r = channel_memfd_adopt(&adopted, fds[HELLO_FD_CHANNEL], max_ports, d->cfg.channel_bulk_bytes,
 					    h->reserved, why, sizeof(why));
 		if (r < 0) {
-			log_warn("pid %d comm '%s' refused: %s", (int)peer->pid, peer->comm, why);
-			close_fds(fds, HELLO_NFDS);
-			refuse(fd, h->wire_version, r, why);
+			refuse_hello(fd, h, fds, peer, r, why);
 			return;
 		}
 		fds[HELLO_FD_CHANNEL] = -1; /* the channel's now */
@@ -570,11 +566,10 @@ int daemon_run(const struct gpusysd_config *cfg, const struct gpusysd_config *as
 	 * hello are set once the listener is up (quotas_start, below). */
 	accounts_set_limits(d->cfg.user_mem_budget, UINT64_MAX, d->cfg.max_pending_calls_per_uid);
 	account_set_limit(ACCOUNT_CHANNEL, d->cfg.user_channel_bytes);
-	static const char *const push_name[] = { "none", "cldemote", "clwb", "clflushopt" };
 	int push = gpusys_cache_push_init();
 	if (getenv("GPUSYS_ANSWER_PUSH"))
 		log_info("answers: GPUSYS_ANSWER_PUSH=%s: %s (the default is cldemote)", getenv("GPUSYS_ANSWER_PUSH"),
-			 push_name[push]);
+			 gpusys_cache_push_name(push));
 	if (d->cfg.pollers == 0) {
 		cpu_set_t set;
 		long n = sysconf(_SC_NPROCESSORS_ONLN);

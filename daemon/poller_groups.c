@@ -34,7 +34,7 @@ unsigned groups_auto_per_gpu(unsigned ncpu, unsigned ngpus)
 	 * load the pollers' CPU is the bound, and a quarter is left for the
 	 * workers and the clients' own threads (two H200s on 32 CPUs: 8 a GPU
 	 * served half the client's floor, 12 four fifths, 15 more alone but
-	 * less with both busy; bench/RESULTS.md, "Two GPUs (issue 34)"). */
+	 * less with both busy; bench/RESULTS.md, "Poller groups per GPU (issue 34)"). */
 	unsigned share = ncpu / (ngpus ? ngpus : 1);
 	unsigned n = share * 3 / 4;
 	return n ? n : 1;

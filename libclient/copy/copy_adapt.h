@@ -4,8 +4,8 @@
  * The count chosen at open is a guess from measurements taken with no DMA
  * running: the DMA engine's own reads of the staging buffers share the memory
  * bus with the producers, and a guess that was right in one process can be
- * short in the next (bench/RESULTS.md: "Copy calibration"). So the engine
- * watches the link: over a window of finished chunks it measures the share
+ * short in the next (bench/RESULTS.md: "Copies that add producers (issue
+ * 30)"). So the engine watches the link: over a window of finished chunks it measures the share
  * of time the link had nothing to do while the job still had chunks to move
  * (the consumer waiting on producers) and the rate. Two starved windows in a
  * row add a producer, on trial; the next window keeps it only if the rate
