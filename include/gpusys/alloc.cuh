@@ -4,10 +4,10 @@
  * service; host side include/gpusys/heap.h, promises docs/ALLOC.md). Pass
  * gpusys_heap_device(heap) to the kernel by value.
  *
- * Calls are warp-aggregated: the lanes that reach one together share one
- * request. Small blocks (up to 2 KiB) usually come from a cache of the
- * warp's slot without any request; free and realloc always ask gpusysd,
- * which checks the pointer against the allocator's metadata it keeps.
+ * Calls are warp-aggregated: the lanes that reach one together share the
+ * work. Small blocks (up to 64 KiB) are malloc'd and freed on the device,
+ * from slabs in the heap, without a request; large blocks are one request
+ * per warp to gpusysd, which checks their frees against its own metadata.
  *
  *   gpusys_malloc          NULL on error: gpusys_alloc_errno() says why
  *                          (ENOMEM: the client's alloc_limit_bytes is
@@ -20,7 +20,9 @@
  *   gpusys_free            0, or -EFAULT (not in the heap), -EINVAL (into
  *                          the middle of a block), -ENOENT (not allocated:
  *                          a double free): refused, nothing changes, and
- *                          counted by the daemon. NULL is a no-op.
+ *                          counted (gpusysctl status). NULL is a no-op.
+ *   gpusys_heap_trim       empty slabs back to the pool, chunks empty for
+ *                          the daemon's alloc_trim_delay_ms back to gpusysd
  *
  * Blocks are 16-byte aligned (small ones to their size class), device
  * memory usable by every thread of the client's kernels until freed or
@@ -38,7 +40,7 @@
 /* Where this thread's last error goes (its warp slot, its lane). */
 static __device__ __forceinline__ int32_t *gpusys_alloc_err_slot(const gpusys_heap_t &h)
 {
-	return &h.heap.last_err[(gpusys_port_hint() % h.heap.cache_slots) * GPUSYS_WARP_LANES + gpusys_lane_id()];
+	return &h.heap.last_err[(gpusys_port_hint() % h.heap.err_slots) * GPUSYS_WARP_LANES + gpusys_lane_id()];
 }
 
 /* The errno of this thread's last heap call (0: it succeeded). Valid until
@@ -48,7 +50,16 @@ static __device__ __forceinline__ int gpusys_alloc_errno(const gpusys_heap_t &h)
 	return -*gpusys_alloc_err_slot(h);
 }
 
-static __device__ void *gpusys_aligned_alloc(const gpusys_heap_t &h, size_t align, size_t size)
+/* malloc, calloc and realloc are functions of their own (__noinline__):
+ * each holds the whole allocator path (the warp's claim, inlined, and the
+ * slow path behind it: a slab to take, a chunk from gpusysd, trim).
+ * Inlined into every kernel that calls them, ptxas spent minutes on a file
+ * of a few such kernels (bench/alloc_gpu.cu: 5 minutes on a 2-core VM);
+ * out of line there is one copy per file, and the kernels of the tests and
+ * benchmarks need fewer registers, not more. gpusys_free is left to the
+ * compiler: out of line as well, a kernel holding an array of pointers
+ * across both calls (test_gpu_alloc's k_limit) spilled 16 KB. */
+static __device__ __noinline__ void *gpusys_aligned_alloc(const gpusys_heap_t &h, size_t align, size_t size)
 {
 	uint64_t mask = (uint64_t)__activemask();
 	uint64_t s[1] = { size }, a[1] = { align };
@@ -64,7 +75,7 @@ static __device__ __forceinline__ void *gpusys_malloc(const gpusys_heap_t &h, si
 	return gpusys_aligned_alloc(h, 0, size);
 }
 
-static __device__ void *gpusys_calloc(const gpusys_heap_t &h, size_t n, size_t size)
+static __device__ __noinline__ void *gpusys_calloc(const gpusys_heap_t &h, size_t n, size_t size)
 {
 	uint64_t mask = (uint64_t)__activemask();
 	uint64_t nv[1] = { n }, s[1] = { size };
@@ -75,7 +86,7 @@ static __device__ void *gpusys_calloc(const gpusys_heap_t &h, size_t n, size_t s
 	return r[0];
 }
 
-static __device__ void *gpusys_realloc(const gpusys_heap_t &h, void *p, size_t size)
+static __device__ __noinline__ void *gpusys_realloc(const gpusys_heap_t &h, void *p, size_t size)
 {
 	uint64_t mask = (uint64_t)__activemask();
 	void *pv[1] = { p }, *r[1];
@@ -102,6 +113,13 @@ static __device__ int gpusys_free(const gpusys_heap_t &h, void *p)
 static __device__ __forceinline__ uint64_t gpusys_heap_mapped_bytes(const gpusys_heap_t &h)
 {
 	return gpusys_load_shared_u64(&h.heap.ctl->mapped);
+}
+
+/* Give back what is empty (also done whenever a free empties a slab): the
+ * number of pool chunks given back to gpusysd, or -errno. */
+static __device__ int gpusys_heap_trim(const gpusys_heap_t &h)
+{
+	return gpusys_alloc_trim_lanes(&h.dev, &h.heap, (uint64_t)__activemask(), GPUSYS_TRIM_NOW);
 }
 
 /* The daemon's figures for this client's heap (one lane asks). 0 or -errno. */

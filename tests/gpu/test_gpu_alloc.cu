@@ -5,13 +5,15 @@
  * baseline, measured); 10^6 random malloc/realloc/free from every SM with
  * each block's contents written and checked while the heap grows during
  * the kernel; growth to the limit, ENOMEM and recovery; double, foreign and
- * interior frees refused.
+ * interior frees refused (small blocks' on the device), trim.
  */
 #include "gpu_test.h"
 #include "gpusys/alloc.cuh"
 
 #define MiB (1ull << 20)
-#define LIMIT_MIB 1024ull
+/* 2 GiB: the random run's live set (67 584 threads x 4 blocks, up to 64 KiB)
+ * in slabs, with the SMs' current slabs, stays well under it */
+#define LIMIT_MIB 2048ull
 #define CHUNK_MIB 16ull
 
 struct result {
@@ -128,8 +130,9 @@ static __global__ void k_random(gpusys_heap_t h, struct result *res, int iters)
 	atomicAdd(&res->ops, ops);
 }
 
-/* Each thread takes 1 MiB blocks until NULL; ENOMEM; free; again. */
-#define PER 64
+/* Each thread takes 1 MiB blocks until NULL; ENOMEM; free; again. 32
+ * threads x PER is more than the limit. */
+#define PER 96
 static __global__ void k_limit(gpusys_heap_t h, struct result *res)
 {
 	void *b[PER];
@@ -164,7 +167,7 @@ static __global__ void k_limit(gpusys_heap_t h, struct result *res)
 static __global__ void k_bad(gpusys_heap_t h, void *foreign, struct result *res)
 {
 	uint8_t *a = (uint8_t *)gpusys_malloc(h, 100);
-	uint8_t *big = (uint8_t *)gpusys_malloc(h, 50000);
+	uint8_t *big = (uint8_t *)gpusys_malloc(h, 100000); /* above 64 KiB: the daemon's */
 	if (!a || !big) {
 		report(res, 40);
 		return;
@@ -183,14 +186,23 @@ static __global__ void k_bad(gpusys_heap_t h, void *foreign, struct result *res)
 	if (gpusys_free(h, big) != -ENOENT)
 		report(res, 60);
 	struct gpusys_alloc_stat st;
-	if (gpusys_alloc_stat(h, &st) || st.refused_foreign < 1 || st.refused_interior < 2 ||
-	    st.refused_unallocated < 2)
+	/* the small block's refusals were the device's (a bit already clear
+	 * for the double free), the large block's the daemon's */
+	if (gpusys_alloc_stat(h, &st) || st.dev_refused_foreign < 1 || st.dev_refused_interior < 1 ||
+	    st.dev_refused_unallocated < 1 || st.refused_interior < 1 || st.refused_unallocated < 2)
 		report(res, 61);
 }
 
 static __global__ void k_stat(gpusys_heap_t h, struct gpusys_alloc_stat *st, int *rc)
 {
 	*rc = gpusys_alloc_stat(h, st);
+}
+
+static __global__ void k_trim(gpusys_heap_t h, int *rc)
+{
+	int r = gpusys_heap_trim(h);
+	if (threadIdx.x == 0)
+		*rc = r;
 }
 
 __global__ void k_keep(gpusys_heap_t h, struct result *res)
@@ -252,6 +264,11 @@ int main(void)
 	setenv("GPUSYSD_ALLOC_LIMIT_BYTES", v, 1);
 	snprintf(v, sizeof(v), "%lluM", CHUNK_MIB);
 	setenv("GPUSYSD_ALLOC_CHUNK_BYTES", v, 1);
+	/* 1 ms: chunks go back and come again all through the random run.
+	 * GT_ALLOC_TRIM_DELAY_MS overrides it, to tell a fault of that churn
+	 * from one without it. */
+	const char *td = getenv("GT_ALLOC_TRIM_DELAY_MS");
+	setenv("GPUSYSD_ALLOC_TRIM_DELAY_MS", td && *td ? td : "1", 1);
 	gt_start_daemon(NULL);
 
 	/* 1. A killed client: fork before this process touches CUDA. First a
@@ -333,16 +350,25 @@ int main(void)
 	GT_CHECK(gpusys_synchronize(g, NULL, 30000) == 0 && *src == 0, "stat");
 	printf("random: %llu ops from %d threads in %.3f s, %u errors (first %d at thread %u); heap mapped %llu MiB "
 	       "in %u mappings (first grant %llu MiB), last mapping %.2f ms; daemon: %llu mallocs %llu frees %llu "
-	       "reallocs, %llu live blocks (device caches)\n",
+	       "reallocs, %llu live blocks (a pool chunk is one), pool %llu MiB (%llu chunks got, %llu back)\n",
 	       res->ops, blocks * threads, t1 - t0, res->errors, res->first, res->first_tid,
 	       (unsigned long long)(gpusys_heap_mapped(heap) >> 20), gpusys_heap_maps(heap), CHUNK_MIB,
 	       gpusys_heap_last_map_ns(heap) / 1e6, (unsigned long long)st->mallocs, (unsigned long long)st->frees,
-	       (unsigned long long)st->reallocs, (unsigned long long)st->live_blocks);
+	       (unsigned long long)st->reallocs, (unsigned long long)st->live_blocks,
+	       (unsigned long long)(st->pool_bytes >> 20), (unsigned long long)st->pool_chunks_got,
+	       (unsigned long long)st->pool_chunks_back);
 	GT_CHECK(res->errors == 0, "random: %u errors, first code %d", res->errors, res->first);
 	GT_CHECK(res->ops >= 1000000ull, "random: %llu ops", res->ops);
 	GT_CHECK(gpusys_heap_mapped(heap) >= 8 * CHUNK_MIB * MiB, "the heap did not grow 8x during the kernel");
 
-	/* 3. The limit: ENOMEM, then recovery. */
+	/* 3. The limit: ENOMEM, then recovery. Trim first: the random run's
+	 * small blocks are all freed, so its pool chunks go back to the daemon
+	 * (the delay is 1 ms here), except those holding an SM's current slab. */
+	usleep(10000);
+	k_trim<<<1, 32>>>(gpusys_heap_device(heap), src);
+	GT_CHECK(gpusys_synchronize(g, NULL, 30000) == 0, "synchronize");
+	printf("trim: %d pool chunks back to gpusysd\n", *src);
+	GT_CHECK(*src >= 0, "trim: %d", *src);
 	memset(res, 0, sizeof(*res));
 	k_limit<<<1, 32>>>(gpusys_heap_device(heap), res);
 	GT_CHECK(gpusys_synchronize(g, NULL, 120000) == 0, "synchronize");
@@ -351,7 +377,7 @@ int main(void)
 	printf("limit: %llu x 1 MiB taken before ENOMEM (limit %llu MiB), grant %llu MiB, enomem %llu\n", res->count,
 	       LIMIT_MIB, (unsigned long long)(st->grant >> 20), (unsigned long long)st->enomem);
 	GT_CHECK(res->errors == 0, "limit: %u errors, first code %d", res->errors, res->first);
-	/* the device caches of small blocks hold some of the heap (bounded) */
+	/* SMs' current slabs keep some pool chunks (bounded by SMs x classes) */
 	GT_CHECK(res->count >= LIMIT_MIB / 2 && res->count <= LIMIT_MIB, "limit: %llu blocks", res->count);
 	GT_CHECK(st->grant == LIMIT_MIB * MiB && st->enomem >= 32, "limit: grant/enomem");
 
