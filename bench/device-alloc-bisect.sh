@@ -47,6 +47,12 @@ uniform1) run uniform1 GT_ALLOC_UNIFORM=1 GT_ALLOC_CHECK=1 GT_ALLOC_TRACE=1 ;;
 sizes-s) run sizes-s GT_ALLOC_SIZES=s GT_ALLOC_CHECK=1 GT_ALLOC_TRACE=1 ;;
 sizes-m) run sizes-m GT_ALLOC_SIZES=m GT_ALLOC_CHECK=1 GT_ALLOC_TRACE=1 ;;
 sizes-l) run sizes-l GT_ALLOC_SIZES=l GT_ALLOC_CHECK=1 GT_ALLOC_TRACE=1 ;;
+# a warp's calls one kind at a time (1) or one call at a time (2): partial
+# masks without two calls of one warp at once
+serial1) run serial1 GT_ALLOC_SERIAL=1 GT_ALLOC_CHECK=1 GT_ALLOC_TRACE=1 ;;
+serial2) run serial2 GT_ALLOC_SERIAL=2 GT_ALLOC_CHECK=1 GT_ALLOC_TRACE=1 ;;
+# one warp per SM: divergent calls without the contention of 16 warps
+lowc) run lowc GT_ALLOC_BLOCKS_PER_SM=1 GT_ALLOC_THREADS=32 GT_ALLOC_ITERS=200 GT_ALLOC_CHECK=1 GT_ALLOC_TRACE=1 ;;
 # half the threads
 grid1) run grid1 GT_ALLOC_BLOCKS_PER_SM=1 GT_ALLOC_CHECK=1 GT_ALLOC_TRACE=1 ;;
 *) echo "unknown run $r" ;;

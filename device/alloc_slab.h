@@ -55,6 +55,15 @@
 
 #include "alloc_lanes.h"
 
+/* GPUSYS_ALLOC_LEADER_NOINLINE (bench/device-alloc-variants.sh): the
+ * leader's paths out of line, to see whether how ptxas optimises them
+ * inlined is what faults with divergent calls of one warp. */
+#if defined(__CUDACC__) && defined(GPUSYS_ALLOC_LEADER_NOINLINE)
+#define GPUSYS_SLAB_LEADER_FN static __device__ __noinline__
+#else
+#define GPUSYS_SLAB_LEADER_FN GPUSYS_FN
+#endif
+
 /* --------------------------------------------------------------- atomics */
 
 #if defined(__CUDACC__)
@@ -303,7 +312,7 @@ GPUSYS_FN void gpusys_slab_fresh(const gpusys_heap_dev_t *hp, uint32_t s)
  * leave (a plain add there left an empty slab DETACHED for good: no free
  * would ever list it). cnt 0 only looks. Returns whether the slab is now
  * empty and no SM's current one (trim may give it back). One lane. */
-GPUSYS_FN uint32_t gpusys_slab_put_back_leader(const gpusys_heap_dev_t *hp, struct gpusys_alloc_slab *sl, uint32_t cnt)
+GPUSYS_SLAB_LEADER_FN uint32_t gpusys_slab_put_back_leader(const gpusys_heap_dev_t *hp, struct gpusys_alloc_slab *sl, uint32_t cnt)
 {
 	unsigned long long *ctl = gpusys_slab_ctl_of(hp, sl);
 	unsigned long long old = gpusys_slab_add(ctl, (unsigned long long)-(long long)cnt);
@@ -344,7 +353,7 @@ GPUSYS_FN void gpusys_slab_push_free_locked(const gpusys_heap_dev_t *hp, uint32_
 /* Ask gpusysd for one more pool chunk: 0 and its offset, or -errno
  * (-ENOMEM: the client's limit). Waits for the mapping thread when the
  * chunk is granted but not mapped. Lane l, alone. */
-GPUSYS_FN int gpusys_slab_chunk_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l,
+GPUSYS_SLAB_LEADER_FN int gpusys_slab_chunk_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l,
 				       uint64_t *ret_off)
 {
 	struct gpusys_alloc_pool *po = hp->pool;
@@ -387,13 +396,13 @@ GPUSYS_FN int gpusys_slab_chunk_leader(const gpusys_dev_t *dev, const gpusys_hea
 	return 0;
 }
 
-GPUSYS_FN int gpusys_slab_trim_when_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l,
+GPUSYS_SLAB_LEADER_FN int gpusys_slab_trim_when_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l,
 					   uint32_t how);
 
 /* A new chunk, and when the client's limit is reached, one more try after
  * a trim that does not wait for the delay: the pool's empty chunks go back
  * to gpusysd first. */
-GPUSYS_FN int gpusys_slab_chunk_or_trim_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l,
+GPUSYS_SLAB_LEADER_FN int gpusys_slab_chunk_or_trim_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l,
 					       uint64_t *ret_off)
 {
 	/* a loop, not two calls: one copy of the request where it is inlined */
@@ -406,7 +415,7 @@ GPUSYS_FN int gpusys_slab_chunk_or_trim_leader(const gpusys_dev_t *dev, const gp
 
 /* The pool chunk at off, just granted (gpusys_slab_chunk_or_trim_leader),
  * cut into 64 KiB slabs, all on the free list. The leader, alone. */
-GPUSYS_FN void gpusys_slab_grow_leader(const gpusys_heap_dev_t *hp, uint64_t off)
+GPUSYS_SLAB_LEADER_FN void gpusys_slab_grow_leader(const gpusys_heap_dev_t *hp, uint64_t off)
 {
 	struct gpusys_alloc_pool *po = hp->pool;
 	uint32_t first = (uint32_t)(off >> GPUSYS_ALLOC_SLAB_SHIFT);
@@ -452,7 +461,7 @@ GPUSYS_FN void gpusys_slab_cut(const gpusys_heap_dev_t *hp, uint32_t s, uint32_t
 
 /* A slab for an SM's class c: one from its group's partial list of the class, else a
  * free one, else from a new chunk. 0 and *ret_s, or -errno. */
-GPUSYS_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, uint32_t g,
+GPUSYS_SLAB_LEADER_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, uint32_t g,
 				      uint32_t c, uint32_t *ret_s)
 {
 	struct gpusys_alloc_pool *po = hp->pool;
@@ -549,7 +558,7 @@ GPUSYS_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const gpusys_heap
  * may be nearly empty: whichever count leaves it last lists it
  * (gpusys_slab_put_back_leader); the look with cnt 0 here lists it when
  * they all left before the move. Lane l. */
-GPUSYS_FN int gpusys_slab_retire_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, uint32_t g,
+GPUSYS_SLAB_LEADER_FN int gpusys_slab_retire_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, uint32_t g,
 					uint32_t c, uint32_t s1, uint32_t to)
 {
 	uint32_t *cur = gpusys_slab_cur(hp, g, c);
@@ -584,7 +593,7 @@ GPUSYS_FN unsigned long long gpusys_slab_spare(uint32_t c, uint32_t w)
 /* A claim found a bit past the blocks of its slab clear: count it
  * (corrupt_slabs, and to gpusysd as an unallocated refusal). The claim
  * then retires the slab as BROKEN (see below). Lane l. */
-GPUSYS_FN void gpusys_slab_broken_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l)
+GPUSYS_SLAB_LEADER_FN void gpusys_slab_broken_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l)
 {
 	gpusys_slab_add(&hp->pool->corrupt_slabs, 1);
 	gpusys_slab_add(&hp->pool->refused_unallocated, 1);
@@ -606,7 +615,7 @@ GPUSYS_FN void gpusys_slab_broken_leader(const gpusys_dev_t *dev, const gpusys_h
  * count disagree: listed, it would come back as a current slab whose
  * count promises slots its bitmap does not have, and claims would spin).
  */
-GPUSYS_FN int gpusys_slab_claim_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, uint32_t g,
+GPUSYS_SLAB_LEADER_FN int gpusys_slab_claim_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, uint32_t g,
 				       uint32_t c, uint32_t n, uint32_t *ret_s, uint32_t *ret_w,
 				       unsigned long long *ret_bits)
 {
@@ -706,7 +715,7 @@ GPUSYS_FN int gpusys_slab_claim_leader(const gpusys_dev_t *dev, const gpusys_hea
  * to gpusysd (a FREE of the chunk), which can hand the memory out again.
  * Returns how many chunks went back, or -errno. Lane l.
  */
-GPUSYS_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, int force)
+GPUSYS_SLAB_LEADER_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l, int force)
 {
 	struct gpusys_alloc_pool *po = hp->pool;
 	const uint32_t GONE = GPUSYS_CHUNK_GONE;
@@ -820,7 +829,7 @@ GPUSYS_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const gpusys_heap
 	return err ? err : (int)back;
 }
 
-GPUSYS_FN int gpusys_slab_trim_when_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l,
+GPUSYS_SLAB_LEADER_FN int gpusys_slab_trim_when_leader(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint32_t l,
 					   uint32_t how)
 {
 	struct gpusys_alloc_pool *po = hp->pool;

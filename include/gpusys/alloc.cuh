@@ -97,7 +97,11 @@ static __device__ __noinline__ void *gpusys_realloc(const gpusys_heap_t &h, void
 	return r[0];
 }
 
+#if defined(GPUSYS_ALLOC_FREE_NOINLINE) /* bench/device-alloc-variants.sh */
+static __device__ __noinline__ int gpusys_free(const gpusys_heap_t &h, void *p)
+#else
 static __device__ int gpusys_free(const gpusys_heap_t &h, void *p)
+#endif
 {
 	uint64_t mask = (uint64_t)__activemask();
 	void *pv[1] = { p };

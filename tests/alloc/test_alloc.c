@@ -180,6 +180,8 @@ struct entry {
 struct warp_job {
 	struct cl *k;
 	uint32_t warp;
+	uint64_t lanes; /* the lanes this thread runs (0: all) */
+	uint64_t quota; /* operations to make (0: its share of OPS_TOTAL) */
 	uint64_t ops, bad;
 	struct entry e[L][ENTRIES];
 };
@@ -190,7 +192,10 @@ static void *warp_main(void *arg)
 	const struct cl *k = j->k;
 	uint64_t seed = 0x1234567ull + j->warp * 7919ull, tag = (uint64_t)j->warp << 40;
 	gpusys_emu_set_warp(j->warp);
-	while (j->ops < OPS_TOTAL / WARPS) {
+	uint64_t lanes = j->lanes ? j->lanes : ~UINT64_C(0);
+	uint64_t quota = j->quota ? j->quota : OPS_TOTAL / WARPS;
+	seed += j->lanes;
+	while (j->ops < quota) {
 		/* each lane picks an entry and an op on it */
 		uint32_t idx[L];
 		uint64_t mm = 0, mr = 0, mf = 0, size[L];
@@ -200,7 +205,7 @@ static void *warp_main(void *arg)
 			uint64_t r = rnd(&seed);
 			idx[l] = (uint32_t)(r % ENTRIES);
 			struct entry *e = &j->e[l][idx[l]];
-			if (r >> 60 == 0)
+			if (r >> 60 == 0 || !(lanes >> l & 1))
 				continue; /* an inactive lane */
 			if (!e->p) {
 				mm |= UINT64_C(1) << l;
@@ -294,31 +299,44 @@ static int cmp_span(const void *a, const void *b)
 	return x->p < y->p ? -1 : x->p > y->p;
 }
 
-static void test_random_million(void **unused)
+/* The random workload from WARPS warps. split > 1: each warp's lanes are
+ * dealt to split threads (lane l to thread l % split), which call at once
+ * with the same warp number, as the divergent branches of one GPU warp
+ * do: a warp whose lanes malloc, realloc and free in different branches
+ * makes those calls concurrently, each with its own lane mask. */
+static void random_workload(uint32_t split, uint64_t ops_total)
 {
-	(void)unused;
 	struct cl k;
+	uint32_t n = WARPS * split;
 	/* 4 warps on each group's slabs: they meet on the same words */
 	cl_attach_groups(&k, WARPS, 256 * MiB, 2);
-	struct warp_job *jobs = calloc(WARPS, sizeof(*jobs));
-	pthread_t th[WARPS];
-	for (uint32_t w = 0; w < WARPS; w++) {
+	struct warp_job *jobs = calloc(n, sizeof(*jobs));
+	pthread_t *th = calloc(n, sizeof(*th));
+	assert_non_null(jobs);
+	assert_non_null(th);
+	for (uint32_t w = 0; w < n; w++) {
 		jobs[w].k = &k;
-		jobs[w].warp = w;
+		jobs[w].warp = w / split;
+		jobs[w].quota = ops_total / n;
+		for (uint32_t l = 0; split > 1 && l < L; l++) {
+			if (l % split == w % split)
+				jobs[w].lanes |= UINT64_C(1) << l;
+		}
 		assert_int_equal(pthread_create(&th[w], NULL, warp_main, &jobs[w]), 0);
 	}
 	uint64_t ops = 0;
-	for (uint32_t w = 0; w < WARPS; w++) {
+	for (uint32_t w = 0; w < n; w++) {
 		pthread_join(th[w], NULL);
 		assert_int_equal(jobs[w].bad, 0);
 		ops += jobs[w].ops;
 	}
-	assert_true(ops >= OPS_TOTAL);
+	free(th);
+	assert_true(ops >= ops_total - n);
 
 	/* Every live block, over all warps: checked, and none overlaps another. */
-	struct span *v = calloc(WARPS * L * ENTRIES, sizeof(*v));
-	size_t n = 0;
-	for (uint32_t w = 0; w < WARPS; w++) {
+	struct span *v = calloc((size_t)n * L * ENTRIES, sizeof(*v));
+	size_t nv = 0;
+	for (uint32_t w = 0; w < n; w++) {
 		for (uint32_t l = 0; l < L; l++) {
 			for (uint32_t i = 0; i < ENTRIES; i++) {
 				struct entry *e = &jobs[w].e[l][i];
@@ -326,14 +344,14 @@ static void test_random_million(void **unused)
 					continue;
 				assert_true(check(e->p, e->size, e->tag));
 				assert_true(e->p >= k.hp->base && e->p + e->size <= k.hp->base + k.hp->reserve);
-				v[n].p = e->p;
-				v[n].size = e->size;
-				n++;
+				v[nv].p = e->p;
+				v[nv].size = e->size;
+				nv++;
 			}
 		}
 	}
-	qsort(v, n, sizeof(*v), cmp_span);
-	for (size_t i = 1; i < n; i++)
+	qsort(v, nv, sizeof(*v), cmp_span);
+	for (size_t i = 1; i < nv; i++)
 		assert_true(v[i - 1].p + v[i - 1].size <= v[i].p);
 
 	struct gpusys_alloc_stat st = stat_of(&k);
@@ -341,7 +359,7 @@ static void test_random_million(void **unused)
 	 * small ones a realloc of a large block got from the daemon), plus the
 	 * pool chunks themselves; the device's slabs hold the rest. */
 	uint64_t outside = 0;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < nv; i++) {
 		uint64_t off = (uint64_t)(v[i].p - k.hp->base);
 		if (!k.hp->chunk_of[off >> GPUSYS_ALLOC_CHUNK_SHIFT])
 			outside++;
@@ -352,13 +370,27 @@ static void test_random_million(void **unused)
 	assert_int_equal(st.dev_refused_foreign + st.dev_refused_interior + st.dev_refused_unallocated, 0);
 	printf("# %llu ops, %zu live blocks (%llu outside the pool), daemon: %llu mallocs %llu frees %llu reallocs, "
 	       "pool %llu MiB (%llu chunks got, %llu back), grant %llu MiB, meta %llu KiB\n",
-	       (unsigned long long)ops, n, (unsigned long long)outside, (unsigned long long)st.mallocs,
+	       (unsigned long long)ops, nv, (unsigned long long)outside, (unsigned long long)st.mallocs,
 	       (unsigned long long)st.frees, (unsigned long long)st.reallocs, (unsigned long long)(st.pool_bytes >> 20),
 	       (unsigned long long)st.pool_chunks_got, (unsigned long long)st.pool_chunks_back,
 	       (unsigned long long)(st.grant >> 20), (unsigned long long)(st.meta_bytes >> 10));
 	free(v);
 	free(jobs);
 	cl_detach(&k);
+}
+
+static void test_random_million(void **unused)
+{
+	(void)unused;
+	random_workload(1, OPS_TOTAL);
+}
+
+/* Three concurrent lane groups per warp (tests/gpu/test_gpu_alloc.cu's
+ * random kernel without GT_ALLOC_UNIFORM). */
+static void test_random_split_warps(void **unused)
+{
+	(void)unused;
+	random_workload(3, OPS_TOTAL / 2);
 }
 
 /* Small blocks need no request in the steady state: a warp's first malloc
@@ -1632,6 +1664,10 @@ int main(int argc, char **argv)
 	const struct CMUnitTest churn[] = { cmocka_unit_test(test_churn_short_delay) };
 	if (argc > 1 && !strcmp(argv[1], "churn"))
 		return cmocka_run_group_tests(churn, setup_churn, teardown);
+	if (argc > 1 && !strcmp(argv[1], "split")) {
+		const struct CMUnitTest only[] = { cmocka_unit_test(test_random_split_warps) };
+		return cmocka_run_group_tests(only, setup, teardown);
+	}
 	if (argc > 1 && !strcmp(argv[1], "slabs")) {
 		const struct CMUnitTest only[] = { cmocka_unit_test(test_small_threads) };
 		return cmocka_run_group_tests(only, setup, teardown);
@@ -1653,6 +1689,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_killed_client),
 		cmocka_unit_test(test_small_threads),
 		cmocka_unit_test(test_random_million),
+		cmocka_unit_test(test_random_split_warps),
 	};
 	int failed = cmocka_run_group_tests(tests, setup, teardown);
 	return failed + cmocka_run_group_tests(churn, setup_churn, teardown);

@@ -99,7 +99,36 @@ struct rconf {
 	int uniform;      /* GT_ALLOC_UNIFORM: 1: op and slot per warp, 2: size too */
 	int check;        /* GT_ALLOC_CHECK: bound every block before it is touched */
 	uint64_t *trace;  /* GT_ALLOC_TRACE: 4 words per thread, host memory */
+	int serial;       /* GT_ALLOC_SERIAL: 1: a warp's mallocs, reallocs and
+			   * frees one after another (__syncwarp between), 2:
+			   * each call under a lock of its warp */
+	uint32_t *wlocks; /* GT_ALLOC_SERIAL=2: one per warp */
 };
+
+/* GT_ALLOC_SERIAL=2: the lanes that arrive together hold their warp's lock
+ * for their call: no two calls of one warp at once. */
+static __device__ __forceinline__ unsigned wlock_take(const struct rconf &c, uint32_t wid)
+{
+	unsigned m = __activemask();
+	if (c.serial != 2)
+		return m;
+	if ((threadIdx.x & 31u) == (unsigned)(__ffs(m) - 1))
+		while (atomicCAS(&c.wlocks[wid], 0u, 1u))
+			__nanosleep(64);
+	__syncwarp(m);
+	__threadfence();
+	return m;
+}
+
+static __device__ __forceinline__ void wlock_give(const struct rconf &c, uint32_t wid, unsigned m)
+{
+	if (c.serial != 2)
+		return;
+	__syncwarp(m);
+	__threadfence();
+	if ((threadIdx.x & 31u) == (unsigned)(__ffs(m) - 1))
+		atomicExch(&c.wlocks[wid], 0u);
+}
 
 /* Trace stages (word 0 of a thread's record: it << 8 | stage). */
 enum { TR_MALLOC = 1, TR_FILL_M, TR_CHECK_R, TR_REALLOC, TR_TOUCH_R, TR_CHECK_F, TR_FREE, TR_DONE_IT, TR_END,
@@ -159,10 +188,19 @@ static __global__ void k_random(gpusys_heap_t h, struct result *res, int iters, 
 		uint64_t rs = conf.uniform >= 2 ? rw : r;
 		int s = (int)(rw % HOLD);
 		uint64_t t = ((uint64_t)tid << 24) | ++seq;
-		if (!p[s]) {
+		/* 0 malloc, 1 realloc, 2 free */
+		int op = !p[s] ? 0 : conf.realloc_on && (rw >> 40) % 4 == 0 ? 1 : 2;
+		for (int ph = 0; ph < 3; ph++) {
+		if (conf.serial == 1)
+			__syncwarp();
+		if (ph != op)
+			continue;
+		if (op == 0) {
 			uint64_t n = rsize(rs >> 8, conf.bands);
 			trace(conf, tid, it, TR_MALLOC, 0, n);
+			unsigned wm = wlock_take(conf, wid);
 			void *q = gpusys_malloc(h, n);
+			wlock_give(conf, wid, wm);
 			if (!q) {
 				report(res, 100000 + gpusys_alloc_errno(h));
 				continue;
@@ -174,13 +212,15 @@ static __global__ void k_random(gpusys_heap_t h, struct result *res, int iters, 
 			trace(conf, tid, it, TR_FILL_M, q, n);
 			fillb(q, n, t);
 			p[s] = q, sz[s] = n, tag[s] = t;
-		} else if (conf.realloc_on && (rw >> 40) % 4 == 0) {
+		} else if (op == 1) {
 			trace(conf, tid, it, TR_CHECK_R, p[s], sz[s]);
 			if (!checkb(p[s], sz[s], tag[s]))
 				report(res, 1);
 			uint64_t n = rsize(rs >> 16, conf.bands);
 			trace(conf, tid, it, TR_REALLOC, p[s], n);
+			unsigned wm = wlock_take(conf, wid);
 			void *q = gpusys_realloc(h, p[s], n);
+			wlock_give(conf, wid, wm);
 			if (!q) {
 				report(res, 200000 + gpusys_alloc_errno(h));
 				continue;
@@ -200,10 +240,13 @@ static __global__ void k_random(gpusys_heap_t h, struct result *res, int iters, 
 			if (!checkb(p[s], sz[s], tag[s]))
 				report(res, 3);
 			trace(conf, tid, it, TR_FREE, p[s], sz[s]);
+			unsigned wm = wlock_take(conf, wid);
 			int rc = gpusys_free(h, p[s]);
+			wlock_give(conf, wid, wm);
 			if (rc)
 				report(res, 300000 - rc);
 			p[s] = 0;
+		}
 		}
 		trace(conf, tid, it, TR_DONE_IT, 0, 0);
 		ops++;
@@ -411,10 +454,15 @@ int main(void)
 	 *                            when the kernel fails
 	 *   GT_ALLOC_INITIAL_MIB=N   map N MiB before the kernel (no growth)
 	 *   GT_ALLOC_CHUNK_MIB=N     the daemon's first grant (default 16)
-	 *   GT_ALLOC_BLOCKS_PER_SM=N (default 2), GT_ALLOC_ITERS=N */
+	 *   GT_ALLOC_SERIAL=1|2      a warp's calls one kind at a time (1:
+	 *                            __syncwarp between mallocs, reallocs and
+	 *                            frees) or one call at a time (2: a lock)
+	 *   GT_ALLOC_BLOCKS_PER_SM=N (default 2), GT_ALLOC_THREADS=N (256),
+	 *   GT_ALLOC_ITERS=N */
 	const char *knobs[] = { "GT_ALLOC_SKIP_KILL", "GT_ALLOC_ONLY_RANDOM", "GT_ALLOC_OPS", "GT_ALLOC_SIZES",
 				"GT_ALLOC_UNIFORM", "GT_ALLOC_CHECK", "GT_ALLOC_TRACE", "GT_ALLOC_INITIAL_MIB",
-				"GT_ALLOC_CHUNK_MIB", "GT_ALLOC_BLOCKS_PER_SM", "GT_ALLOC_ITERS" };
+				"GT_ALLOC_CHUNK_MIB", "GT_ALLOC_BLOCKS_PER_SM", "GT_ALLOC_ITERS",
+				"GT_ALLOC_SERIAL", "GT_ALLOC_THREADS" };
 	int bisect = 0;
 	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
 		const char *e = getenv(knobs[i]);
@@ -507,7 +555,8 @@ int main(void)
 	memset(res, 0, sizeof(*res));
 	cudaDeviceProp prop;
 	GT_CUDA(cudaGetDeviceProperties(&prop, 0));
-	int blocks = prop.multiProcessorCount * env_int("GT_ALLOC_BLOCKS_PER_SM", 2), threads = 256;
+	int blocks = prop.multiProcessorCount * env_int("GT_ALLOC_BLOCKS_PER_SM", 2);
+	int threads = env_int("GT_ALLOC_THREADS", 256);
 	int iters = env_int("GT_ALLOC_ITERS", (int)(1000000ll / (blocks * threads)) + 1);
 	struct rconf conf;
 	memset(&conf, 0, sizeof(conf));
@@ -522,6 +571,12 @@ int main(void)
 	GT_CHECK(conf.bands != 0, "GT_ALLOC_SIZES: none of s, m, l");
 	conf.uniform = env_int("GT_ALLOC_UNIFORM", 0);
 	conf.check = env_int("GT_ALLOC_CHECK", 0);
+	conf.serial = env_int("GT_ALLOC_SERIAL", 0);
+	if (conf.serial == 2) {
+		size_t wl = (size_t)blocks * threads / 32 * sizeof(uint32_t);
+		GT_CUDA(cudaMalloc((void **)&conf.wlocks, wl));
+		GT_CUDA(cudaMemset(conf.wlocks, 0, wl));
+	}
 	uint64_t *trace_host = NULL;
 	size_t trace_bytes = (size_t)blocks * threads * 4 * sizeof(uint64_t);
 	if (env_int("GT_ALLOC_TRACE", 0)) {
@@ -529,10 +584,10 @@ int main(void)
 		memset(trace_host, 0, trace_bytes);
 		GT_CUDA(cudaHostGetDevicePointer((void **)&conf.trace, trace_host, 0));
 	}
-	printf("random: %d blocks x %d threads, %d iterations, realloc %s, sizes %s%s%s, uniform %d, check %d, "
+	printf("random: %d blocks x %d threads, %d iterations, realloc %s, sizes %s%s%s, uniform %d, serial %d, check %d, "
 	       "trace %s, initial %llu MiB, first grant %llu MiB\n",
 	       blocks, threads, iters, conf.realloc_on ? "on" : "off", conf.bands & BAND_S ? "s" : "",
-	       conf.bands & BAND_M ? "m" : "", conf.bands & BAND_L ? "l" : "", conf.uniform, conf.check,
+	       conf.bands & BAND_M ? "m" : "", conf.bands & BAND_L ? "l" : "", conf.uniform, conf.serial, conf.check,
 	       trace_host ? "on" : "off", (unsigned long long)(ho.initial_bytes >> 20), chunk_mib);
 	fflush(stdout);
 	double t0 = gt_now();
