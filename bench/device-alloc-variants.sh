@@ -6,6 +6,9 @@
 # Tells a fault of the allocator's logic (all three fail) from one of how
 # the optimised code runs divergent groups of a warp. Also dumps the SASS
 # of the optimised build's allocator functions into $OUT.
+#   VARIANTS="WS=-DGPUSYS_ALLOC_WARP_SERIAL" FULL=1 bench/device-alloc-variants.sh
+# builds the candidate fix (one allocator call of a warp at a time,
+# include/gpusys/alloc.cuh) and runs the whole test with it too.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -34,12 +37,17 @@ for v in "${vs[@]}"; do
 done
 wait
 echo "variants built at $(($(date +%s) - t0)) s"
-run() { # name, binary
+run() { # name, binary: one warp per SM (faulted), then the test's own grid
 	echo "== $1"
 	env GT_ALLOC_SKIP_KILL=1 GT_ALLOC_ONLY_RANDOM=1 GT_ALLOC_BLOCKS_PER_SM=1 GT_ALLOC_THREADS=32 GT_ALLOC_ITERS=200 \
 		GT_ALLOC_CHECK=1 timeout 120 "$2" > "$OUT/run-$1.log" 2>&1
 	echo "rc=$?"
 	grep -E "^random|FAIL|ok \(random only\)" "$OUT/run-$1.log" | head -6
+	[[ ${FULL:-0} == 1 ]] || return 0
+	echo "== $1, the whole test"
+	GT_ALLOC_TRIM_DELAY_MS=1 timeout 150 "$2" > "$OUT/full-$1.log" 2>&1
+	echo "rc=$?"
+	tail -4 "$OUT/full-$1.log"
 }
 [[ -x $T ]] && run opt $T
 for v in "${vs[@]}"; do

@@ -50,6 +50,47 @@ static __device__ __forceinline__ int gpusys_alloc_errno(const gpusys_heap_t &h)
 	return -*gpusys_alloc_err_slot(h);
 }
 
+/* GPUSYS_ALLOC_WARP_SERIAL (an experiment for issue 29, off unless
+ * defined): one allocator call of a warp at a time. Lanes of a warp in
+ * different calls at once made test_gpu_alloc fault in ptxas-optimised code
+ * (bench/RESULTS.md, "The allocator's fault, narrowed"). The lanes that
+ * arrive together take their warp slot's lock: the leader tries once and
+ * the whole group loops, so no lane waits inside a branch for a sibling
+ * group of its own warp. Returns the lock's index, for the leave. */
+static __device__ __forceinline__ uint32_t gpusys_alloc_warp_enter(const gpusys_heap_t &h, uint64_t mask)
+{
+#if defined(GPUSYS_ALLOC_WARP_SERIAL)
+	uint32_t slot = gpusys_port_hint() % h.heap.err_slots;
+	uint32_t ld = gpusys_lane_leader_of(mask);
+	slot = __shfl_sync((unsigned)mask, slot, ld); /* %warpid is only a hint: the leader's */
+	for (;;) {
+		uint32_t got = 0;
+		if (gpusys_lane_id() == ld)
+			got = (uint32_t)gpusys_lock_try(&h.heap.warp_locks[slot]);
+		if (__shfl_sync((unsigned)mask, got, ld))
+			return slot;
+		__nanosleep(64);
+	}
+#else
+	(void)h;
+	(void)mask;
+	return 0;
+#endif
+}
+
+static __device__ __forceinline__ void gpusys_alloc_warp_leave(const gpusys_heap_t &h, uint64_t mask, uint32_t slot)
+{
+#if defined(GPUSYS_ALLOC_WARP_SERIAL)
+	__syncwarp((unsigned)mask);
+	if (gpusys_lane_id() == gpusys_lane_leader_of(mask))
+		gpusys_lock_release(&h.heap.warp_locks[slot]);
+#else
+	(void)h;
+	(void)mask;
+	(void)slot;
+#endif
+}
+
 /* malloc, calloc and realloc are functions of their own (__noinline__):
  * each holds the whole allocator path (the warp's claim, inlined, and the
  * slow path behind it: a slab to take, a chunk from gpusysd, trim).
@@ -65,7 +106,9 @@ static __device__ __noinline__ void *gpusys_aligned_alloc(const gpusys_heap_t &h
 	uint64_t s[1] = { size }, a[1] = { align };
 	void *r[1];
 	int32_t e[1];
+	uint32_t wl = gpusys_alloc_warp_enter(h, mask);
 	gpusys_alloc_malloc_lanes(&h.dev, &h.heap, mask, s, a, r, e);
+	gpusys_alloc_warp_leave(h, mask, wl);
 	*gpusys_alloc_err_slot(h) = e[0];
 	return r[0];
 }
@@ -81,7 +124,9 @@ static __device__ __noinline__ void *gpusys_calloc(const gpusys_heap_t &h, size_
 	uint64_t nv[1] = { n }, s[1] = { size };
 	void *r[1];
 	int32_t e[1];
+	uint32_t wl = gpusys_alloc_warp_enter(h, mask);
 	gpusys_alloc_calloc_lanes(&h.dev, &h.heap, mask, nv, s, r, e);
+	gpusys_alloc_warp_leave(h, mask, wl);
 	*gpusys_alloc_err_slot(h) = e[0];
 	return r[0];
 }
@@ -92,7 +137,9 @@ static __device__ __noinline__ void *gpusys_realloc(const gpusys_heap_t &h, void
 	void *pv[1] = { p }, *r[1];
 	uint64_t s[1] = { size };
 	int32_t e[1];
+	uint32_t wl = gpusys_alloc_warp_enter(h, mask);
 	gpusys_alloc_realloc_lanes(&h.dev, &h.heap, mask, pv, s, r, e);
+	gpusys_alloc_warp_leave(h, mask, wl);
 	*gpusys_alloc_err_slot(h) = e[0];
 	return r[0];
 }
@@ -106,7 +153,9 @@ static __device__ int gpusys_free(const gpusys_heap_t &h, void *p)
 	uint64_t mask = (uint64_t)__activemask();
 	void *pv[1] = { p };
 	int32_t e[1];
+	uint32_t wl = gpusys_alloc_warp_enter(h, mask);
 	gpusys_alloc_free_lanes(&h.dev, &h.heap, mask, pv, e);
+	gpusys_alloc_warp_leave(h, mask, wl);
 	*gpusys_alloc_err_slot(h) = e[0];
 	return e[0];
 }
@@ -123,7 +172,11 @@ static __device__ __forceinline__ uint64_t gpusys_heap_mapped_bytes(const gpusys
  * number of pool chunks given back to gpusysd, or -errno. */
 static __device__ int gpusys_heap_trim(const gpusys_heap_t &h)
 {
-	return gpusys_alloc_trim_lanes(&h.dev, &h.heap, (uint64_t)__activemask(), GPUSYS_TRIM_NOW);
+	uint64_t mask = (uint64_t)__activemask();
+	uint32_t wl = gpusys_alloc_warp_enter(h, mask);
+	int r = gpusys_alloc_trim_lanes(&h.dev, &h.heap, mask, GPUSYS_TRIM_NOW);
+	gpusys_alloc_warp_leave(h, mask, wl);
+	return r;
 }
 
 /* The daemon's figures for this client's heap (one lane asks). 0 or -errno. */

@@ -84,7 +84,8 @@ int gpusys_emu_heap_open(uint64_t reserve, uint32_t groups, struct gpusys_emu_he
 		return -ENOMEM;
 	h->hd.reserve = reserve;
 	int pr = pool_open(&h->hd, groups);
-	h->hd.last_err = calloc((size_t)groups * GPUSYS_WARP_LANES, sizeof(int32_t));
+	/* the lanes' last errors, then a lock word per warp slot */
+	h->hd.last_err = calloc((size_t)groups * (GPUSYS_WARP_LANES + 1), sizeof(int32_t));
 	void *base = mmap(NULL, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (pr < 0 || !h->hd.last_err || base == MAP_FAILED) {
 		int e = base == MAP_FAILED ? -errno : -ENOMEM;
@@ -98,6 +99,7 @@ int gpusys_emu_heap_open(uint64_t reserve, uint32_t groups, struct gpusys_emu_he
 	h->hd.base = base;
 	h->hd.ctl = &h->ctl;
 	h->hd.err_slots = groups;
+	h->hd.warp_locks = (uint32_t *)(h->hd.last_err + (size_t)groups * GPUSYS_WARP_LANES);
 	int r = pthread_create(&h->thread, NULL, map_thread, h);
 	if (r) {
 		munmap(base, reserve);

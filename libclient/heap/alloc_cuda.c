@@ -232,7 +232,8 @@ int gpusys_heap_open(gpusys_t *g, const struct gpusys_heap_options *o, struct gp
 	h->groups = (uint32_t)(sms > 0 ? sms : 1);
 	h->err_slots = h->groups * 64u; /* one per (SM, warp slot): gpusys_port_hint */
 	h->pool_bytes = gpusys_align_up(gpusys_alloc_pool_bytes(h->reserve, h->groups), 16);
-	size_t err_bytes = (size_t)h->err_slots * GPUSYS_WARP_LANES * sizeof(int32_t);
+	/* the lanes' last errors, then a lock word per warp slot */
+	size_t err_bytes = (size_t)h->err_slots * (GPUSYS_WARP_LANES + 1) * sizeof(int32_t);
 	if ((r = cu->cuMemAlloc(&h->priv, h->pool_bytes + err_bytes)) != CUDA_SUCCESS) {
 		h->priv = 0;
 		goto cuda_fail;
@@ -305,6 +306,8 @@ gpusys_heap_t gpusys_heap_device(struct gpusys_heap *h)
 	t.heap.cur = t.heap.chunk_of + h->reserve / GPUSYS_ALLOC_CHUNK_BYTES;
 	t.heap.last_err = (int32_t *)(uintptr_t)(h->priv + h->pool_bytes);
 	t.heap.err_slots = h->err_slots;
+	t.heap.warp_locks = (uint32_t *)(uintptr_t)(h->priv + h->pool_bytes +
+						    (uint64_t)h->err_slots * GPUSYS_WARP_LANES * sizeof(int32_t));
 	return t;
 }
 
