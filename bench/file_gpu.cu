@@ -280,8 +280,8 @@ static void halves_reads(const char *runtime_dir, const char *in_path, const uin
 	cudaMemcpy(&h, dh, sizeof(h), cudaMemcpyDeviceToHost);
 	if (h >= 0) {
 		cudaMemset(dbuf, 0, size);
-		ret[0] = gpu_move(g, h, dbuf, size, 0, 1, threads, reps, &split[0], false);
-		ret[1] = gpu_move(g, h, dbuf, size, 0, blocks, threads, reps, &split[1], false);
+		ret[0] = gpu_move(g, h, dbuf, size, 0, 1, threads, reps, &split[0], MOVE_DECLARED);
+		ret[1] = gpu_move(g, h, dbuf, size, 0, blocks, threads, reps, &split[1], MOVE_DECLARED);
 		cudaMemcpy(check, dbuf, size, cudaMemcpyDeviceToHost);
 		if (memcmp(check, host, size) != 0) {
 			fprintf(stderr, "gpusys-bench: %llu MiB halves: the data read differs from the file\n",
