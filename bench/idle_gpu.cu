@@ -209,16 +209,21 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	/* 1. Attached, no kernel. */
+	/* 1. Attached, no kernel: IDLE_SECONDS (5), and which threads ran. */
 	usleep(500000);
-	uint64_t c0 = tasks_of(d).cpu_ns;
+	static struct proc_tasks before, after;
+	const char *idle_s = getenv("IDLE_SECONDS");
+	int idle_for = idle_s && atoi(idle_s) > 0 ? atoi(idle_s) : 5;
+	proc_tasks_of(d, &before);
 	double t0 = bench_now_s();
-	sleep(5);
-	uint64_t c1 = tasks_of(d).cpu_ns;
+	sleep(idle_for);
+	proc_tasks_of(d, &after);
 	double t1 = bench_now_s();
+	uint64_t c0 = before.cpu_ns, c1 = after.cpu_ns;
 	double idle_pct = 100.0 * (c1 - c0) / 1e9 / (t1 - t0);
 	printf("1. attached, no kernel: daemon CPU %.3f%% of a core over %.1f s (threads %d)\n", idle_pct, t1 - t0,
-	       tasks_of(d).threads);
+	       after.threads);
+	proc_tasks_print_delta(stdout, &before, &after, t1 - t0);
 
 	/* 2. A kernel that idles 1 s between calls. */
 	c0 = tasks_of(d).cpu_ns;
