@@ -29,18 +29,9 @@ extern "C" {
 /* Where reads' time goes, per block (file.cuh): the breakdown rows. */
 #define GPUSYS_BLOCK_IO_TIMING 1024
 #include "gpusys/file.cuh"
+#include "file_kernels.cuh"
 #include "file_floors.h"
 #include "file_depth4.h"
-
-static __global__ void k_open(gpusys_dev_t dev, const char *path, int flags, long long *h)
-{
-	*h = gpusys_open(dev, path, flags, 0644);
-}
-
-static __global__ void k_close(gpusys_dev_t dev, long long h)
-{
-	gpusys_close(dev, h);
-}
 
 /* One block's share of the file, moved by the block calls. */
 static __device__ __forceinline__ void move_share(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long len,
