@@ -11,7 +11,7 @@ nvcc -O3 -arch=sm_90 -Iinclude -Idevice bench/diverge_gpu.cu -o /tmp/diverge_opt
 nvcc -O3 -arch=sm_90 -Xptxas -O0 -Iinclude -Idevice bench/diverge_gpu.cu -o /tmp/diverge_o0 &
 wait
 for b in opt o0; do
-	for mode in lock atomic wide; do
+	for mode in lock trylock atomic wide; do
 		for shape in "1 32" "2 256"; do
 			# shellcheck disable=SC2086
 			timeout 60 /tmp/diverge_$b $mode $shape 2000 2>&1 | sed "s/^/$b: /" | tee -a "$OUT/diverge.txt"

@@ -23,6 +23,12 @@
  *   wide     the lock, and the leader's critical section longer (a second
  *            relaxed counter, per group class, as the allocator keeps
  *            lists per SM and class)
+ *   trylock  the lock without a spin inside the leader's branch: the
+ *            leader tries once, the group learns by a shuffle whether it
+ *            got it, and the whole group loops until it has. No lane then
+ *            waits at the branch's reconvergence for a leader that is
+ *            waiting for a sibling group of its own warp (the suspect:
+ *            test_gpu_alloc with a per-warp spin lock hung).
  *
  * Build (the device scripts do): nvcc -O3 -arch=sm_90 -Iinclude -Idevice
  *   bench/diverge_gpu.cu -o diverge_gpu; add -Xptxas -O0 for the variant
@@ -46,7 +52,7 @@
 		}                                                                               \
 	} while (0)
 
-enum { MODE_LOCK, MODE_ATOMIC, MODE_WIDE };
+enum { MODE_LOCK, MODE_ATOMIC, MODE_WIDE, MODE_TRYLOCK };
 
 struct shared {
 	uint32_t lock;
@@ -86,7 +92,20 @@ static __device__ __forceinline__ void claim(struct shared *s, uint32_t *taken, 
 	unsigned ld = (unsigned)__ffs(mask) - 1u;
 	unsigned n = (unsigned)__popc(mask);
 	unsigned long long start = 0;
-	if (lane == ld) {
+	if (mode == MODE_TRYLOCK) {
+		for (;;) {
+			unsigned got = 0;
+			if (lane == ld && gpusys_lock_try(&s->lock)) {
+				start = ld_relaxed(&s->next);
+				st_relaxed(&s->next, start + n);
+				gpusys_lock_release(&s->lock);
+				got = 1;
+			}
+			if (__shfl_sync(mask, got, ld))
+				break;
+			__nanosleep(100);
+		}
+	} else if (lane == ld) {
 		if (mode == MODE_ATOMIC) {
 			start = atomicAdd(&s->next, (unsigned long long)n);
 		} else {
@@ -147,7 +166,10 @@ static __global__ void k_diverge(struct shared *s, uint32_t *taken, unsigned lon
 int main(int argc, char **argv)
 {
 	const char *m = argc > 1 ? argv[1] : "lock";
-	int mode = !strcmp(m, "atomic") ? MODE_ATOMIC : !strcmp(m, "wide") ? MODE_WIDE : MODE_LOCK;
+	int mode = !strcmp(m, "atomic")	 ? MODE_ATOMIC
+		   : !strcmp(m, "wide")	 ? MODE_WIDE
+		   : !strcmp(m, "trylock") ? MODE_TRYLOCK
+					   : MODE_LOCK;
 	int blocks_per_sm = argc > 2 ? atoi(argv[2]) : 1, threads = argc > 3 ? atoi(argv[3]) : 32;
 	int iters = argc > 4 ? atoi(argv[4]) : 2000;
 	cudaDeviceProp prop;
