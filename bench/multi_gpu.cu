@@ -266,7 +266,8 @@ static int tally(struct gpu_run *r, const struct mg_params *p, enum mg_work w, d
 		/* gpusysd holds each warp's read data until the warp has taken
 		 * it, charged to the client and its user: every thread's block in
 		 * flight at once may be more than the defaults allow (64 MiB a
-		 * client, 256 MiB a user). */
+		 * client, 256 MiB a user). Reads then wait for room, and fail
+		 * -ENOMEM only after 10 s without any (docs/FILES.md). */
 		if (w == MG_FILE && err[0] == -ENOMEM)
 			fprintf(stderr, "gpusys-bench multigpu: every thread's read in flight is %.0f MiB a GPU: gpusysd's "
 					"client_mem_budget and user_mem_budget must hold it (--daemon sets them)\n",
