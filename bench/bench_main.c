@@ -16,7 +16,10 @@ static void usage(void)
 			"       gpusys-bench alloc [options]           malloc+free pairs/s from all SMs vs CUDA malloc; growth latency\n"
 			"       gpusys-bench calls [--emulate] [options]    futures and user callbacks\n"
 			"       gpusys-bench copy [options]            pageable host <-> device copies vs cudaMemcpy\n"
-			"       gpusys-bench multigpu [options]        NOOPs from every GPU, each alone and all at once\n"
+			"       gpusys-bench multigpu [--op noop|print|file|all] [options]\n"
+			"                                              NOOPs (default), gpusys_printf lines, 4 KiB\n"
+			"                                              gpusys_preads from every GPU, each alone and\n"
+			"                                              all at once\n"
 			"       gpusys-bench trace [options]           where one call's time goes, segment by segment\n"
 			"       gpusys-bench packet [--iters N]        packet 0's floor by payload layout, no gpusys\n"
 			"run 'gpusys-bench rtt --help' for the options\n");

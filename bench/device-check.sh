@@ -15,6 +15,10 @@
 #               1056 warps and echo_cpu; 1000 and 10,000 connections echoing
 #               1 B-64 KiB through tcp_echo; gpu_httpd under curl
 #   rtt         gpusys-bench rtt (NOOPs from one warp and from the whole GPU)
+#   diverge     bench/device-diverge.sh (the allocator's claim pattern with
+#               lane groups of one warp at once, optimised and -Xptxas -O0)
+#   block       gpusys-bench file --reads-only: the block-call rows of a
+#               kernel declaring nothing beside the declared ones
 # STEPS picks some (default: all, in that order). Output under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +64,13 @@ for s in $STEPS; do
 	rtt)
 		timeout 120 $B/bench/gpusys-bench rtt --daemon $B/daemon/gpusysd 2>&1 | grep -v "^gpusysd:" |
 			tee "$OUT/rtt.log" | tail -30
+		;;
+	diverge)
+		timeout 120 bash bench/device-diverge.sh
+		;;
+	block)
+		timeout 150 $B/bench/gpusys-bench file --reads-only --daemon $B/daemon/gpusysd 2>&1 | grep -v "^gpusysd:" |
+			tee "$OUT/bench-file.log" | tail -30
 		;;
 	*) echo "device-check: unknown step $s"; exit 2 ;;
 	esac

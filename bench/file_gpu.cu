@@ -29,18 +29,9 @@ extern "C" {
 /* Where reads' time goes, per block (file.cuh): the breakdown rows. */
 #define GPUSYS_BLOCK_IO_TIMING 1024
 #include "gpusys/file.cuh"
+#include "file_kernels.cuh"
 #include "file_floors.h"
 #include "file_depth4.h"
-
-static __global__ void k_open(gpusys_dev_t dev, const char *path, int flags, long long *h)
-{
-	*h = gpusys_open(dev, path, flags, 0644);
-}
-
-static __global__ void k_close(gpusys_dev_t dev, long long h)
-{
-	gpusys_close(dev, h);
-}
 
 /* One block's share of the file, moved by the block calls. */
 static __device__ __forceinline__ void move_share(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long len,
@@ -72,6 +63,24 @@ static __global__ void __launch_bounds__(1024) k_move_32reg(gpusys_dev_t dev, lo
 {
 	move_share(dev, h, buf, len, write_op, res);
 }
+
+/* The same declaring nothing, as a new program would: ptxas then takes
+ * the registers it likes (over 64: file.cuh gives figures; the row prints
+ * this kernel's), so blocks of 1024 threads do not launch. It runs with the
+ * most threads that do (a multiple of 32), to show what leaving the
+ * declaration out costs. */
+static __global__ void k_move_plain(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long len, int write_op,
+				    long long *res)
+{
+	move_share(dev, h, buf, len, write_op, res);
+}
+
+/* Which of the kernels above gpu_move launches. */
+enum move_form {
+	MOVE_DECLARED, /* k_move */
+	MOVE_32REG,    /* k_move_32reg */
+	MOVE_PLAIN,    /* k_move_plain */
+};
 
 static void usage(void)
 {
@@ -119,7 +128,7 @@ static void read_split_of(int blocks, struct read_split *ret)
 }
 
 static double gpu_move(gpusys_t *g, long long h, uint8_t *dbuf, uint64_t size, int write_op, int blocks, int threads,
-		       int reps, struct read_split *split, bool reg32)
+		       int reps, struct read_split *split, enum move_form form)
 {
 	double best = 0;
 	for (int r = 0; r < reps; r++) {
@@ -128,8 +137,10 @@ static double gpu_move(gpusys_t *g, long long h, uint8_t *dbuf, uint64_t size, i
 		cudaMemset(d_res, 0xff, (size_t)blocks * sizeof(long long)); /* -1: never written */
 		cudaDeviceSynchronize();
 		uint64_t t0 = bench_now_ns();
-		if (reg32)
+		if (form == MOVE_32REG)
 			k_move_32reg<<<blocks, threads>>>(gpusys_device(g), h, dbuf, size, write_op, d_res);
+		else if (form == MOVE_PLAIN)
+			k_move_plain<<<blocks, threads>>>(gpusys_device(g), h, dbuf, size, write_op, d_res);
 		else
 			k_move<<<blocks, threads>>>(gpusys_device(g), h, dbuf, size, write_op, d_res);
 		cudaError_t le = cudaGetLastError();
@@ -260,8 +271,8 @@ static void halves_reads(const char *runtime_dir, const char *in_path, const uin
 	cudaMemcpy(&h, dh, sizeof(h), cudaMemcpyDeviceToHost);
 	if (h >= 0) {
 		cudaMemset(dbuf, 0, size);
-		ret[0] = gpu_move(g, h, dbuf, size, 0, 1, threads, reps, &split[0], false);
-		ret[1] = gpu_move(g, h, dbuf, size, 0, blocks, threads, reps, &split[1], false);
+		ret[0] = gpu_move(g, h, dbuf, size, 0, 1, threads, reps, &split[0], MOVE_DECLARED);
+		ret[1] = gpu_move(g, h, dbuf, size, 0, blocks, threads, reps, &split[1], MOVE_DECLARED);
 		cudaMemcpy(check, dbuf, size, cudaMemcpyDeviceToHost);
 		if (memcmp(check, host, size) != 0) {
 			fprintf(stderr, "gpusys-bench: %llu MiB halves: the data read differs from the file\n",
@@ -388,7 +399,9 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 	int ndev = 0, ret = 1;
 	gpusys_t *g = NULL;
 	uint8_t *dbuf = NULL, *pinned = NULL;
-	double r1 = -1, rn = -1, r1_d4 = -1, rn_d4 = -1, r1_32 = -1, rn_32 = -1, w1 = -1, wn = -1, h2d_pin, h2d_page, d2h_pin, d2h_page, staged;
+	double r1 = -1, rn = -1, r1_d4 = -1, rn_d4 = -1, r1_32 = -1, rn_32 = -1, r1_plain = -1, rn_plain = -1, w1 = -1,
+	       wn = -1, h2d_pin, h2d_page, d2h_pin, d2h_page, staged;
+	int plain_threads = 0, plain_regs = 0;
 	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
 		fprintf(stderr, "gpusys-bench: no usable GPU; use file --emulate\n");
 		ret = 77;
@@ -430,11 +443,23 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 		}
 		struct read_split s1 = { 0, 0, 0 }, sn = { 0, 0, 0 };
 		r1_d4 = file_read_depth4(g, h, dbuf, size, 1, threads, reps);
-		r1_32 = gpu_move(g, h, dbuf, size, 0, 1, threads, reps, NULL, true);
-		r1 = gpu_move(g, h, dbuf, size, 0, 1, threads, reps, &s1, false);
+		r1_32 = gpu_move(g, h, dbuf, size, 0, 1, threads, reps, NULL, MOVE_32REG);
+		r1 = gpu_move(g, h, dbuf, size, 0, 1, threads, reps, &s1, MOVE_DECLARED);
 		rn_d4 = file_read_depth4(g, h, dbuf, size, blocks, threads, reps);
-		rn_32 = gpu_move(g, h, dbuf, size, 0, blocks, threads, reps, NULL, true);
-		rn = gpu_move(g, h, dbuf, size, 0, blocks, threads, reps, &sn, false);
+		rn_32 = gpu_move(g, h, dbuf, size, 0, blocks, threads, reps, NULL, MOVE_32REG);
+		rn = gpu_move(g, h, dbuf, size, 0, blocks, threads, reps, &sn, MOVE_DECLARED);
+		/* Declaring nothing: the most threads a block of k_move_plain
+		 * may have, up to --threads; same run as the rows above. */
+		struct cudaFuncAttributes plain_fa;
+		if (cudaFuncGetAttributes(&plain_fa, (const void *)k_move_plain) == cudaSuccess) {
+			plain_threads = plain_fa.maxThreadsPerBlock < threads ? plain_fa.maxThreadsPerBlock : threads;
+			plain_threads -= plain_threads % 32;
+			plain_regs = plain_fa.numRegs;
+		}
+		if (plain_threads > 0) {
+			r1_plain = gpu_move(g, h, dbuf, size, 0, 1, plain_threads, reps, NULL, MOVE_PLAIN);
+			rn_plain = gpu_move(g, h, dbuf, size, 0, blocks, plain_threads, reps, NULL, MOVE_PLAIN);
+		}
 		/* The device copy must be the file (read last by the library's
 		 * own loop). */
 		cudaMemcpy(pinned, dbuf, size, cudaMemcpyDeviceToHost);
@@ -443,8 +468,8 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			goto out;
 		}
 		if (!reads_only) {
-			w1 = gpu_move(g, hw, dbuf, size, 1, 1, threads, reps, NULL, false);
-			wn = gpu_move(g, hw, dbuf, size, 1, blocks, threads, reps, NULL, false);
+			w1 = gpu_move(g, hw, dbuf, size, 1, 1, threads, reps, NULL, MOVE_DECLARED);
+			wn = gpu_move(g, hw, dbuf, size, 1, blocks, threads, reps, NULL, MOVE_DECLARED);
 		}
 		k_close<<<1, 1>>>(dev, h);
 		k_close<<<1, 1>>>(dev, hw);
@@ -543,9 +568,10 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			printf("{\"size\":%llu,\"blocks\":%d,\"threads\":%d,\"read_1_block_gbs\":%.2f,"
 			       "\"read_n_blocks_gbs\":%.2f,\"write_1_block_gbs\":%.2f,\"write_n_blocks_gbs\":%.2f,"
 			       "\"h2d_pinned_gbs\":%.2f,\"h2d_pageable_gbs\":%.2f,\"d2h_pinned_gbs\":%.2f,"
-			       "\"d2h_pageable_gbs\":%.2f,\"pread_then_memcpy_gbs\":%.2f}\n",
+			       "\"d2h_pageable_gbs\":%.2f,\"pread_then_memcpy_gbs\":%.2f,\"plain_threads\":%d,"
+			       "\"plain_registers\":%d,\"read_1_block_plain_gbs\":%.2f,\"read_n_blocks_plain_gbs\":%.2f}\n",
 			       (unsigned long long)size, blocks, threads, r1, rn, w1, wn, h2d_pin, h2d_page, d2h_pin,
-			       d2h_page, staged);
+			       d2h_page, staged, plain_threads, plain_regs, r1_plain, rn_plain);
 			for (int i = 0; i < nhalves; i++)
 				printf("{\"half_mib\":%llu,\"half_asked_mib\":%llu,\"read_1_block_gbs\":%.2f,"
 				       "\"read_n_blocks_gbs\":%.2f}\n",
@@ -559,6 +585,10 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			bench_gbs_row(rn, "gpusys_pread_block, file -> device, %d blocks x %d threads", blocks, threads);
 			bench_gbs_row(r1_32, "gpusys_pread_block, 1 block, kernel capped at 32 registers");
 			bench_gbs_row(rn_32, "gpusys_pread_block, %d blocks, kernel capped at 32 registers", blocks);
+			bench_gbs_row(r1_plain, "gpusys_pread_block, 1 block x %d threads, kernel declaring nothing (%d registers)",
+				      plain_threads, plain_regs);
+			bench_gbs_row(rn_plain, "gpusys_pread_block, %d blocks x %d threads, kernel declaring nothing", blocks,
+				      plain_threads);
 			bench_gbs_row(r1_d4, "gpusys_pread_block, 1 block, copy loop 4 deep (before)");
 			bench_gbs_row(rn_d4, "gpusys_pread_block, %d blocks, copy loop 4 deep (before)", blocks);
 			for (int i = 0; i < nhalves; i++) {

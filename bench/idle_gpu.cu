@@ -3,8 +3,8 @@
  * Idle cost and wake-up with a real CUDA client (bench/RESULTS.md, "Idle
  * cost and wake-up"). Starts gpusysd (argv[1]) on a private runtime
  * directory, attaches to GPU 0 and measures:
- *   1. the daemon's CPU time (every thread, schedstat) over 5 s with the
- *      client attached and no kernel running;
+ *   1. the daemon's CPU time (every thread, schedstat) over IDLE_SECONDS
+ *      (default 5) with the client attached and no kernel running;
  *   2. a kernel that idles 1 s (__nanosleep on %globaltimer) then calls
  *      gpusys_noop, IDLE_ROUNDS times (default 5, at most 64): each call
  *      timed on the GPU with %globaltimer; and the daemon's CPU while that
@@ -116,6 +116,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s GPUSYSD\n", argv[0]);
 		return 2;
 	}
+	/* Line by line into a file too: a run stopped by its time limit keeps
+	 * the measurements it finished. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	const char *watch = getenv("GPUSYSD_GPU_WATCH");
 	printf("mode: %s\n", watch && !strcmp(watch, "0") ? "timed naps (GPUSYSD_GPU_WATCH=0)" : "GPU doorbell watch");
 
@@ -209,16 +212,27 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	/* 1. Attached, no kernel. */
+	/* 1. Attached, no kernel. IDLE_SECONDS: how long (5 unless told; a
+	 * minute sees more of the daemon's slow timers, issue 34's figure);
+	 * and which of the daemon's threads ran. */
+	const char *secs_env = getenv("IDLE_SECONDS");
+	int idle_s = secs_env ? atoi(secs_env) : 5;
+	if (idle_s < 1 || idle_s > 600) {
+		fprintf(stderr, "IDLE_SECONDS must be 1 to 600\n");
+		return 2;
+	}
 	usleep(500000);
-	uint64_t c0 = tasks_of(d).cpu_ns;
+	static struct proc_tasks before, after;
+	proc_tasks_of(d, &before);
 	double t0 = bench_now_s();
-	sleep(5);
-	uint64_t c1 = tasks_of(d).cpu_ns;
+	sleep((unsigned)idle_s);
+	proc_tasks_of(d, &after);
 	double t1 = bench_now_s();
+	uint64_t c0 = before.cpu_ns, c1 = after.cpu_ns;
 	double idle_pct = 100.0 * (c1 - c0) / 1e9 / (t1 - t0);
 	printf("1. attached, no kernel: daemon CPU %.3f%% of a core over %.1f s (threads %d)\n", idle_pct, t1 - t0,
-	       tasks_of(d).threads);
+	       after.threads);
+	proc_tasks_print_delta(stdout, &before, &after, t1 - t0);
 
 	/* 2. A kernel that idles 1 s between calls. */
 	c0 = tasks_of(d).cpu_ns;
@@ -242,10 +256,10 @@ int main(int argc, char **argv)
 	uint64_t s[MAX_ROUNDS];
 	memcpy(s, hlat, rounds * sizeof(uint64_t));
 	struct bench_stats first = bench_stats_of(s, rounds);
-	printf("2. kernel idle 1 s then NOOP, %d rounds%s: first-call latency p50 %.1f us, min %.1f, max %.1f "
-	       "(each: ",
-	       rounds, blocks > 1 ? " (a new warp each round)" : "", first.p50_ns / 1e3, first.min_ns / 1e3,
-	       first.max_ns / 1e3);
+	printf("2. kernel idle 1 s then NOOP, %d rounds%s: first-call latency p50 %.1f us, p99 %.1f, min %.1f, max "
+	       "%.1f (each: ",
+	       rounds, blocks > 1 ? " (a new warp each round)" : "", first.p50_ns / 1e3, first.p99_ns / 1e3,
+	       first.min_ns / 1e3, first.max_ns / 1e3);
 	for (int i = 0; i < rounds; i++)
 		printf("%.1f ", hlat[i] / 1e3);
 	printf("us); a NOOP right after: %.1f us; daemon CPU %.3f%% over %.1f s; errors %d\n", hlat[rounds] / 1e3,

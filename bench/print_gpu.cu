@@ -31,27 +31,12 @@ extern "C" {
 #include "bench.h"
 }
 #include "gpusys/gpusys.h"
-#include "gpusys/print.cuh"
-
-static __global__ void k_gpusys(gpusys_dev_t dev, int lines, int *errors)
-{
-	for (int n = 0; n < lines; n++) {
-		if (gpusys_printf(dev, "block %d thread %d line %d value %f\n", (int)blockIdx.x, (int)threadIdx.x, n,
-				  n * 0.5 + threadIdx.x) <= 0)
-			atomicAdd(errors, 1);
-	}
-}
+#include "print_kernels.cuh"
 
 static __global__ void k_cuda(int lines)
 {
 	for (int n = 0; n < lines; n++)
-		printf("block %d thread %d line %d value %f\n", (int)blockIdx.x, (int)threadIdx.x, n,
-		       n * 0.5 + threadIdx.x);
-}
-
-static __global__ void k_flush(gpusys_dev_t dev, int *rc)
-{
-	*rc = gpusys_print_flush(dev);
+		printf(BENCH_PRINT_LINE, (int)blockIdx.x, (int)threadIdx.x, n, n * 0.5 + threadIdx.x);
 }
 
 struct gpu_attach {
@@ -150,8 +135,8 @@ extern "C" int bench_print_gpu(int argc, char **argv)
 	BENCH_CK(cudaMemset(derr, 0, sizeof(int)));
 
 	/* Warm-up (module load, the daemon's first-use state), then truncate. */
-	k_gpusys<<<1, 32>>>(dev, 1, derr);
-	k_flush<<<1, 1>>>(dev, dflush);
+	k_print_lines<<<1, 32>>>(dev, 1, derr);
+	k_print_flush<<<1, 1>>>(dev, dflush);
 	BENCH_CK(cudaDeviceSynchronize());
 	/* The daemon's descriptor shares this file offset: rewind it too. */
 	if (ftruncate(file, 0) < 0 || lseek(file, 0, SEEK_SET) < 0)
@@ -159,11 +144,11 @@ extern "C" int bench_print_gpu(int argc, char **argv)
 
 	/* 1. gpusysd. */
 	uint64_t t0 = bench_now_ns();
-	k_gpusys<<<blocks, threads>>>(dev, lines, derr);
+	k_print_lines<<<blocks, threads>>>(dev, lines, derr);
 	BENCH_CK(cudaGetLastError());
 	int rc = gpusys_synchronize(at.g, NULL, 600000);
 	uint64_t t1 = bench_now_ns();
-	k_flush<<<1, 1>>>(dev, dflush);
+	k_print_flush<<<1, 1>>>(dev, dflush);
 	BENCH_CK(cudaDeviceSynchronize());
 	uint64_t t2 = bench_now_ns();
 	BENCH_CK(cudaMemcpy(&herr, derr, sizeof(int), cudaMemcpyDeviceToHost));

@@ -6,6 +6,7 @@
  * ports; pollers and workers do.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -481,6 +482,13 @@ static int start(struct daemon *d, const char *runtime_dir)
 		log_err("cannot set up signal handling");
 		return -ENOMEM;
 	}
+	/* main() held SIGHUP blocked until now: one sent meanwhile is
+	 * delivered here, to the handler just added, and reloads. Threads
+	 * started before keep it blocked; this one takes it. */
+	sigset_t hup;
+	sigemptyset(&hup);
+	sigaddset(&hup, SIGHUP);
+	pthread_sigmask(SIG_UNBLOCK, &hup, NULL);
 
 	/* The default group's pollers and each emulated GPU's (the driver's
 	 * GPUs get theirs once a client names one). */

@@ -65,7 +65,15 @@ int main(int argc, char **argv)
 
 	log_init();
 	/* Until the event loop takes it over, a SIGHUP must not end us (it
-	 * means "reload", not "hang up"). */
+	 * means "reload", not "hang up"), nor be lost: it is held blocked
+	 * (pending, never discarded: Linux keeps a blocked signal even while
+	 * its action is to ignore it) and daemon_start unblocks it once its
+	 * handler is in place, so `systemctl reload` right after a start
+	 * reloads. Ignored too, for the paths that exit before that. */
+	sigset_t hup;
+	sigemptyset(&hup);
+	sigaddset(&hup, SIGHUP);
+	sigprocmask(SIG_BLOCK, &hup, NULL);
 	signal(SIGHUP, SIG_IGN);
 	/* From here on every exit path tells systemd we are stopping. */
 	notify_init();

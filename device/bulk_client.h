@@ -62,16 +62,26 @@ GPUSYS_FN int64_t gpusys_bulk_call(const gpusys_dev_t *dev, uint16_t op, const v
 	uint32_t in_len[GPUSYS_LANE_ARRAY], cap[GPUSYS_LANE_ARRAY], got[GPUSYS_LANE_ARRAY];
 	void *out[GPUSYS_LANE_ARRAY];
 	int32_t st[GPUSYS_LANE_ARRAY];
-	int64_t val = 0;
+	uint32_t pause = 0;
+	uint64_t waited = 0;
 
-	in[0] = hdr;
-	in_len[0] = hdr_len;
-	out[0] = &val;
-	cap[0] = (uint32_t)sizeof(val);
-	got[0] = 0;
-	st[0] = 0;
-	int rc = gpusys_rpc(dev, op, 0, 1u, in, in_len, out, cap, got, st);
-	return rc ? rc : st[0] < 0 ? st[0] : val;
+	for (;;) {
+		int64_t val = 0;
+		in[0] = hdr;
+		in_len[0] = hdr_len;
+		out[0] = &val;
+		cap[0] = (uint32_t)sizeof(val);
+		got[0] = 0;
+		st[0] = 0;
+		int rc = gpusys_rpc(dev, op, 0, 1u, in, in_len, out, cap, got, st);
+		int64_t r = rc ? rc : st[0] < 0 ? st[0] : val;
+		if (r != GPUSYS_STATUS_NO_ROOM)
+			return r;
+		/* nothing ran: again, once the budget has room (abi.h) */
+		int w = gpusys_no_room_pause(&pause, &waited);
+		if (w)
+			return w;
+	}
 }
 
 /* Lock a bulk slot (private lock words), starting at hint. Returns the

@@ -121,9 +121,9 @@ GPUSYS_FN void gpusys_file_rpc_start(const gpusys_dev_t *dev, uint16_t op, uint1
 	gpusys_rpc_start(dev, op, flags, mask, (const void *const *)req, req_len, fp->cap, async, &fp->pd);
 }
 
-/* Finish it: ret[l] gets the lane's result (a byte count for data calls,
- * the daemon's value for the others) or -errno. */
-GPUSYS_FN void gpusys_file_rpc_finish(const gpusys_dev_t *dev, struct gpusys_file_pending *fp, int64_t *ret)
+/* As gpusys_file_rpc_finish, but a lane's ret may be GPUSYS_STATUS_NO_ROOM
+ * (abi.h: nothing ran; send it again). */
+GPUSYS_FN void gpusys_file_rpc_finish_raw(const gpusys_dev_t *dev, struct gpusys_file_pending *fp, int64_t *ret)
 {
 	void *dst[GPUSYS_LANE_ARRAY];
 	uint32_t got[GPUSYS_LANE_ARRAY];
@@ -149,16 +149,59 @@ GPUSYS_FN void gpusys_file_rpc_finish(const gpusys_dev_t *dev, struct gpusys_fil
 	}
 }
 
+/* Finish it: ret[l] gets the lane's result (a byte count for data calls,
+ * the daemon's value for the others) or -errno. A call started
+ * asynchronously is not sent again when the daemon had no room for its
+ * answers (its request is gone by now): -ENOMEM, as before ABI 9. */
+GPUSYS_FN void gpusys_file_rpc_finish(const gpusys_dev_t *dev, struct gpusys_file_pending *fp, int64_t *ret)
+{
+	gpusys_file_rpc_finish_raw(dev, fp, ret);
+	GPUSYS_FOR_EACH_LANE(fp->pd.mask, l)
+	{
+		if (ret[GPUSYS_LI(l)] == GPUSYS_STATUS_NO_ROOM)
+			ret[GPUSYS_LI(l)] = -ENOMEM;
+	}
+}
+
 /*
  * One file call from the lanes of mask, synchronously: start and finish.
- * ret[l]: the result or -errno.
+ * ret[l]: the result or -errno. The lanes the daemon had no room for yet
+ * (other calls' answers fill the client's budget) send theirs again after
+ * a pause, until it fits or GPUSYS_NO_ROOM_WAIT_NS has passed (-ENOMEM).
  */
 GPUSYS_FN void gpusys_file_rpc(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, const uint8_t *const *req,
 			       const uint32_t *req_len, void *const *out, const uint32_t *out_cap, int64_t *ret)
 {
 	struct gpusys_file_pending fp;
-	gpusys_file_rpc_start(dev, op, 0, mask, req, req_len, out, out_cap, 0, &fp);
-	gpusys_file_rpc_finish(dev, &fp, ret);
+	int again[GPUSYS_LANE_ARRAY];
+	uint32_t pause = 0;
+	uint64_t waited = 0;
+
+	for (uint64_t m = mask;;) {
+		gpusys_file_rpc_start(dev, op, 0, m, req, req_len, out, out_cap, 0, &fp);
+		gpusys_file_rpc_finish_raw(dev, &fp, ret);
+		GPUSYS_FOR_EACH_LANE(m, l)
+		{
+			again[GPUSYS_LI(l)] = ret[GPUSYS_LI(l)] == GPUSYS_STATUS_NO_ROOM;
+		}
+		uint64_t m2 = gpusys_lane_ballot(m, again);
+		if (!m2)
+			return;
+		/* the same answer in every lane of m: the pause is the warp's */
+		int w = gpusys_no_room_pause(&pause, &waited);
+		GPUSYS_FOR_EACH_LANE(m, l)
+		{
+			if (w && again[GPUSYS_LI(l)])
+				ret[GPUSYS_LI(l)] = w;
+		}
+		if (w)
+			return;
+#if defined(__CUDACC__)
+		if (!again[0])
+			return; /* this lane's answer is in; the others go on without it */
+#endif
+		m = m2;
+	}
 }
 
 /* ---------------------------------------------------------------- bulk */

@@ -75,6 +75,19 @@ GPUSYS_FN int gpusys_lane_any(uint64_t mask, int pred)
 	return __any_sync((unsigned)mask, pred);
 }
 
+/* The lanes of mask whose pred[l] holds (every lane of mask calls it). */
+GPUSYS_FN uint64_t gpusys_lane_ballot(uint64_t mask, const int *pred)
+{
+	return (uint64_t)__ballot_sync((unsigned)mask, pred[0]);
+}
+
+/* A pause of about ns between tries of a call the daemon asked to be sent
+ * again (print's full buffer, a file call without room). */
+GPUSYS_FN void gpusys_backoff_sleep(uint32_t ns)
+{
+	__nanosleep(ns);
+}
+
 GPUSYS_FN void gpusys_lane_sync(uint64_t mask)
 {
 	__syncwarp((unsigned)mask);
@@ -353,6 +366,23 @@ static inline int gpusys_lane_any(uint64_t mask, int pred)
 {
 	(void)mask;
 	return pred;
+}
+
+static inline uint64_t gpusys_lane_ballot(uint64_t mask, const int *pred)
+{
+	uint64_t m = 0;
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		if (pred[l])
+			m |= UINT64_C(1) << l;
+	}
+	return m;
+}
+
+static inline void gpusys_backoff_sleep(uint32_t ns)
+{
+	struct timespec ts = { 0, (long)ns };
+	nanosleep(&ts, NULL);
 }
 
 static inline void gpusys_lane_sync(uint64_t mask)

@@ -1150,6 +1150,21 @@ unlock:
 	return rc;
 }
 
+/* Before a call answered GPUSYS_STATUS_NO_ROOM is sent again (abi.h): a
+ * pause of 1 us doubling to 256 us (in that time the warps whose answers
+ * hold the client's budget take them), GPUSYS_NO_ROOM_WAIT_NS in all.
+ * *pause and *waited start at 0. 0 after the pause, or -ENOMEM once the
+ * wait is spent (the call then fails as it did before ABI 9). */
+GPUSYS_FN int gpusys_no_room_pause(uint32_t *pause, uint64_t *waited)
+{
+	if (*waited >= GPUSYS_NO_ROOM_WAIT_NS)
+		return -ENOMEM;
+	*pause = *pause ? (*pause < 256000u ? *pause * 2 : *pause) : 1000u;
+	gpusys_backoff_sleep(*pause);
+	*waited += *pause;
+	return 0;
+}
+
 /*
  * One synchronous call: gpusys_rpc_start() then gpusys_rpc_finish(), with
  * the arrays of both. out_len and lane_status may be NULL with NOREPLY.

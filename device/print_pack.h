@@ -193,16 +193,6 @@ GPUSYS_FN int64_t gpusys_print_pack(uint8_t *buf, uint32_t cap, uint32_t stream,
 /* ---------------------------------------------------------- warp calls */
 
 #if defined(__CUDACC__)
-GPUSYS_FN uint64_t gpusys_print_ballot(uint64_t mask, const int *pred)
-{
-	return (uint64_t)__ballot_sync((unsigned)mask, pred[0]);
-}
-
-GPUSYS_FN void gpusys_print_backoff(uint32_t ns)
-{
-	__nanosleep(ns);
-}
-
 GPUSYS_FN void *gpusys_print_alloc(uint32_t n)
 {
 	return malloc(n);
@@ -213,23 +203,6 @@ GPUSYS_FN void gpusys_print_free(void *p)
 	free(p);
 }
 #else
-static inline uint64_t gpusys_print_ballot(uint64_t mask, const int *pred)
-{
-	uint64_t m = 0;
-	GPUSYS_FOR_EACH_LANE(mask, l)
-	{
-		if (pred[l])
-			m |= UINT64_C(1) << l;
-	}
-	return m;
-}
-
-static inline void gpusys_print_backoff(uint32_t ns)
-{
-	struct timespec ts = { 0, (long)ns };
-	nanosleep(&ts, NULL);
-}
-
 static inline void *gpusys_print_alloc(uint32_t n)
 {
 	return malloc(n);
@@ -310,10 +283,10 @@ GPUSYS_FN void gpusys_print_lanes(const gpusys_dev_t *dev, uint64_t mask, const 
 			ret[li] = rc ? rc : st[li];
 			again[li] = rc == 0 && st[li] == -EAGAIN;
 		}
-		uint64_t m2 = gpusys_print_ballot(m, again);
+		uint64_t m2 = gpusys_lane_ballot(m, again);
 		if (!m2)
 			break;
-		gpusys_print_backoff(backoff);
+		gpusys_backoff_sleep(backoff);
 		if (backoff < GPUSYS_PRINT_BACKOFF_MAX_NS)
 			backoff *= 2;
 #if defined(__CUDACC__)
@@ -422,7 +395,7 @@ GPUSYS_FN int gpusys_print_flush_lanes(const gpusys_dev_t *dev, uint64_t mask)
 			if (again[li])
 				len[li] = 8; /* the target the daemon named, back */
 		}
-		uint64_t m2 = gpusys_print_ballot(m, again);
+		uint64_t m2 = gpusys_lane_ballot(m, again);
 		if (!m2)
 			break;
 		if (slept >= GPUSYS_PRINT_FLUSH_WAIT_NS) {
@@ -433,7 +406,7 @@ GPUSYS_FN int gpusys_print_flush_lanes(const gpusys_dev_t *dev, uint64_t mask)
 			}
 			break;
 		}
-		gpusys_print_backoff(backoff);
+		gpusys_backoff_sleep(backoff);
 		slept += backoff;
 		if (backoff < GPUSYS_PRINT_BACKOFF_MAX_NS)
 			backoff *= 2;

@@ -46,6 +46,12 @@ int port_call_charge(struct port_call *call, uint64_t bytes)
 	return r;
 }
 
+int port_call_charge_or_later(struct port_call *call, uint64_t bytes)
+{
+	int r = port_call_charge(call, bytes);
+	return r < 0 && bytes <= call->table->mem_budget ? GPUSYS_STATUS_NO_ROOM : r;
+}
+
 /* Only when something was charged: on the inline path (every NOOP) a
  * locked instruction on a line all pollers share would be pure cost. */
 void port_uncharge(struct port_table *t, uint64_t bytes)

@@ -94,8 +94,11 @@
  * (gpusys_inline_at), not a 64-byte slot per lane.
  * 8: heads (GPUSYS_CW_HEADS): a call of at most GPUSYS_HEAD_BYTES a lane
  * each way moves in self-checking 16-byte heads, without a release fence
- * before the client word or a read of the server word before the answer. */
-#define GPUSYS_ABI_VERSION 8u
+ * before the client word or a read of the server word before the answer.
+ * 9: GPUSYS_STATUS_NO_ROOM (a file call sent again rather than failed
+ * -ENOMEM while the client's budget holds other calls' answers). */
+#define GPUSYS_ABI_VERSION 9u
+
 
 #define GPUSYS_WARP_LANES 32u     /* lanes per packet (one NVIDIA warp) */
 #define GPUSYS_SLOT_BYTES 64u     /* one lane's share of a packet */
@@ -209,6 +212,15 @@ GPUSYS_ABI_FN uint64_t gpusys_server_word(uint32_t seq, uint32_t sw_flags, int32
 /*   -ENOMEM     the daemon's per-client memory budget is exhausted          */
 /*   -ESHUTDOWN  the daemon is stopping or has gone (client side)            */
 /*   -ECONNABORTED  a restarting daemon refused the request: it did not run  */
+/* and one status that is no errno (errnos stop at 4095): */
+/*   GPUSYS_STATUS_NO_ROOM  the call's answers would fit the client's budget
+ *   (client_mem_budget) but not while it holds other calls' answers that
+ *   their warps have not taken yet; nothing ran. The device side sends the
+ *   call again after a pause (device/file_client.h, bulk_client.h), for up
+ *   to GPUSYS_NO_ROOM_WAIT_NS, then returns -ENOMEM: a program never sees
+ *   it. Only the file service answers so. */
+#define GPUSYS_STATUS_NO_ROOM (-4096)
+#define GPUSYS_NO_ROOM_WAIT_NS UINT64_C(10000000000) /* 10 s */
 
 /* Daemon state word (header.server_state). */
 enum gpusys_server_state {

@@ -28,20 +28,31 @@
  * Every thread gets the same result: bytes moved (short only at the end of
  * the file) or -errno. Keep blocks of one grid on separate file ranges.
  *
- * Blocks of 1024 threads: declare the kernel __launch_bounds__(1024, 1)
- * (or use up to 768 threads per block), else its launch fails with "too
- * many resources requested". A block of 1024 may have 64 registers per
+ * Blocks of 1024 threads: declare the kernel __launch_bounds__(1024, 1),
+ * else its launch fails with "too many resources requested"; blocks of up
+ * to 512 threads need nothing. A block of 1024 may have 64 registers per
  * thread, and ptxas (CUDA 13.0, sm_90) gives a kernel that declares nothing
- * and only calls gpusys_pread_block 92 (gpusys_pwrite_block 110, both 112;
- * socket.cuh's send 109, recv 78). The code cannot bring that under 64: the
- * request alone is 54 registers and the copy loop (8 loads in flight) 48,
- * and out of line or not, ptxas adds the caller's live values to them; it
- * takes what the code wants when nothing caps it, and nothing the header
- * compiles sees the bounds of the kernel it is called from, so no compile-
- * time check is possible either. Say the 1: with __launch_bounds__(1024)
- * alone, ptxas caps such a kernel at 32 registers and the copy loop spills
- * (bench/RESULTS.md, "GPU-initiated reads"). -maxrregcount=64 for the whole
- * file, or __maxnreg__(64) on the kernel (CUDA 12.4 and later), also fit.
+ * and moves its block's share of a range with gpusys_pread_block 102
+ * registers (gpusys_pwrite_block 114, one then the other 122; socket.cuh's
+ * send and recv 96). tests/file/block-registers.sh checks, with every nvcc
+ * build, the two limits this advice rests on: 64 declared, 128 (blocks of
+ * 512) not.
+ * Why the calls cannot fit in 64 by themselves (measured, issue 27): ptxas
+ * compiles a __noinline__ call that it can resolve together with its
+ * caller, numbering the callee's registers above every value live at the
+ * call, so moving thread 0's request out of line adds its registers (about
+ * 56) to the copy loop's and the caller's instead of overlapping them.
+ * Through a pointer that ptxas cannot follow, a call is compiled to the ABI
+ * and the kernel needs only its largest piece; but compiled so, one request
+ * of the port protocol alone takes 64-72 registers and the packets fallback
+ * (no bulk area) 72-114. And nothing a header compiles sees the bounds of
+ * the kernel it is called from, so no compile-time error is possible:
+ * gpusys_block_kernel_check() (host side, below) says before a launch
+ * whether it would fail, and what to declare. Say the 1: with
+ * __launch_bounds__(1024) alone, ptxas caps such a kernel at 32 registers
+ * and the copy loop spills (bench/RESULTS.md, "GPU-initiated reads").
+ * -maxrregcount=64 for the whole file, or __maxnreg__(64) on the kernel
+ * (CUDA 12.4 and later), also fit.
  *
  * Local memory: calls that take a path use a 4 KiB + 48 B local buffer
  * (rename twice that), so kernels calling them reserve that much per thread.
@@ -51,6 +62,7 @@
 
 #include <fcntl.h> /* O_* flags: Linux values, passed through */
 #include <stdint.h>
+#include <stdio.h> /* gpusys_block_kernel_check */
 #include <unistd.h> /* SEEK_* */
 
 #include "gpusys/dev.h"
@@ -570,6 +582,29 @@ static __device__ long long gpusys_read_block(gpusys_dev_t dev, gpusys_fd_t h, v
 static __device__ long long gpusys_write_block(gpusys_dev_t dev, gpusys_fd_t h, const void *buf, unsigned long long len)
 {
 	return gpusys_block_io(dev, h, (uint8_t *)buf, len, -1, true);
+}
+
+/*
+ * Host side: whether kernel (a __global__ function, cast to const void *)
+ * can be launched with blocks of threads threads, as its registers allow.
+ * 0; -E2BIG when it cannot (the launch would fail with "too many resources
+ * requested"), after a line on stderr that gives the kernel's registers per
+ * thread and the __launch_bounds__ to declare (the block calls' usual trap:
+ * see "Blocks of 1024 threads" above); -EINVAL when CUDA cannot tell
+ * (cudaFuncGetAttributes failed: no device, not a kernel).
+ */
+static inline __host__ int gpusys_block_kernel_check(const void *kernel, unsigned threads)
+{
+	struct cudaFuncAttributes fa;
+	if (cudaFuncGetAttributes(&fa, kernel) != cudaSuccess)
+		return -EINVAL;
+	if (fa.maxThreadsPerBlock > 0 && threads <= (unsigned)fa.maxThreadsPerBlock)
+		return 0;
+	fprintf(stderr,
+		"gpusys: a kernel of %d registers per thread launches with at most %d threads per block, not %u: "
+		"declare it __launch_bounds__(%u, 1) (gpusys/file.cuh: \"Blocks of 1024 threads\")\n",
+		fa.numRegs, fa.maxThreadsPerBlock, threads, threads);
+	return -E2BIG;
 }
 
 #endif /* GPUSYS_FILE_CUH */

@@ -34,8 +34,9 @@
  * with the same arguments; see file.cuh for the bulk area and its needs.
  * A kernel that calls either with blocks of 1024 threads needs more than 64
  * registers per thread: declare it __launch_bounds__(1024, 1), else the
- * launch fails with "too many resources requested" (file.cuh gives the
- * figures and says why the 1).
+ * launch fails with "too many resources requested"; blocks of up to 512
+ * threads need nothing (file.cuh gives the figures, why the calls cannot
+ * fit by themselves, why the 1, and gpusys_block_kernel_check()).
  *
  * Local memory: send/sendto/recvfrom use a 4 KiB local buffer per thread,
  * getaddrinfo/getnameinfo about 1.1 KiB.

@@ -93,10 +93,15 @@ static void test_idle(void **state)
 	 * is past its spin window and timed naps (it says so: dozing). CPU
 	 * time, not wall time, so other load on the machine does not count. */
 	assert_true(wait_dozing(h, 2000));
-	uint64_t c0 = cpu_ns(d.pid), t0 = mono_ns();
+	static struct proc_tasks before, after;
+	assert_int_equal(proc_tasks_of(d.pid, &before), 0);
+	uint64_t t0 = mono_ns();
 	usleep(3000000);
-	uint64_t c1 = cpu_ns(d.pid), t1 = mono_ns();
+	assert_int_equal(proc_tasks_of(d.pid, &after), 0);
+	uint64_t c0 = before.cpu_ns, c1 = after.cpu_ns, t1 = mono_ns();
 	double idle_pct = 100.0 * (double)(c1 - c0) / (double)(t1 - t0);
+	/* which threads that was (where an idle daemon's CPU goes) */
+	proc_tasks_print_delta(stdout, &before, &after, (double)(t1 - t0) / 1e9);
 
 	/* First request after a second of quiet (the first one after the 3 s
 	 * above), each a NOOP from an emulated warp: the daemon is asleep

@@ -32,6 +32,7 @@
 #include "gpusys/gpusys.h"
 #include "gpusys/emulator.h"
 #include "common/port_host.h"
+#include "device/file_client.h" /* the async start and finish, for test_no_room_waits */
 #include "../daemon/harness.h"
 #include "../daemon/emu_client.h"
 #include "../daemon/users.h"
@@ -1205,7 +1206,7 @@ static void *blocked_reader(void *arg)
 /* A hostile client asks for big answers and never reads them (it stops
  * after packet 0 of each response stream): what the daemon holds for it
  * stays within its budget (client_mem_budget, 64 MiB by default), and the
- * next such request is refused with -ENOMEM rather than allocated. */
+ * next such request is refused (GPUSYS_STATUS_NO_ROOM) rather than allocated. */
 static void test_unread_responses_bounded(void **state)
 {
 	(void)state;
@@ -1253,7 +1254,10 @@ static void test_unread_responses_bounded(void **state)
 	}
 	assert_int_equal(status[1], 0);
 	assert_int_equal(status[2], 0);
-	assert_int_equal(status[3], -ENOMEM);
+	/* 24 MiB fit the budget, not with 48 held: "no room yet", which the
+	 * device side would send again for a while and then fail -ENOMEM
+	 * (abi.h); nothing was allocated for it. */
+	assert_int_equal(status[3], GPUSYS_STATUS_NO_ROOM);
 
 	/* The budget is this client's: another client reads as usual. */
 	struct emu_client other;
@@ -1266,6 +1270,130 @@ static void test_unread_responses_bounded(void **state)
 	emu_client_detach(&other);
 	emu_client_detach(&k);
 	unlink("unread.bin");
+}
+
+/* A reader waits, it does not fail, while the client's other calls' answers
+ * fill its budget (abi.h GPUSYS_STATUS_NO_ROOM): a daemon with a 260 KiB
+ * client_mem_budget, two calls of 32 lanes x 4 KiB started and not taken
+ * (their 256 KiB held), and a one-lane 8 KiB pread from another warp, which
+ * must get its bytes once the first two are taken 300 ms later (before ABI
+ * 9: -ENOMEM at once). A call larger than the whole budget still fails
+ * -ENOMEM at once. */
+struct room_reader {
+	const gpusys_dev_t *dev;
+	int64_t h, got;
+	uint8_t buf[8192];
+	double ms;
+};
+
+static double room_now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static void *room_reader_main(void *arg)
+{
+	struct room_reader *r = arg;
+	gpusys_emu_set_warp(1);
+	double t0 = room_now_ms();
+	r->got = f_pread(r->dev, r->h, r->buf, sizeof(r->buf), 4096);
+	r->ms = room_now_ms() - t0;
+	return NULL;
+}
+
+static void test_no_room_waits(void **state)
+{
+	(void)state;
+	enum { KIB = 1024, LANE = 4 * KIB };
+	struct gd d;
+	/* the two held calls' 256 KiB and a little for the rest; not the
+	 * reader's 8 KiB besides */
+	gd_start(&d, "client_mem_budget = 260K\n");
+	struct emu_client k;
+	assert_int_equal(emu_client_attach(&k, d.runtime, 16, 0, GPUSYS_ATTACH_NO_STDIO), 0);
+
+	static uint8_t pattern[64 * KIB];
+	for (size_t i = 0; i < sizeof(pattern); i++)
+		pattern[i] = (uint8_t)(i * 7 + i / 251);
+	FILE *f = fopen("room.bin", "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(pattern, 1, sizeof(pattern), f), sizeof(pattern));
+	fclose(f);
+	int64_t h = f_open(k.dev, "room.bin", O_RDONLY, 0);
+	assert_true(h > 2);
+
+	/* Warp 0: two asynchronous preads of 32 lanes x 4 KiB, answered and
+	 * held (128 KiB each: the budget) until they are finished below. */
+	gpusys_emu_set_warp(0);
+	static uint8_t scratch[2][L][GPUSYS_FILE_REQ_BYTES], out[2][L][LANE];
+	struct gpusys_file_pending fp[2];
+	for (int c = 0; c < 2; c++) {
+		const uint8_t *req[L];
+		uint32_t req_len[L], cap[L];
+		void *o[L];
+		for (uint32_t l = 0; l < L; l++) {
+			struct gpusys_file_req q;
+			gpusys_file_req_init(&q);
+			q.handle = (int32_t)h;
+			q.offset = (int64_t)(l % 16) * LANE;
+			q.count = LANE;
+			req_len[l] = gpusys_file_pack(scratch[c][l], &q, NULL, 0, NULL, 0);
+			req[l] = scratch[c][l];
+			o[l] = out[c][l];
+			cap[l] = LANE;
+		}
+		gpusys_file_rpc_start(k.dev, GPUSYS_OP_FILE_PREAD, 0, 0xffffffffu, req, req_len, o, cap, 1, &fp[c]);
+		assert_int_equal(fp[c].pd.sync, 0); /* on a port of its own, left there */
+		for (int i = 0; !gpusys_rpc_test(k.dev, &fp[c].pd); i++) {
+			assert_true(i < 5000);
+			usleep(1000);
+		}
+	}
+
+	/* Warp 1 reads meanwhile: it waits for room. */
+	struct room_reader rd = { .dev = k.dev, .h = h };
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, room_reader_main, &rd), 0);
+	usleep(300000);
+	for (int c = 0; c < 2; c++) {
+		int64_t ret[L];
+		gpusys_file_rpc_finish(k.dev, &fp[c], ret);
+		for (uint32_t l = 0; l < L; l++) {
+			assert_int_equal(ret[l], LANE);
+			assert_memory_equal(out[c][l], pattern + (l % 16) * LANE, LANE);
+		}
+	}
+	pthread_join(th, NULL);
+	print_message("an 8 KiB pread waited %.0f ms for room in a full 260 KiB budget\n", rd.ms);
+	assert_int_equal(rd.got, (int64_t)sizeof(rd.buf));
+	assert_memory_equal(rd.buf, pattern + 4096, sizeof(rd.buf));
+	assert_true(rd.ms >= 250 && rd.ms < 5000);
+
+	/* 32 lanes x 16 KiB: more than the whole budget, refused at once. */
+	gpusys_emu_set_warp(0);
+	static uint8_t big[L][16 * KIB];
+	gpusys_fd_t hs[L];
+	void *bufs[L];
+	uint32_t cnt[L];
+	int64_t offs[L], ret[L];
+	for (uint32_t l = 0; l < L; l++) {
+		hs[l] = (gpusys_fd_t)h;
+		bufs[l] = big[l];
+		cnt[l] = sizeof(big[l]);
+		offs[l] = 0;
+	}
+	double t0 = room_now_ms();
+	gpusys_emu_file_pread(k.dev, 0xffffffffu, hs, bufs, cnt, offs, ret);
+	double ms = room_now_ms() - t0;
+	for (uint32_t l = 0; l < L; l++)
+		assert_int_equal(ret[l], -ENOMEM);
+	assert_true(ms < 1000);
+
+	emu_client_detach(&k);
+	unlink("room.bin");
+	gd_finish(&d);
 }
 
 static void test_fifo_does_not_stall(void **state)
@@ -1322,6 +1450,7 @@ int main(void)
 		cmocka_unit_test(test_readdir),
 		cmocka_unit_test(test_lanes),
 		cmocka_unit_test(test_no_cwd),
+		cmocka_unit_test(test_no_room_waits),
 		cmocka_unit_test(test_big_file),
 		cmocka_unit_test(test_concurrent_blocks),
 		cmocka_unit_test(test_block_without_bulk),

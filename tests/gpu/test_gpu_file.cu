@@ -4,7 +4,9 @@
  * per-thread call from the 32 lanes of a warp at once, with their POSIX
  * errors; a 1 GiB page-cached file read into device memory by one block
  * (and by many blocks) and written back, compared by checksum; the read and
- * write bandwidth is printed.
+ * write bandwidth is printed. The reads again from a kernel that declares
+ * no launch bounds (issue 27): refused at 1024 threads exactly when
+ * gpusys_block_kernel_check says so, right at 512.
  */
 #include <fcntl.h>
 
@@ -133,8 +135,8 @@ static __global__ void k_close(gpusys_dev_t dev, long long h, long long *r)
 }
 
 /* Block b moves bytes [b*len/B, (b+1)*len/B) with one cooperative call. */
-static __global__ void __launch_bounds__(1024, 1) k_block(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long len, int write_op,
-			       long long *res)
+static __device__ __forceinline__ void move_block(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long len,
+						  int write_op, long long *res)
 {
 	unsigned long long per = len / gridDim.x, lo = per * blockIdx.x;
 	unsigned long long n = blockIdx.x + 1 == gridDim.x ? len - lo : per;
@@ -142,6 +144,20 @@ static __global__ void __launch_bounds__(1024, 1) k_block(gpusys_dev_t dev, long
 			       : gpusys_pread_block(dev, h, buf + lo, n, (long long)lo);
 	if (threadIdx.x == 0)
 		res[blockIdx.x] = r == (long long)n ? 0 : r < 0 ? r : -1000000 - r;
+}
+
+/* As file.cuh advises for blocks of 1024 threads. */
+static __global__ void __launch_bounds__(1024, 1) k_block(gpusys_dev_t dev, long long h, uint8_t *buf,
+							  unsigned long long len, int write_op, long long *res)
+{
+	move_block(dev, h, buf, len, write_op, res);
+}
+
+/* The same declaring nothing, as a new program would (issue 27). */
+static __global__ void k_block_plain(gpusys_dev_t dev, long long h, uint8_t *buf, unsigned long long len, int write_op,
+				     long long *res)
+{
+	move_block(dev, h, buf, len, write_op, res);
 }
 
 static uint64_t checksum(const uint8_t *b, uint64_t n)
@@ -169,14 +185,18 @@ static void fill(uint8_t *b, uint64_t n, uint64_t s)
 static long long *d_res;
 
 /* One timed cooperative transfer of the whole buffer by nblocks blocks. */
-static double run_block(gpusys_t *g, long long h, uint8_t *dbuf, int write_op, int nblocks, int threads)
+static double run_block(gpusys_t *g, long long h, uint8_t *dbuf, int write_op, int nblocks, int threads,
+			bool plain = false)
 {
 	cudaEvent_t a, b;
 	GT_CUDA(cudaEventCreate(&a));
 	GT_CUDA(cudaEventCreate(&b));
 	GT_CUDA(cudaMemset(d_res, 0xff, nblocks * sizeof(long long))); /* -1: the kernel never wrote */
 	GT_CUDA(cudaEventRecord(a));
-	k_block<<<nblocks, threads>>>(gpusys_device(g), h, dbuf, BIG, write_op, d_res);
+	if (plain)
+		k_block_plain<<<nblocks, threads>>>(gpusys_device(g), h, dbuf, BIG, write_op, d_res);
+	else
+		k_block<<<nblocks, threads>>>(gpusys_device(g), h, dbuf, BIG, write_op, d_res);
 	GT_CUDA(cudaGetLastError());
 	GT_CUDA(cudaEventRecord(b));
 	int rc = gpusys_synchronize(g, NULL, 120000);
@@ -189,8 +209,8 @@ static double run_block(gpusys_t *g, long long h, uint8_t *dbuf, int write_op, i
 		GT_CHECK(res[i] == 0, "%s block %d of %d: result %lld", write_op ? "pwrite_block" : "pread_block", i,
 			 nblocks, res[i]);
 	double gbs = (double)BIG / (ms / 1e3) / 1e9;
-	printf("%s 1 GiB, %d block(s) x %d threads: %.1f ms, %.2f GB/s\n", write_op ? "write" : "read", nblocks,
-	       threads, ms, gbs);
+	printf("%s 1 GiB, %d block(s) x %d threads%s: %.1f ms, %.2f GB/s\n", write_op ? "write" : "read", nblocks,
+	       threads, plain ? ", kernel declaring nothing" : "", ms, gbs);
 	return gbs;
 }
 
@@ -371,6 +391,39 @@ int main(void)
 		memset(host, 0, BIG);
 		GT_CUDA(cudaMemcpy(host, dbuf, BIG, cudaMemcpyDeviceToHost));
 		GT_CHECK(checksum(host, BIG) == want, "read checksum differs (%d blocks)", blocks[i]);
+	}
+
+	/* A kernel declaring nothing (issue 27). gpusys_block_kernel_check
+	 * must agree with the launch: blocks of 1024 refused (-E2BIG) and the
+	 * launch failing with "too many resources requested", or (should the
+	 * calls one day fit in 64 registers) both fine and the bytes right.
+	 * Blocks of 512, which file.cuh says need nothing, must launch and
+	 * read the file. */
+	GT_CHECK(gpusys_block_kernel_check((const void *)k_block, 1024) == 0, "k_block refused at 1024 threads");
+	int fits = gpusys_block_kernel_check((const void *)k_block_plain, 1024);
+	GT_CHECK(fits == 0 || fits == -E2BIG, "gpusys_block_kernel_check: %s", gpusys_strerror(fits));
+	if (fits == -E2BIG) {
+		k_block_plain<<<1, 1024>>>(gpusys_device(g), h, dbuf, BIG, 0, d_res);
+		cudaError_t le = cudaGetLastError();
+		GT_CHECK(le == cudaErrorLaunchOutOfResources, "k_block_plain at 1024 threads: %s, not refused",
+			 cudaGetErrorString(le));
+		printf("ok kernel declaring nothing, 1024 threads: refused by the check and by the launch alike\n");
+	} else {
+		GT_CUDA(cudaMemset(dbuf, 0, BIG));
+		run_block(g, h, dbuf, 0, 1, 1024, true);
+		GT_CUDA(cudaMemcpy(host, dbuf, BIG, cudaMemcpyDeviceToHost));
+		GT_CHECK(checksum(host, BIG) == want, "read checksum differs (kernel declaring nothing, 1024 threads)");
+		printf("ok kernel declaring nothing, 1024 threads: launches now (file.cuh's advice is out of date)\n");
+	}
+	GT_CHECK(gpusys_block_kernel_check((const void *)k_block_plain, 512) == 0,
+		 "k_block_plain refused at 512 threads (file.cuh says they need nothing)");
+	for (unsigned i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++) {
+		GT_CUDA(cudaMemset(dbuf, 0, BIG));
+		run_block(g, h, dbuf, 0, blocks[i], 512, true);
+		memset(host, 0, BIG);
+		GT_CUDA(cudaMemcpy(host, dbuf, BIG, cudaMemcpyDeviceToHost));
+		GT_CHECK(checksum(host, BIG) == want, "read checksum differs (kernel declaring nothing, %d blocks)",
+			 blocks[i]);
 	}
 	close_on_gpu(g, h);
 

@@ -131,7 +131,10 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 		room[l] = want;
 		total += want;
 	}
-	int charge = port_call_charge(call, total);
+	/* Nothing has run yet: without room now (other calls' answers hold
+	 * the budget until their warps take them) the device side sends the
+	 * call again (abi.h); more than the whole budget is -ENOMEM. */
+	int charge = port_call_charge_or_later(call, total);
 	if (charge < 0) {
 		call->status = charge;
 		return;
