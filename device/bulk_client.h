@@ -62,8 +62,7 @@ GPUSYS_FN int64_t gpusys_bulk_call(const gpusys_dev_t *dev, uint16_t op, const v
 	uint32_t in_len[GPUSYS_LANE_ARRAY], cap[GPUSYS_LANE_ARRAY], got[GPUSYS_LANE_ARRAY];
 	void *out[GPUSYS_LANE_ARRAY];
 	int32_t st[GPUSYS_LANE_ARRAY];
-	uint32_t pause = 0;
-	uint64_t waited = 0;
+	uint32_t tries = 0;
 
 	for (;;) {
 		int64_t val = 0;
@@ -78,7 +77,7 @@ GPUSYS_FN int64_t gpusys_bulk_call(const gpusys_dev_t *dev, uint16_t op, const v
 		if (r != GPUSYS_STATUS_NO_ROOM)
 			return r;
 		/* nothing ran: again, once the budget has room (abi.h) */
-		int w = gpusys_no_room_pause(&pause, &waited);
+		int w = gpusys_no_room_pause(&tries);
 		if (w)
 			return w;
 	}

@@ -173,35 +173,23 @@ GPUSYS_FN void gpusys_file_rpc(const gpusys_dev_t *dev, uint16_t op, uint64_t ma
 			       const uint32_t *req_len, void *const *out, const uint32_t *out_cap, int64_t *ret)
 {
 	struct gpusys_file_pending fp;
-	int again[GPUSYS_LANE_ARRAY];
-	uint32_t pause = 0;
-	uint64_t waited = 0;
+	uint32_t tries = 0;
 
-	for (uint64_t m = mask;;) {
+	for (uint64_t m = mask; m; m = gpusys_no_room_again(m, ret, &tries)) {
 		gpusys_file_rpc_start(dev, op, 0, m, req, req_len, out, out_cap, 0, &fp);
 		gpusys_file_rpc_finish_raw(dev, &fp, ret);
-		GPUSYS_FOR_EACH_LANE(m, l)
-		{
-			again[GPUSYS_LI(l)] = ret[GPUSYS_LI(l)] == GPUSYS_STATUS_NO_ROOM;
-		}
-		uint64_t m2 = gpusys_lane_ballot(m, again);
-		if (!m2)
-			return;
-		/* the same answer in every lane of m: the pause is the warp's */
-		int w = gpusys_no_room_pause(&pause, &waited);
-		GPUSYS_FOR_EACH_LANE(m, l)
-		{
-			if (w && again[GPUSYS_LI(l)])
-				ret[GPUSYS_LI(l)] = w;
-		}
-		if (w)
-			return;
-#if defined(__CUDACC__)
-		if (!again[0])
-			return; /* this lane's answer is in; the others go on without it */
-#endif
-		m = m2;
 	}
+}
+
+/* The same, tried once: a lane the daemon had no room for gets -ENOMEM (the
+ * packets fallback of the block calls, whose kernels have no registers to
+ * spare for the loop above: tests/file/block-registers.sh). */
+GPUSYS_FN void gpusys_file_rpc_once(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, const uint8_t *const *req,
+				    const uint32_t *req_len, void *const *out, const uint32_t *out_cap, int64_t *ret)
+{
+	struct gpusys_file_pending fp;
+	gpusys_file_rpc_start(dev, op, 0, mask, req, req_len, out, out_cap, 0, &fp);
+	gpusys_file_rpc_finish(dev, &fp, ret);
 }
 
 /* ---------------------------------------------------------------- bulk */

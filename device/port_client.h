@@ -1153,16 +1153,53 @@ unlock:
 /* Before a call answered GPUSYS_STATUS_NO_ROOM is sent again (abi.h): a
  * pause of 1 us doubling to 256 us (in that time the warps whose answers
  * hold the client's budget take them), GPUSYS_NO_ROOM_WAIT_NS in all.
- * *pause and *waited start at 0. 0 after the pause, or -ENOMEM once the
+ * *tries counts them (start at 0): one register across the call, which the
+ * block calls of a kernel declaring nothing cannot spare more of
+ * (tests/file/block-registers.sh). 0 after the pause, or -ENOMEM once the
  * wait is spent (the call then fails as it did before ABI 9). */
-GPUSYS_FN int gpusys_no_room_pause(uint32_t *pause, uint64_t *waited)
+#define GPUSYS_NO_ROOM_PAUSE_MAX_NS 256000u
+#define GPUSYS_NO_ROOM_TRIES (9u + (uint32_t)(GPUSYS_NO_ROOM_WAIT_NS / GPUSYS_NO_ROOM_PAUSE_MAX_NS))
+GPUSYS_FN int gpusys_no_room_pause(uint32_t *tries)
 {
-	if (*waited >= GPUSYS_NO_ROOM_WAIT_NS)
+	if (*tries >= GPUSYS_NO_ROOM_TRIES)
 		return -ENOMEM;
-	*pause = *pause ? (*pause < 256000u ? *pause * 2 : *pause) : 1000u;
-	gpusys_backoff_sleep(*pause);
-	*waited += *pause;
+	uint32_t t = (*tries)++;
+	gpusys_backoff_sleep(t < 8u ? 1000u << t : GPUSYS_NO_ROOM_PAUSE_MAX_NS);
 	return 0;
+}
+
+/* After a call of the lanes of m whose results are in ret: the lanes
+ * answered GPUSYS_STATUS_NO_ROOM, to be sent again after the pause taken
+ * here; 0 when there are none, or when the wait is spent (their ret is then
+ * -ENOMEM). On a GPU a lane that is not among them gets 0: its result is
+ * in. *tries starts at 0. Every lane of m calls it. The loop of a call that
+ * may be told "no room yet" (file and socket calls):
+ *   for (m = mask; m; m = gpusys_no_room_again(m, ret, &tries))
+ *           the call from the lanes of m, results into ret; */
+GPUSYS_FN uint64_t gpusys_no_room_again(uint64_t m, int64_t *ret, uint32_t *tries)
+{
+	int again[GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1];
+	GPUSYS_FOR_EACH_LANE(m, l)
+	{
+		again[GPUSYS_LI(l)] = ret[GPUSYS_LI(l)] == GPUSYS_STATUS_NO_ROOM;
+	}
+	uint64_t m2 = gpusys_lane_ballot(m, again);
+	if (!m2)
+		return 0;
+	/* the same pause in every lane of m2: they have tried alike */
+	int w = gpusys_no_room_pause(tries);
+	GPUSYS_FOR_EACH_LANE(m, l)
+	{
+		if (w && again[GPUSYS_LI(l)])
+			ret[GPUSYS_LI(l)] = w;
+	}
+	if (w)
+		return 0;
+#if defined(__CUDACC__)
+	if (!again[0])
+		return 0;
+#endif
+	return m2;
 }
 
 /*

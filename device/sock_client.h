@@ -58,9 +58,9 @@ GPUSYS_FN uint32_t gpusys_sock_pack(uint8_t *scratch, const struct gpusys_sock_r
 	return n + body_len;
 }
 
-/* One socket call from the lanes of mask (see the top of this file). */
-GPUSYS_FN void gpusys_sock_rpc(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, const uint8_t *const *req,
-			       const uint32_t *req_len, void *const *out, const uint32_t *out_cap, int64_t *ret)
+/* One try of a socket call from the lanes of mask. */
+GPUSYS_FN void gpusys_sock_rpc_once(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, const uint8_t *const *req,
+				    const uint32_t *req_len, void *const *out, const uint32_t *out_cap, int64_t *ret)
 {
 	int data = gpusys_sock_op_returns_data(op);
 	int64_t val[GPUSYS_LANE_ARRAY];
@@ -88,6 +88,19 @@ GPUSYS_FN void gpusys_sock_rpc(const gpusys_dev_t *dev, uint16_t op, uint64_t ma
 		else
 			ret[i] = data ? (int64_t)got[i] : val[i];
 	}
+}
+
+/* One socket call from the lanes of mask (see the top of this file). The
+ * lanes the daemon had no room for yet (other calls' answers fill the
+ * client's budget: abi.h, GPUSYS_STATUS_NO_ROOM) send theirs again after a
+ * pause, until it fits or GPUSYS_NO_ROOM_WAIT_NS has passed (-ENOMEM). */
+GPUSYS_FN void gpusys_sock_rpc(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, const uint8_t *const *req,
+			       const uint32_t *req_len, void *const *out, const uint32_t *out_cap, int64_t *ret)
+{
+	uint32_t tries = 0;
+
+	for (uint64_t m = mask; m; m = gpusys_no_room_again(m, ret, &tries))
+		gpusys_sock_rpc_once(dev, op, m, req, req_len, out, out_cap, ret);
 }
 
 /* One piece of a bulk transfer (bulk_client.h's asker): a->op BULK_SEND or

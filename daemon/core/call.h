@@ -58,7 +58,8 @@ struct port_call {
 int port_call_charge(struct port_call *call, uint64_t bytes);
 
 /* The same for a call the device side sends again when told to (abi.h,
- * GPUSYS_STATUS_NO_ROOM: the file service's): 0; GPUSYS_STATUS_NO_ROOM
+ * GPUSYS_STATUS_NO_ROOM: file and socket calls, before anything ran): 0;
+ * GPUSYS_STATUS_NO_ROOM
  * when bytes fit the client's budget but not while it holds what it holds
  * now; -ENOMEM when they never fit. */
 int port_call_charge_or_later(struct port_call *call, uint64_t bytes);

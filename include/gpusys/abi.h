@@ -95,8 +95,8 @@
  * 8: heads (GPUSYS_CW_HEADS): a call of at most GPUSYS_HEAD_BYTES a lane
  * each way moves in self-checking 16-byte heads, without a release fence
  * before the client word or a read of the server word before the answer.
- * 9: GPUSYS_STATUS_NO_ROOM (a file call sent again rather than failed
- * -ENOMEM while the client's budget holds other calls' answers). */
+ * 9: GPUSYS_STATUS_NO_ROOM (a file or socket call sent again rather than
+ * failed -ENOMEM while the client's budget holds other calls' answers). */
 #define GPUSYS_ABI_VERSION 9u
 
 
@@ -216,9 +216,10 @@ GPUSYS_ABI_FN uint64_t gpusys_server_word(uint32_t seq, uint32_t sw_flags, int32
 /*   GPUSYS_STATUS_NO_ROOM  the call's answers would fit the client's budget
  *   (client_mem_budget) but not while it holds other calls' answers that
  *   their warps have not taken yet; nothing ran. The device side sends the
- *   call again after a pause (device/file_client.h, bulk_client.h), for up
- *   to GPUSYS_NO_ROOM_WAIT_NS, then returns -ENOMEM: a program never sees
- *   it. Only the file service answers so. */
+ *   call again after a pause (device/port_client.h gpusys_no_room_again,
+ *   used by file_client.h, sock_client.h and bulk_client.h), for up to
+ *   GPUSYS_NO_ROOM_WAIT_NS, then returns -ENOMEM: a program never sees it.
+ *   The file and socket services answer so. */
 #define GPUSYS_STATUS_NO_ROOM (-4096)
 #define GPUSYS_NO_ROOM_WAIT_NS UINT64_C(10000000000) /* 10 s */
 

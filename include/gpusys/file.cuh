@@ -73,16 +73,21 @@
 
 #define GPUSYS_FILE_GPU_PIECE (4096u - GPUSYS_FILE_REQ_BYTES)
 
-/* One call of the calling lane, with the lanes of mask. */
+/* One call of the calling lane, with the lanes of mask. wait_room: sent
+ * again while the daemon has no room for its answers yet (abi.h); false
+ * only for the block calls' packets fallback (gpusys_file_rpc_once). */
 static __device__ __forceinline__ long long gpusys_file_call1(const gpusys_dev_t &dev, uint16_t op, uint64_t mask,
 							      uint8_t *scratch, uint32_t req_len, void *out,
-							      uint32_t out_cap)
+							      uint32_t out_cap, bool wait_room = true)
 {
 	const uint8_t *req[1] = { scratch };
 	uint32_t rl[1] = { req_len }, cap[1] = { out_cap };
 	void *o[1] = { out };
 	int64_t ret[1] = { 0 };
-	gpusys_file_rpc(&dev, op, mask, req, rl, o, cap, ret);
+	if (wait_room)
+		gpusys_file_rpc(&dev, op, mask, req, rl, o, cap, ret);
+	else
+		gpusys_file_rpc_once(&dev, op, mask, req, rl, o, cap, ret);
 	return (long long)ret[0];
 }
 
@@ -113,10 +118,10 @@ static __device__ long long gpusys_file_path_call(const gpusys_dev_t &dev, uint1
 }
 
 static __device__ long long gpusys_file_handle_call(const gpusys_dev_t &dev, uint16_t op, struct gpusys_file_req &q,
-						    void *out, uint32_t out_cap)
+						    void *out, uint32_t out_cap, bool wait_room = true)
 {
 	uint64_t mask = (uint64_t)__activemask();
-	return gpusys_file_call1(dev, op, mask, (uint8_t *)&q, GPUSYS_FILE_REQ_BYTES, out, out_cap);
+	return gpusys_file_call1(dev, op, mask, (uint8_t *)&q, GPUSYS_FILE_REQ_BYTES, out, out_cap, wait_room);
 }
 
 /* --------------------------------------------------------- per thread */
@@ -139,7 +144,7 @@ static __device__ long long gpusys_close(gpusys_dev_t dev, gpusys_fd_t h)
 }
 
 static __device__ long long gpusys_file_read_op(gpusys_dev_t dev, uint16_t op, gpusys_fd_t h, void *buf,
-						unsigned long long n, long long off)
+						unsigned long long n, long long off, bool wait_room = true)
 {
 	struct gpusys_file_req q;
 	gpusys_file_req_init(&q);
@@ -147,7 +152,7 @@ static __device__ long long gpusys_file_read_op(gpusys_dev_t dev, uint16_t op, g
 	q.handle = (int32_t)h;
 	q.offset = off;
 	q.count = c;
-	return gpusys_file_handle_call(dev, op, q, buf, c);
+	return gpusys_file_handle_call(dev, op, q, buf, c, wait_room);
 }
 
 static __device__ long long gpusys_read(gpusys_dev_t dev, gpusys_fd_t h, void *buf, unsigned long long n)
@@ -162,7 +167,7 @@ static __device__ long long gpusys_pread(gpusys_dev_t dev, gpusys_fd_t h, void *
 
 /* Write in pieces until done, a short piece or an error. */
 static __device__ long long gpusys_file_write_op(gpusys_dev_t dev, uint16_t op, gpusys_fd_t h, const void *buf,
-						 unsigned long long n, long long off)
+						 unsigned long long n, long long off, bool wait_room = true)
 {
 	uint8_t scratch[GPUSYS_FILE_REQ_BYTES + GPUSYS_FILE_GPU_PIECE];
 	unsigned long long done = 0;
@@ -173,7 +178,7 @@ static __device__ long long gpusys_file_write_op(gpusys_dev_t dev, uint16_t op, 
 		q.handle = (int32_t)h;
 		q.offset = off + (long long)done;
 		uint32_t len = gpusys_file_pack(scratch, &q, (const uint8_t *)buf + done, piece, 0, 0);
-		long long r = gpusys_file_call1(dev, op, (uint64_t)__activemask(), scratch, len, 0, 0);
+		long long r = gpusys_file_call1(dev, op, (uint64_t)__activemask(), scratch, len, 0, 0, wait_room);
 		if (r < 0)
 			return done ? (long long)done : r;
 		done += (unsigned long long)r;
@@ -520,11 +525,13 @@ static __device__ __noinline__ long long gpusys_block_io_packets(const gpusys_de
 		while (done < len) {
 			unsigned long long want = len - done < (1u << 20) ? len - done : (1u << 20);
 			long long at = off < 0 ? off : off + (long long)done;
-			long long r;
-			if (write_op)
-				r = off < 0 ? gpusys_write(dev, h, buf + done, want) : gpusys_pwrite(dev, h, buf + done, want, at);
-			else
-				r = off < 0 ? gpusys_read(dev, h, buf + done, want) : gpusys_pread(dev, h, buf + done, want, at);
+			/* one call site each way (READ or PREAD...: the op is an
+			 * argument), not four: each inlines the whole call; tried
+			 * once, the retry loop costs registers (gpusys_file_rpc_once) */
+			long long r = write_op ? gpusys_file_write_op(dev, off < 0 ? GPUSYS_OP_FILE_WRITE : GPUSYS_OP_FILE_PWRITE,
+								    h, buf + done, want, off < 0 ? 0 : at, false)
+					       : gpusys_file_read_op(dev, off < 0 ? GPUSYS_OP_FILE_READ : GPUSYS_OP_FILE_PREAD, h,
+								   buf + done, want, off < 0 ? 0 : at, false);
 			if (r < 0) {
 				rc = done ? 0 : r;
 				break;

@@ -353,7 +353,11 @@ static void socket_handle(struct port_call *call)
 		room[i] = room_for(op, &q, call->cap[i], &value_op[i]);
 		*(receives ? &lazy : &fixed) += room[i];
 	}
-	int r = port_call_charge(call, sizeof(struct sock_call) + fixed + lazy);
+	/* Nothing has run yet: without room now the device side sends the
+	 * call again (abi.h, GPUSYS_STATUS_NO_ROOM); a receive's room is let
+	 * go while it waits (sock_room.c), so a burst of receives starting
+	 * together would otherwise fail -ENOMEM for what a moment later fits. */
+	int r = port_call_charge_or_later(call, sizeof(struct sock_call) + fixed + lazy);
 	struct sock_call *sc = r == 0 ? calloc(1, sizeof(*sc)) : NULL;
 	if (sc) {
 		sc->call = call;
@@ -365,7 +369,8 @@ static void socket_handle(struct port_call *call)
 	}
 	if (!sc) {
 		call->status = r < 0 ? r : -ENOMEM;
-		sock_error_count(op, call->status);
+		if (call->status != GPUSYS_STATUS_NO_ROOM) /* not an error: sent again */
+			sock_error_count(op, call->status);
 		return;
 	}
 	call->later_data = sc;
