@@ -1186,20 +1186,18 @@ GPUSYS_FN uint64_t gpusys_no_room_again(uint64_t m, int64_t *ret, uint32_t *trie
 	uint64_t m2 = gpusys_lane_ballot(m, again);
 	if (!m2)
 		return 0;
-	/* the same pause in every lane of m2: they have tried alike */
-	int w = gpusys_no_room_pause(tries);
-	GPUSYS_FOR_EACH_LANE(m, l)
-	{
-		if (w && again[GPUSYS_LI(l)])
-			ret[GPUSYS_LI(l)] = w;
-	}
-	if (w)
-		return 0;
 #if defined(__CUDACC__)
 	if (!again[0])
-		return 0;
+		return 0; /* this lane's result is in: no pause for it */
 #endif
-	return m2;
+	/* the same pause in every lane of m2: they have tried alike */
+	int w = gpusys_no_room_pause(tries);
+	GPUSYS_FOR_EACH_LANE(m2, l)
+	{
+		if (w)
+			ret[GPUSYS_LI(l)] = w;
+	}
+	return w ? 0 : m2;
 }
 
 /*
