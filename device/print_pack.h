@@ -20,7 +20,6 @@
 #include <stdint.h>
 #if !defined(__CUDACC__)
 #include <stdlib.h>
-#include <time.h>
 #endif
 
 #include "gpusys/print.h"

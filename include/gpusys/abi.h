@@ -216,8 +216,9 @@ GPUSYS_ABI_FN uint64_t gpusys_server_word(uint32_t seq, uint32_t sw_flags, int32
 /*   GPUSYS_STATUS_NO_ROOM  the call's answers would fit the client's budget
  *   (client_mem_budget) but not while it holds other calls' answers that
  *   their warps have not taken yet; nothing ran. The device side sends the
- *   call again after a pause (device/port_client.h gpusys_no_room_again,
- *   used by file_client.h, sock_client.h and bulk_client.h), for up to
+ *   call again after a pause (device/port_client.h: gpusys_no_room_again
+ *   for file_client.h and sock_client.h, gpusys_no_room_pause for
+ *   bulk_client.h's one-lane requests), for up to
  *   GPUSYS_NO_ROOM_WAIT_NS, then returns -ENOMEM: a program never sees it.
  *   The file and socket services answer so. */
 #define GPUSYS_STATUS_NO_ROOM (-4096)
