@@ -6,9 +6,10 @@
 # Tells a fault of the allocator's logic (all three fail) from one of how
 # the optimised code runs divergent groups of a warp. Also dumps the SASS
 # of the optimised build's allocator functions into $OUT.
-#   VARIANTS="WS=-DGPUSYS_ALLOC_WARP_SERIAL" FULL=1 bench/device-alloc-variants.sh
-# builds the candidate fix (one allocator call of a warp at a time,
-# include/gpusys/alloc.cuh) and runs the whole test with it too.
+#   VARIANTS="AT_ONCE=-DGPUSYS_ALLOC_GROUPS_AT_ONCE" FULL=1 bench/device-alloc-variants.sh
+# builds the allocator without its fix (one allocator call of a warp at a
+# time, gpusys_alloc_warp_enter in include/gpusys/alloc.cuh), which faults,
+# and runs the whole test with it too.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

@@ -311,7 +311,7 @@ typedef struct gpusys_heap_dev {
 	unsigned long long *slab_ctl;       /* reserve / SLAB_BYTES: each slab's ctl word (private) */
 	int32_t *last_err;                  /* err_slots * GPUSYS_WARP_LANES: errno of each thread's last call */
 	uint32_t *warp_locks;               /* err_slots words: one call of a warp at a time
-					       (GPUSYS_ALLOC_WARP_SERIAL, alloc.cuh) */
+					       (gpusys_alloc_warp_enter, alloc.cuh) */
 	uint32_t err_slots;
 	uint32_t pad;
 } gpusys_heap_dev_t;
