@@ -14,7 +14,7 @@ B=build-gpu
 for s in $STEPS; do case $s in
 test) echo "== alloc and gpu suites"
 	timeout 240 meson test -C $B --suite alloc --suite gpu --print-errorlogs > "$OUT/test.log" 2>&1; echo "rc=$?"
-	grep -E "^ *[0-9]+/|killed client|random:|limit:|daemon after" "$OUT/test.log" $B/meson-logs/testlog.txt | sort -u | head -30 ;;
+	grep -E "^ *[0-9]+/|killed client|random:|trim:|limit:|daemon after" "$OUT/test.log" $B/meson-logs/testlog.txt | sort -u | head -30 ;;
 example) echo "== memory_manager"
 	d=$(mktemp -d)
 	GPUSYSD_ALLOC_CHUNK_BYTES=4M $B/daemon/gpusysd --runtime-dir "$d" > "$OUT/daemon-mm.log" 2>&1 &

@@ -5,262 +5,111 @@
  * arguments are arrays indexed with GPUSYS_LI(lane); code marked
  * GPUSYS_ALLOC_AS_LANE(x) runs on lane x on a GPU and once on the host.
  *
- * malloc: lanes asking for a small block first try the cache of their warp
- * slot (struct gpusys_alloc_cache, private memory), one class at a time:
- * the first lane of each class group locks that class's cache, the group
- * takes what is there, the lock is released. Lanes left over (and large
- * blocks) go to the daemon in one warp-aggregated request; each small lane
- * also asks for up to GPUSYS_ALLOC_EXTRA_MAX further blocks of its class,
- * which go into the cache (so a warp refills up to 32 x 10 blocks per
- * round trip). -EAGAIN from the daemon means "granted, not mapped yet": the
- * warp tells the mapping thread (ctl->want), waits until ctl->mapped grows
- * and asks again.
- *
- * free and realloc always go to the daemon, which checks the pointer
- * against its own metadata: a cached block is live in the daemon's eyes,
- * and nothing the device writes can make it hand a block out twice.
+ * Small blocks (up to GPUSYS_SLAB_MAX, 64 KiB) are the device's own: malloc
+ * and free run on slabs in the client's heap (device/alloc_slab.h), one
+ * class group of lanes at a time, with no request to gpusysd except when
+ * the pool needs another chunk. Large blocks are a warp-aggregated request
+ * to gpusysd, which keeps their metadata and checks their frees. -EAGAIN
+ * from the daemon means "granted, not mapped yet": the warp tells the
+ * mapping thread (ctl->want), waits until ctl->mapped grows and asks again.
  */
 #ifndef GPUSYS_ALLOC_CLIENT_H
 #define GPUSYS_ALLOC_CLIENT_H
 
-#include <errno.h>
-#include <stdint.h>
+#include "alloc_lanes.h"
+#include "alloc_slab.h"
 
-#include "gpusys/alloc.h"
-#include "port_client.h"
-#if !defined(__CUDACC__)
-#include <time.h>
-#endif
+GPUSYS_FN void gpusys_alloc_report_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
+					 const uint32_t *refused, const int32_t *err);
 
-#define GPUSYS_ALLOC_LANES (GPUSYS_LI(GPUSYS_WARP_LANES - 1) + 1)
-/* How long a warp waits for its mapping thread before giving up (-ETIMEDOUT). */
-#define GPUSYS_ALLOC_MAP_WAIT_NS (UINT64_C(20) * 1000000000u)
-
-#if defined(__CUDACC__)
-#define GPUSYS_ALLOC_AS_LANE(x) if (gpusys_lane_id() == (x))
-/* lane src's element of a per-lane array, in every lane of mask */
-#define GPUSYS_ALLOC_FROM(mask, arr, src) __shfl_sync((unsigned)(mask), (arr)[0], (src))
-#define GPUSYS_ALLOC_BCAST(mask, v, src) __shfl_sync((unsigned)(mask), (v), (src))
-#else
-#define GPUSYS_ALLOC_AS_LANE(x)
-#define GPUSYS_ALLOC_FROM(mask, arr, src) ((arr)[(src)])
-#define GPUSYS_ALLOC_BCAST(mask, v, src) (v)
-#endif
-
-GPUSYS_FN uint64_t gpusys_alloc_ballot(uint64_t mask, const uint32_t *pred)
+/* The last check of a large block gpusysd granted (off, size bytes): in
+ * the mapped prefix. gpusysd grants only below the mapped value a request
+ * carried, or a larger one another warp reported: mapped is read again
+ * (host memory: only then) before a block is refused. */
+GPUSYS_FN int gpusys_alloc_large_ok(const gpusys_heap_dev_t *hp, uint64_t off, uint64_t size, uint64_t mapped)
 {
-#if defined(__CUDACC__)
-	return (uint64_t)__ballot_sync((unsigned)mask, pred[0] != 0);
-#else
-	uint64_t b = 0;
+	if (off <= mapped && size <= mapped - off)
+		return 1;
+	mapped = gpusys_load_shared_u64(&hp->ctl->mapped);
+	return off <= mapped && size <= mapped - off;
+}
+
+/* Small blocks for the lanes of mask that want one (want[l]: class cls[l]),
+ * one class group at a time: the group's leader claims slots of one bitmap
+ * word per round, the lanes take them in rank order. Lanes served get
+ * ret[l]; on failure err[l]. want[l] is cleared for both. A block that
+ * fails the last check (gpusys_slab_block_ok: a bug, not a user's error)
+ * is not handed out: NULL, -EIO, counted (wild_blocks) and reported with
+ * the refused frees. Every lane of mask calls it. */
+GPUSYS_FN void gpusys_alloc_small_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
+					const uint32_t *cls, uint32_t *want, void **ret, int32_t *err)
+{
+	uint64_t todo = gpusys_alloc_ballot(mask, want);
+	uint32_t ld0 = gpusys_lane_leader_of(mask), g = 0;
+	(void)ld0;
+	GPUSYS_ALLOC_AS_LANE(ld0)
+	{
+		g = gpusys_slab_group(hp);
+	}
+	g = GPUSYS_ALLOC_BCAST(mask, g, ld0);
+	uint32_t in[GPUSYS_ALLOC_LANES], wild[GPUSYS_ALLOC_LANES];
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
-		if (pred[l])
-			b |= UINT64_C(1) << l;
+		wild[GPUSYS_LI(l)] = 0;
 	}
-	return b;
-#endif
-}
-
-GPUSYS_FN uint32_t gpusys_alloc_rank(uint64_t group, uint32_t l)
-{
-	return (uint32_t)__builtin_popcountll(group & ((UINT64_C(1) << l) - 1));
-}
-
-GPUSYS_FN uint64_t gpusys_alloc_now_ns(void)
-{
-#if defined(__CUDACC__)
-	uint64_t t;
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	return t;
-#else
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-#endif
-}
-
-GPUSYS_FN void gpusys_alloc_lock(uint32_t *lock)
-{
-	while (!gpusys_lock_try(lock))
-		gpusys_spin_pause();
-}
-
-GPUSYS_FN uint32_t gpusys_alloc_cache_load(const uint32_t *p)
-{
-	return *(const volatile uint32_t *)p;
-}
-
-/* The warp slot whose caches this warp uses (a hint: a lock guards each). */
-GPUSYS_FN uint32_t gpusys_alloc_slot(const gpusys_heap_dev_t *hp, uint64_t mask)
-{
-	uint32_t s = 0;
-	(void)mask;
-	GPUSYS_ALLOC_AS_LANE(gpusys_lane_leader_of(mask))
-	{
-		s = gpusys_port_hint() % hp->cache_slots;
-	}
-	return GPUSYS_ALLOC_BCAST(mask, s, gpusys_lane_leader_of(mask));
-}
-
-GPUSYS_FN void gpusys_alloc_req_fill(struct gpusys_alloc_req *q, const gpusys_heap_dev_t *hp, uint64_t mapped,
-				     uint64_t arg, uint64_t arg2, uint32_t extra)
-{
-	q->arg = arg;
-	q->arg2 = arg2;
-	q->mapped = mapped;
-	q->reserve = hp->reserve;
-	q->base = (uint64_t)(uintptr_t)hp->base;
-	q->extra = extra;
-	q->flags = 0;
-}
-
-/* What the mapping thread has mapped (leader reads, everyone gets it). */
-GPUSYS_FN uint64_t gpusys_alloc_mapped(const gpusys_heap_dev_t *hp, uint64_t mask)
-{
-	uint64_t m = 0;
-	(void)mask;
-	GPUSYS_ALLOC_AS_LANE(gpusys_lane_leader_of(mask))
-	{
-		m = gpusys_load_shared_u64(&hp->ctl->mapped);
-	}
-#if defined(__CUDACC__)
-	m = __shfl_sync((unsigned)mask, m, gpusys_lane_leader_of(mask));
-#endif
-	return m;
-}
-
-/* Ask the mapping thread for grant bytes and wait until it has mapped more
- * than seen (or failed, or the daemon went away). 0 or -errno. Leader only. */
-GPUSYS_FN int gpusys_alloc_wait_mapped(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t grant,
-				       uint64_t seen)
-{
-	if (grant > seen) {
-		gpusys_store_shared_u64(&hp->ctl->want, grant);
-		gpusys_fence_flush();
-	}
-	uint64_t t0 = gpusys_alloc_now_ns();
-	for (uint32_t spins = 1;; spins++) {
-		if (gpusys_load_shared_u64(&hp->ctl->mapped) > seen)
-			return 0;
-		uint64_t failed = gpusys_load_shared_u64(&hp->ctl->failed);
-		if (failed)
-			return (int)(int64_t)failed;
-		gpusys_spin_pause();
-		if (spins % GPUSYS_SPIN_CHECK_EVERY == 0) {
-			int dead = gpusys_channel_dead(dev);
-			if (dead)
-				return dead;
-			if (gpusys_alloc_now_ns() - t0 > GPUSYS_ALLOC_MAP_WAIT_NS)
-				return -ETIMEDOUT;
-			gpusys_spin_yield();
-		}
-	}
-}
-
-/* Give blocks the cache had no room for back to the daemon (rare: another
- * warp filled the same slot's cache meanwhile). */
-GPUSYS_FN void gpusys_alloc_free_offsets(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
-					 const uint32_t *n, uint32_t (*blocks)[GPUSYS_ALLOC_EXTRA_MAX])
-{
-	for (uint32_t k = 0; k < GPUSYS_ALLOC_EXTRA_MAX; k++) {
-		uint32_t has[GPUSYS_ALLOC_LANES];
-		GPUSYS_FOR_EACH_LANE(mask, l)
-		{
-			has[GPUSYS_LI(l)] = n[GPUSYS_LI(l)] > k;
-		}
-		uint64_t m = gpusys_alloc_ballot(mask, has);
-		if (!m)
-			return;
-		uint64_t mapped = gpusys_alloc_mapped(hp, mask);
-		struct gpusys_alloc_req q[GPUSYS_ALLOC_LANES];
-		const void *in[GPUSYS_ALLOC_LANES];
-		uint32_t in_len[GPUSYS_ALLOC_LANES], cap[GPUSYS_ALLOC_LANES], got[GPUSYS_ALLOC_LANES];
-		int32_t st[GPUSYS_ALLOC_LANES];
-		void *out[GPUSYS_ALLOC_LANES];
-		GPUSYS_FOR_EACH_LANE(m, l)
-		{
-			gpusys_alloc_req_fill(&q[GPUSYS_LI(l)], hp, mapped,
-					      (uint64_t)blocks[GPUSYS_LI(l)][k] * GPUSYS_ALLOC_GRANULE, 0, 0);
-			in[GPUSYS_LI(l)] = &q[GPUSYS_LI(l)];
-			in_len[GPUSYS_LI(l)] = sizeof(struct gpusys_alloc_req);
-			cap[GPUSYS_LI(l)] = 0;
-			out[GPUSYS_LI(l)] = 0;
-		}
-#if defined(__CUDACC__)
-		if (has[0])
-#endif
-			gpusys_rpc(dev, GPUSYS_OP_ALLOC_FREE, 0, m, in, in_len, out, cap, got, st);
-	}
-}
-
-/* Put each lane's extra blocks (nex[l] of class cls[l]) into the slot's
- * caches, one class group at a time; what does not fit is freed. */
-GPUSYS_FN void gpusys_alloc_cache_push(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
-				       uint32_t slot, const uint32_t *cls, uint32_t *nex,
-				       uint32_t (*ex)[GPUSYS_ALLOC_EXTRA_MAX])
-{
-	uint32_t has[GPUSYS_ALLOC_LANES], v[GPUSYS_ALLOC_LANES], off[GPUSYS_ALLOC_LANES];
-	uint32_t left[GPUSYS_ALLOC_LANES];
-	GPUSYS_FOR_EACH_LANE(mask, l)
-	{
-		has[GPUSYS_LI(l)] = nex[GPUSYS_LI(l)] > 0;
-		left[GPUSYS_LI(l)] = 0;
-	}
-	uint64_t todo = gpusys_alloc_ballot(mask, has);
-	uint64_t spill = 0;
 	while (todo) {
 		uint32_t ld = gpusys_lane_leader_of(todo);
 		uint32_t c = GPUSYS_ALLOC_FROM(mask, cls, ld);
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
-			uint32_t in = (todo >> l & 1u) && cls[GPUSYS_LI(l)] == c;
-			has[GPUSYS_LI(l)] = in;
-			v[GPUSYS_LI(l)] = in ? nex[GPUSYS_LI(l)] : 0;
+			in[GPUSYS_LI(l)] = (todo >> l & 1u) && cls[GPUSYS_LI(l)] == c;
 		}
-		uint64_t g = gpusys_alloc_ballot(mask, has);
-		todo &= ~g;
-		gpusys_lane_exscan(mask, v, off);
-		struct gpusys_alloc_cache *ca = &hp->cache[slot * GPUSYS_ALLOC_CLASSES + c];
-		uint32_t cnt = 0;
-		GPUSYS_ALLOC_AS_LANE(ld)
-		{
-			gpusys_alloc_lock(&ca->lock);
-			cnt = ca->count;
-		}
-		cnt = GPUSYS_ALLOC_BCAST(mask, cnt, ld);
-		uint32_t cap = gpusys_alloc_cache_cap(c);
-		cnt = cnt < cap ? cnt : cap;
-		uint32_t room = cap - cnt, used = 0;
-		GPUSYS_FOR_EACH_LANE(mask, l)
-		{
-			if (g >> l & 1u) {
-				uint32_t o = off[GPUSYS_LI(l)], n = nex[GPUSYS_LI(l)], i = 0;
-				for (; i < n && o + i < room; i++)
-					ca->block[cnt + o + i] = ex[GPUSYS_LI(l)][i];
-				/* the rest moves to the front of this lane's list */
-				for (uint32_t k = i; k < n; k++)
-					ex[GPUSYS_LI(l)][k - i] = ex[GPUSYS_LI(l)][k];
-				left[GPUSYS_LI(l)] = n - i;
-				nex[GPUSYS_LI(l)] = 0;
-				if (o + n > used)
-					used = o + n;
+		uint64_t left = gpusys_alloc_ballot(mask, in);
+		todo &= ~left;
+		uint32_t cb = gpusys_alloc_class_bytes(c);
+		while (left) {
+			uint32_t s = 0, w = 0;
+			unsigned long long bits = 0;
+			int r = 0;
+			GPUSYS_ALLOC_AS_LANE(ld)
+			{
+				r = gpusys_slab_claim_leader(dev, hp, ld, g, c,
+							     (uint32_t)__builtin_popcountll(left), &s, &w, &bits);
 			}
+			r = (int)GPUSYS_ALLOC_BCAST(mask, (uint32_t)r, ld);
+			s = GPUSYS_ALLOC_BCAST(mask, s, ld);
+			w = GPUSYS_ALLOC_BCAST(mask, w, ld);
+			bits = GPUSYS_ALLOC_BCAST(mask, bits, ld);
+			uint32_t k = gpusys_slab_popc(bits);
+			GPUSYS_FOR_EACH_LANE(mask, l)
+			{
+				if (!(left >> l & 1u))
+					continue;
+				uint32_t rk = gpusys_alloc_rank(left, l);
+				if (r) {
+					err[GPUSYS_LI(l)] = r;
+					want[GPUSYS_LI(l)] = 0;
+				} else if (rk < k) {
+					uint32_t slot = w * 64u + gpusys_slab_nth_bit(bits, rk);
+					uint64_t bo = ((uint64_t)s << GPUSYS_ALLOC_SLAB_SHIFT) + (uint64_t)slot * cb;
+					if (gpusys_slab_block_ok(hp, bo, cb)) {
+						ret[GPUSYS_LI(l)] = hp->base + bo;
+					} else {
+						gpusys_slab_add(&hp->pool->wild_blocks, 1);
+						err[GPUSYS_LI(l)] = -EIO;
+						wild[GPUSYS_LI(l)] = 1;
+					}
+					want[GPUSYS_LI(l)] = 0;
+				}
+			}
+			if (r)
+				break;
+			/* the k lowest lanes of left are served */
+			for (uint32_t i = 0; i < k && left; i++)
+				left &= left - 1;
 		}
-#if defined(__CUDACC__)
-		used = __reduce_max_sync((unsigned)mask, used);
-#endif
-		gpusys_lane_sync(mask);
-		GPUSYS_ALLOC_AS_LANE(ld)
-		{
-			ca->count = cnt + (used < room ? used : room);
-			gpusys_lock_release(&ca->lock);
-		}
-		if (used > room)
-			spill = 1;
 	}
-	if (spill)
-		gpusys_alloc_free_offsets(dev, hp, mask, left, ex);
+	gpusys_alloc_report_lanes(dev, hp, mask, wild, err);
 }
 
 /*
@@ -272,8 +121,7 @@ GPUSYS_FN void gpusys_alloc_cache_push(const gpusys_dev_t *dev, const gpusys_hea
 GPUSYS_FN void gpusys_alloc_malloc_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
 					 const uint64_t *size, const uint64_t *align, void **ret, int32_t *err)
 {
-	uint32_t cls[GPUSYS_ALLOC_LANES], need[GPUSYS_ALLOC_LANES], extra[GPUSYS_ALLOC_LANES];
-	uint32_t slot = gpusys_alloc_slot(hp, mask);
+	uint32_t cls[GPUSYS_ALLOC_LANES], need[GPUSYS_ALLOC_LANES], small[GPUSYS_ALLOC_LANES];
 
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
@@ -281,70 +129,21 @@ GPUSYS_FN void gpusys_alloc_malloc_lanes(const gpusys_dev_t *dev, const gpusys_h
 		uint64_t s = size[GPUSYS_LI(l)];
 		ret[GPUSYS_LI(l)] = 0;
 		err[GPUSYS_LI(l)] = 0;
-		extra[GPUSYS_LI(l)] = 0;
 		need[GPUSYS_LI(l)] = s != 0;
-		cls[GPUSYS_LI(l)] = gpusys_alloc_class_of(s, a);
+		cls[GPUSYS_LI(l)] = gpusys_slab_class_of(s, a);
 		if (s && ((a & (a - 1)) || a > GPUSYS_ALLOC_MAX_ALIGN)) {
 			err[GPUSYS_LI(l)] = -EINVAL;
 			need[GPUSYS_LI(l)] = 0;
 		}
+		small[GPUSYS_LI(l)] = need[GPUSYS_LI(l)] && cls[GPUSYS_LI(l)] < GPUSYS_SLAB_CLASSES;
+		if (small[GPUSYS_LI(l)])
+			need[GPUSYS_LI(l)] = 0;
 	}
 
-	/* The cache, one class group at a time. */
-	uint32_t small[GPUSYS_ALLOC_LANES];
-	GPUSYS_FOR_EACH_LANE(mask, l)
-	{
-		small[GPUSYS_LI(l)] = need[GPUSYS_LI(l)] && cls[GPUSYS_LI(l)] < GPUSYS_ALLOC_CLASSES;
-	}
-	uint64_t todo = gpusys_alloc_ballot(mask, small);
-	while (todo) {
-		uint32_t ld = gpusys_lane_leader_of(todo);
-		uint32_t c = GPUSYS_ALLOC_FROM(mask, cls, ld);
-		GPUSYS_FOR_EACH_LANE(mask, l)
-		{
-			small[GPUSYS_LI(l)] = (todo >> l & 1u) && cls[GPUSYS_LI(l)] == c;
-		}
-		uint64_t g = gpusys_alloc_ballot(mask, small);
-		todo &= ~g;
-		uint32_t k = (uint32_t)__builtin_popcountll(g);
-		struct gpusys_alloc_cache *ca = &hp->cache[slot * GPUSYS_ALLOC_CLASSES + c];
-		uint32_t n = 0, base = 0;
-		GPUSYS_ALLOC_AS_LANE(ld)
-		{
-			gpusys_alloc_lock(&ca->lock);
-			uint32_t cnt = ca->count;
-			if (cnt > gpusys_alloc_cache_cap(c)) /* our own memory, but never trust a count */
-				cnt = 0;
-			n = cnt < k ? cnt : k;
-			base = cnt - n;
-		}
-		n = GPUSYS_ALLOC_BCAST(mask, n, ld);
-		base = GPUSYS_ALLOC_BCAST(mask, base, ld);
-		GPUSYS_FOR_EACH_LANE(mask, l)
-		{
-			if (g >> l & 1u) {
-				uint32_t r = gpusys_alloc_rank(g, l);
-				if (r < n) {
-					uint32_t b = gpusys_alloc_cache_load(&ca->block[base + n - 1 - r]);
-					ret[GPUSYS_LI(l)] = hp->base + (uint64_t)b * GPUSYS_ALLOC_GRANULE;
-					need[GPUSYS_LI(l)] = 0;
-				} else {
-					/* share the cache's free room among the lanes going to the daemon */
-					uint32_t room = gpusys_alloc_cache_cap(c) - base, m = k - n;
-					uint32_t e = room / m + (r - n < room % m);
-					extra[GPUSYS_LI(l)] = e < GPUSYS_ALLOC_EXTRA_MAX ? e : GPUSYS_ALLOC_EXTRA_MAX;
-				}
-			}
-		}
-		gpusys_lane_sync(mask);
-		GPUSYS_ALLOC_AS_LANE(ld)
-		{
-			ca->count = base;
-			gpusys_lock_release(&ca->lock);
-		}
-	}
+	/* Small blocks: the device's slabs. */
+	gpusys_alloc_small_lanes(dev, hp, mask, cls, small, ret, err);
 
-	/* The daemon, for the rest; again while it says "mapping". */
+	/* Large blocks: the daemon; again while it says "mapping". */
 	for (;;) {
 		uint64_t m = gpusys_alloc_ballot(mask, need);
 		if (!m)
@@ -355,27 +154,25 @@ GPUSYS_FN void gpusys_alloc_malloc_lanes(const gpusys_dev_t *dev, const gpusys_h
 		const void *in[GPUSYS_ALLOC_LANES];
 		void *out[GPUSYS_ALLOC_LANES];
 		uint32_t in_len[GPUSYS_ALLOC_LANES], cap[GPUSYS_ALLOC_LANES], got[GPUSYS_ALLOC_LANES];
-		uint32_t nex[GPUSYS_ALLOC_LANES], ex[GPUSYS_ALLOC_LANES][GPUSYS_ALLOC_EXTRA_MAX];
 		int32_t st[GPUSYS_ALLOC_LANES];
 		int rc = 0;
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
-			nex[GPUSYS_LI(l)] = 0;
 			st[GPUSYS_LI(l)] = 0;
 			if (!(m >> l & 1u))
 				continue;
-			gpusys_alloc_req_fill(&q[GPUSYS_LI(l)], hp, mapped, size[GPUSYS_LI(l)], align[GPUSYS_LI(l)],
-					      extra[GPUSYS_LI(l)]);
+			gpusys_alloc_req_fill(&q[GPUSYS_LI(l)], hp, mapped, size[GPUSYS_LI(l)], align[GPUSYS_LI(l)], 0);
 			in[GPUSYS_LI(l)] = &q[GPUSYS_LI(l)];
 			in_len[GPUSYS_LI(l)] = sizeof(struct gpusys_alloc_req);
 			out[GPUSYS_LI(l)] = &a[GPUSYS_LI(l)];
 			cap[GPUSYS_LI(l)] = sizeof(struct gpusys_alloc_resp);
 			a[GPUSYS_LI(l)].grant = 0;
 		}
-#if defined(__CUDACC__)
-		if (need[0])
-#endif
+		/* entered by exactly the lanes of m, the request's lane set */
+		GPUSYS_ALLOC_IF_IN(m)
+		{
 			rc = gpusys_rpc(dev, GPUSYS_OP_ALLOC_MALLOC, 0, m, in, in_len, out, cap, got, st);
+		}
 		uint64_t grant = 0;
 		uint32_t again[GPUSYS_ALLOC_LANES];
 		GPUSYS_FOR_EACH_LANE(mask, l)
@@ -398,17 +195,16 @@ GPUSYS_FN void gpusys_alloc_malloc_lanes(const gpusys_dev_t *dev, const gpusys_h
 				err[GPUSYS_LI(l)] = s;
 				continue;
 			}
+			if (!gpusys_alloc_large_ok(hp, a[GPUSYS_LI(l)].off, size[GPUSYS_LI(l)], mapped)) {
+				gpusys_slab_add(&hp->pool->wild_blocks, 1);
+				err[GPUSYS_LI(l)] = -EIO;
+				continue;
+			}
 			ret[GPUSYS_LI(l)] = hp->base + a[GPUSYS_LI(l)].off;
-			uint32_t ne = a[GPUSYS_LI(l)].nextra;
-			ne = ne < GPUSYS_ALLOC_EXTRA_MAX ? ne : GPUSYS_ALLOC_EXTRA_MAX;
-			for (uint32_t i = 0; i < ne; i++)
-				ex[GPUSYS_LI(l)][i] = a[GPUSYS_LI(l)].extra[i];
-			nex[GPUSYS_LI(l)] = ne;
 		}
 #if defined(__CUDACC__)
 		grant = __reduce_max_sync((unsigned)mask, (unsigned)(grant >> 21)) * GPUSYS_ALLOC_MAP_ALIGN;
 #endif
-		gpusys_alloc_cache_push(dev, hp, mask, slot, cls, nex, ex);
 		/* Ask for the grant ahead of need even when nobody waits: the
 		 * daemon grows it before the heap runs out. */
 		uint64_t w = gpusys_alloc_ballot(mask, again);
@@ -433,49 +229,163 @@ GPUSYS_FN void gpusys_alloc_malloc_lanes(const gpusys_dev_t *dev, const gpusys_h
 	}
 }
 
-/* free for the lanes of mask: err[l] 0, or -EFAULT / -EINVAL / -ENOENT
- * (a pointer outside the heap, into a block, or not allocated: refused and
- * counted by the daemon), -ESHUTDOWN. NULL is a no-op. */
-GPUSYS_FN void gpusys_alloc_free_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
-				       void *const *ptr, int32_t *err)
+/* Where each lane's pointer goes: nowhere (NULL), the device's slabs, the
+ * daemon (inside the heap, not a pool chunk), or refused here (outside the
+ * heap: -EFAULT). *off gets its offset in the heap, *co its chunk's
+ * chunk_of entry. */
+enum { GPUSYS_ALLOC_TO_NONE, GPUSYS_ALLOC_TO_SLAB, GPUSYS_ALLOC_TO_DAEMON, GPUSYS_ALLOC_TO_REFUSED };
+
+GPUSYS_FN uint32_t gpusys_alloc_route(const gpusys_heap_dev_t *hp, const void *p, uint64_t *off, uint32_t *co)
 {
-	uint32_t has[GPUSYS_ALLOC_LANES];
+	if (!p)
+		return GPUSYS_ALLOC_TO_NONE;
+	/* unsigned difference: a pointer below the base is a huge offset */
+	*off = (uint64_t)((uintptr_t)p - (uintptr_t)hp->base);
+	if (*off >= hp->reserve)
+		return GPUSYS_ALLOC_TO_REFUSED;
+	*co = gpusys_slab_load32(&hp->chunk_of[*off >> GPUSYS_ALLOC_CHUNK_SHIFT]);
+	return *co ? GPUSYS_ALLOC_TO_SLAB : GPUSYS_ALLOC_TO_DAEMON;
+}
+
+/* Tell gpusysd what the device refused (err[l] of the lanes in m: -EFAULT,
+ * -EINVAL, -ENOENT), for its counters and gpusysctl; one request, only on
+ * this error path. The device's own counters move too. Called by exactly
+ * the lanes of m (the request's collectives are over m); mapped is what
+ * the caller read for the whole warp before it branched. */
+GPUSYS_FN void gpusys_alloc_report(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t m, uint64_t mapped,
+				   const int32_t *err)
+{
 	struct gpusys_alloc_req q[GPUSYS_ALLOC_LANES];
 	const void *in[GPUSYS_ALLOC_LANES];
 	void *out[GPUSYS_ALLOC_LANES];
 	uint32_t in_len[GPUSYS_ALLOC_LANES], cap[GPUSYS_ALLOC_LANES], got[GPUSYS_ALLOC_LANES];
 	int32_t st[GPUSYS_ALLOC_LANES];
-	GPUSYS_FOR_EACH_LANE(mask, l)
-	{
-		has[GPUSYS_LI(l)] = ptr[GPUSYS_LI(l)] != 0;
-		err[GPUSYS_LI(l)] = 0;
-	}
-	uint64_t m = gpusys_alloc_ballot(mask, has);
-	if (!m)
-		return;
-	uint64_t mapped = gpusys_alloc_mapped(hp, mask);
+	struct gpusys_alloc_pool *po = hp->pool;
 	GPUSYS_FOR_EACH_LANE(m, l)
 	{
-		/* unsigned difference: a pointer below the base becomes a
-		 * huge offset, which the daemon refuses as foreign */
-		uint64_t off = (uint64_t)((uintptr_t)ptr[GPUSYS_LI(l)] - (uintptr_t)hp->base);
-		gpusys_alloc_req_fill(&q[GPUSYS_LI(l)], hp, mapped, off, 0, 0);
+		int32_t e = err[GPUSYS_LI(l)];
+		uint32_t kind = e == -EFAULT ? GPUSYS_ALLOC_REFUSED_FOREIGN
+				: e == -EINVAL ? GPUSYS_ALLOC_REFUSED_INTERIOR
+					       : GPUSYS_ALLOC_REFUSED_UNALLOCATED;
+		unsigned long long *n = kind == GPUSYS_ALLOC_REFUSED_FOREIGN    ? &po->refused_foreign
+					: kind == GPUSYS_ALLOC_REFUSED_INTERIOR ? &po->refused_interior
+										: &po->refused_unallocated;
+		gpusys_slab_add(n, 1);
+		gpusys_alloc_req_fill(&q[GPUSYS_LI(l)], hp, mapped, kind, 0, 0);
 		in[GPUSYS_LI(l)] = &q[GPUSYS_LI(l)];
 		in_len[GPUSYS_LI(l)] = sizeof(struct gpusys_alloc_req);
 		out[GPUSYS_LI(l)] = 0;
 		cap[GPUSYS_LI(l)] = 0;
 		st[GPUSYS_LI(l)] = 0;
 	}
-#if defined(__CUDACC__)
-	if (has[0])
-#endif
+	/* the counts are for observing: a failed report changes no result */
+	gpusys_rpc(dev, GPUSYS_OP_ALLOC_REPORT, 0, m, in, in_len, out, cap, got, st);
+}
+
+/* Report the lanes of mask that have refused[l] (every lane of mask calls
+ * it; only those lanes enter the request, with the mask that names them). */
+GPUSYS_FN void gpusys_alloc_report_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
+					 const uint32_t *refused, const int32_t *err)
+{
+	uint64_t mr = gpusys_alloc_ballot(mask, refused);
+	if (!mr)
+		return;
+	uint64_t mapped = gpusys_alloc_mapped(hp, mask);
+	GPUSYS_ALLOC_IF_IN(mr)
 	{
-		int rc = gpusys_rpc(dev, GPUSYS_OP_ALLOC_FREE, 0, m, in, in_len, out, cap, got, st);
-		GPUSYS_FOR_EACH_LANE(m, l)
+		gpusys_alloc_report(dev, hp, mr, mapped, err);
+	}
+}
+
+/* Trim (device/alloc_slab.h) from the leader of mask: how many chunks went
+ * back to gpusysd, or -errno. how: GPUSYS_TRIM_NOW (gpusys_heap_trim), or
+ * GPUSYS_TRIM_LAZY (after a free emptied a slab: skipped while another
+ * warp trims or one did lately). */
+GPUSYS_FN int gpusys_alloc_trim_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
+				      uint32_t how)
+{
+	int r = 0;
+	uint32_t ld = gpusys_lane_leader_of(mask);
+	(void)dev;
+	GPUSYS_ALLOC_AS_LANE(ld)
+	{
+		r = gpusys_slab_trim_when_leader(dev, hp, ld, how);
+	}
+	return (int)GPUSYS_ALLOC_BCAST(mask, (uint32_t)r, ld);
+}
+
+/* free for the lanes of mask: err[l] 0, or -EFAULT (outside the heap),
+ * -EINVAL (into a block, not its start), -ENOENT (not allocated: a double
+ * free), -ESHUTDOWN. Refused frees change nothing and are counted. A small
+ * block is freed here; a large one by the daemon. NULL is a no-op. Every
+ * lane of mask calls it. */
+GPUSYS_FN void gpusys_alloc_free_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
+				       void *const *ptr, int32_t *err)
+{
+	uint32_t to[GPUSYS_ALLOC_LANES], is[GPUSYS_ALLOC_LANES], co[GPUSYS_ALLOC_LANES];
+	uint64_t off[GPUSYS_ALLOC_LANES];
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		off[GPUSYS_LI(l)] = 0;
+		co[GPUSYS_LI(l)] = 0;
+		to[GPUSYS_LI(l)] = gpusys_alloc_route(hp, ptr[GPUSYS_LI(l)], &off[GPUSYS_LI(l)], &co[GPUSYS_LI(l)]);
+		err[GPUSYS_LI(l)] = to[GPUSYS_LI(l)] == GPUSYS_ALLOC_TO_REFUSED ? -EFAULT : 0;
+		is[GPUSYS_LI(l)] = to[GPUSYS_LI(l)] == GPUSYS_ALLOC_TO_SLAB;
+	}
+	/* Small blocks: every lane of mask takes part, those without one too. */
+	int emptied = 0;
+	if (gpusys_alloc_ballot(mask, is)) {
+		emptied = gpusys_slab_free_lanes(hp, mask, off, co, is, err);
+		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
-			err[GPUSYS_LI(l)] = rc ? rc : st[GPUSYS_LI(l)];
+			if (is[GPUSYS_LI(l)] && err[GPUSYS_LI(l)])
+				to[GPUSYS_LI(l)] = GPUSYS_ALLOC_TO_REFUSED;
 		}
 	}
+
+	/* Large blocks: one request for the lanes that have one, entered by
+	 * exactly those lanes (the request's collectives are over m). */
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		is[GPUSYS_LI(l)] = to[GPUSYS_LI(l)] == GPUSYS_ALLOC_TO_DAEMON;
+	}
+	uint64_t m = gpusys_alloc_ballot(mask, is);
+	if (m) {
+		struct gpusys_alloc_req q[GPUSYS_ALLOC_LANES];
+		const void *in[GPUSYS_ALLOC_LANES];
+		void *out[GPUSYS_ALLOC_LANES];
+		uint32_t in_len[GPUSYS_ALLOC_LANES], cap[GPUSYS_ALLOC_LANES], got[GPUSYS_ALLOC_LANES];
+		int32_t st[GPUSYS_ALLOC_LANES];
+		uint64_t mapped = gpusys_alloc_mapped(hp, mask);
+		GPUSYS_ALLOC_IF_IN(m)
+		{
+			GPUSYS_FOR_EACH_LANE(m, l)
+			{
+				gpusys_alloc_req_fill(&q[GPUSYS_LI(l)], hp, mapped, off[GPUSYS_LI(l)], 0, 0);
+				in[GPUSYS_LI(l)] = &q[GPUSYS_LI(l)];
+				in_len[GPUSYS_LI(l)] = sizeof(struct gpusys_alloc_req);
+				out[GPUSYS_LI(l)] = 0;
+				cap[GPUSYS_LI(l)] = 0;
+				st[GPUSYS_LI(l)] = 0;
+			}
+			int rc = gpusys_rpc(dev, GPUSYS_OP_ALLOC_FREE, 0, m, in, in_len, out, cap, got, st);
+			GPUSYS_FOR_EACH_LANE(m, l)
+			{
+				err[GPUSYS_LI(l)] = rc ? rc : st[GPUSYS_LI(l)];
+			}
+		}
+	}
+
+	/* What the device refused is reported; the daemon counts its own. */
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		is[GPUSYS_LI(l)] = to[GPUSYS_LI(l)] == GPUSYS_ALLOC_TO_REFUSED;
+	}
+	gpusys_alloc_report_lanes(dev, hp, mask, is, err);
+	/* A slab emptied (the same answer in every lane): give back what has
+	 * been empty long enough, unless another warp is at it or did lately. */
+	if (emptied)
+		gpusys_alloc_trim_lanes(dev, hp, mask, GPUSYS_TRIM_LAZY);
 }
 
 GPUSYS_FN void gpusys_alloc_copy(uint8_t *dst, const uint8_t *src, uint64_t n)
@@ -531,50 +441,105 @@ GPUSYS_FN void gpusys_alloc_calloc_lanes(const gpusys_dev_t *dev, const gpusys_h
 
 /*
  * realloc for the lanes of mask. NULL: malloc; size 0: free, NULL back.
- * Otherwise the daemon keeps the block (the new size fits it) or gives a
- * new one; the lane copies what the old block held and frees it. On error
- * ret[l] is NULL, err[l] says why and the old block is untouched.
+ * Otherwise the block stays when the new size fits it and wastes at most
+ * half of it, else the lane gets a new block, copies what the old one held
+ * and frees it. A small block is judged here, a large one by the daemon.
+ * On error ret[l] is NULL, err[l] says why and the old block is untouched.
+ *
+ * Lanes of one call want different things (a malloc, a free, a small block
+ * moved, a large one the daemon keeps or moves). Each step below is
+ * entered by every lane of mask, a lane with nothing to do in it passing a
+ * size 0 or a NULL pointer: no step is called from inside a branch that
+ * some lanes of mask skip, so each step's warp-wide operations over mask
+ * meet every lane of mask (only the daemon's requests are entered by their
+ * own lanes, with the mask that names them).
  */
 GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
 					  void *const *ptr, const uint64_t *size, void **ret, int32_t *err)
 {
-	uint32_t kind[GPUSYS_ALLOC_LANES]; /* 0 malloc, 1 free, 2 realloc */
-	uint32_t is[GPUSYS_ALLOC_LANES];
-	uint64_t zero[GPUSYS_ALLOC_LANES];
+	enum { RA_MALLOC, RA_FREE, RA_DAEMON, RA_SLAB_MOVE, RA_DONE };
+	uint32_t kind[GPUSYS_ALLOC_LANES], is[GPUSYS_ALLOC_LANES], refused[GPUSYS_ALLOC_LANES];
+	uint64_t zero[GPUSYS_ALLOC_LANES], off[GPUSYS_ALLOC_LANES], keep[GPUSYS_ALLOC_LANES];
+	uint64_t want[GPUSYS_ALLOC_LANES];
+	void *nret[GPUSYS_ALLOC_LANES], *old[GPUSYS_ALLOC_LANES];
+	int32_t nerr[GPUSYS_ALLOC_LANES];
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
-		kind[GPUSYS_LI(l)] = !ptr[GPUSYS_LI(l)] ? 0 : size[GPUSYS_LI(l)] == 0 ? 1 : 2;
+		void *p = ptr[GPUSYS_LI(l)];
+		uint64_t sz = size[GPUSYS_LI(l)];
 		ret[GPUSYS_LI(l)] = 0;
 		err[GPUSYS_LI(l)] = 0;
 		zero[GPUSYS_LI(l)] = 0;
+		refused[GPUSYS_LI(l)] = 0;
+		keep[GPUSYS_LI(l)] = 0;
+		off[GPUSYS_LI(l)] = 0;
+		kind[GPUSYS_LI(l)] = !p ? RA_MALLOC : sz == 0 ? RA_FREE : RA_DAEMON;
+		if (kind[GPUSYS_LI(l)] != RA_DAEMON)
+			continue;
+		uint32_t co = 0;
+		uint32_t to = gpusys_alloc_route(hp, p, &off[GPUSYS_LI(l)], &co);
+		if (to == GPUSYS_ALLOC_TO_REFUSED) {
+			err[GPUSYS_LI(l)] = -EFAULT;
+		} else if (to == GPUSYS_ALLOC_TO_SLAB) {
+			uint32_t cb = 0;
+			int32_t e = gpusys_slab_probe(hp, off[GPUSYS_LI(l)], co, &cb);
+			err[GPUSYS_LI(l)] = e;
+			if (!e && sz <= cb && sz > cb / 2) {
+				ret[GPUSYS_LI(l)] = p;
+				kind[GPUSYS_LI(l)] = RA_DONE;
+			} else if (!e) {
+				keep[GPUSYS_LI(l)] = cb < sz ? cb : sz;
+				kind[GPUSYS_LI(l)] = RA_SLAB_MOVE;
+			}
+		}
+		if (err[GPUSYS_LI(l)]) {
+			refused[GPUSYS_LI(l)] = 1;
+			kind[GPUSYS_LI(l)] = RA_DONE;
+		}
 	}
-	for (uint32_t k = 0; k < 2; k++) {
+	gpusys_alloc_report_lanes(dev, hp, mask, refused, err);
+
+	/* NULL pointers and small blocks that move: a new block (the others
+	 * ask for 0 bytes: nothing). */
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		uint32_t k = kind[GPUSYS_LI(l)];
+		want[GPUSYS_LI(l)] = k == RA_MALLOC || k == RA_SLAB_MOVE ? size[GPUSYS_LI(l)] : 0;
+	}
+	gpusys_alloc_malloc_lanes(dev, hp, mask, want, zero, nret, nerr);
+	GPUSYS_FOR_EACH_LANE(mask, l)
+	{
+		uint32_t k = kind[GPUSYS_LI(l)];
+		if (k == RA_MALLOC || k == RA_SLAB_MOVE) {
+			ret[GPUSYS_LI(l)] = nret[GPUSYS_LI(l)];
+			err[GPUSYS_LI(l)] = nerr[GPUSYS_LI(l)];
+		}
+		/* Moved small blocks: copy now; the old one is freed below
+		 * with the sizes 0 (a failed malloc leaves it as it was). */
+		is[GPUSYS_LI(l)] = k == RA_SLAB_MOVE && ret[GPUSYS_LI(l)] != 0;
+		if (is[GPUSYS_LI(l)])
+			gpusys_alloc_copy((uint8_t *)ret[GPUSYS_LI(l)], (const uint8_t *)ptr[GPUSYS_LI(l)],
+					  keep[GPUSYS_LI(l)]);
+		old[GPUSYS_LI(l)] = k == RA_FREE || is[GPUSYS_LI(l)] ? ptr[GPUSYS_LI(l)] : 0;
+		is[GPUSYS_LI(l)] = old[GPUSYS_LI(l)] != 0;
+	}
+	/* Sizes 0 and the old blocks of moved small ones: one free. */
+	if (gpusys_alloc_ballot(mask, is)) {
+		gpusys_alloc_free_lanes(dev, hp, mask, old, nerr);
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
-			is[GPUSYS_LI(l)] = kind[GPUSYS_LI(l)] == k;
-		}
-		uint64_t m = gpusys_alloc_ballot(mask, is);
-		if (!m)
-			continue;
-#if defined(__CUDACC__)
-		if (is[0])
-#endif
-		{
-			if (k == 0)
-				gpusys_alloc_malloc_lanes(dev, hp, m, size, zero, ret, err);
-			else
-				gpusys_alloc_free_lanes(dev, hp, m, ptr, err);
+			if (kind[GPUSYS_LI(l)] == RA_FREE)
+				err[GPUSYS_LI(l)] = nerr[GPUSYS_LI(l)];
 		}
 	}
 
+	/* Large blocks: the daemon keeps or moves them. */
 	uint32_t need[GPUSYS_ALLOC_LANES], move[GPUSYS_ALLOC_LANES];
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
-		need[GPUSYS_LI(l)] = kind[GPUSYS_LI(l)] == 2;
+		need[GPUSYS_LI(l)] = kind[GPUSYS_LI(l)] == RA_DAEMON;
 		move[GPUSYS_LI(l)] = 0;
 	}
-	void *old[GPUSYS_ALLOC_LANES];
-	int32_t ferr[GPUSYS_ALLOC_LANES];
 	for (;;) {
 		uint64_t m = gpusys_alloc_ballot(mask, need);
 		if (!m)
@@ -594,18 +559,17 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 			st[GPUSYS_LI(l)] = 0;
 			if (!(m >> l & 1u))
 				continue;
-			uint64_t off = (uint64_t)((uintptr_t)ptr[GPUSYS_LI(l)] - (uintptr_t)hp->base);
-			gpusys_alloc_req_fill(&q[GPUSYS_LI(l)], hp, mapped, off, size[GPUSYS_LI(l)], 0);
+			gpusys_alloc_req_fill(&q[GPUSYS_LI(l)], hp, mapped, off[GPUSYS_LI(l)], size[GPUSYS_LI(l)], 0);
 			in[GPUSYS_LI(l)] = &q[GPUSYS_LI(l)];
 			in_len[GPUSYS_LI(l)] = sizeof(struct gpusys_alloc_req);
 			out[GPUSYS_LI(l)] = &a[GPUSYS_LI(l)];
 			cap[GPUSYS_LI(l)] = sizeof(struct gpusys_alloc_resp);
 			a[GPUSYS_LI(l)].grant = 0;
 		}
-#if defined(__CUDACC__)
-		if (need[0])
-#endif
+		GPUSYS_ALLOC_IF_IN(m)
+		{
 			rc = gpusys_rpc(dev, GPUSYS_OP_ALLOC_REALLOC, 0, m, in, in_len, out, cap, got, st);
+		}
 		uint64_t grant = 0;
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
@@ -624,6 +588,11 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 			need[GPUSYS_LI(l)] = 0;
 			if (s) {
 				err[GPUSYS_LI(l)] = s;
+				continue;
+			}
+			if (!gpusys_alloc_large_ok(hp, a[GPUSYS_LI(l)].off, size[GPUSYS_LI(l)], mapped)) {
+				gpusys_slab_add(&hp->pool->wild_blocks, 1);
+				err[GPUSYS_LI(l)] = -EIO;
 				continue;
 			}
 			uint8_t *p = hp->base + a[GPUSYS_LI(l)].off;
@@ -658,13 +627,13 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 		}
 	}
 	/* The copies are done: free the old blocks. */
-	uint64_t mv = gpusys_alloc_ballot(mask, move);
-	if (mv) {
+	uint64_t mvd = gpusys_alloc_ballot(mask, move);
+	if (mvd) {
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
 			old[GPUSYS_LI(l)] = move[GPUSYS_LI(l)] ? ptr[GPUSYS_LI(l)] : 0;
 		}
-		gpusys_alloc_free_lanes(dev, hp, mask, old, ferr);
+		gpusys_alloc_free_lanes(dev, hp, mask, old, nerr);
 	}
 }
 

@@ -261,14 +261,15 @@ static int print_status(json_t *st)
 		if (!json_is_object(h))
 			continue;
 		if (!heading++)
-			printf("\n%6s %10s %10s %10s %10s %10s %8s %21s\n", "ID", "HEAP MiB", "LIMIT MiB", "LIVE",
-			       "MALLOCS", "FREES", "ENOMEM", "REFUSED FRG/INT/UNAL");
-		char refused[48];
+			printf("\n%6s %10s %10s %10s %10s %10s %8s %21s %10s %13s\n", "ID", "HEAP MiB", "LIMIT MiB",
+			       "LIVE", "MALLOCS", "FREES", "ENOMEM", "REFUSED FRG/INT/UNAL", "SLABS MiB", "CHUNKS GOT/BACK");
+		char refused[48], chunks[48];
 		snprintf(refused, sizeof(refused), "%lld/%lld/%lld", num(h, "refused_foreign"), num(h, "refused_interior"),
 			 num(h, "refused_unallocated"));
-		printf("%6lld %10lld %10lld %10lld %10lld %10lld %8lld %21s\n", num(c, "id"), num(h, "mapped_bytes") >> 20,
-		       num(h, "limit_bytes") >> 20, num(h, "live_blocks"), num(h, "mallocs"), num(h, "frees"),
-		       num(h, "enomem"), refused);
+		snprintf(chunks, sizeof(chunks), "%lld/%lld", num(h, "pool_chunks_got"), num(h, "pool_chunks_back"));
+		printf("%6lld %10lld %10lld %10lld %10lld %10lld %8lld %21s %10lld %13s\n", num(c, "id"),
+		       num(h, "mapped_bytes") >> 20, num(h, "limit_bytes") >> 20, num(h, "live_blocks"), num(h, "mallocs"),
+		       num(h, "frees"), num(h, "enomem"), refused, num(h, "pool_bytes") >> 20, chunks);
 	}
 	/* Bulk copies (gpusys_memcpy_*), for the clients that reported some. */
 	heading = 0;

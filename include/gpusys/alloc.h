@@ -14,9 +14,12 @@
  *   - the daemon keeps every byte of the allocator's metadata in its own
  *     memory and names blocks by their offset in the heap, never by address:
  *     it never reads or writes the heap, and the client cannot corrupt it;
- *   - the device keeps only a cache of small blocks the daemon has already
- *     handed out (refilled in batches), so most small mallocs need no round
- *     trip. Every free goes to the daemon, which checks it.
+ *   - small blocks (up to GPUSYS_SLAB_MAX, 64 KiB) are the device's: it asks
+ *     the daemon for whole pool chunks and cuts them into slabs itself
+ *     (device/alloc_slab.h), so small mallocs and frees need no round trip.
+ *     The daemon sees a pool chunk as one large block: what the device
+ *     does inside it can only affect the client's own heap. Large blocks
+ *     go to the daemon, which checks every free of them.
  *
  * Every request carries, in each lane's struct gpusys_alloc_req, the bytes
  * the client has mapped and the size of its reserved range; the daemon uses
@@ -37,6 +40,7 @@ enum gpusys_alloc_opcode {
 	GPUSYS_OP_ALLOC_FREE = 0x0401,    /* arg = off -> 0 */
 	GPUSYS_OP_ALLOC_REALLOC = 0x0402, /* arg = off, arg2 = new size -> off, size = old usable bytes */
 	GPUSYS_OP_ALLOC_STAT = 0x0403,    /* -> struct gpusys_alloc_stat (first lane only) */
+	GPUSYS_OP_ALLOC_REPORT = 0x0404,  /* arg = what the device refused (enum below) -> 0 */
 	GPUSYS_OP_ALLOC_LAST = 0x04ff,
 };
 
@@ -80,7 +84,9 @@ struct gpusys_alloc_req {
 			      closes its heap and opens another gets a fresh one
 			      (the daemon drops the old heap's metadata). Never
 			      dereferenced by the daemon. */
-	uint32_t extra;    /* MALLOC of a small block: further blocks of its class wanted (cache refill) */
+	uint32_t extra;    /* MALLOC of a small block: further blocks of its class wanted (the
+			      daemon honours it; the device, which cuts its own small
+			      blocks since issue 29, sends 0) */
 	uint32_t flags;    /* 0 */
 };
 GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_alloc_req) == 48, "alloc request layout");
@@ -109,19 +115,35 @@ GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_alloc_resp) == 64, "alloc response fit
  *   -EFAULT    FREE/REALLOC: a pointer outside the heap
  *   -ENOENT    FREE/REALLOC: a pointer to memory that is not allocated
  *              (freed already, or never handed out)
+ *   -EIO       (the device's own) MALLOC/REALLOC: the block found failed
+ *              the last check (not in a held pool chunk's slab, or past
+ *              the mapped prefix): a bug or a scribbled slab, counted
+ *              (gpusys_alloc_pool.wild_blocks) and not handed out
  * Refused frees are counted per client and in the daemon's totals. */
+
+/* ALLOC_REPORT's arg: a free of a small block the device refused, counted
+ * for gpusysctl. Only the client's own counters move. */
+enum gpusys_alloc_refusal {
+	GPUSYS_ALLOC_REFUSED_FOREIGN = 1,     /* -EFAULT: outside the heap */
+	GPUSYS_ALLOC_REFUSED_INTERIOR = 2,    /* -EINVAL: not the start of a slot */
+	GPUSYS_ALLOC_REFUSED_UNALLOCATED = 3, /* -ENOENT: its bit was clear (a double free) */
+};
 
 /* ALLOC_STAT's answer: the calling client's heap, and every heap the daemon
  * holds (tests measure a killed client's heap going away with it). */
 struct gpusys_alloc_stat {
 	uint64_t reserve, limit, grant, mapped;
-	uint64_t live_bytes;      /* bytes in live blocks, as the blocks' sizes (cached small blocks included) */
+	uint64_t live_bytes;      /* bytes in live blocks, as the blocks' sizes (a pool chunk is one) */
 	uint64_t used_bytes;      /* bytes taken from the heap: live large blocks and slabs */
 	uint64_t live_blocks;
 	uint64_t mallocs, frees, reallocs;
 	uint64_t enomem, eagain;
 	uint64_t refused_foreign, refused_interior, refused_unallocated;
 	uint64_t meta_bytes;      /* daemon memory holding this heap's metadata */
+	uint64_t pool_bytes;      /* in pool chunks the device cuts into slabs */
+	uint64_t pool_chunks_got, pool_chunks_back; /* chunks granted, chunks given back (trim) */
+	/* bad frees the device found and reported (double frees among the unallocated) */
+	uint64_t dev_refused_foreign, dev_refused_interior, dev_refused_unallocated;
 	/* daemon-wide */
 	uint64_t all_heaps, all_grant, all_meta_bytes, all_refused;
 };
@@ -138,21 +160,142 @@ struct gpusys_alloc_ctl {
 	uint64_t pad2[7];
 };
 
-/* The device's cache of one class for one warp slot (private memory). */
-#define GPUSYS_ALLOC_CACHE_CAP 62u /* entries: 256 bytes per class and slot */
-#define GPUSYS_ALLOC_CACHE_BYTES 4096u /* and at most this much memory per class and slot */
+/*
+ * Small blocks on the device (device/alloc_slab.h, docs/ALLOC.md "Slabs").
+ *
+ * The device asks gpusysd for whole pool chunks (a MALLOC of
+ * GPUSYS_ALLOC_CHUNK_BYTES aligned to itself, flags GPUSYS_ALLOC_F_POOL):
+ * to the daemon a chunk is one large block of the client's, checked and
+ * counted like any other. The device cuts it into slabs of
+ * GPUSYS_ALLOC_SLAB_BYTES (or makes it one slab, for classes above 2 KiB),
+ * one class per slab, and hands blocks out and
+ * takes them back with atomics on the slab's bitmap, with no request. All
+ * of that metadata is in the client's own memory (the slab headers inside
+ * the heap, the lists below in its private device memory): a kernel that
+ * scribbles on it can only break its own heap; the daemon never reads it.
+ */
+#define GPUSYS_ALLOC_CHUNK_BYTES GPUSYS_ALLOC_MAP_ALIGN /* 2 MiB, aligned to itself */
+/* The device's classes: the daemon's eight (16 B .. 2 KiB, slabs of 64 KiB,
+ * 32 to a chunk) and five more (4 KiB .. 64 KiB), each slab a whole chunk. */
+#define GPUSYS_SLAB_CLASSES 13u
+#define GPUSYS_SLAB_MAX (GPUSYS_ALLOC_GRANULE << (GPUSYS_SLAB_CLASSES - 1)) /* 64 KiB */
+/* SM groups that have their own current slab of a whole-chunk class: fewer
+ * than SMs, so that a GPU does not hold a chunk per SM and class. */
+#define GPUSYS_SLAB_WHOLE_GROUPS 8u
+/* chunk_of[]: a chunk that is one slab of a class above 2 KiB; a chunk
+ * trim is giving back (no slab of it may be touched) */
+#define GPUSYS_CHUNK_WHOLE 0x40000000u
+#define GPUSYS_CHUNK_GONE 0x80000000u
+#define GPUSYS_ALLOC_CHUNK_SLABS ((uint32_t)(GPUSYS_ALLOC_CHUNK_BYTES / GPUSYS_ALLOC_SLAB_BYTES))
+#define GPUSYS_ALLOC_SLAB_SHIFT 16u
+#define GPUSYS_ALLOC_CHUNK_SHIFT 21u
+GPUSYS_STATIC_ASSERT((1u << GPUSYS_ALLOC_SLAB_SHIFT) == GPUSYS_ALLOC_SLAB_BYTES, "slab shift");
+GPUSYS_STATIC_ASSERT((UINT64_C(1) << GPUSYS_ALLOC_CHUNK_SHIFT) == GPUSYS_ALLOC_CHUNK_BYTES, "chunk shift");
 
-/* How many blocks of class c a slot's cache holds at most: caches must not
- * hoard the heap (8448 warp slots on an H100 hold at most 27 KiB each). */
-GPUSYS_ABI_FN uint32_t gpusys_alloc_cache_cap(uint32_t c)
+/* How long a pool chunk stays free before trim gives it back, until the
+ * daemon says (its alloc_trim_delay_ms, with each chunk it grants). */
+#define GPUSYS_ALLOC_TRIM_DELAY_NS (UINT64_C(1000) * 1000000u)
+
+/* gpusys_alloc_req.flags */
+#define GPUSYS_ALLOC_F_POOL 1u /* MALLOC / FREE of a whole pool chunk */
+
+/* The header at the start of every slab of a pool chunk (heap memory).
+ * Each slab's ctl word is in the pool's private memory (slab_ctl[] of
+ * gpusys_heap_dev_t, one per 64 KiB of the range, never re-initialised):
+ * a warp that stalled holding an old slab number can only touch that
+ * word, never the heap, and a chunk granted again finds its words as the
+ * give-back left them (FREE, with any stale reservation still counted).
+ * ctl packs what must change together: the blocks handed out or reserved
+ * (low 32 bits), the class (bits 32-39), the state (bits 40-47) and the
+ * cut's generation (bits 48-63, one more at every cut: a free that read
+ * an older one is stale and refused). */
+enum gpusys_alloc_slab_state {
+	GPUSYS_SLAB_FREE = 0,     /* on the pool's free list (or being cut) */
+	GPUSYS_SLAB_ACTIVE = 1,   /* some SM's current slab of its class: mallocs take from it */
+	GPUSYS_SLAB_DETACHED = 2, /* was current, ran full; on no list */
+	GPUSYS_SLAB_LISTED = 3,   /* on an SM group's partial list of its class: frees made room */
+	GPUSYS_SLAB_BROKEN = 4,   /* a claim found its bitmap scribbled: frees still work, but it is never
+				     handed out from, listed or given back again (until the heap closes) */
+};
+struct gpusys_alloc_slab {
+	unsigned long long unused; /* was the ctl word: now the pool's slab_ctl[] (above) */
+	uint32_t next;           /* list link: slab number + 1, 0 ends */
+	uint32_t hint;           /* the bitmap word to look at first */
+	unsigned long long since; /* first slab of a chunk: when the whole chunk became free (ns), 0 if not */
+	/* then the bitmap: one bit per slot, the header's own slots set */
+};
+GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_alloc_slab) == 24, "slab header layout");
+#define GPUSYS_SLAB_CTL(state, cls, live) \
+	((unsigned long long)(state) << 40 | (unsigned long long)(cls) << 32 | (unsigned long long)(live))
+#define GPUSYS_SLAB_CTL_LIVE(v) ((uint32_t)(v))
+#define GPUSYS_SLAB_CTL_CLS(v) ((uint32_t)((v) >> 32) & 0xffu)
+#define GPUSYS_SLAB_CTL_STATE(v) ((uint32_t)((v) >> 40) & 0xffu)
+#define GPUSYS_SLAB_CTL_GEN(v) ((uint32_t)((v) >> 48))
+#define GPUSYS_SLAB_CTL_GEN_MASK (0xffffull << 48)
+
+/* The device's class for size bytes aligned to align, or
+ * GPUSYS_SLAB_CLASSES for a large block (the daemon's). */
+GPUSYS_ABI_FN uint32_t gpusys_slab_class_of(uint64_t size, uint64_t align)
 {
-	uint32_t n = GPUSYS_ALLOC_CACHE_BYTES / gpusys_alloc_class_bytes(c);
-	return n < GPUSYS_ALLOC_CACHE_CAP ? n : GPUSYS_ALLOC_CACHE_CAP;
+	uint64_t need = size > align ? size : align;
+	if (need > GPUSYS_SLAB_MAX)
+		return GPUSYS_SLAB_CLASSES;
+	uint32_t c = 0;
+	while (((uint64_t)GPUSYS_ALLOC_GRANULE << c) < need)
+		c++;
+	return c;
 }
-struct gpusys_alloc_cache {
-	uint32_t lock;
-	uint32_t count;
-	uint32_t block[GPUSYS_ALLOC_CACHE_CAP]; /* offsets / GPUSYS_ALLOC_GRANULE */
+
+/* A slab of class c is 64 KiB, or a whole chunk above 2 KiB. */
+GPUSYS_ABI_FN int gpusys_slab_whole(uint32_t c)
+{
+	return c >= GPUSYS_ALLOC_CLASSES;
+}
+GPUSYS_ABI_FN uint32_t gpusys_slab_bytes(uint32_t c)
+{
+	return gpusys_slab_whole(c) ? (uint32_t)GPUSYS_ALLOC_CHUNK_BYTES : GPUSYS_ALLOC_SLAB_BYTES;
+}
+
+/* Slots in a slab of class c, the first one the header leaves free, and
+ * the number of bitmap words. */
+GPUSYS_ABI_FN uint32_t gpusys_slab_slots(uint32_t c)
+{
+	return gpusys_slab_bytes(c) / gpusys_alloc_class_bytes(c);
+}
+GPUSYS_ABI_FN uint32_t gpusys_slab_words(uint32_t c)
+{
+	return (gpusys_slab_slots(c) + 63u) / 64u;
+}
+GPUSYS_ABI_FN uint32_t gpusys_slab_first(uint32_t c)
+{
+	uint32_t hdr = (uint32_t)sizeof(struct gpusys_alloc_slab) + gpusys_slab_words(c) * 8u;
+	return (hdr + gpusys_alloc_class_bytes(c) - 1) / gpusys_alloc_class_bytes(c);
+}
+GPUSYS_ABI_FN uint32_t gpusys_slab_usable(uint32_t c)
+{
+	return gpusys_slab_slots(c) - gpusys_slab_first(c);
+}
+
+/* The device's lists and counters (its private memory, one per heap). */
+struct gpusys_alloc_pool {
+	uint32_t lock;                               /* the free list and chunk_of[] */
+	uint32_t free_head;                          /* free slabs: slab number + 1 */
+	uint32_t free_slabs;
+	uint32_t chunks;                             /* pool chunks held */
+	uint32_t groups;                             /* per-SM current slabs and partial lists: groups x classes */
+	uint32_t trim_lock;                          /* one trim at a time (lists, then chunk_of) */
+	unsigned long long trim_delay_ns;            /* a free chunk older than this goes back */
+	unsigned long long chunks_got, chunks_trimmed;
+	/* Bad frees found here (also reported to gpusysd, which shows them). */
+	unsigned long long refused_foreign, refused_interior, refused_unallocated;
+	unsigned long long trim_next_ns;             /* a free that empties a slab trims from then on */
+	unsigned long long trims;                    /* trims run (for tests and figures) */
+	/* Safety nets (also reported as refused_unallocated): claims that got
+	 * a bitmap bit past their slab's blocks (a slab whose bitmap was
+	 * scribbled: skipped), and blocks refused by malloc's last check (not
+	 * inside a held pool chunk, or past pool_hi / the mapped prefix). */
+	unsigned long long corrupt_slabs, wild_blocks;
+	unsigned long long pool_hi;                  /* end (offset) of the highest chunk granted: mapped below */
 };
 
 /* What a kernel (or an emulated warp) needs to use the heap: pass by value. */
@@ -160,10 +303,27 @@ typedef struct gpusys_heap_dev {
 	uint8_t *base;                      /* the reserved range */
 	uint64_t reserve;
 	struct gpusys_alloc_ctl *ctl;       /* shared with the mapping thread */
-	struct gpusys_alloc_cache *cache;   /* cache_slots * GPUSYS_ALLOC_CLASSES entries, private */
-	int32_t *last_err;                  /* cache_slots * GPUSYS_WARP_LANES: errno of each thread's last call */
-	uint32_t cache_slots;
+	struct gpusys_alloc_pool *pool;     /* private */
+	uint32_t *chunk_of;                 /* reserve / CHUNK_BYTES: 0; 1 + free slabs of a pool chunk
+					       cut in 64 KiB slabs; GPUSYS_CHUNK_WHOLE | 1 for a whole-chunk slab */
+	uint32_t *cur;                      /* groups x classes, 4 words each: an SM's current slab + 1 and its
+					       lock, its partial list's head (slab + 1) and that list's lock */
+	unsigned long long *slab_ctl;       /* reserve / SLAB_BYTES: each slab's ctl word (private) */
+	int32_t *last_err;                  /* err_slots * GPUSYS_WARP_LANES: errno of each thread's last call */
+	uint32_t *warp_locks;               /* err_slots words: one call of a warp at a time
+					       (gpusys_alloc_warp_enter, alloc.cuh) */
+	uint32_t err_slots;
 	uint32_t pad;
 } gpusys_heap_dev_t;
+
+/* Bytes of private device memory the pool needs for a range of reserve
+ * bytes and groups SMs (struct, slab_ctl, chunk_of, cur and its locks, in
+ * that order: slab_ctl right after the struct keeps it 8-byte aligned). */
+GPUSYS_ABI_FN uint64_t gpusys_alloc_pool_bytes(uint64_t reserve, uint32_t groups)
+{
+	return sizeof(struct gpusys_alloc_pool) + (reserve / GPUSYS_ALLOC_SLAB_BYTES) * 8u +
+	       (reserve / GPUSYS_ALLOC_CHUNK_BYTES) * 4u + (uint64_t)groups * GPUSYS_SLAB_CLASSES * 16u;
+}
+GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_alloc_pool) % 8 == 0, "slab_ctl after the pool stays aligned");
 
 #endif /* GPUSYS_ALLOC_H */

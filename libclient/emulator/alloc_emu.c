@@ -3,7 +3,7 @@
  * The heap for emulated warps (include/gpusys/emulator/alloc.h): host memory
  * reserved once, opened up by a mapping thread when device code (here: an
  * emulated warp) asks for what the daemon granted. The device side is
- * device/alloc_client.h compiled for the CPU, so CI runs the same cache and
+ * device/alloc_client.h compiled for the CPU, so CI runs the same slabs and
  * requests a GPU does.
  */
 #include <errno.h>
@@ -53,38 +53,57 @@ static void *map_thread(void *arg)
 	return NULL;
 }
 
-int gpusys_emu_heap_open(uint64_t reserve, uint32_t cache_slots, struct gpusys_emu_heap **ret)
+/* The pool's private memory (alloc.h: the struct, slab_ctl[], chunk_of[], cur[]), and
+ * its pointers in hd. */
+static int pool_open(gpusys_heap_dev_t *hd, uint32_t groups)
+{
+	uint64_t bytes = gpusys_alloc_pool_bytes(hd->reserve, groups);
+	uint8_t *m = calloc(1, bytes);
+	if (!m)
+		return -ENOMEM;
+	hd->pool = (struct gpusys_alloc_pool *)m;
+	hd->slab_ctl = (unsigned long long *)(m + sizeof(struct gpusys_alloc_pool));
+	hd->chunk_of = (uint32_t *)(hd->slab_ctl + hd->reserve / GPUSYS_ALLOC_SLAB_BYTES);
+	hd->cur = hd->chunk_of + hd->reserve / GPUSYS_ALLOC_CHUNK_BYTES;
+	hd->pool->groups = groups;
+	hd->pool->trim_delay_ns = GPUSYS_ALLOC_TRIM_DELAY_NS;
+	return 0;
+}
+
+int gpusys_emu_heap_open(uint64_t reserve, uint32_t groups, struct gpusys_emu_heap **ret)
 {
 	if (!reserve)
 		reserve = UINT64_C(1) << 30;
-	if (!cache_slots)
-		cache_slots = 64;
+	if (!groups)
+		groups = 64;
 	reserve = gpusys_align_up(reserve, GPUSYS_ALLOC_MAP_ALIGN);
 	if (reserve > GPUSYS_ALLOC_MAX_RESERVE)
 		return -EINVAL;
 	struct gpusys_emu_heap *h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
-	h->hd.cache = calloc((size_t)cache_slots * GPUSYS_ALLOC_CLASSES, sizeof(struct gpusys_alloc_cache));
-	h->hd.last_err = calloc((size_t)cache_slots * GPUSYS_WARP_LANES, sizeof(int32_t));
+	h->hd.reserve = reserve;
+	int pr = pool_open(&h->hd, groups);
+	/* the lanes' last errors, then a lock word per warp slot */
+	h->hd.last_err = calloc((size_t)groups * (GPUSYS_WARP_LANES + 1), sizeof(int32_t));
 	void *base = mmap(NULL, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (!h->hd.cache || !h->hd.last_err || base == MAP_FAILED) {
+	if (pr < 0 || !h->hd.last_err || base == MAP_FAILED) {
 		int e = base == MAP_FAILED ? -errno : -ENOMEM;
 		if (base != MAP_FAILED)
 			munmap(base, reserve);
-		free(h->hd.cache);
+		free(h->hd.pool);
 		free(h->hd.last_err);
 		free(h);
 		return e;
 	}
 	h->hd.base = base;
-	h->hd.reserve = reserve;
 	h->hd.ctl = &h->ctl;
-	h->hd.cache_slots = cache_slots;
+	h->hd.err_slots = groups;
+	h->hd.warp_locks = (uint32_t *)(h->hd.last_err + (size_t)groups * GPUSYS_WARP_LANES);
 	int r = pthread_create(&h->thread, NULL, map_thread, h);
 	if (r) {
 		munmap(base, reserve);
-		free(h->hd.cache);
+		free(h->hd.pool);
 		free(h->hd.last_err);
 		free(h);
 		return -r;
@@ -100,7 +119,7 @@ void gpusys_emu_heap_close(struct gpusys_emu_heap *h)
 	atomic_store_explicit(&h->stop, true, memory_order_release);
 	pthread_join(h->thread, NULL);
 	munmap(h->hd.base, h->hd.reserve);
-	free(h->hd.cache);
+	free(h->hd.pool);
 	free(h->hd.last_err);
 	free(h);
 }
@@ -172,4 +191,14 @@ void gpusys_emu_free(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint6
 int gpusys_emu_alloc_stat(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, struct gpusys_alloc_stat *st)
 {
 	return gpusys_alloc_stat_lanes(dev, hp, 1, st);
+}
+
+int gpusys_emu_heap_trim(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp)
+{
+	return gpusys_alloc_trim_lanes(dev, hp, 1, GPUSYS_TRIM_NOW);
+}
+
+const struct gpusys_alloc_pool *gpusys_emu_heap_pool(const struct gpusys_emu_heap *h)
+{
+	return h->hd.pool;
 }

@@ -14,7 +14,8 @@
  *
  * Shared with device code, in pinned host memory mapped for the device:
  * struct gpusys_alloc_ctl (want: written by warps; mapped, failed: written
- * here). Private device memory: the warp-slot caches and last errors.
+ * here). Private device memory: the slab pool's lists and per-SM current
+ * slabs (struct gpusys_alloc_pool and its arrays), and last errors.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -38,8 +39,10 @@ struct gpusys_heap {
 	uint64_t granularity;
 	struct gpusys_alloc_ctl *ctl;   /* host view */
 	CUdeviceptr ctl_dev;            /* device view */
-	CUdeviceptr priv;               /* caches, then last errors */
-	uint32_t cache_slots;
+	CUdeviceptr priv;               /* the pool, then last errors */
+	uint64_t pool_bytes;
+	uint32_t groups;                /* SMs: each has its current slabs */
+	uint32_t err_slots;
 	uint64_t mapped;                /* the thread's own figure */
 	/* One handle per mapping, released (and unmapped) at close. */
 	CUmemGenericAllocationHandle *handles;
@@ -226,15 +229,25 @@ int gpusys_heap_open(gpusys_t *g, const struct gpusys_heap_options *o, struct gp
 
 	int sms = 0;
 	cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, h->cudev);
-	h->cache_slots = (uint32_t)(sms > 0 ? sms : 1) * 64u; /* one per (SM, warp slot): gpusys_port_hint */
-	size_t cache_bytes = (size_t)h->cache_slots * GPUSYS_ALLOC_CLASSES * sizeof(struct gpusys_alloc_cache);
-	size_t err_bytes = (size_t)h->cache_slots * GPUSYS_WARP_LANES * sizeof(int32_t);
-	if ((r = cu->cuMemAlloc(&h->priv, cache_bytes + err_bytes)) != CUDA_SUCCESS) {
+	h->groups = (uint32_t)(sms > 0 ? sms : 1);
+	h->err_slots = h->groups * 64u; /* one per (SM, warp slot): gpusys_port_hint */
+	h->pool_bytes = gpusys_align_up(gpusys_alloc_pool_bytes(h->reserve, h->groups), 16);
+	/* the lanes' last errors, then a lock word per warp slot */
+	size_t err_bytes = (size_t)h->err_slots * (GPUSYS_WARP_LANES + 1) * sizeof(int32_t);
+	if ((r = cu->cuMemAlloc(&h->priv, h->pool_bytes + err_bytes)) != CUDA_SUCCESS) {
 		h->priv = 0;
 		goto cuda_fail;
 	}
-	if ((r = cu->cuMemsetD8(h->priv, 0, cache_bytes + err_bytes)) != CUDA_SUCCESS)
+	if ((r = cu->cuMemsetD8(h->priv, 0, h->pool_bytes + err_bytes)) != CUDA_SUCCESS)
 		goto cuda_fail;
+	{
+		struct gpusys_alloc_pool po;
+		memset(&po, 0, sizeof(po));
+		po.groups = h->groups;
+		po.trim_delay_ns = GPUSYS_ALLOC_TRIM_DELAY_NS;
+		if ((r = cu->cuMemcpyHtoD(h->priv, &po, sizeof(po))) != CUDA_SUCCESS)
+			goto cuda_fail;
+	}
 
 	h->ctl = aligned_alloc(4096, 4096);
 	if (!h->ctl) {
@@ -287,10 +300,14 @@ gpusys_heap_t gpusys_heap_device(struct gpusys_heap *h)
 	t.heap.base = (uint8_t *)(uintptr_t)h->base;
 	t.heap.reserve = h->reserve;
 	t.heap.ctl = (struct gpusys_alloc_ctl *)(uintptr_t)h->ctl_dev;
-	t.heap.cache = (struct gpusys_alloc_cache *)(uintptr_t)h->priv;
-	t.heap.last_err = (int32_t *)(uintptr_t)(h->priv + (CUdeviceptr)h->cache_slots * GPUSYS_ALLOC_CLASSES *
-							     sizeof(struct gpusys_alloc_cache));
-	t.heap.cache_slots = h->cache_slots;
+	t.heap.pool = (struct gpusys_alloc_pool *)(uintptr_t)h->priv;
+	t.heap.slab_ctl = (unsigned long long *)(uintptr_t)(h->priv + sizeof(struct gpusys_alloc_pool));
+	t.heap.chunk_of = (uint32_t *)(t.heap.slab_ctl + h->reserve / GPUSYS_ALLOC_SLAB_BYTES);
+	t.heap.cur = t.heap.chunk_of + h->reserve / GPUSYS_ALLOC_CHUNK_BYTES;
+	t.heap.last_err = (int32_t *)(uintptr_t)(h->priv + h->pool_bytes);
+	t.heap.err_slots = h->err_slots;
+	t.heap.warp_locks = (uint32_t *)(uintptr_t)(h->priv + h->pool_bytes +
+						    (uint64_t)h->err_slots * GPUSYS_WARP_LANES * sizeof(int32_t));
 	return t;
 }
 

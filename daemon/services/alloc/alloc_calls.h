@@ -13,8 +13,9 @@
 struct port_call;
 struct alloc_client;
 
-/* Daemon-wide settings (alloc_limit_bytes, alloc_chunk_bytes). */
-void alloc_calls_configure(uint64_t limit, uint64_t chunk);
+/* Daemon-wide settings (alloc_limit_bytes, alloc_chunk_bytes,
+ * alloc_trim_delay_ms). */
+void alloc_calls_configure(uint64_t limit, uint64_t chunk, uint64_t trim_delay_ms);
 
 /* Per-client state: made at attach, freed (with every block of the
  * client's heap: it is the client's own memory, which the daemon never
@@ -33,5 +34,6 @@ void alloc_call_malloc(struct alloc_client *c, struct port_call *call);
 void alloc_call_free(struct alloc_client *c, struct port_call *call);
 void alloc_call_realloc(struct alloc_client *c, struct port_call *call);
 void alloc_call_stat(struct alloc_client *c, struct port_call *call);
+void alloc_call_report(struct alloc_client *c, struct port_call *call);
 
 #endif

@@ -241,6 +241,11 @@ uint64_t alloc_heap_grant(const struct alloc_heap *h)
 	return h->grant;
 }
 
+void alloc_heap_count_enomem(struct alloc_heap *h)
+{
+	h->enomem++;
+}
+
 /* Grow the grant ahead of demand: when less than a quarter of it (and less
  * than a chunk) is left, or when need more bytes would not fit. Doubling by
  * at least a chunk keeps the number of mappings (milliseconds each while a

@@ -57,6 +57,10 @@ int alloc_heap_usable(struct alloc_heap *h, uint64_t off, uint64_t *ret_size);
 
 uint64_t alloc_heap_grant(const struct alloc_heap *h);
 
+/* A malloc refused from outside the heap (the client's memory budget):
+ * counted with those refused at the limit. */
+void alloc_heap_count_enomem(struct alloc_heap *h);
+
 /* Counters and figures (the per-heap part of struct gpusys_alloc_stat). */
 void alloc_heap_stat(const struct alloc_heap *h, struct gpusys_alloc_stat *st);
 

@@ -8,6 +8,9 @@
  *   alloc_limit_bytes  per-client bound on the heap (granted bytes);
  *                      past it mallocs get NULL and ENOMEM
  *   alloc_chunk_bytes  the first grant and the least growth step
+ *   alloc_trim_delay_ms  how long a pool chunk the device cut into slabs
+ *                      stays empty before the device gives it back
+ *                      (told to the device with every chunk it gets)
  */
 #include <errno.h>
 #include <jansson.h>
@@ -21,12 +24,14 @@
 static const struct config_key settings[] = {
 	{ "alloc_limit_bytes", CONFIG_BYTES, 2 * MiB, GPUSYS_ALLOC_MAX_RESERVE, UINT64_C(4) << 30 },
 	{ "alloc_chunk_bytes", CONFIG_BYTES, 2 * MiB, UINT64_C(16) << 30, 64 * MiB },
+	{ "alloc_trim_delay_ms", CONFIG_COUNT, 1, UINT64_C(24) * 3600 * 1000, 1000 },
 	{ NULL },
 };
 
 static int alloc_start(const struct service_env *env)
 {
-	alloc_calls_configure(config_value(env->cfg, "alloc_limit_bytes"), config_value(env->cfg, "alloc_chunk_bytes"));
+	alloc_calls_configure(config_value(env->cfg, "alloc_limit_bytes"), config_value(env->cfg, "alloc_chunk_bytes"),
+			      config_value(env->cfg, "alloc_trim_delay_ms"));
 	return 0;
 }
 
@@ -51,12 +56,14 @@ HANDLER(malloc)
 HANDLER(free)
 HANDLER(realloc)
 HANDLER(stat)
+HANDLER(report)
 
 static const struct service_op ops[] = {
 	{ GPUSYS_OP_ALLOC_MALLOC, SERVICE_ON_POLLER, 0, "alloc_malloc", handle_malloc },
 	{ GPUSYS_OP_ALLOC_FREE, SERVICE_ON_POLLER, 0, "alloc_free", handle_free },
 	{ GPUSYS_OP_ALLOC_REALLOC, SERVICE_ON_POLLER, 0, "alloc_realloc", handle_realloc },
 	{ GPUSYS_OP_ALLOC_STAT, SERVICE_ON_POLLER, 0, "alloc_stat", handle_stat },
+	{ GPUSYS_OP_ALLOC_REPORT, SERVICE_ON_POLLER, 0, "alloc_report", handle_report },
 };
 
 const struct service service_alloc = {
@@ -84,10 +91,19 @@ json_t *service_alloc_client_json(void *state)
 	struct gpusys_alloc_stat st;
 	if (!state || !alloc_client_figures(state, &st))
 		return NULL;
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "limit_bytes", (json_int_t)st.limit,
-			 "granted_bytes", (json_int_t)st.grant, "mapped_bytes", (json_int_t)st.mapped, "used_bytes",
-			 (json_int_t)st.used_bytes, "live_blocks", (json_int_t)st.live_blocks, "mallocs",
-			 (json_int_t)st.mallocs, "frees", (json_int_t)st.frees, "enomem", (json_int_t)st.enomem,
-			 "refused_foreign", (json_int_t)st.refused_foreign, "refused_interior",
-			 (json_int_t)st.refused_interior, "refused_unallocated", (json_int_t)st.refused_unallocated);
+	/* refused_*: every refused free, the daemon's and the device's;
+	 * device_refused_*: the part the device found and reported (small
+	 * blocks: a double free is a bit already clear). */
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			 "limit_bytes", (json_int_t)st.limit, "granted_bytes", (json_int_t)st.grant, "mapped_bytes",
+			 (json_int_t)st.mapped, "used_bytes", (json_int_t)st.used_bytes, "live_blocks",
+			 (json_int_t)st.live_blocks, "mallocs", (json_int_t)st.mallocs, "frees", (json_int_t)st.frees,
+			 "enomem", (json_int_t)st.enomem, "refused_foreign",
+			 (json_int_t)(st.refused_foreign + st.dev_refused_foreign), "refused_interior",
+			 (json_int_t)(st.refused_interior + st.dev_refused_interior), "refused_unallocated",
+			 (json_int_t)(st.refused_unallocated + st.dev_refused_unallocated), "device_refused_foreign",
+			 (json_int_t)st.dev_refused_foreign, "device_refused_interior", (json_int_t)st.dev_refused_interior,
+			 "device_refused_unallocated", (json_int_t)st.dev_refused_unallocated, "pool_bytes",
+			 (json_int_t)st.pool_bytes, "pool_chunks_got", (json_int_t)st.pool_chunks_got,
+			 "pool_chunks_back", (json_int_t)st.pool_chunks_back);
 }

@@ -22,10 +22,10 @@ extern "C" {
 
 struct gpusys_emu_heap;
 
-/* reserve: bytes of address space (0: 1 GiB); cache_slots: warp slots with
- * a cache of small blocks (0: 64; a warp uses slot gpusys_emu_set_warp() %
- * cache_slots). Starts the mapping thread. */
-int gpusys_emu_heap_open(uint64_t reserve, uint32_t cache_slots, struct gpusys_emu_heap **ret);
+/* reserve: bytes of address space (0: 1 GiB); groups: how many "SMs" have
+ * their own current slabs (0: 64; a warp uses group gpusys_emu_set_warp() %
+ * groups). Starts the mapping thread. */
+int gpusys_emu_heap_open(uint64_t reserve, uint32_t groups, struct gpusys_emu_heap **ret);
 /* Stops the mapping thread and unmaps everything. */
 void gpusys_emu_heap_close(struct gpusys_emu_heap *h);
 const gpusys_heap_dev_t *gpusys_emu_heap_dev(const struct gpusys_emu_heap *h);
@@ -47,6 +47,11 @@ void gpusys_emu_realloc(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, ui
 			void *ret[GPUSYS_WARP_LANES], int32_t err[GPUSYS_WARP_LANES]);
 void gpusys_emu_free(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
 		     void *const ptr[GPUSYS_WARP_LANES], int32_t err[GPUSYS_WARP_LANES]);
+/* gpusys_heap_trim from an emulated warp: chunks given back, or -errno. */
+int gpusys_emu_heap_trim(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp);
+/* The device's own view of its pool (struct gpusys_alloc_pool: chunks held,
+ * free slabs, bad frees it refused). */
+const struct gpusys_alloc_pool *gpusys_emu_heap_pool(const struct gpusys_emu_heap *h);
 /* The daemon's figures for this client's heap and all heaps. */
 int gpusys_emu_alloc_stat(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, struct gpusys_alloc_stat *st);
 
