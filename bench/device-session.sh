@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# bench/device-session.sh: one device call that checks a tree after a day's
+# merges and measures what they were for, on GPU 0 (and both GPUs where the
+# machine has two), the most important first, each step with its own time
+# limit and skipped when it would end past BUDGET seconds:
+#   build     scripts/device-build (needs .debs/)
+#   suite     the gpu suite on GPU 0
+#   alloc     test_gpu_alloc without the give-back churn, gpusys-bench alloc
+#             (issue 29: pairs/s against CUDA's device malloc, the memory
+#             manager, the chunk-taking malloc's p99)
+#   streams   gpusys-bench trace --streams (one warp's 32 x 4 KiB and
+#             32 x 64 KiB ECHO, where each packet's time goes), then
+#             gpusys-bench calls (the stream rows against the NOOP; issue 27)
+#   twogpu    gpusys-bench multigpu --op file, then --op noop, with both
+#             GPUs (issue 34), on a gpusysd with the budgets of
+#             bench/device-multigpu.sh; only where there are two GPUs
+# STEPS picks some (default: all, in that order). Output under $OUT.
+#   OUT=/tmp/out bench/device-session.sh
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+STEPS=${STEPS:-"build suite alloc streams twogpu"}
+BUDGET=${BUDGET:-570}
+B=build-gpu
+D=$B/daemon/gpusysd
+t0=$SECONDS
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+# fits LIMIT: whether a step of LIMIT seconds ends within BUDGET
+fits() { (((SECONDS - t0) + $1 <= BUDGET)) || { echo "-- skipped: $2 ($1 s would pass the ${BUDGET} s budget)"; return 1; }; }
+stamp() { echo "-- $1: $((SECONDS - t0)) s"; }
+
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+ngpu=$(nvidia-smi -L | grep -c '^GPU')
+if has build; then
+	scripts/device-build > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+	stamp build
+fi
+eval "$(bash scripts/device-build --env 2>/dev/null)"
+export CUDA_VISIBLE_DEVICES=0
+
+if has suite && fits 200 suite; then
+	timeout 200 meson test -C $B --suite gpu --num-processes 1 --print-errorlogs > "$OUT/suite.log" 2>&1
+	grep -E "^ *[0-9]+/[0-9]+ |^Ok|^Fail" "$OUT/suite.log"
+	grep -E "FAIL|test_gpu_alloc: |random: " "$OUT/suite.log" | head -8
+	stamp suite
+fi
+if has alloc && fits 150 alloc; then
+	GT_ALLOC_TRIM_DELAY_MS=1000 timeout 40 $B/tests/alloc/gpu_test_gpu_alloc > "$OUT/alloc.log" 2>&1
+	echo "test_gpu_alloc, trim delay 1000 ms: rc=$?"
+	grep -E "^random|FAIL" "$OUT/alloc.log" | head -4
+	timeout 110 $B/bench/gpusys-bench alloc --daemon $D 2>&1 | grep -v "^gpusysd:" | tee "$OUT/bench-alloc.log" | tail -25
+	stamp alloc
+fi
+if has streams && fits 150 streams; then
+	timeout 45 $B/bench/gpusys-bench trace --streams --iters 200 --daemon $D 2>&1 | grep -v "^gpusysd:" |
+		tee "$OUT/trace-streams.log" | tail -20
+	timeout 100 $B/bench/gpusys-bench calls --daemon $D --iters 500 2>&1 | grep -v "^gpusysd:" |
+		tee "$OUT/calls.log" | tail -40
+	stamp streams
+fi
+if has twogpu && ((ngpu >= 2)) && fits 130 twogpu; then
+	unset CUDA_VISIBLE_DEVICES
+	run=$(mktemp -d /tmp/gpusys-s.XXXXXX)
+	printf 'client_mem_budget = 4G\nuser_mem_budget = 16G\n' > "$run.conf"
+	$D --foreground --runtime-dir "$run" --config "$run.conf" > "$OUT/daemon-two.log" 2>&1 &
+	dpid=$!
+	for _ in $(seq 100); do [[ -S $run/control.sock ]] && break; sleep 0.1; done
+	for op in file noop; do
+		timeout 60 $B/bench/gpusys-bench multigpu --op $op --runtime-dir "$run" 2>&1 | grep -v "^gpusysd:" |
+			tee -a "$OUT/multigpu.txt"
+	done
+	$B/tools/gpusysctl --runtime-dir "$run" status > "$OUT/status-two.txt" 2>&1
+	kill $dpid
+	wait $dpid
+	grep -E "workers|pollers of its own" "$OUT/daemon-two.log" | head -6
+	stamp twogpu
+fi
