@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Each GPU's own workers (issue 34): a file call that blocks on one GPU
- * holds only that GPU's workers; another GPU's file calls go on. Two
- * emulated GPUs, clients that name them by UUID, a FIFO whose writer the
+ * holds only that GPU's workers; another GPU's file calls go on, and each
+ * group's calls run on its own workers. Two emulated GPUs, clients that
+ * name them by UUID (and one that names none), a FIFO whose writer the
  * test holds.
  */
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -93,6 +95,16 @@ static int64_t f_pread(const gpusys_dev_t *d, int64_t h, void *buf, uint32_t n, 
 	uint32_t c[L] = { n };
 	int64_t o[L] = { off }, r[L];
 	gpusys_emu_file_pread(d, 1, hv, b, c, o, r);
+	return r[0];
+}
+
+static int64_t f_stat(const gpusys_dev_t *d, const char *path)
+{
+	const char *p[L] = { path };
+	int fl[L] = { 0 };
+	struct gpusys_stat st, *sp[L] = { &st };
+	int64_t r[L];
+	gpusys_emu_file_stat(d, 1, p, fl, sp, r);
 	return r[0];
 }
 
@@ -211,10 +223,178 @@ static void test_blocked_gpu_stalls_no_other(void **state)
 	fixture_finish(&f);
 }
 
+static json_t *gpu_entry(json_t *st, const char *uuid)
+{
+	json_t *g;
+	size_t i;
+	json_array_foreach(json_object_get(st, "gpus"), i, g) if (!strcmp(json_string_value(json_object_get(g, "uuid")), uuid))
+		return g;
+	return NULL;
+}
+
+/* Calls a group's workers ran (status "workers": a GPU's, or
+ * "default_workers"), summed. */
+static long long group_ran(json_t *w)
+{
+	json_t *ran = json_object_get(w, "ran"), *v;
+	size_t i;
+	long long n = 0;
+	assert_true(json_is_array(ran));
+	json_array_foreach(ran, i, v) n += json_integer_value(v);
+	return n;
+}
+
+struct ran_by {
+	long long a, b, plain;
+};
+
+static struct ran_by ran_now(struct gd *d)
+{
+	json_t *st = daemon_status(d->runtime);
+	assert_non_null(st);
+	struct ran_by r = {
+		.a = group_ran(json_object_get(gpu_entry(st, UUID_A), "workers")),
+		.b = group_ran(json_object_get(gpu_entry(st, UUID_B), "workers")),
+		.plain = group_ran(json_object_get(st, "default_workers")),
+	};
+	json_decref(st);
+	return r;
+}
+
+/* A worker counts a call once it has finished it, just after the answer:
+ * wait until the counts reach want (or 3 s), then a little longer for any
+ * count that would go past it. */
+static struct ran_by ran_settled(struct gd *d, struct ran_by want)
+{
+	long t0 = now_ms();
+	struct ran_by r;
+	do {
+		r = ran_now(d);
+		if (r.a >= want.a && r.b >= want.b && r.plain >= want.plain)
+			break;
+		usleep(5000);
+	} while (now_ms() - t0 < 3000);
+	usleep(50000);
+	return ran_now(d);
+}
+
+/* Is there a thread of pid named name? */
+static bool has_thread(pid_t pid, const char *name)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *dir = opendir(path);
+	assert_non_null(dir);
+	bool found = false;
+	struct dirent *e;
+	while (!found && (e = readdir(dir))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char comm_path[400], comm[32] = "";
+		snprintf(comm_path, sizeof(comm_path), "%s/%s/comm", path, e->d_name);
+		FILE *f = fopen(comm_path, "r");
+		if (!f)
+			continue; /* a thread that just ended */
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = 0;
+		fclose(f);
+		found = !strcmp(comm, name);
+	}
+	closedir(dir);
+	return found;
+}
+
+/* workers_per_gpu = 2: each GPU's file calls run on its own two workers
+ * (their counts in status grow by its calls exactly, the other groups'
+ * not at all), named after their GPU; status, gpusysctl and the log say
+ * how many each GPU has, and where their slots are. */
+static void test_calls_run_on_their_gpus_workers(void **state)
+{
+	(void)state;
+	struct fixture f;
+	fixture_start(&f, "emulated_gpus = " UUID_A "=alpha, " UUID_B "=beta\npollers = 1\nworkers = 1\n"
+			  "pollers_per_gpu = 1\nworkers_per_gpu = 2\n");
+	struct cl a, b, plain;
+	cl_attach(&f.d, uuid_a, &a);
+	cl_attach(&f.d, uuid_b, &b);
+	cl_attach(&f.d, NULL, &plain);
+
+	/* Slots: default poller 0, worker 1; A's poller 2, workers 3-4; B's
+	 * poller 5, workers 6-7. */
+	json_t *st = daemon_status(f.d.runtime);
+	assert_non_null(st);
+	json_t *wa = json_object_get(gpu_entry(st, UUID_A), "workers"),
+	       *wb = json_object_get(gpu_entry(st, UUID_B), "workers"), *wd = json_object_get(st, "default_workers");
+	assert_int_equal(json_integer_value(json_object_get(wa, "count")), 2);
+	assert_int_equal(json_integer_value(json_object_get(wb, "count")), 2);
+	assert_int_equal(json_integer_value(json_object_get(wd, "count")), 1);
+	assert_int_equal(json_integer_value(json_object_get(wd, "first_slot")), 1);
+	assert_int_equal(json_integer_value(json_object_get(wa, "first_slot")), 3);
+	assert_int_equal(json_integer_value(json_object_get(wb, "first_slot")), 6);
+	assert_int_equal(json_array_size(json_object_get(wa, "ran")), 2);
+	assert_non_null(json_string_value(json_object_get(wa, "cpus")));
+	assert_int_equal(json_integer_value(json_object_get(st, "workers")), 5);
+	json_t *pb = json_object_get(gpu_entry(st, UUID_B), "pollers");
+	assert_int_equal(json_integer_value(json_object_get(pb, "first_slot")), 5);
+	json_decref(st);
+
+	struct ran_by r0 = ran_now(&f.d);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(f_stat(a.dev, f.data), sizeof(struct gpusys_stat));
+	struct ran_by r1 = ran_settled(&f.d, (struct ran_by){ r0.a + 20, r0.b, r0.plain });
+	assert_int_equal(r1.a - r0.a, 20);
+	assert_int_equal(r1.b, r0.b);
+	assert_int_equal(r1.plain, r0.plain);
+
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(f_stat(b.dev, f.data), sizeof(struct gpusys_stat));
+	struct ran_by r2 = ran_settled(&f.d, (struct ran_by){ r1.a, r1.b + 10, r1.plain });
+	assert_int_equal(r2.b - r1.b, 10);
+	assert_int_equal(r2.a, r1.a);
+	assert_int_equal(r2.plain, r1.plain);
+
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(f_stat(plain.dev, f.data), sizeof(struct gpusys_stat));
+	struct ran_by r3 = ran_settled(&f.d, (struct ran_by){ r2.a, r2.b, r2.plain + 5 });
+	assert_int_equal(r3.plain - r2.plain, 5);
+	assert_int_equal(r3.a, r2.a);
+	assert_int_equal(r3.b, r2.b);
+
+	/* Named like the pollers: GPU index, then w and the worker's index. */
+	const char *names[] = { "gpusysd-g0-w0", "gpusysd-g0-w1", "gpusysd-g1-w0", "gpusysd-g1-w1", "gpusysd-work0",
+				"gpusysd-g0-p0", "gpusysd-g1-p0" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!has_thread(f.d.pid, names[i]))
+			fail_msg("gpusysd has no thread named %s", names[i]);
+	assert_false(has_thread(f.d.pid, "gpusysd-g0-w2"));
+	assert_false(has_thread(f.d.pid, "gpusysd-work1"));
+
+	/* gpusysctl's GPU table has a WORKERS column, and the log says what
+	 * each GPU got. */
+	const char *argv[] = { test_env("GPUSYSCTL_BIN"), "--runtime-dir", f.d.runtime, "status", NULL };
+	char *out = NULL, *err = NULL;
+	assert_int_equal(run_capture(argv, &out, &err), 0);
+	assert_non_null(strstr(out, "POLLERS WORKERS POLLER-CPUS"));
+	assert_non_null(strstr(out, "3 pollers, 5 workers"));
+	assert_non_null(strstr(out, "and 1 of the workers serve clients that name no GPU"));
+	free(out);
+	free(err);
+	char *log = gd_log(&f.d);
+	assert_non_null(strstr(log, "GPU " UUID_A " (alpha): 1 pollers and 2 workers of its own (progress slots 2-2 and 3-4"));
+	assert_non_null(strstr(log, "GPU " UUID_B " (beta): 1 pollers and 2 workers of its own (progress slots 5-5 and 6-7"));
+	free(log);
+
+	cl_detach(&a);
+	cl_detach(&b);
+	cl_detach(&plain);
+	fixture_finish(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_blocked_gpu_stalls_no_other),
+		cmocka_unit_test(test_calls_run_on_their_gpus_workers),
 	};
 	return cmocka_run_group_tests_name("gpu_workers", tests, NULL, NULL);
 }
