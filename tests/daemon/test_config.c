@@ -252,6 +252,35 @@ static void test_limits(void **state)
 	assert_non_null(strstr(err, "poller_cpus"));
 }
 
+/* workers_per_gpu in a file and the environment, refused with FILE:LINE
+ * like every count. */
+static void test_workers_per_gpu_file(void **state)
+{
+	struct gpusysd_config c;
+	char err[512];
+
+	(void)state;
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "workers = 2\nworkers_per_gpu = 3 # each GPU's\n", err, sizeof(err)), 0);
+	assert_int_equal(c.workers, 2);
+	assert_int_equal(c.workers_per_gpu, 3);
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "\nworkers_per_gpu = 62\n", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "test.conf:2: bad value '62' for workers_per_gpu (expected an integer 0..61)");
+	assert_int_equal(parse(&c, "workers_per_gpu = many\n", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "test.conf:1: bad value 'many' for workers_per_gpu"));
+	assert_int_equal(parse(&c, "workers_per_gpu = 1\nworkers_per_gpu = 2\n", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "test.conf:2: duplicate key 'workers_per_gpu' (first set on line 1)");
+	config_defaults(&c);
+	setenv("GPUSYSD_WORKERS_PER_GPU", "5", 1);
+	assert_int_equal(config_apply_env(&c, err, sizeof(err)), 0);
+	assert_int_equal(c.workers_per_gpu, 5);
+	setenv("GPUSYSD_WORKERS_PER_GPU", "-2", 1);
+	assert_int_equal(config_apply_env(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "GPUSYSD_WORKERS_PER_GPU"));
+	unsetenv("GPUSYSD_WORKERS_PER_GPU");
+}
+
 /* Issue 33: the text keys the daemon used to refuse only at start
  * (poller_cpus, emulated_gpus, metrics_listen, cuda_memory) are refused
  * as they are read, with FILE:LINE like every other key. */
@@ -525,6 +554,7 @@ int main(void)
 		cmocka_unit_test(test_not_a_file),
 		cmocka_unit_test(test_auto_pollers),
 		cmocka_unit_test(test_example_file),
+		cmocka_unit_test(test_workers_per_gpu_file),
 		cmocka_unit_test(test_service_keys_and_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <stdarg.h>
@@ -390,11 +391,76 @@ static void test_calls_run_on_their_gpus_workers(void **state)
 	fixture_finish(&f);
 }
 
+/* SIGTERM while GPU A's worker is blocked in a FIFO read: its pool is
+ * drained and joined like the default one (the client hung up first, so
+ * the worker gives up), and gpusysd exits 0 in time, with a handover
+ * (restart_grace_ms: A's call still in service at its end, A not handed
+ * over) or without. Under ASan, nothing leaks. */
+static void stop_with_blocked_worker(const char *extra)
+{
+	struct fixture f;
+	char config[512];
+	snprintf(config, sizeof(config),
+		 "emulated_gpus = " UUID_A "=alpha, " UUID_B "=beta\npollers = 1\nworkers = 1\n"
+		 "pollers_per_gpu = 1\n%s",
+		 extra);
+	fixture_start(&f, config);
+	int wfd = open(f.fifo, O_RDWR | O_CLOEXEC);
+	assert_true(wfd >= 0);
+	struct cl a, b;
+	cl_attach(&f.d, uuid_a, &a);
+	cl_attach(&f.d, uuid_b, &b);
+	int64_t hf = f_open(a.dev, f.fifo, O_RDONLY);
+	assert_true(hf >= 0);
+	static struct call blocked;
+	blocked = (struct call){ .dev = a.dev, .h = hf };
+	pthread_t tb;
+	assert_int_equal(pthread_create(&tb, NULL, call_main, &blocked), 0);
+	usleep(100000);
+	assert_false(atomic_load(&blocked.done));
+	assert_int_equal(f_stat(b.dev, f.data), sizeof(struct gpusys_stat)); /* B's own worker */
+
+	long ms;
+	int st = gd_stop(&f.d, &ms);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_true(call_wait(&blocked, 2000)); /* told, not left waiting */
+	pthread_join(tb, NULL);
+	assert_true(blocked.got < 0);
+	print_message("stopped in %ld ms with GPU A's worker blocked (%s): its read got %lld\n", ms,
+		      *extra ? "handover" : "no handover", (long long)blocked.got);
+	char *log = gd_log(&f.d);
+	if (*extra)
+		assert_non_null(strstr(log, "not handed over: a request was still in service"));
+	free(log);
+	close(wfd);
+	cl_detach(&a);
+	cl_detach(&b);
+	unlink(f.fifo);
+	unlink(f.data);
+	rmdir(f.dir);
+	gd_cleanup(&f.d);
+}
+
+static void test_stop_with_blocked_worker(void **state)
+{
+	(void)state;
+	stop_with_blocked_worker("");
+}
+
+static void test_handover_with_blocked_worker(void **state)
+{
+	(void)state;
+	stop_with_blocked_worker("restart_grace_ms = 300\nrestart_drain_ms = 100\n");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_blocked_gpu_stalls_no_other),
 		cmocka_unit_test(test_calls_run_on_their_gpus_workers),
+		cmocka_unit_test(test_stop_with_blocked_worker),
+		cmocka_unit_test(test_handover_with_blocked_worker),
 	};
 	return cmocka_run_group_tests_name("gpu_workers", tests, NULL, NULL);
 }
