@@ -163,19 +163,20 @@ static void pin_to_node(struct poller_group *g, bool pollers_too)
 		failed += bad;
 		pinned_workers += !bad;
 	}
-	if (pinned_pollers)
-		format_cpus(&both, g->cpus, sizeof(g->cpus));
-	if (pinned_workers)
-		format_cpus(&both, g->worker_cpus, sizeof(g->worker_cpus));
 	if (!pinned_pollers && !pinned_workers)
 		return;
+	char where[sizeof(g->cpus)];
+	format_cpus(&both, where, sizeof(where));
+	if (pinned_pollers)
+		snprintf(g->cpus, sizeof(g->cpus), "%s", where);
+	if (pinned_workers)
+		snprintf(g->worker_cpus, sizeof(g->worker_cpus), "%s", where);
 	if (pollers_too)
 		log_info("numa: GPU %s's %u pollers and %u workers on node %d's CPUs %s%s", g->gpu->uuid_text,
-			 g->count, g->workers, g->gpu->numa_node, g->worker_cpus,
-			 failed ? " (some could not be pinned)" : "");
+			 g->count, g->workers, g->gpu->numa_node, where, failed ? " (some could not be pinned)" : "");
 	else
 		log_info("numa: GPU %s's %u workers on node %d's CPUs %s (its pollers on poller_cpus)%s",
-			 g->gpu->uuid_text, g->workers, g->gpu->numa_node, g->worker_cpus,
+			 g->gpu->uuid_text, g->workers, g->gpu->numa_node, where,
 			 failed ? " (some could not be pinned)" : "");
 }
 
