@@ -24,12 +24,10 @@
 #include "daemon.h"
 #include "core/accounts.h"
 #include "core/channel.h"
-#include "core/dispatch.h"
 #include "core/gpus.h"
 #include "gpu_health.h"
 #include "handover.h"
 #include "metrics.h"
-#include "numa_spread.h"
 #include "poller_groups.h"
 #include "quotas.h"
 #include "reload.h"
@@ -40,7 +38,6 @@
 #include "util/log.h"
 #include "util/notify.h"
 #include "core/poller.h"
-#include "core/pool.h"
 #include "core/wake.h"
 
 _Static_assert(CONTROL_MAX_CONNS == CONFIG_CONTROL_MAX_CONNS, "control_conns_per_uid's bound is the total");
@@ -229,7 +226,6 @@ static void serve_hello(void *arg, int fd, const struct gpusys_hello *h, int fds
 		if (gpu->ordinal >= 0) {
 			/* Once: the table is complete now. */
 			gpu_health_watch(d);
-			numa_spread(d);
 			groups_add_gpus(d);
 		}
 	}
@@ -416,11 +412,6 @@ static int start(struct daemon *d, const char *runtime_dir)
 		log_err("%s", err);
 		return r;
 	}
-	r = pool_create(d->cfg.workers, d->cfg.pollers, dispatch_run, NULL, &d->pool);
-	if (r < 0) {
-		log_err("cannot start the worker pool: %s", strerror(-r));
-		return r;
-	}
 	r = registry_init(&d->reg, d->cfg.max_clients);
 	if (r < 0) {
 		log_err("out of memory");
@@ -490,8 +481,8 @@ static int start(struct daemon *d, const char *runtime_dir)
 	sigaddset(&hup, SIGHUP);
 	pthread_sigmask(SIG_UNBLOCK, &hup, NULL);
 
-	/* The default group's pollers and each emulated GPU's (the driver's
-	 * GPUs get theirs once a client names one). */
+	/* The default group's pollers and workers and each emulated GPU's
+	 * (the driver's GPUs get theirs once a client names one). */
 	r = groups_start(d);
 	if (r < 0)
 		return r;
@@ -504,16 +495,14 @@ static void stop(struct daemon *d)
 	notify_stopping();
 	/* A restart: drain, and leave each channel that drained in HANDOVER
 	 * for the next daemon (handover.c); it stops the pollers and the
-	 * pool. */
-	if (d->handover && d->groups && d->pool) {
+	 * workers. */
+	if (d->handover && groups_at(d, 0))
 		daemon_handover(d);
-		d->pool = NULL;
-	}
 	/* Clients first learn that nothing more will be served, so their
 	 * warps stop waiting while we wind down (a handed-over channel stays
 	 * HANDOVER). Hanging up their connections also tells a worker
 	 * blocked on a client's behalf to give up (the file service polls
-	 * the connection for that), so the pool below drains promptly. */
+	 * the connection for that), so the pools below drain promptly. */
 	registry_for_each(&d->reg, s)
 	{
 		channel_mark_stopped(&s->chan);
@@ -527,11 +516,12 @@ static void stop(struct daemon *d)
 	d->listener = NULL;
 	control_free(d->control);
 	d->control = NULL;
-	if (d->groups)
+	if (d->groups) {
 		groups_stop(d);
-	/* Runs what is queued, so every deferred call drops its reference. */
-	pool_destroy(d->pool);
-	d->pool = NULL;
+		/* Runs what is queued, so every deferred call drops its
+		 * reference, before the sessions are detached below. */
+		groups_stop_workers(d);
+	}
 	while (d->reg.head)
 		detach(d, d->reg.head, "gpusysd stopping");
 	registry_fini(&d->reg);
@@ -610,8 +600,9 @@ int daemon_run(const struct gpusysd_config *cfg, const struct gpusysd_config *as
 		/* Before the first client: the quotas fit what is left once
 		 * the daemon's own descriptors are open. */
 		quotas_start(&d->cfg, d->listener);
-		log_info("serving %s (version %s, pid %d, %u pollers, %u workers)", d->rt.dir, GPUSYS_VERSION,
-			 (int)getpid(), groups_pollers_total(d), d->cfg.workers);
+		log_info("serving %s (version %s, pid %d, %u pollers, %u workers; %u and %u of them for clients "
+			 "that name no GPU)", d->rt.dir, GPUSYS_VERSION, (int)getpid(), groups_pollers_total(d),
+			 groups_workers_total(d), d->cfg.pollers, d->cfg.workers);
 		notify_ready();
 		notify_status(0, 0);
 		if (event_base_dispatch(d->base) < 0)

@@ -17,7 +17,6 @@ struct event_base;
 struct control;
 struct control_peer;
 struct listener;
-struct pool;
 struct poller_groups;
 
 struct gpu;
@@ -39,8 +38,7 @@ struct daemon {
 	 * touched. Main thread. A hook, so that those modules need not call
 	 * back into daemon.c, which uses them. */
 	void (*fail_gpu)(struct daemon *d, struct gpu *g, const char *why);
-	struct poller_groups *groups; /* pollers: one group per GPU and a default one (poller_groups.h) */
-	struct pool *pool;
+	struct poller_groups *groups; /* pollers and workers: one group per GPU and a default one (poller_groups.h) */
 	struct registry reg;
 	struct timespec started; /* CLOCK_MONOTONIC */
 	atomic_uint_fast64_t retired_requests; /* of sessions already freed */

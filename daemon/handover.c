@@ -6,9 +6,10 @@
  * it), so only it can make a channel safe for the next one: every port must
  * end either idle or holding a request packet 0 nobody has read. In order:
  *   1. drain: no request starts; those receiving, in service or sending go
- *      on with the pollers and the pool, for up to restart_drain_ms;
- *   2. the pollers stop; calls in the pool may finish until
- *      restart_grace_ms, then the pool stops (a client still in service
+ *      on with the pollers and the pools, for up to restart_drain_ms;
+ *   2. the pollers stop; calls in the pools (every GPU's and the default
+ *      group's) may finish until restart_grace_ms, then the pools stop
+ *      (a client still in service
  *      then is lost: STOPPED, its connection hung up first so a blocked
  *      worker lets go);
  *   3. a port still receiving is refused at the client's next packet
@@ -24,7 +25,6 @@
 #include "core/channel.h"
 #include "core/later.h"
 #include "core/poller.h"
-#include "core/pool.h"
 #include "core/port_server.h"
 #include "core/registry.h"
 #include "daemon.h"
@@ -109,9 +109,9 @@ void daemon_handover(struct daemon *d)
 		nap();
 
 	/* 2. Pollers first (no step is half done after this). Calls in the
-	 * pool need nothing from their client: they may finish until
+	 * pools need nothing from their client: they may finish until
 	 * restart_grace_ms. A client whose call is still in service then is
-	 * lost, and hung up before the pool is joined so that its worker
+	 * lost, and hung up before the pools are joined so that its worker
 	 * gives up. */
 	groups_stop(d);
 	while (any_claimed(d) && now_ms() < grace_end)
@@ -124,7 +124,7 @@ void daemon_handover(struct daemon *d)
 			lost++;
 		}
 	}
-	pool_destroy(d->pool);
+	groups_stop_workers(d);
 
 	/* 3. and 4. */
 	unsigned handed = 0, aborted = 0;

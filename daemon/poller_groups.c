@@ -8,6 +8,7 @@
 
 #include "core/dispatch.h"
 #include "core/poller.h"
+#include "core/pool.h"
 #include "core/session.h"
 #include "core/wake.h"
 #include "daemon.h"
@@ -40,11 +41,31 @@ unsigned groups_auto_per_gpu(unsigned ncpu, unsigned ngpus)
 	return n ? n : 1;
 }
 
-unsigned groups_fit_per_gpu(unsigned per, unsigned gpus_left, unsigned slots_left)
+/* v within [1, hi] (hi >= 1). */
+static unsigned at_least_1(unsigned v, unsigned hi)
 {
-	if (!gpus_left || per * gpus_left <= slots_left)
-		return per;
-	return slots_left / gpus_left ? slots_left / gpus_left : 1;
+	return v < 1 ? 1 : v > hi ? hi : v;
+}
+
+struct group_size groups_fit_per_gpu(struct group_size want, bool auto_pollers, bool auto_workers,
+				     unsigned gpus_left, unsigned slots_left)
+{
+	if (!gpus_left || (want.pollers + want.workers) * gpus_left <= slots_left)
+		return want;
+	unsigned share = slots_left / gpus_left;
+	struct group_size s = want;
+	/* NOTE: a quarter for the workers: the pollers' CPU bounds a whole
+	 * GPU's NOOP and print rate, and a worker is a thread that sleeps
+	 * unless file calls come. */
+	if (auto_pollers && auto_workers) {
+		s.workers = at_least_1(share / 4, want.workers);
+		s.pollers = at_least_1(share > s.workers ? share - s.workers : 0, want.pollers);
+	} else if (auto_workers) {
+		s.workers = at_least_1(share > want.pollers ? share - want.pollers : 0, want.workers);
+	} else if (auto_pollers) {
+		s.pollers = at_least_1(share > want.workers ? share - want.workers : 0, want.pollers);
+	}
+	return s;
 }
 
 static unsigned usable_cpus(cpu_set_t *ret)
@@ -106,65 +127,107 @@ static void pin_from_list(struct daemon *d, struct poller_group *g)
 			 failed, g->count);
 }
 
-/* A GPU's pollers on its NUMA node's CPUs (those gpusysd may use), when
- * that is a choice: a known node, not every usable CPU. */
-static void pin_to_node(struct poller_group *g)
+/* The CPUs of a GPU's NUMA node that gpusysd may use, when that is a
+ * choice: a known node, not every usable CPU. */
+static bool node_cpus(const struct poller_group *g, cpu_set_t *ret)
 {
-	cpu_set_t usable, node, both;
+	cpu_set_t usable, node;
 	if (!g->gpu || g->gpu->numa_node < 0)
-		return;
+		return false;
 	usable_cpus(&usable);
 	if (cpulist_of_node(g->gpu->numa_node, &node) < 0) {
-		log_warn("numa: cannot read node %d's CPUs: GPU %s's pollers stay unpinned", g->gpu->numa_node,
+		log_warn("numa: cannot read node %d's CPUs: GPU %s's threads stay unpinned", g->gpu->numa_node,
 			 g->gpu->uuid_text);
-		return;
+		return false;
 	}
-	CPU_AND(&both, &usable, &node);
-	if (!CPU_COUNT(&both) || CPU_EQUAL(&both, &usable))
+	CPU_AND(ret, &usable, &node);
+	return CPU_COUNT(ret) && !CPU_EQUAL(ret, &usable);
+}
+
+/* A GPU's workers, and its pollers too unless poller_cpus placed them, on
+ * its NUMA node's CPUs: file calls then touch memory near the GPU that
+ * asked for them. */
+static void pin_to_node(struct poller_group *g, bool pollers_too)
+{
+	cpu_set_t both;
+	if (!node_cpus(g, &both))
 		return;
-	unsigned failed = 0;
-	for (unsigned i = 0; i < g->count; i++)
-		failed += pollers_set_affinity(g->pollers, i, &both) < 0;
-	if (failed == g->count)
+	unsigned failed = 0, pinned_pollers = 0, pinned_workers = 0;
+	for (unsigned i = 0; pollers_too && i < g->count; i++) {
+		bool bad = pollers_set_affinity(g->pollers, i, &both) < 0;
+		failed += bad;
+		pinned_pollers += !bad;
+	}
+	for (unsigned i = 0; i < g->workers; i++) {
+		bool bad = pool_set_affinity(g->pool, i, &both) < 0;
+		failed += bad;
+		pinned_workers += !bad;
+	}
+	if (!pinned_pollers && !pinned_workers)
 		return;
-	format_cpus(&both, g->cpus, sizeof(g->cpus));
-	log_info("numa: GPU %s's %u pollers on node %d's CPUs %s%s", g->gpu->uuid_text, g->count, g->gpu->numa_node,
-		 g->cpus, failed ? " (some could not be pinned)" : "");
+	char where[sizeof(g->cpus)];
+	format_cpus(&both, where, sizeof(where));
+	if (pinned_pollers)
+		snprintf(g->cpus, sizeof(g->cpus), "%s", where);
+	if (pinned_workers)
+		snprintf(g->worker_cpus, sizeof(g->worker_cpus), "%s", where);
+	if (pollers_too)
+		log_info("numa: GPU %s's %u pollers and %u workers on node %d's CPUs %s%s", g->gpu->uuid_text,
+			 g->count, g->workers, g->gpu->numa_node, where, failed ? " (some could not be pinned)" : "");
+	else
+		log_info("numa: GPU %s's %u workers on node %d's CPUs %s (its pollers on poller_cpus)%s",
+			 g->gpu->uuid_text, g->workers, g->gpu->numa_node, where,
+			 failed ? " (some could not be pinned)" : "");
 }
 
 static void group_free(struct poller_group *g)
 {
 	if (!g)
 		return;
+	/* Pollers first: none defers to the pool once they are joined. */
 	pollers_destroy(g->pollers);
+	pool_destroy(g->pool);
 	wake_destroy(g->wake);
 	free(g);
 }
 
-/* Make and start a group of count pollers at the next free slots. NULL
- * (out of memory) or a group; a group whose pollers could not be made has
- * pollers NULL and says why in error. */
-static struct poller_group *group_new(struct daemon *d, struct gpu *gpu, unsigned count)
+/* Make and start a group of size.pollers pollers and size.workers workers
+ * at the next free slots. NULL (out of memory) or a group; a group whose
+ * threads could not be made has pollers and pool NULL and says why in
+ * error. */
+static struct poller_group *group_new(struct daemon *d, struct gpu *gpu, struct group_size size)
 {
 	struct poller_groups *gs = d->groups;
 	struct poller_group *g = calloc(1, sizeof(*g));
 	if (!g)
 		return NULL;
 	g->gpu = gpu;
-	g->count = count;
+	g->count = size.pollers;
+	g->workers = size.workers;
 	snprintf(g->cpus, sizeof(g->cpus), "any");
+	snprintf(g->worker_cpus, sizeof(g->worker_cpus), "any");
 	unsigned left = gs->next_slot < THREAD_SLOTS ? THREAD_SLOTS - gs->next_slot : 0;
-	if (count > left) {
+	if (size.pollers + size.workers > left) {
 		snprintf(g->error, sizeof(g->error),
-			 "GPU %s has no pollers: its %u do not fit the %u progress slots left of %u "
-			 "(pollers %u + workers %u + other GPUs' pollers; lower pollers_per_gpu)",
-			 gpu ? gpu->uuid_text : "-", count, left, THREAD_SLOTS, d->cfg.pollers, d->cfg.workers);
+			 "GPU %s has no pollers: its %u pollers and %u workers do not fit the %u progress slots left of %u "
+			 "(pollers %u + workers %u + other GPUs' pollers and workers; lower pollers_per_gpu or "
+			 "workers_per_gpu)",
+			 gpu ? gpu->uuid_text : "-", size.pollers, size.workers, left, THREAD_SLOTS, d->cfg.pollers,
+			 d->cfg.workers);
 		log_err("%s", g->error);
 		return g;
 	}
-	int r = wake_create(&g->wake);
+	/* The pool first: the pollers defer to it from their first pass. */
+	char name[16];
+	if (gpu)
+		snprintf(name, sizeof(name), "gpusysd-g%u-w", gpu->index);
+	else
+		snprintf(name, sizeof(name), "gpusysd-work");
+	int r = pool_create(size.workers, gs->next_slot + size.pollers, name, dispatch_run, NULL, &g->pool);
+	if (r == 0)
+		r = wake_create(&g->wake);
 	struct poller_params pp = {
-		.count = count,
+		.count = size.pollers,
 		.first_slot = gs->next_slot,
 		.gpu_index = gpu ? (int)gpu->index : -1,
 		.spin_us = d->cfg.idle_spin_us,
@@ -176,7 +239,7 @@ static struct poller_group *group_new(struct daemon *d, struct gpu *gpu, unsigne
 		.wake = g->wake,
 		.chan_wake = session_wake_of_table,
 		.defer = dispatch_defer,
-		.defer_arg = d->pool,
+		.defer_arg = g->pool,
 	};
 	if (r == 0)
 		r = pollers_create(&pp, d->cfg.max_clients, &g->pollers);
@@ -186,17 +249,19 @@ static struct poller_group *group_new(struct daemon *d, struct gpu *gpu, unsigne
 	}
 	if (r < 0) {
 		g->pollers = NULL;
+		pool_destroy(g->pool); /* nothing was deferred to it */
+		g->pool = NULL;
 		snprintf(g->error, sizeof(g->error), "%s%s has no pollers: %s", gpu ? "GPU " : "",
 			 gpu ? gpu->uuid_text : "the default group", strerror(-r));
 		log_err("%s", g->error);
 		return g;
 	}
 	g->first_slot = gs->next_slot;
-	gs->next_slot += count;
-	if (strcmp(d->cfg.poller_cpus, "none"))
+	gs->next_slot += size.pollers + size.workers;
+	bool listed = strcmp(d->cfg.poller_cpus, "none");
+	if (listed)
 		pin_from_list(d, g);
-	else
-		pin_to_node(g);
+	pin_to_node(g, !listed);
 	return g;
 }
 
@@ -205,8 +270,8 @@ int groups_start(struct daemon *d)
 	d->groups = calloc(1, sizeof(*d->groups));
 	if (!d->groups)
 		return -ENOMEM;
-	/* The workers' slots follow the default group's (pool_create). */
-	struct poller_group *g = group_new(d, NULL, d->cfg.pollers);
+	struct poller_group *g =
+		group_new(d, NULL, (struct group_size){ .pollers = d->cfg.pollers, .workers = d->cfg.workers });
 	if (!g || !g->pollers) {
 		if (!g)
 			log_err("out of memory");
@@ -214,7 +279,6 @@ int groups_start(struct daemon *d)
 		return g ? -EAGAIN : -ENOMEM;
 	}
 	d->groups->g[0] = g;
-	d->groups->next_slot = d->cfg.pollers + d->cfg.workers;
 	groups_add_gpus(d);
 	return 0;
 }
@@ -224,22 +288,25 @@ void groups_add_gpus(struct daemon *d)
 	struct poller_groups *gs = d->groups;
 	cpu_set_t usable;
 	unsigned n = gpus_count(), ncpu = usable_cpus(&usable);
-	unsigned per = d->cfg.pollers_per_gpu ? d->cfg.pollers_per_gpu
-					      : groups_auto_per_gpu(ncpu, n);
+	struct group_size want = {
+		.pollers = d->cfg.pollers_per_gpu ? d->cfg.pollers_per_gpu : groups_auto_per_gpu(ncpu, n),
+		.workers = d->cfg.workers_per_gpu ? d->cfg.workers_per_gpu : d->cfg.workers,
+	};
 	for (unsigned i = 0; i < n && i < GPUS_MAX; i++) {
 		struct gpu *gpu = gpus_at(i);
 		if (gs->g[1 + i])
 			continue;
-		unsigned count = per;
-		/* Chosen, not asked for: as many as fit. */
-		if (!d->cfg.pollers_per_gpu)
-			count = groups_fit_per_gpu(per, n - i,
-						   gs->next_slot < THREAD_SLOTS ? THREAD_SLOTS - gs->next_slot : 0);
-		gs->g[1 + i] = group_new(d, gpu, count);
-		if (gs->g[1 + i] && gs->g[1 + i]->pollers)
-			log_info("GPU %s (%s): %u pollers of its own (progress slots %u-%u, CPUs %s)", gpu->uuid_text,
-				 gpu->name, count, gs->g[1 + i]->first_slot, gs->g[1 + i]->first_slot + count - 1,
-				 gs->g[1 + i]->cpus);
+		/* Chosen counts, not asked for: as many as fit. */
+		struct group_size size =
+			groups_fit_per_gpu(want, !d->cfg.pollers_per_gpu, !d->cfg.workers_per_gpu, n - i,
+					   gs->next_slot < THREAD_SLOTS ? THREAD_SLOTS - gs->next_slot : 0);
+		struct poller_group *g = gs->g[1 + i] = group_new(d, gpu, size);
+		if (g && g->pollers)
+			log_info("GPU %s (%s): %u pollers and %u workers of its own (progress slots %u-%u and %u-%u, "
+				 "pollers' CPUs %s, workers' CPUs %s)",
+				 gpu->uuid_text, gpu->name, g->count, g->workers, g->first_slot,
+				 g->first_slot + g->count - 1, g->first_slot + g->count,
+				 g->first_slot + g->count + g->workers - 1, g->cpus, g->worker_cpus);
 	}
 }
 
@@ -272,12 +339,37 @@ unsigned groups_pollers_total(struct daemon *d)
 	return n;
 }
 
+unsigned groups_workers_total(struct daemon *d)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < GPUS_MAX + 1; i++) {
+		struct poller_group *g = groups_at(d, i);
+		if (g && g->pool)
+			n += g->workers;
+	}
+	return n;
+}
+
 void groups_stop(struct daemon *d)
 {
 	for (unsigned i = 0; i < GPUS_MAX + 1; i++) {
 		struct poller_group *g = groups_at(d, i);
 		if (g && g->pollers)
 			pollers_stop(g->pollers);
+	}
+}
+
+void groups_stop_workers(struct daemon *d)
+{
+	/* NOTE: every group's pollers are joined (groups_stop) before any pool
+	 * goes, so no poller defers into a pool being destroyed; one pool at a
+	 * time is enough, as a call never waits on another group's. */
+	for (unsigned i = 0; i < GPUS_MAX + 1; i++) {
+		struct poller_group *g = groups_at(d, i);
+		if (g && g->pool) {
+			pool_destroy(g->pool);
+			g->pool = NULL;
+		}
 	}
 }
 

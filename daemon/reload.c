@@ -104,7 +104,7 @@ int daemon_reload(struct daemon *d)
 	}
 #define LATER(k) LATER_AS(#k, n.k != d->cfg_read.k)
 #define LATER_TEXT(k) LATER_AS(#k, strcmp(n.k, d->cfg_read.k))
-	LATER(pollers) LATER(pollers_per_gpu) LATER(workers) LATER(max_clients) LATER(idle_spin_us) LATER(idle_sleep_us) LATER(handshake_timeout_ms)
+	LATER(pollers) LATER(pollers_per_gpu) LATER(workers) LATER(workers_per_gpu) LATER(max_clients) LATER(idle_spin_us) LATER(idle_sleep_us) LATER(handshake_timeout_ms)
 	LATER(call_timeout_ms) LATER(stats) LATER(control_conns_per_uid) LATER(control_idle_timeout_ms)
 	LATER_AS("admin_group", n.admin_gid != d->cfg_read.admin_gid) LATER(gpu_watch)
 	LATER_TEXT(cuda_memory) LATER_TEXT(poller_cpus) LATER_TEXT(metrics_listen) LATER_TEXT(emulated_gpus)

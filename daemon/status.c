@@ -12,6 +12,7 @@
 #include "core/service.h"
 #include "core/stats.h"
 #include "core/poller.h"
+#include "core/pool.h"
 #include "daemon.h"
 #include "poller_groups.h"
 #include "services.h"
@@ -98,9 +99,9 @@ static json_t *client_json(const struct session *s)
 	return o;
 }
 
-/* A poller group (poller_groups.h): how many, which progress slots, which
- * CPUs, and each poller's served-request count (every user's requests
- * together: a count, no client named). null: g has none. */
+/* A poller group (poller_groups.h): how many pollers, which progress
+ * slots, which CPUs, and each poller's served-request count (every user's
+ * requests together: a count, no client named). null: g has none. */
 static json_t *group_json(struct daemon *d, const struct gpu *g)
 {
 	char why[8];
@@ -115,6 +116,21 @@ static json_t *group_json(struct daemon *d, const struct gpu *g)
 	}
 	return json_pack("{s:I, s:I, s:s, s:o*}", "count", (json_int_t)grp->count, "first_slot",
 			 (json_int_t)grp->first_slot, "cpus", grp->cpus, "served", served);
+}
+
+/* The same group's workers: how many, their slots and CPUs, and the calls
+ * each ran (daemon-wide, as above). null: g has none (or they stopped). */
+static json_t *group_workers_json(struct daemon *d, const struct gpu *g)
+{
+	char why[8];
+	struct poller_group *grp = groups_of(d, g, why, sizeof(why));
+	if (!grp || !grp->pool)
+		return json_null();
+	json_t *ran = json_array();
+	for (unsigned i = 0; ran && i < grp->workers; i++)
+		json_array_append_new(ran, json_integer((json_int_t)pool_ran(grp->pool, i)));
+	return json_pack("{s:I, s:I, s:s, s:o*}", "count", (json_int_t)grp->workers, "first_slot",
+			 (json_int_t)pool_first_slot(grp->pool), "cpus", grp->worker_cpus, "ran", ran);
 }
 
 /* The GPUs the daemon knows (those clients named, and emulated ones), with
@@ -141,8 +157,10 @@ static json_t *gpus_json(struct daemon *d, const struct control_peer *who)
 						     "emulated", g->ordinal < 0, "failed", g->failed, "failure",
 						     g->failed ? g->failure : NULL, "clients", clients, "ports", ports,
 						     "ports_in_use", busy);
-		if (o)
+		if (o) {
 			json_object_set_new(o, "pollers", group_json(d, g));
+			json_object_set_new(o, "workers", group_workers_json(d, g));
+		}
 		json_array_append_new(arr, o);
 	}
 	return arr;
@@ -171,7 +189,7 @@ json_t *daemon_status_json(void *arg, const struct control_peer *who)
 			 "uptime_s", (json_int_t)seconds_since(&d->started),
 			 "runtime_dir", d->rt.dir,
 			 "pollers", (json_int_t)groups_pollers_total(d),
-			 "workers", (json_int_t)d->cfg.workers,
+			 "workers", (json_int_t)groups_workers_total(d),
 			 "clients", clients,
 			 "requests_served", (json_int_t)daemon_requests_served(d),
 			 "clients_attached", (json_int_t)shown,
@@ -186,6 +204,7 @@ json_t *daemon_status_json(void *arg, const struct control_peer *who)
 		json_object_set_new(st, "gpus", gpus_json(d, who));
 		/* Clients that name no GPU: the default group. */
 		json_object_set_new(st, "default_pollers", group_json(d, NULL));
+		json_object_set_new(st, "default_workers", group_workers_json(d, NULL));
 	}
 	return st;
 }

@@ -206,16 +206,20 @@ static int print_status(json_t *st)
 	       num(st, "pollers") == 1 ? "" : "s", num(st, "workers"), num(st, "workers") == 1 ? "" : "s",
 	       num(st, "clients_attached"), num(st, "clients_attached") == 1 ? "" : "s",
 	       own ? " (yours; others' are not shown)" : "", num(st, "requests_served"));
-	/* Clients that name no GPU have pollers of their own too. */
-	json_t *dp = json_object_get(st, "default_pollers");
-	if (json_is_object(dp))
-		printf("%lld of the pollers serve clients that name no GPU (CPUs %s), the others their own GPU's\n", num(dp, "count"),
-		       str(dp, "cpus"));
+	/* Clients that name no GPU have pollers and workers of their own too. */
+	json_t *dp = json_object_get(st, "default_pollers"), *dw = json_object_get(st, "default_workers");
+	if (json_is_object(dp) && json_is_object(dw))
+		printf("%lld of the pollers (CPUs %s) and %lld of the workers serve clients that name no GPU, the others "
+		       "their own GPU's\n",
+		       num(dp, "count"), str(dp, "cpus"), num(dw, "count"));
+	else if (json_is_object(dp)) /* a daemon from before per-GPU workers */
+		printf("%lld of the pollers serve clients that name no GPU (CPUs %s), the others their own GPU's\n",
+		       num(dp, "count"), str(dp, "cpus"));
 	/* GPUs by the daemon's index; clients name theirs by UUID. */
 	json_t *gpus = json_object_get(st, "gpus"), *g;
 	if (json_array_size(gpus)) {
-		printf("\n%4s %-40s %-24s %-13s %4s %7s %6s %6s %7s %-12s %s\n", "GPU", "UUID", "NAME", "PCI", "NUMA",
-		       "CLIENTS", "PORTS", "IN-USE", "POLLERS", "POLLER-CPUS", "STATE");
+		printf("\n%4s %-40s %-24s %-13s %4s %7s %6s %6s %7s %7s %-12s %s\n", "GPU", "UUID", "NAME", "PCI", "NUMA",
+		       "CLIENTS", "PORTS", "IN-USE", "POLLERS", "WORKERS", "POLLER-CPUS", "STATE");
 		json_array_foreach(gpus, i, g)
 		{
 			char numa[16] = "-";
@@ -224,14 +228,19 @@ static int print_status(json_t *st)
 			const char *state = json_is_true(json_object_get(g, "failed")) ? "failed: "
 					    : json_is_true(json_object_get(g, "emulated")) ? "emulated"
 											     : "ok";
-			/* Its own pollers (issue 34); none: its clients are refused. */
-			json_t *pg = json_object_get(g, "pollers");
-			char np[16] = "none";
+			/* Its own pollers and workers (issue 34); none: its
+			 * clients are refused. */
+			json_t *pg = json_object_get(g, "pollers"), *wg = json_object_get(g, "workers");
+			char np[16] = "none", nw[16] = "none";
 			if (json_is_object(pg))
 				snprintf(np, sizeof(np), "%lld", num(pg, "count"));
-			printf("%4lld %-40s %-24.24s %-13s %4s %7lld %6lld %6lld %7s %-12s %s%s\n", num(g, "index"),
+			if (json_is_object(wg))
+				snprintf(nw, sizeof(nw), "%lld", num(wg, "count"));
+			else if (!wg) /* a daemon from before per-GPU workers */
+				snprintf(nw, sizeof(nw), "-");
+			printf("%4lld %-40s %-24.24s %-13s %4s %7lld %6lld %6lld %7s %7s %-12s %s%s\n", num(g, "index"),
 			       str(g, "uuid"), str(g, "name"), *str(g, "pci_bus_id") ? str(g, "pci_bus_id") : "-", numa,
-			       num(g, "clients"), num(g, "ports"), num(g, "ports_in_use"), np,
+			       num(g, "clients"), num(g, "ports"), num(g, "ports_in_use"), np, nw,
 			       json_is_object(pg) ? str(pg, "cpus") : "-", state,
 			       json_is_true(json_object_get(g, "failed")) ? str(g, "failure") : "");
 		}

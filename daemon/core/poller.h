@@ -44,8 +44,8 @@ int pollers_start(struct pollers *ps);
 void pollers_stop(struct pollers *ps);
 void pollers_destroy(struct pollers *ps);
 
-/* Pin poller i to the CPUs of set (the GPUs' NUMA nodes, numa_spread.c).
- * 0 or -errno. */
+/* Pin poller i to the CPUs of set (poller_cpus, or its GPU's NUMA node:
+ * poller_groups.c). 0 or -errno. */
 int pollers_set_affinity(struct pollers *ps, unsigned i, const cpu_set_t *set);
 unsigned pollers_count(const struct pollers *ps);
 /* Poller i's progress slot. */

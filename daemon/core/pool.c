@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +27,8 @@
 struct worker {
 	struct pool *pool;
 	pthread_t thread;
-	unsigned slot;
+	unsigned slot, index;
+	atomic_uint_fast64_t ran; /* written by this worker only; read by status */
 };
 
 struct pool {
@@ -39,6 +41,7 @@ struct pool {
 	bool stop;
 	pool_run_fn run;
 	void *arg;
+	char name[16]; /* thread name prefix: NAME<index>, cut to 15 characters */
 	unsigned nworkers;
 	struct worker workers[];
 };
@@ -47,9 +50,10 @@ static void *worker_main(void *w_)
 {
 	struct worker *w = w_;
 	struct pool *p = w->pool;
-	char name[16];
+	char name[32];
 
-	snprintf(name, sizeof(name), "gpusysd-work%u", w->slot);
+	snprintf(name, sizeof(name), "%s%u", p->name, w->index);
+	name[15] = 0; /* the most a thread name holds */
 	pthread_setname_np(pthread_self(), name);
 	pthread_mutex_lock(&p->mu);
 	/* Start-up barrier: pool_create returns once every worker is here. */
@@ -68,13 +72,16 @@ static void *worker_main(void *w_)
 		p->len--;
 		pthread_mutex_unlock(&p->mu);
 		p->run(call, w->slot, p->arg);
+		atomic_store_explicit(&w->ran, atomic_load_explicit(&w->ran, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
 		pthread_mutex_lock(&p->mu);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
 }
 
-int pool_create(unsigned nworkers, unsigned first_slot, pool_run_fn run, void *arg, struct pool **ret)
+int pool_create(unsigned nworkers, unsigned first_slot, const char *name, pool_run_fn run, void *arg,
+		struct pool **ret)
 {
 	struct pool *p;
 	unsigned started = 0;
@@ -87,12 +94,15 @@ int pool_create(unsigned nworkers, unsigned first_slot, pool_run_fn run, void *a
 		return -ENOMEM;
 	p->run = run;
 	p->arg = arg;
+	snprintf(p->name, sizeof(p->name), "%s", name);
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
 	for (; started < nworkers; started++) {
 		struct worker *w = &p->workers[started];
 		w->pool = p;
 		w->slot = first_slot + started;
+		w->index = started;
+		atomic_init(&w->ran, 0);
 		r = -pthread_create(&w->thread, NULL, worker_main, w);
 		if (r < 0) {
 			log_err("cannot start worker thread %u: %s", started, strerror(-r));
@@ -186,4 +196,14 @@ int pool_set_affinity(struct pool *p, unsigned i, const cpu_set_t *set)
 unsigned pool_workers(const struct pool *p)
 {
 	return p->nworkers;
+}
+
+unsigned pool_first_slot(const struct pool *p)
+{
+	return p->workers[0].slot;
+}
+
+uint64_t pool_ran(struct pool *p, unsigned i)
+{
+	return i < p->nworkers ? atomic_load_explicit(&p->workers[i].ran, memory_order_relaxed) : 0;
 }

@@ -41,6 +41,7 @@ static const struct key_spec core_keys[] = {
 	U(pollers, VAL_COUNT, 0, GPUSYS_PROGRESS_SLOTS - 1),
 	U(workers, VAL_COUNT, 1, GPUSYS_PROGRESS_SLOTS - 1),
 	U(pollers_per_gpu, VAL_COUNT, 0, GPUSYS_PROGRESS_SLOTS - 3),
+	U(workers_per_gpu, VAL_COUNT, 0, GPUSYS_PROGRESS_SLOTS - 3),
 	U(max_clients, VAL_COUNT, 1, 65536),
 	U(max_ports, VAL_COUNT, GPUSYS_MIN_PORTS, GPUSYS_MAX_PORTS),
 	U64(channel_bulk_bytes, VAL_BYTES, 0, UINT64_C(1) << 34),
@@ -531,18 +532,27 @@ int config_check(const struct gpusysd_config *cfg, char *err, size_t errlen)
 			 cfg->pollers, cfg->workers, GPUSYS_PROGRESS_SLOTS - 1);
 		return -EINVAL;
 	}
-	/* Each GPU's pollers have slots of their own too (poller_groups.h).
-	 * The GPUs known here are the emulated ones; a host's real GPUs are
-	 * counted when the driver shows them, and a GPU whose pollers do not
-	 * fit then has none (its clients are refused, saying why). */
+	/* Each GPU's pollers and workers have slots of their own too
+	 * (poller_groups.h). The GPUs known here are the emulated ones; a
+	 * host's real GPUs are counted when the driver shows them, and a GPU
+	 * whose group does not fit then has none (its clients are refused,
+	 * saying why). Automatic counts shrink to fit, to 1 each at least:
+	 * only counts asked for can be judged here. */
 	unsigned ngpus = emulated_count(cfg->emulated_gpus);
-	if (cfg->pollers_per_gpu &&
-	    cfg->pollers + cfg->workers + cfg->pollers_per_gpu * (ngpus ? ngpus : 1) > GPUSYS_PROGRESS_SLOTS - 1) {
+	unsigned ppg = cfg->pollers_per_gpu ? cfg->pollers_per_gpu : 1;
+	unsigned wpg = cfg->workers_per_gpu ? cfg->workers_per_gpu : 1;
+	if ((cfg->pollers_per_gpu || cfg->workers_per_gpu) &&
+	    cfg->pollers + cfg->workers + (ppg + wpg) * (ngpus ? ngpus : 1) > GPUSYS_PROGRESS_SLOTS - 1) {
+		char p[32] = "automatic, at least 1", w[32] = "automatic, at least 1";
+		if (cfg->pollers_per_gpu)
+			snprintf(p, sizeof(p), "%u", ppg);
+		if (cfg->workers_per_gpu)
+			snprintf(w, sizeof(w), "%u", wpg);
 		snprintf(err, errlen,
-			 "pollers_per_gpu = %u: pollers (%u) + workers (%u) + %u x %u GPU%s exceed the %u progress slots "
-			 "(one more is for calls that complete later)",
-			 cfg->pollers_per_gpu, cfg->pollers, cfg->workers, cfg->pollers_per_gpu, ngpus ? ngpus : 1,
-			 ngpus > 1 ? "s" : "", GPUSYS_PROGRESS_SLOTS - 1);
+			 "pollers (%u) + workers (%u) + %u GPU%s x (pollers_per_gpu = %s + workers_per_gpu = %s) "
+			 "exceed the %u progress slots (one more is for calls that complete later)",
+			 cfg->pollers, cfg->workers, ngpus ? ngpus : 1, ngpus > 1 ? "s" : "", p, w,
+			 GPUSYS_PROGRESS_SLOTS - 1);
 		return -EINVAL;
 	}
 	if (strcmp(cfg->cuda_memory, "memfd") && strcmp(cfg->cuda_memory, "vmm")) {

@@ -31,7 +31,8 @@ struct config_key {
 struct gpusysd_config {
 	unsigned pollers;              /* 0: chosen from the CPU count; the group of clients that name no GPU */
 	unsigned pollers_per_gpu;      /* each GPU's own pollers; 0: from the CPUs and GPUs, at most pollers */
-	unsigned workers;
+	unsigned workers;              /* the default group's workers (file calls of clients that name no GPU) */
+	unsigned workers_per_gpu;      /* each GPU's own workers; 0: as many as workers */
 	unsigned max_clients;
 	unsigned max_ports;            /* per client */
 	uint64_t channel_bulk_bytes;   /* upper bound on a client's bulk area */

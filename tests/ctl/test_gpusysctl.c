@@ -126,6 +126,11 @@ static void test_status_json(void **state)
 	assert_int_equal(json_integer_value(json_object_get(j, "pid")), d.pid);
 	assert_int_equal(json_integer_value(json_object_get(j, "pollers")), 1);
 	assert_int_equal(json_integer_value(json_object_get(j, "workers")), 2);
+	/* No GPU: every worker is the default group's, after its poller. */
+	json_t *dw = json_object_get(j, "default_workers");
+	assert_int_equal(json_integer_value(json_object_get(dw, "count")), 2);
+	assert_int_equal(json_integer_value(json_object_get(dw, "first_slot")), 1);
+	assert_int_equal(json_array_size(json_object_get(dw, "ran")), 2);
 	assert_int_equal(json_integer_value(json_object_get(j, "clients_attached")), 1);
 	assert_int_equal(json_integer_value(json_object_get(j, "requests_served")), 250);
 	assert_true(json_is_string(json_object_get(j, "version")));

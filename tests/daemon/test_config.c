@@ -187,30 +187,54 @@ static void test_limits(void **state)
 	c.workers = 32;
 	assert_int_equal(config_check(&c, err, sizeof(err)), -EINVAL);
 
-	/* pollers_per_gpu (issue 34): each GPU's own pollers take slots too:
-	 * pollers + workers + pollers_per_gpu x GPUs (the emulated ones, at
-	 * least one) <= 63, refused with the numbers; 0 (auto) always fits. */
+	/* pollers_per_gpu and workers_per_gpu (issue 34): each GPU's own
+	 * pollers and workers take slots too: pollers + workers + GPUs x
+	 * (pollers_per_gpu + workers_per_gpu) (the emulated GPUs, at least
+	 * one) <= 63, refused with the numbers. An automatic count (0) shrinks
+	 * to fit, to 1 at least: both automatic always pass. */
 	config_defaults(&c);
 	assert_int_equal(c.pollers_per_gpu, 0);
+	assert_int_equal(c.workers_per_gpu, 0);
 	assert_int_equal(config_set(&c, "pollers_per_gpu", "63", err, sizeof(err)), -EINVAL);
 	assert_int_equal(config_set(&c, "pollers_per_gpu", "-1", err, sizeof(err)), -EINVAL);
 	c.pollers = 8;
 	c.workers = 4;
+	assert_int_equal(config_set(&c, "pollers_per_gpu", "50", err, sizeof(err)), 0);
+	assert_int_equal(config_check(&c, err, sizeof(err)), 0); /* 8 + 4 + 1 x (50 + 1) = 63 */
 	assert_int_equal(config_set(&c, "pollers_per_gpu", "51", err, sizeof(err)), 0);
-	assert_int_equal(config_check(&c, err, sizeof(err)), 0); /* 8 + 4 + 51 x 1 = 63 */
-	assert_int_equal(config_set(&c, "pollers_per_gpu", "52", err, sizeof(err)), 0);
 	assert_int_equal(config_check(&c, err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "pollers_per_gpu = 52"));
+	assert_non_null(strstr(err, "pollers_per_gpu = 51 + workers_per_gpu = automatic, at least 1"));
 	assert_non_null(strstr(err, "63 progress slots"));
 	assert_int_equal(config_set(&c, "emulated_gpus", "GPU-0a0a0a0a-1111-2222-3333-444444444444=a, "
 							  "GPU-0b0b0b0b-5555-6666-7777-888888888888=b", err, sizeof(err)), 0);
-	assert_int_equal(config_set(&c, "pollers_per_gpu", "26", err, sizeof(err)), 0);
-	assert_int_equal(config_check(&c, err, sizeof(err)), -EINVAL); /* 8 + 4 + 2 x 26 = 64 */
-	assert_non_null(strstr(err, "26 x 2 GPUs"));
 	assert_int_equal(config_set(&c, "pollers_per_gpu", "25", err, sizeof(err)), 0);
+	assert_int_equal(config_check(&c, err, sizeof(err)), -EINVAL); /* 8 + 4 + 2 x (25 + 1) = 64 */
+	assert_non_null(strstr(err, "2 GPUs x (pollers_per_gpu = 25"));
+	assert_int_equal(config_set(&c, "pollers_per_gpu", "24", err, sizeof(err)), 0);
 	assert_int_equal(config_check(&c, err, sizeof(err)), 0);
 	assert_int_equal(config_set(&c, "pollers_per_gpu", "0", err, sizeof(err)), 0);
 	assert_int_equal(config_check(&c, err, sizeof(err)), 0);
+
+	/* workers_per_gpu: 0 (as many as workers) .. 61, a count like the
+	 * others; too many for the slots with two GPUs, with either per-GPU
+	 * count asked for. */
+	assert_int_equal(config_set(&c, "workers_per_gpu", "62", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "workers_per_gpu"));
+	assert_int_equal(config_set(&c, "workers_per_gpu", "-1", err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_set(&c, "workers_per_gpu", "two", err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_set(&c, "workers_per_gpu", "1k", err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_set(&c, "workers_per_gpu", "24", err, sizeof(err)), 0);
+	assert_int_equal(c.workers_per_gpu, 24);
+	assert_int_equal(config_check(&c, err, sizeof(err)), 0); /* 8 + 4 + 2 x (1 + 24) = 62 */
+	assert_int_equal(config_set(&c, "workers_per_gpu", "25", err, sizeof(err)), 0);
+	assert_int_equal(config_check(&c, err, sizeof(err)), -EINVAL); /* 8 + 4 + 2 x (1 + 25) = 64 */
+	assert_non_null(strstr(err, "pollers_per_gpu = automatic, at least 1 + workers_per_gpu = 25"));
+	assert_int_equal(config_set(&c, "pollers_per_gpu", "2", err, sizeof(err)), 0);
+	assert_int_equal(config_set(&c, "workers_per_gpu", "23", err, sizeof(err)), 0);
+	assert_int_equal(config_check(&c, err, sizeof(err)), 0); /* 8 + 4 + 2 x (2 + 23) = 62 */
+	assert_int_equal(config_set(&c, "workers_per_gpu", "24", err, sizeof(err)), 0);
+	assert_int_equal(config_check(&c, err, sizeof(err)), -EINVAL); /* 64 */
+	assert_non_null(strstr(err, "2 GPUs x (pollers_per_gpu = 2 + workers_per_gpu = 24)"));
 
 	/* poller_cpus: a CPU list or none; checked, not just stored. */
 	config_defaults(&c);
@@ -226,6 +250,35 @@ static void test_limits(void **state)
 	snprintf(c.poller_cpus, sizeof(c.poller_cpus), "two");
 	assert_int_equal(config_check(&c, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "poller_cpus"));
+}
+
+/* workers_per_gpu in a file and the environment, refused with FILE:LINE
+ * like every count. */
+static void test_workers_per_gpu_file(void **state)
+{
+	struct gpusysd_config c;
+	char err[512];
+
+	(void)state;
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "workers = 2\nworkers_per_gpu = 3 # each GPU's\n", err, sizeof(err)), 0);
+	assert_int_equal(c.workers, 2);
+	assert_int_equal(c.workers_per_gpu, 3);
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "\nworkers_per_gpu = 62\n", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "test.conf:2: bad value '62' for workers_per_gpu (expected an integer 0..61)");
+	assert_int_equal(parse(&c, "workers_per_gpu = many\n", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "test.conf:1: bad value 'many' for workers_per_gpu"));
+	assert_int_equal(parse(&c, "workers_per_gpu = 1\nworkers_per_gpu = 2\n", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "test.conf:2: duplicate key 'workers_per_gpu' (first set on line 1)");
+	config_defaults(&c);
+	setenv("GPUSYSD_WORKERS_PER_GPU", "5", 1);
+	assert_int_equal(config_apply_env(&c, err, sizeof(err)), 0);
+	assert_int_equal(c.workers_per_gpu, 5);
+	setenv("GPUSYSD_WORKERS_PER_GPU", "-2", 1);
+	assert_int_equal(config_apply_env(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "GPUSYSD_WORKERS_PER_GPU"));
+	unsetenv("GPUSYSD_WORKERS_PER_GPU");
 }
 
 /* Issue 33: the text keys the daemon used to refuse only at start
@@ -501,6 +554,7 @@ int main(void)
 		cmocka_unit_test(test_not_a_file),
 		cmocka_unit_test(test_auto_pollers),
 		cmocka_unit_test(test_example_file),
+		cmocka_unit_test(test_workers_per_gpu_file),
 		cmocka_unit_test(test_service_keys_and_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* CPU lists as sysfs writes them (numa_spread.c pins threads with them). */
+/* CPU lists as sysfs writes them (poller_groups.c pins threads with them). */
 #include <errno.h>
 #include <sched.h>
 

@@ -220,10 +220,18 @@ static void test_pollers_per_gpu(void **state)
 	assert_int_equal(json_integer_value(json_object_get(pb, "count")), 2);
 	assert_int_equal(json_integer_value(json_object_get(pd, "count")), 1);
 	assert_int_equal(json_integer_value(json_object_get(st, "pollers")), 5);
-	/* Slots: default [0,1), workers [1,5), then A's [5,7), B's [7,9). */
+	/* Slots: the default group's pollers [0,1) and workers [1,5), then
+	 * A's pollers [5,7) and workers [7,11) (workers_per_gpu 0: as many
+	 * as workers), B's [11,13) and [13,17). */
 	assert_int_equal(json_integer_value(json_object_get(pd, "first_slot")), 0);
 	assert_int_equal(json_integer_value(json_object_get(pa, "first_slot")), 1 + 4);
-	assert_int_equal(json_integer_value(json_object_get(pb, "first_slot")), 1 + 4 + 2);
+	assert_int_equal(json_integer_value(json_object_get(pb, "first_slot")), 1 + 4 + 2 + 4);
+	json_t *wa = json_object_get(gpu_entry(st, UUID_A), "workers"), *wd = json_object_get(st, "default_workers");
+	assert_int_equal(json_integer_value(json_object_get(wa, "count")), 4);
+	assert_int_equal(json_integer_value(json_object_get(wa, "first_slot")), 1 + 4 + 2);
+	assert_int_equal(json_integer_value(json_object_get(wd, "count")), 4);
+	assert_int_equal(json_integer_value(json_object_get(wd, "first_slot")), 1);
+	assert_int_equal(json_integer_value(json_object_get(st, "workers")), 12);
 	assert_non_null(json_string_value(json_object_get(pa, "cpus")));
 	json_decref(st);
 
@@ -265,7 +273,7 @@ static void test_pollers_per_gpu(void **state)
 			on_a++;
 		} else {
 			assert_string_equal(gpu, UUID_B);
-			assert_int_equal(slot, 7 + json_integer_value(json_object_get(p, "group_index")));
+			assert_int_equal(slot, 11 + json_integer_value(json_object_get(p, "group_index")));
 			on_b++;
 		}
 	}
@@ -278,9 +286,9 @@ static void test_pollers_per_gpu(void **state)
 	const char *argv[] = { test_env("GPUSYSCTL_BIN"), "--runtime-dir", f->d.runtime, "status", NULL };
 	char *out = NULL, *err = NULL;
 	assert_int_equal(run_capture(argv, &out, &err), 0);
-	assert_non_null(strstr(out, "POLLERS"));
-	assert_non_null(strstr(out, "5 pollers"));
-	assert_non_null(strstr(out, "1 of the pollers serve clients that name no GPU"));
+	assert_non_null(strstr(out, "POLLERS WORKERS"));
+	assert_non_null(strstr(out, "5 pollers, 12 workers"));
+	assert_non_null(strstr(out, "1 of the pollers (CPUs any) and 4 of the workers serve clients that name no GPU"));
 	free(out);
 	free(err);
 	const char *argv2[] = { test_env("GPUSYSCTL_BIN"), "--runtime-dir", f->d.runtime, "pollers", NULL };

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Poller groups' automatic count per GPU (pollers_per_gpu = 0): the CPUs'
- * share per GPU, at most pollers, and what still fits the progress slots. */
+/* Poller groups' automatic counts per GPU (pollers_per_gpu = 0,
+ * workers_per_gpu = 0): the CPUs' share per GPU, and what still fits the
+ * progress slots. */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
@@ -26,22 +29,41 @@ static void test_auto_per_gpu(void **state)
 	assert_int_equal(groups_auto_per_gpu(8, 0), 6);
 }
 
+/* fit(p, w, auto_p, auto_w, gpus, slots) as "pollers,workers". */
+static const char *fit(unsigned p, unsigned w, bool ap, bool aw, unsigned gpus, unsigned slots)
+{
+	static char buf[32];
+	struct group_size s = groups_fit_per_gpu((struct group_size){ p, w }, ap, aw, gpus, slots);
+	snprintf(buf, sizeof(buf), "%u,%u", s.pollers, s.workers);
+	return buf;
+}
+
 static void test_fit_per_gpu(void **state)
 {
 	(void)state;
-	/* All fit: unchanged. */
-	assert_int_equal(groups_fit_per_gpu(4, 2, 8), 4);
-	assert_int_equal(groups_fit_per_gpu(4, 2, 50), 4);
-	/* Too few slots: an even share of those left. */
-	assert_int_equal(groups_fit_per_gpu(8, 2, 9), 4);
-	assert_int_equal(groups_fit_per_gpu(8, 3, 10), 3);
-	assert_int_equal(groups_fit_per_gpu(8, 8, 16), 2);
-	/* Fewer slots than GPUs, or none: 1, which then does not fit (the GPU
-	 * has no pollers and its clients are told why), never 0. */
-	assert_int_equal(groups_fit_per_gpu(8, 4, 3), 1);
-	assert_int_equal(groups_fit_per_gpu(8, 2, 0), 1);
+	/* All fit: unchanged, automatic or not. */
+	assert_string_equal(fit(4, 4, true, true, 2, 16), "4,4");
+	assert_string_equal(fit(4, 4, false, false, 2, 50), "4,4");
+	assert_string_equal(fit(4, 1, true, false, 2, 10), "4,1");
+	/* Too few slots, both automatic: an even share of those left, a
+	 * quarter of it (at most the workers wanted) for workers. */
+	assert_string_equal(fit(8, 4, true, true, 2, 20), "8,2"); /* share 10 */
+	assert_string_equal(fit(12, 4, true, true, 8, 51), "5,1"); /* share 6: eight GPUs after 8 + 4 */
+	assert_string_equal(fit(12, 4, true, true, 2, 31), "12,3"); /* share 15 */
+	assert_string_equal(fit(16, 8, true, true, 2, 31), "12,3"); /* share 15 */
+	/* One count asked for: it stays, the automatic one takes the rest. */
+	assert_string_equal(fit(8, 4, false, true, 2, 20), "8,2");
+	assert_string_equal(fit(8, 4, true, false, 2, 20), "6,4");
+	assert_string_equal(fit(8, 4, false, false, 2, 20), "8,4"); /* does not fit: the group says so */
+	/* Fewer slots than that, or none: 1 each, which then does not fit
+	 * (the GPU has no pollers and its clients are told why), never 0. */
+	assert_string_equal(fit(8, 4, true, true, 4, 3), "1,1");
+	assert_string_equal(fit(8, 4, true, true, 2, 0), "1,1");
+	assert_string_equal(fit(8, 4, true, false, 2, 4), "1,4");
+	assert_string_equal(fit(8, 4, false, true, 2, 4), "8,1");
 	/* The last GPU gets what is left. */
-	assert_int_equal(groups_fit_per_gpu(8, 1, 5), 5);
+	assert_string_equal(fit(8, 4, true, true, 1, 5), "4,1");
+	assert_string_equal(fit(8, 4, true, false, 1, 9), "5,4");
 }
 
 int main(void)

@@ -70,7 +70,7 @@ static void test_every_call_once(void **state)
 	struct pool *p;
 
 	(void)state;
-	assert_int_equal(pool_create(WORKERS, FIRST_SLOT, run, c, &p), 0);
+	assert_int_equal(pool_create(WORKERS, FIRST_SLOT, "test-w", run, c, &p), 0);
 	for (uint32_t i = 0; i < 20000; i++) {
 		assert_int_equal(pool_submit(p, call_for(i)), 0);
 		if (i % 1000 == 0)
@@ -92,7 +92,7 @@ static void test_blocked_worker(void **state)
 	struct pool *p;
 
 	(void)state;
-	assert_int_equal(pool_create(WORKERS, FIRST_SLOT, run, c, &p), 0);
+	assert_int_equal(pool_create(WORKERS, FIRST_SLOT, "test-w", run, c, &p), 0);
 	for (int i = 0; i < WORKERS - 1; i++)
 		assert_int_equal(pool_submit(p, call_for(BLOCK_PORT)), 0);
 	for (uint32_t i = 0; i < 100; i++)
@@ -101,6 +101,17 @@ static void test_blocked_worker(void **state)
 	for (int t = 0; t < 2000 && atomic_load(&c->total) < 100; t++)
 		usleep(1000);
 	assert_int_equal(atomic_load(&c->total), 100);
+	/* Each worker counts what it ran (status shows it), once run returned. */
+	uint64_t ran = 0;
+	for (int t = 0; t < 2000 && ran < 100; t++) {
+		ran = 0;
+		for (unsigned i = 0; i < pool_workers(p); i++)
+			ran += pool_ran(p, i);
+		if (ran < 100)
+			usleep(1000);
+	}
+	assert_int_equal(ran, 100);
+	assert_int_equal(pool_first_slot(p), FIRST_SLOT);
 
 	pthread_mutex_lock(&c->mu);
 	c->released = true;
@@ -128,7 +139,7 @@ static void test_concurrent_submit(void **state)
 	pthread_t t[4];
 
 	(void)state;
-	assert_int_equal(pool_create(2, FIRST_SLOT, run, c, &p), 0);
+	assert_int_equal(pool_create(2, FIRST_SLOT, "test-w", run, c, &p), 0);
 	for (int i = 0; i < 4; i++)
 		pthread_create(&t[i], NULL, submitter, p);
 	for (int i = 0; i < 4; i++)
@@ -144,7 +155,7 @@ static void test_zero_workers(void **state)
 {
 	struct pool *p;
 	(void)state;
-	assert_int_equal(pool_create(0, 0, run, NULL, &p), -EINVAL);
+	assert_int_equal(pool_create(0, 0, "test-w", run, NULL, &p), -EINVAL);
 }
 
 int main(void)
