@@ -296,6 +296,33 @@ GPUSYS_FN int gpusys_wait_owned(const gpusys_dev_t *dev, uint32_t p, uint32_t se
 	return gpusys_wait_owned_ex(dev, p, seq, ret_word, 1);
 }
 
+/* A stream's wait (abi.h: two packets in flight): until the daemon has
+ * acknowledged the packet of sequence seq - behind (behind 0 or 1; seq is
+ * the last one this client published), then acquire, as gpusys_wait_owned.
+ * The daemon acknowledges packet by packet and may be past that packet
+ * already, so the server word's sequence is taken as reached anywhere in
+ * [seq - behind, seq], modulo GPUSYS_SEQ_MASK + 1: it never runs ahead of
+ * ours, and never more than 2 behind while we stream, so the window of 2
+ * in 4096 is never ambiguous. *ret_word is the word seen, also with
+ * -ECONNABORTED (its sequence is ours then: a restarting daemon refuses
+ * only a packet after which we publish nothing unacknowledged,
+ * port_handover_step). The leader alone. */
+GPUSYS_FN int gpusys_wait_acked(const gpusys_dev_t *dev, uint32_t p, uint32_t seq, uint32_t behind, uint64_t *ret_word)
+{
+	uint32_t spins = 0;
+	uint64_t w;
+	while (((seq - GPUSYS_WORD_SEQ(w = gpusys_load_shared_u64(&dev->server_word[p]))) & GPUSYS_SEQ_MASK) > behind) {
+		int dead = gpusys_spin_once(dev, &spins);
+		if (dead)
+			return dead;
+	}
+	*ret_word = w;
+	if (GPUSYS_WORD_FLAGS(w) & GPUSYS_SW_ABORT)
+		return -ECONNABORTED;
+	gpusys_fence_acquire(&dev->server_word[p]);
+	return 0;
+}
+
 /* Write lane l's request head (abi.h: heads): its n (<= GPUSYS_HEAD_BYTES)
  * bytes, its capacity and the tag. On a GPU one 16-byte store, so the
  * daemon sees the head whole or not at all, and no fence is needed before
@@ -953,18 +980,26 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	seq = gpusys_publish(dev, mask, p, seq, word, ring);
 	GPUSYS_RPC_TRACE(3);
 
-	/* Request stream: each further packet once the daemon took the last,
-	 * through the port's data or its window (gpusys_port_stream). */
+	/* Request stream, two packets in flight (abi.h): packet k goes in
+	 * slot k % 2 of the port's data or window (gpusys_port_stream) once
+	 * the daemon has acknowledged the packet published before the last
+	 * one (seq - 1: packet k - 2, the slot's last, or for k = 1 packet 0),
+	 * so that we write packet k while it copies packet k - 1. Packet 0
+	 * fills data[], so there stream packet 0 waits for its acknowledgement
+	 * (seq); a window's stream packet 0 goes at once. */
 	stream = gpusys_port_stream(dev->ports, dev->windows, dev->num_ports, dev->num_windows, p, &pkt);
 	for (uint32_t k = 0; k * pkt < total; k++) {
 		GPUSYS_STREAM_TRACE(0);
-		if (gpusys_lane_is_leader(mask))
-			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
-		rc = (int)gpusys_lane_bcast_u32(mask, rcu);
-		if (rc)
-			goto unlock;
+		if (k || stream == port->data) {
+			if (gpusys_lane_is_leader(mask))
+				rcu = (uint32_t)gpusys_wait_acked(dev, p, seq, k != 0, &sw);
+			rc = (int)gpusys_lane_bcast_u32(mask, rcu);
+			if (rc)
+				goto unlock;
+		}
 		GPUSYS_STREAM_TRACE(1);
-		gpusys_stream_packet(mask, stream, pkt, k, off, part, (void *const *)in, total, 1);
+		gpusys_stream_packet(mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part, (void *const *)in,
+				     total, 1);
 		GPUSYS_STREAM_TRACE(2);
 		seq = gpusys_publish(dev, mask, p, seq, word, 0);
 		GPUSYS_STREAM_TRACE(3);
@@ -1111,14 +1146,21 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 	total = gpusys_lane_exscan(mask, part, off);
 	GPUSYS_RPC_TRACE(6);
 
-	/* Response stream: ask for each further packet, then read it. */
+	/* Response stream, two packets in flight (abi.h): one word asks for
+	 * packets 0 and 1 (both slots), then before reading packet k >= 1 we
+	 * ask for packet k + 1, whose slot held packet k - 1, read already:
+	 * the daemon copies it in while we read packet k. Packet k is ours
+	 * once acknowledged (seq - 1 while packet k + 1 is asked for too). */
 	stream = gpusys_port_stream(dev->ports, dev->windows, dev->num_ports, dev->num_windows, p, &pkt);
-	for (uint32_t k = 0; k * pkt < total; k++) {
+	const uint32_t packets = (total + pkt - 1) / pkt;
+	for (uint32_t k = 0; k < packets; k++) {
 		GPUSYS_STREAM_TRACE(4);
-		seq = gpusys_publish(dev, mask, p, seq, word, 0);
+		const uint32_t ask = k ? k + 1 < packets : 1 + (packets > 1);
+		if (ask)
+			seq = gpusys_publish(dev, mask, p, seq + ask - 1, word, 0);
 		GPUSYS_STREAM_TRACE(5);
 		if (gpusys_lane_is_leader(mask)) {
-			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
+			rcu = (uint32_t)gpusys_wait_acked(dev, p, seq, k + 1 < packets, &sw);
 			owned = rcu == 0 || (int)rcu == -ECONNABORTED;
 		}
 		rc = (int)gpusys_lane_bcast_u32(mask, rcu);
@@ -1126,7 +1168,7 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 			goto unlock;
 		gpusys_lane_sync(mask);
 		GPUSYS_STREAM_TRACE(6);
-		gpusys_stream_packet(mask, stream, pkt, k, off, part, out, total, 0);
+		gpusys_stream_packet(mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part, out, total, 0);
 		GPUSYS_STREAM_TRACE(7);
 	}
 
