@@ -38,8 +38,9 @@
  * --streams adds up the time before each point over a call):
  *   request packet:  0 before the wait for the port, 1 owned, 2 copied in,
  *                    3 published
- *   response packet: 4 before the ask, 5 asked, 6 owned (written by the
- *                    daemon), 7 copied out */
+ *   response packet: 4 before the ask (of the next packet but one, after
+ *                    this one's copy: two are in flight, abi.h), 5 asked,
+ *                    6 owned (written by the daemon), 7 copied out */
 #ifndef GPUSYS_STREAM_TRACE
 #define GPUSYS_STREAM_TRACE(k) ((void)0)
 #endif
@@ -986,11 +987,11 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	 * one (seq - 1: packet k - 2, the slot's last, or for k = 1 packet 0),
 	 * so that we write packet k while it copies packet k - 1. Packet 0
 	 * fills data[], so there stream packet 0 waits for its acknowledgement
-	 * (seq); a window's stream packet 0 goes at once. */
+	 * (seq); a window's (its packets are the larger) goes at once. */
 	stream = gpusys_port_stream(dev->ports, dev->windows, dev->num_ports, dev->num_windows, p, &pkt);
 	for (uint32_t k = 0; k * pkt < total; k++) {
 		GPUSYS_STREAM_TRACE(0);
-		if (k || stream == port->data) {
+		if (k || pkt < GPUSYS_WINDOW_BYTES / GPUSYS_STREAM_SLOTS) {
 			if (gpusys_lane_is_leader(mask))
 				rcu = (uint32_t)gpusys_wait_acked(dev, p, seq, k != 0, &sw);
 			rc = (int)gpusys_lane_bcast_u32(mask, rcu);
@@ -1147,20 +1148,19 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 	GPUSYS_RPC_TRACE(6);
 
 	/* Response stream, two packets in flight (abi.h): one word asks for
-	 * packets 0 and 1 (both slots), then before reading packet k >= 1 we
-	 * ask for packet k + 1, whose slot held packet k - 1, read already:
-	 * the daemon copies it in while we read packet k. Packet k is ours
-	 * once acknowledged (seq - 1 while packet k + 1 is asked for too). */
+	 * packets 0 and 1 (both slots); packet k is ours once acknowledged
+	 * (at seq - 1 while packet k + 1 is asked for too: the daemon may be
+	 * past it); once it is read, its slot is free and we ask for packet
+	 * k + 2, which the daemon copies in while we read packet k + 1. */
 	stream = gpusys_port_stream(dev->ports, dev->windows, dev->num_ports, dev->num_windows, p, &pkt);
-	const uint32_t packets = (total + pkt - 1) / pkt;
-	for (uint32_t k = 0; k < packets; k++) {
+	if (total) {
 		GPUSYS_STREAM_TRACE(4);
-		const uint32_t ask = k ? k + 1 < packets : 1 + (packets > 1);
-		if (ask)
-			seq = gpusys_publish(dev, mask, p, seq + ask - 1, word, 0);
+		seq = gpusys_publish(dev, mask, p, seq + (pkt < total), word, 0);
+	}
+	for (uint32_t k = 0; k * pkt < total; k++) {
 		GPUSYS_STREAM_TRACE(5);
 		if (gpusys_lane_is_leader(mask)) {
-			rcu = (uint32_t)gpusys_wait_acked(dev, p, seq, k + 1 < packets, &sw);
+			rcu = (uint32_t)gpusys_wait_acked(dev, p, seq, (k + 1) * pkt < total, &sw);
 			owned = rcu == 0 || (int)rcu == -ECONNABORTED;
 		}
 		rc = (int)gpusys_lane_bcast_u32(mask, rcu);
@@ -1170,6 +1170,9 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 		GPUSYS_STREAM_TRACE(6);
 		gpusys_stream_packet(mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part, out, total, 0);
 		GPUSYS_STREAM_TRACE(7);
+		GPUSYS_STREAM_TRACE(4);
+		if ((k + 2) * pkt < total)
+			seq = gpusys_publish(dev, mask, p, seq, word, 0);
 	}
 
 unlock:
