@@ -32,7 +32,7 @@
 #include "gpusys/emulator.h"
 #include "rpc_v0.h"
 
-enum { OP_INC = 0x8001, OP_INC_QUICK = 0x8002 };
+enum { OP_INC = 0x8001, OP_INC_QUICK = 0x8002, OP_ECHO_CB = 0x8004 };
 
 static int inc(void *user, const void *arg, uint32_t arg_len, void *res, uint32_t res_cap, uint32_t *res_len)
 {
@@ -44,6 +44,17 @@ static int inc(void *user, const void *arg, uint32_t arg_len, void *res, uint32_
 	v++;
 	memcpy(res, &v, 4);
 	*res_len = 4;
+	return 0;
+}
+
+/* The bytes callback of the stream rows: the argument back unchanged. */
+static int echo_cb(void *user, const void *arg, uint32_t arg_len, void *res, uint32_t res_cap, uint32_t *res_len)
+{
+	(void)user;
+	if (arg_len > res_cap)
+		return -EMSGSIZE;
+	memcpy(res, arg, arg_len);
+	*res_len = arg_len;
 	return 0;
 }
 
@@ -103,6 +114,76 @@ static int measure(const gpusys_dev_t *dev, int which, uint64_t mask, unsigned i
 	*st = bench_stats_of(lat, iters);
 	free(lat);
 	return 0;
+}
+
+/* Packets both ways of a call so far: the sum over dev's ports of their
+ * client words' sequences (each publish adds one; fewer than 4096 a call). */
+static uint32_t publishes(const gpusys_dev_t *dev)
+{
+	uint32_t n = 0;
+	for (uint32_t p = 0; p < dev->num_ports; p++)
+		n += GPUSYS_WORD_SEQ(__atomic_load_n(&dev->client_word[p], __ATOMIC_RELAXED));
+	return n;
+}
+
+/* The GPU's stream rows (bench/calls_gpu.cu), emulated: one warp of 32
+ * lanes, n bytes a lane each way, through the daemon's ECHO (dev) and the
+ * echo callback (cbdev); p50 per call and the client words published per
+ * call (request and response packets, asks included). Every answer checked. */
+static int stream_rows(const gpusys_dev_t *dev, const gpusys_dev_t *cbdev)
+{
+	int rc = 0;
+	for (unsigned n = 4096; n <= 65536 && !rc; n *= 16) {
+		const unsigned iters = n == 4096 ? 2000 : 200, warm = iters / 10 + 1;
+		uint8_t *buf = malloc((size_t)64 * n);
+		uint64_t *lat = malloc(sizeof(*lat) * iters);
+		const void *in[GPUSYS_WARP_LANES];
+		void *out[GPUSYS_WARP_LANES];
+		uint32_t len[GPUSYS_WARP_LANES], got[GPUSYS_WARP_LANES];
+		int32_t s[GPUSYS_WARP_LANES];
+		struct bench_stats st[2];
+		uint32_t pubs[2] = { 0, 0 };
+		if (!buf || !lat) {
+			free(buf);
+			free(lat);
+			return -ENOMEM;
+		}
+		for (unsigned l = 0; l < GPUSYS_WARP_LANES; l++) {
+			in[l] = buf + (size_t)l * 2 * n;
+			out[l] = buf + (size_t)l * 2 * n + n;
+			len[l] = n;
+			for (unsigned i = 0; i < n; i++)
+				((uint8_t *)buf)[(size_t)l * 2 * n + i] = (uint8_t)(i * 7u + l);
+		}
+		for (int w = 0; w < 2 && !rc; w++) {
+			const gpusys_dev_t *d = w ? cbdev : dev;
+			for (unsigned i = 0; i < iters + warm && !rc; i++) {
+				uint32_t p0 = publishes(d);
+				uint64_t t0 = bench_now_ns();
+				rc = rpc_new(d, w ? OP_ECHO_CB : GPUSYS_OP_ECHO, 0xffffffffu, in, len, out, len, got, s);
+				uint64_t t1 = bench_now_ns();
+				if (i == warm)
+					pubs[w] = (publishes(d) - p0) & GPUSYS_SEQ_MASK;
+				if (i >= warm)
+					lat[i - warm] = t1 - t0;
+			}
+			for (unsigned l = 0; !rc && l < GPUSYS_WARP_LANES; l++)
+				if (s[l] || got[l] != n || memcmp(in[l], out[l], n))
+					rc = -EBADMSG;
+			if (!rc)
+				st[w] = bench_stats_of(lat, iters);
+		}
+		if (!rc) {
+			double each_way = 32.0 * n;
+			printf("  stream, 32 lanes x %5u B each way: daemon ECHO p50 %8.1f us (%.2f GB/s, %u packets), "
+			       "bytes callback %8.1f us (%.2f GB/s, %u packets)\n",
+			       n, st[0].p50_ns / 1e3, each_way / st[0].p50_ns, pubs[0], st[1].p50_ns / 1e3,
+			       each_way / st[1].p50_ns, pubs[1]);
+		}
+		free(buf);
+		free(lat);
+	}
+	return rc;
 }
 
 /* ------------------------------------------------------------- the storm */
@@ -329,6 +410,13 @@ int bench_calls_emulated(int argc, char **argv)
 	d.flags = GPUSYS_CALLBACK_QUICK;
 	if (!rc)
 		rc = gpusys_callbacks_register(cb, &d);
+	struct gpusys_callback_desc ed = { .opcode = OP_ECHO_CB,
+					   .name = "echo",
+					   .arg_max = GPUSYS_MAX_LANE_PAYLOAD,
+					   .res_max = GPUSYS_MAX_LANE_PAYLOAD,
+					   .fn = echo_cb };
+	if (!rc)
+		rc = gpusys_callbacks_register(cb, &ed);
 	if (rc) {
 		fprintf(stderr, "gpusys-bench: setup: %s\n", gpusys_strerror(rc));
 		bench_daemon_stop(&bd);
@@ -364,6 +452,9 @@ int bench_calls_emulated(int argc, char **argv)
 		       cs.p50_ns / 1e3, cs.p99_ns / 1e3, cs.p50_ns / (p50[0] / 3.0));
 		printf("  callback inc, QUICK (on the poller)      p50 %6.2f us  p99 %6.2f us  (%.2fx NOOP)\n",
 		       qs.p50_ns / 1e3, qs.p99_ns / 1e3, qs.p50_ns / (p50[0] / 3.0));
+		rc = stream_rows(dev, cbdev);
+		if (rc)
+			fprintf(stderr, "gpusys-bench: stream rows: %s\n", gpusys_strerror(rc));
 	}
 	gpusys_callbacks_destroy(cb);
 	gpusys_emu_close(emu);

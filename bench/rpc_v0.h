@@ -3,7 +3,9 @@
  * gpusys_rpc as it was before the split into start/test/finish (commit
  * 8b7c16c, device/port_client.h), renamed gpusys_rpc_v0: the baseline of
  * gpusys-bench calls' A/B of the synchronous path, compiled in the same
- * binary with the same helpers so that only the split differs.
+ * binary with the same helpers so that only the split differs. Its streams
+ * keep the lock-step (one packet in flight), which ABI 10 still accepts, in
+ * ABI 10's slots (gpusys_stream_slot); gpusys-bench runs it for NOOPs only.
  */
 #ifndef GPUSYS_BENCH_RPC_V0_H
 #define GPUSYS_BENCH_RPC_V0_H
@@ -78,7 +80,7 @@ GPUSYS_FN int gpusys_rpc_v0(const gpusys_dev_t *dev, uint16_t opcode, uint16_t f
 			goto unlock;
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
-			gpusys_stream_chunk(stream, pkt, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)],
+			gpusys_stream_chunk(gpusys_stream_slot(stream, pkt, k), pkt, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)],
 					    (uint8_t *)in[GPUSYS_LI(l)], 1);
 		}
 		seq = gpusys_publish(dev, mask, p, seq, word, 0);
@@ -139,7 +141,7 @@ GPUSYS_FN int gpusys_rpc_v0(const gpusys_dev_t *dev, uint16_t opcode, uint16_t f
 		gpusys_lane_sync(mask);
 		GPUSYS_FOR_EACH_LANE(mask, l)
 		{
-			gpusys_stream_chunk(stream, pkt, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)],
+			gpusys_stream_chunk(gpusys_stream_slot(stream, pkt, k), pkt, k, off[GPUSYS_LI(l)], part[GPUSYS_LI(l)],
 					    (uint8_t *)out[GPUSYS_LI(l)], 0);
 		}
 	}

@@ -169,13 +169,39 @@ static inline uint32_t port_host_packets_for(uint64_t stream_bytes, uint32_t pkt
 	return (uint32_t)((stream_bytes + pkt - 1) / pkt);
 }
 
-/* Copy stream packet k (pkt bytes at packet: the port's data or window,
- * gpusys_port_stream) between the channel and each lane's buffer
- * (lane_buf[l]: the lane's whole message; its stream bytes follow its
- * inline slot), in the given direction. */
-static inline void port_host_stream_copy(uint8_t *packet, uint32_t pkt, uint32_t k, const uint32_t *off,
+/* Two stream packets in flight (abi.h, ABI 10): how many packets a client
+ * word of sequence cs covers, seen being the sequence of the last packet
+ * the server took (request packets taken, asks answered), when left more
+ * may come in this message (request packets not taken yet; response
+ * packets not asked for yet). 1 or 2, to be taken one by one in order; 0
+ * for any other jump (the word stood, went back, moved past
+ * GPUSYS_STREAM_SLOTS or past the message's end): malformed input, which
+ * each server refuses as it refuses a malformed packet 0. Both servers
+ * (the daemon's port_server_step, the callback server's serve) ask here. */
+static inline uint32_t port_host_flip_packets(uint32_t cs, uint32_t seen, uint32_t left)
+{
+	uint32_t d = (cs - seen) & GPUSYS_SEQ_MASK;
+	return d >= 1 && d <= GPUSYS_STREAM_SLOTS && d <= left ? d : 0;
+}
+
+/* The packets a request may have published by the time its packet 0 is
+ * taken: packet 0, and its first stream packet with it where there is
+ * one and it goes through a window (stream, as gpusys_port_stream gave it,
+ * is not the port's data[], which packet 0 fills). */
+static inline uint32_t port_host_first_flip_max(const struct gpusys_port *port, const uint8_t *stream,
+						uint32_t stream_packets)
+{
+	return 1u + (stream_packets && stream != port->data);
+}
+
+/* Copy stream packet k (pkt bytes in its slot of stream: the port's data or
+ * window, gpusys_port_stream, gpusys_stream_slot) between the channel and
+ * each lane's buffer (lane_buf[l]: the lane's whole message; its stream
+ * bytes follow its inline slot), in the given direction. */
+static inline void port_host_stream_copy(uint8_t *stream, uint32_t pkt, uint32_t k, const uint32_t *off,
 					 const uint32_t *part, uint8_t *const *lane_buf, int to_channel)
 {
+	uint8_t *packet = gpusys_stream_slot(stream, pkt, k);
 	uint64_t lo = (uint64_t)k * pkt, hi = lo + pkt;
 	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
 		uint64_t a = off[l] > lo ? off[l] : lo;

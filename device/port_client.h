@@ -38,8 +38,9 @@
  * --streams adds up the time before each point over a call):
  *   request packet:  0 before the wait for the port, 1 owned, 2 copied in,
  *                    3 published
- *   response packet: 4 before the ask, 5 asked, 6 owned (written by the
- *                    daemon), 7 copied out */
+ *   response packet: 4 before the ask (of the next packet but one, after
+ *                    this one's copy: two are in flight, abi.h), 5 asked,
+ *                    6 owned (written by the daemon), 7 copied out */
 #ifndef GPUSYS_STREAM_TRACE
 #define GPUSYS_STREAM_TRACE(k) ((void)0)
 #endif
@@ -294,6 +295,33 @@ GPUSYS_FN int gpusys_wait_owned_ex(const gpusys_dev_t *dev, uint32_t p, uint32_t
 GPUSYS_FN int gpusys_wait_owned(const gpusys_dev_t *dev, uint32_t p, uint32_t seq, uint64_t *ret_word)
 {
 	return gpusys_wait_owned_ex(dev, p, seq, ret_word, 1);
+}
+
+/* A stream's wait (abi.h: two packets in flight): until the daemon has
+ * acknowledged the packet of sequence seq - behind (behind 0 or 1; seq is
+ * the last one this client published), then acquire, as gpusys_wait_owned.
+ * The daemon acknowledges packet by packet and may be past that packet
+ * already, so the server word's sequence is taken as reached anywhere in
+ * [seq - behind, seq], modulo GPUSYS_SEQ_MASK + 1: it never runs ahead of
+ * ours, and never more than 2 behind while we stream, so the window of 2
+ * in 4096 is never ambiguous. *ret_word is the word seen, also with
+ * -ECONNABORTED (its sequence is ours then: a restarting daemon refuses
+ * only a packet after which we publish nothing unacknowledged,
+ * port_handover_step). The leader alone. */
+GPUSYS_FN int gpusys_wait_acked(const gpusys_dev_t *dev, uint32_t p, uint32_t seq, uint32_t behind, uint64_t *ret_word)
+{
+	uint32_t spins = 0;
+	uint64_t w;
+	while (((seq - GPUSYS_WORD_SEQ(w = gpusys_load_shared_u64(&dev->server_word[p]))) & GPUSYS_SEQ_MASK) > behind) {
+		int dead = gpusys_spin_once(dev, &spins);
+		if (dead)
+			return dead;
+	}
+	*ret_word = w;
+	if (GPUSYS_WORD_FLAGS(w) & GPUSYS_SW_ABORT)
+		return -ECONNABORTED;
+	gpusys_fence_acquire(&dev->server_word[p]);
+	return 0;
 }
 
 /* Write lane l's request head (abi.h: heads): its n (<= GPUSYS_HEAD_BYTES)
@@ -953,18 +981,26 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	seq = gpusys_publish(dev, mask, p, seq, word, ring);
 	GPUSYS_RPC_TRACE(3);
 
-	/* Request stream: each further packet once the daemon took the last,
-	 * through the port's data or its window (gpusys_port_stream). */
+	/* Request stream, two packets in flight (abi.h): packet k goes in
+	 * slot k % 2 of the port's data or window (gpusys_port_stream) once
+	 * the daemon has acknowledged the packet published before the last
+	 * one (seq - 1: packet k - 2, the slot's last, or for k = 1 packet 0),
+	 * so that we write packet k while it copies packet k - 1. Packet 0
+	 * fills data[], so there stream packet 0 waits for its acknowledgement
+	 * (seq); a window's (its packets are the larger) goes at once. */
 	stream = gpusys_port_stream(dev->ports, dev->windows, dev->num_ports, dev->num_windows, p, &pkt);
 	for (uint32_t k = 0; k * pkt < total; k++) {
 		GPUSYS_STREAM_TRACE(0);
-		if (gpusys_lane_is_leader(mask))
-			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
-		rc = (int)gpusys_lane_bcast_u32(mask, rcu);
-		if (rc)
-			goto unlock;
+		if (k || pkt < GPUSYS_WINDOW_BYTES / GPUSYS_STREAM_SLOTS) {
+			if (gpusys_lane_is_leader(mask))
+				rcu = (uint32_t)gpusys_wait_acked(dev, p, seq, k != 0, &sw);
+			rc = (int)gpusys_lane_bcast_u32(mask, rcu);
+			if (rc)
+				goto unlock;
+		}
 		GPUSYS_STREAM_TRACE(1);
-		gpusys_stream_packet(mask, stream, pkt, k, off, part, (void *const *)in, total, 1);
+		gpusys_stream_packet(mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part, (void *const *)in,
+				     total, 1);
 		GPUSYS_STREAM_TRACE(2);
 		seq = gpusys_publish(dev, mask, p, seq, word, 0);
 		GPUSYS_STREAM_TRACE(3);
@@ -1111,14 +1147,20 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 	total = gpusys_lane_exscan(mask, part, off);
 	GPUSYS_RPC_TRACE(6);
 
-	/* Response stream: ask for each further packet, then read it. */
+	/* Response stream, two packets in flight (abi.h): one word asks for
+	 * packets 0 and 1 (both slots); packet k is ours once acknowledged
+	 * (at seq - 1 while packet k + 1 is asked for too: the daemon may be
+	 * past it); once it is read, its slot is free and we ask for packet
+	 * k + 2, which the daemon copies in while we read packet k + 1. */
 	stream = gpusys_port_stream(dev->ports, dev->windows, dev->num_ports, dev->num_windows, p, &pkt);
-	for (uint32_t k = 0; k * pkt < total; k++) {
+	if (total) {
 		GPUSYS_STREAM_TRACE(4);
-		seq = gpusys_publish(dev, mask, p, seq, word, 0);
+		seq = gpusys_publish(dev, mask, p, seq + (pkt < total), word, 0);
+	}
+	for (uint32_t k = 0; k * pkt < total; k++) {
 		GPUSYS_STREAM_TRACE(5);
 		if (gpusys_lane_is_leader(mask)) {
-			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
+			rcu = (uint32_t)gpusys_wait_acked(dev, p, seq, (k + 1) * pkt < total, &sw);
 			owned = rcu == 0 || (int)rcu == -ECONNABORTED;
 		}
 		rc = (int)gpusys_lane_bcast_u32(mask, rcu);
@@ -1126,8 +1168,11 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 			goto unlock;
 		gpusys_lane_sync(mask);
 		GPUSYS_STREAM_TRACE(6);
-		gpusys_stream_packet(mask, stream, pkt, k, off, part, out, total, 0);
+		gpusys_stream_packet(mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part, out, total, 0);
 		GPUSYS_STREAM_TRACE(7);
+		GPUSYS_STREAM_TRACE(4);
+		if ((k + 2) * pkt < total)
+			seq = gpusys_publish(dev, mask, p, seq, word, 0);
 	}
 
 unlock:

@@ -69,9 +69,10 @@ static int echo_large(const gpusys_dev_t *dev)
 	int ok = rc == 0 && st[0] == 0 && got[0] == N && memcmp(src, dst, N) == 0;
 	/* Beyond its first 64 bytes a message streams: through a 64 KiB
 	 * window where the channel has windows (a call this large takes a
-	 * window port), else through 2 KiB packets. */
-	uint32_t pkt = dev->num_windows ? GPUSYS_WINDOW_BYTES : GPUSYS_PACKET_BYTES;
-	printf("ECHO of %d bytes (packet 0, then %u stream packets of %u KiB each way): %s\n", N,
+	 * window port), else through a port's 2 KiB; either as two slots of
+	 * half that, two packets in flight (abi.h). */
+	uint32_t pkt = (dev->num_windows ? GPUSYS_WINDOW_BYTES : GPUSYS_PACKET_BYTES) / GPUSYS_STREAM_SLOTS;
+	printf("ECHO of %d bytes (packet 0, then %u stream packets of %u KiB each way, two in flight): %s\n", N,
 	       (unsigned)((N - GPUSYS_INLINE_BYTES + pkt - 1) / pkt), (unsigned)(pkt / 1024), ok ? "identical" : "MISMATCH");
 	free(src);
 	free(dst);

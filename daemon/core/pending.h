@@ -19,7 +19,7 @@ struct port_state {
 	uint8_t phase;
 	bool later;       /* BUSY: pending until its service completes it */
 	uint16_t opcode;  /* of the request in progress (gpusysctl ports) */
-	uint32_t chunk;   /* next stream packet */
+	uint32_t chunk;   /* next stream packet (its slot: chunk % 2, abi.h) */
 	uint32_t chunks;  /* stream packets in this message */
 	uint64_t since;   /* stats_now() when the request arrived */
 	struct pending *pending;
@@ -90,7 +90,7 @@ static inline void port_count_completion(struct port_table *t, unsigned slot)
 /* port_answer.c, the answer side. The request side (port_server.c) and
  * later.c call it; it calls neither: one way. Each request enters it once
  * to be answered (port_answer_inline, port_answer or port_refuse), and once
- * for each packet of a response stream (port_send_packet). */
+ * for each client word of a response stream (port_send_packets). */
 
 /* A call served from the stack on the poller (serve_inline): answer it,
  * count it, and keep it for its response stream when it has one. */
@@ -102,8 +102,12 @@ void port_answer(struct port_table *t, struct pending *pd, unsigned slot);
 /* A request refused before any service saw it. */
 void port_refuse(struct port_table *t, uint32_t p, uint32_t cs, uint64_t lane_mask, uint16_t flags, bool heads,
 		 int32_t status, unsigned slot);
-/* The response stream's next packet; the last one ends the call. */
-void port_send_packet(struct port_table *t, uint32_t p, uint32_t cs, unsigned slot);
+/* The response stream's next n packets (1 or 2) that word cs asked for;
+ * the last one ends the call. */
+void port_send_packets(struct port_table *t, uint32_t p, uint32_t cs, uint32_t n, unsigned slot);
+/* A stream's word that jumped (port_host_flip_packets: 0): the message
+ * ends, -EINVAL at the client's sequence. */
+void port_stream_refuse(struct port_table *t, uint32_t p, uint32_t cs, unsigned slot);
 void port_pending_free(struct port_table *t, struct pending *pd);
 
 /* The client's budget: 0 or -ENOMEM; and giving bytes back. */

@@ -262,21 +262,45 @@ void port_refuse(struct port_table *t, uint32_t p, uint32_t cs, uint64_t lane_ma
 	port_count_completion(t, slot);
 }
 
-/* The response stream's next packet, which the client asked for; the last
- * one ends the call. */
-void port_send_packet(struct port_table *t, uint32_t p, uint32_t cs, unsigned slot)
+/* Response stream packets: the n (port_host_flip_packets) the client
+ * asked for with word cs, in order, each into its slot (abi.h) and
+ * acknowledged at once, so the client reads the first while we copy the
+ * second; the stream's last ends the call. */
+void port_send_packets(struct port_table *t, uint32_t p, uint32_t cs, uint32_t n, unsigned slot)
+{
+	struct port_state *st = &t->state[p];
+	struct pending *pd = st->pending;
+	uint32_t pkt;
+	uint8_t *stream = port_table_stream(t, p, &pkt);
+
+	for (uint32_t seq = cs - n + 1; n; n--, seq++) {
+		port_host_stream_copy(stream, pkt, st->chunk, pd->off, pd->part, (uint8_t *const *)pd->call.resp_data,
+				      1);
+		if (++st->chunk == st->chunks) {
+			port_state_set_phase(st, PHASE_IDLE);
+			st->pending = NULL;
+			port_pending_free(t, pd);
+			port_count_completion(t, slot);
+		}
+		port_ack(t, p, seq, 0, 0);
+	}
+}
+
+/* A stream's client word that moved otherwise than port_host_flip_packets
+ * allows: malformed input. The message ends here: a request not run yet is
+ * refused as a malformed packet 0 is (-EINVAL), a response is cut short;
+ * either way the port is the client's again at its own sequence, with
+ * nothing to read (TRIVIAL), and the call is counted done. */
+void port_stream_refuse(struct port_table *t, uint32_t p, uint32_t cs, unsigned slot)
 {
 	struct port_state *st = &t->state[p];
 	struct pending *pd = st->pending;
 
-	uint32_t pkt;
-	uint8_t *packet = port_table_stream(t, p, &pkt);
-	port_host_stream_copy(packet, pkt, st->chunk, pd->off, pd->part, (uint8_t *const *)pd->call.resp_data, 1);
-	if (++st->chunk == st->chunks) {
-		port_state_set_phase(st, PHASE_IDLE);
-		st->pending = NULL;
-		port_pending_free(t, pd);
-		port_count_completion(t, slot);
-	}
-	port_ack(t, p, cs, 0, 0);
+	port_state_set_phase(st, PHASE_IDLE);
+	__atomic_store_n(&st->later, false, __ATOMIC_RELAXED);
+	st->pending = NULL;
+	port_pending_free(t, pd);
+	atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
+	port_ack(t, p, cs, GPUSYS_SW_TRIVIAL, -EINVAL);
+	port_count_completion(t, slot);
 }

@@ -215,7 +215,12 @@ static void serve_inline(struct port_table *t, uint32_t p, uint32_t cs, const st
 	port_answer_inline(t, p, cs, &call, slot);
 }
 
-static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t word, unsigned slot,
+static enum port_step receive_packets(struct port_table *t, uint32_t p, uint32_t cs, uint32_t n, unsigned slot,
+				      struct port_call **ret_call, bool *keep);
+
+/* Packet 0 of a request; d: how far the client word moved past seen[] (1,
+ * or 2 with the first stream packet behind it, abi.h). */
+static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t word, uint32_t d, unsigned slot,
 				    struct port_call **ret_call, bool *keep)
 {
 	struct gpusys_port *port = &t->ports[p];
@@ -234,6 +239,14 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 	 * (common/port_host.h). Inactive lanes' entries are zero. */
 	uint64_t bytes;
 	const bool heads = GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_HEADS;
+	/* Packet 0 comes alone, or with its first stream packet (checked
+	 * below); a word further ahead, or a message that cannot stream
+	 * (heads, empty) ahead at all, is malformed. */
+	if (d != 1 && (d > GPUSYS_STREAM_SLOTS || (GPUSYS_WORD_FLAGS(word) & (GPUSYS_CW_HEADS | GPUSYS_CW_EMPTY)))) {
+		atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
+		port_refuse(t, p, cs, h.lane_mask, h.flags, heads, -EINVAL, slot);
+		return PORT_STEP_DONE;
+	}
 	status = port_host_take_request(port, word, len, cap, &bytes);
 	if (status == PORT_HOST_NOT_YET) {
 		/* The word came before a head it announces (abi.h: heads
@@ -251,6 +264,18 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 		atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
 		port_refuse(t, p, cs, h.lane_mask, h.flags, heads, status, slot);
 		return PORT_STEP_DONE;
+	}
+	if (d != 1) {
+		/* With its first stream packet: only a request that streams,
+		 * through a window (data[] holds packet 0 and both slots). */
+		uint32_t off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES], pkt;
+		uint8_t *stream = port_table_stream(t, p, &pkt);
+		uint32_t packets = port_host_packets_for(port_host_stream_layout(h.lane_mask, len, off, part), pkt);
+		if (port_host_flip_packets(cs, cs - d, port_host_first_flip_max(port, stream, packets)) != d) {
+			atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
+			port_refuse(t, p, cs, h.lane_mask, h.flags, heads, -EINVAL, slot);
+			return PORT_STEP_DONE;
+		}
 	}
 
 	struct service_lookup svc;
@@ -327,28 +352,38 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 		port_table_stream(t, p, &pkt);
 		t->state[p].chunks = port_host_packets_for(stream, pkt);
 		t->state[p].pending = pd;
-		port_ack(t, p, cs, 0, 0);
+		/* Packet 0 taken: through data[] the client waits for this
+		 * before its first stream packet. */
+		port_ack(t, p, cs - (d - 1), 0, 0);
+		if (d > 1)
+			return receive_packets(t, p, cs, d - 1, slot, ret_call, keep);
 		return PORT_STEP_DONE;
 	}
 	return dispatch(t, p, cs, pd, slot, ret_call, keep);
 }
 
-static enum port_step receive_packet(struct port_table *t, uint32_t p, uint32_t cs, unsigned slot,
-				     struct port_call **ret_call, bool *keep)
+/* Request stream packets: the n (port_host_flip_packets) that the client
+ * word cs covers, in order, each from its slot (abi.h). Each but the
+ * stream's last is acknowledged as soon as it is copied out, so the client
+ * writes the next one into its slot while we copy the other; the last
+ * (then cs's) goes to its service, whose answer acknowledges it. */
+static enum port_step receive_packets(struct port_table *t, uint32_t p, uint32_t cs, uint32_t n, unsigned slot,
+				      struct port_call **ret_call, bool *keep)
 {
 	struct port_state *st = &t->state[p];
 	struct pending *pd = st->pending;
+	uint32_t pkt;
+	uint8_t *stream = port_table_stream(t, p, &pkt);
 
-	if (pd->call.status == 0) {
-		uint32_t pkt;
-		uint8_t *packet = port_table_stream(t, p, &pkt);
-		port_host_stream_copy(packet, pkt, st->chunk, pd->off, pd->part, pd->call.data, 0);
+	for (uint32_t seq = cs - n + 1;; seq++) {
+		if (pd->call.status == 0)
+			port_host_stream_copy(stream, pkt, st->chunk, pd->off, pd->part, pd->call.data, 0);
+		if (++st->chunk == st->chunks)
+			return dispatch(t, p, cs, pd, slot, ret_call, keep);
+		port_ack(t, p, seq, 0, 0);
+		if (seq == cs)
+			return PORT_STEP_DONE;
 	}
-	if (++st->chunk < st->chunks) {
-		port_ack(t, p, cs, 0, 0);
-		return PORT_STEP_DONE;
-	}
-	return dispatch(t, p, cs, pd, slot, ret_call, keep);
 }
 
 enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progress_slot,
@@ -357,31 +392,39 @@ enum port_step port_server_step(struct port_table *t, uint32_t p, unsigned progr
 	/* Read once; acquire: the request the word announces is read after it. */
 	uint64_t word = __atomic_load_n(&t->client_word[p], __ATOMIC_ACQUIRE);
 	uint32_t cs = GPUSYS_WORD_SEQ(word);
+	uint32_t seen = atomic_load_explicit(&t->seen[p], memory_order_relaxed);
+	struct port_state *st = &t->state[p];
 	enum port_step r = PORT_STEP_NONE;
 	bool keep = false;
 
-	if (cs == atomic_load_explicit(&t->seen[p], memory_order_relaxed)) {
+	if (cs == seen) {
 		port_release(t, p);
 		return PORT_STEP_NONE;
 	}
 	/* Pairs with the client's release before its flag store. */
 	gpusys_host_acquire_after(&t->client_word[p]);
 
-	switch (t->state[p].phase) {
+	switch (st->phase) {
 	case PHASE_IDLE:
 		/* Draining for a restart: packet 0 of a new request is left
 		 * unread for the next daemon (the one safe case). */
 		if (atomic_load_explicit(&t->handover, memory_order_relaxed))
 			break;
-		r = start_request(t, p, word, progress_slot, ret_call, &keep);
+		r = start_request(t, p, word, (cs - seen) & GPUSYS_SEQ_MASK, progress_slot, ret_call, &keep);
 		break;
 	case PHASE_RECV:
-		r = receive_packet(t, p, cs, progress_slot, ret_call, &keep);
-		break;
-	case PHASE_SEND:
-		port_send_packet(t, p, cs, progress_slot);
+	case PHASE_SEND: {
+		/* One or two stream packets (abi.h): taken, or asked for. */
+		uint32_t n = port_host_flip_packets(cs, seen, st->chunks - st->chunk);
 		r = PORT_STEP_DONE;
+		if (!n)
+			port_stream_refuse(t, p, cs, progress_slot);
+		else if (st->phase == PHASE_RECV)
+			r = receive_packets(t, p, cs, n, progress_slot, ret_call, &keep);
+		else
+			port_send_packets(t, p, cs, n, progress_slot);
 		break;
+	}
 	default:
 		/* BUSY ports stay claimed by their call; never here. */
 		break;
@@ -443,8 +486,17 @@ enum port_handover port_handover_step(struct port_table *t, uint32_t p)
 		return PORT_HANDOVER_LOST; /* it ran (BUSY, SEND) or is held */
 	uint64_t word = __atomic_load_n(&t->client_word[p], __ATOMIC_ACQUIRE);
 	uint32_t cs = GPUSYS_WORD_SEQ(word);
-	if (cs == atomic_load_explicit(&t->seen[p], memory_order_relaxed))
+	uint32_t seen = atomic_load_explicit(&t->seen[p], memory_order_relaxed);
+	if (cs == seen)
 		return PORT_HANDOVER_WAIT; /* still writing its next packet */
+	/* Two packets in flight (abi.h): a client one packet past what we
+	 * took may publish one more without waiting for us, unless that one
+	 * was its last. Refused now, that next packet would come after our
+	 * answer, at a sequence the next daemon takes for a new packet 0; so
+	 * wait for it (microseconds, as above). Two past us, it can publish
+	 * nothing more before our acknowledgement. */
+	if (((cs - seen) & GPUSYS_SEQ_MASK) == 1 && st->chunk + 1 < st->chunks)
+		return PORT_HANDOVER_WAIT;
 	/* The client published a packet of an unfinished request: refuse
 	 * it at that sequence, so both words agree and the next daemon sees
 	 * an idle port. The request never reached its service. */

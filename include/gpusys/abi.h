@@ -40,23 +40,43 @@
  *              data[512 k + 16 l]. A warp's 16-byte store or load of chunk k
  *              is then one contiguous run, not 32 pieces 64 bytes apart
  *              (bench/RESULTS.md: "Packet 0 as a warp (issue 27)").
- *   packet k>0 (streaming) raw bytes of the "stream": the concatenation,
- *              in lane order, of every active lane's bytes beyond its first
- *              GPUSYS_INLINE_BYTES. Both sides derive the stream layout from
- *              the lens in packet 0. A port's stream packets are its data[]
- *              (GPUSYS_PACKET_BYTES each), or, for the last num_windows
- *              ports, the port's window (GPUSYS_WINDOW_BYTES each): 32
- *              times fewer exchanges for a large message. The port alone
- *              decides which (gpusys_port_stream), so both sides agree
- *              without a word about it; the client takes a window port for
- *              a message whose stream is large.
+ *   stream packets (streaming) raw bytes of the "stream": the
+ *              concatenation, in lane order, of every active lane's bytes
+ *              beyond its first GPUSYS_INLINE_BYTES. Both sides derive the
+ *              stream layout from the lens in packet 0. A port's stream
+ *              area is its data[] (GPUSYS_PACKET_BYTES), or, for the last
+ *              num_windows ports, the port's window (GPUSYS_WINDOW_BYTES):
+ *              32 times fewer exchanges for a large message. The port
+ *              alone decides which (gpusys_port_stream), so both sides
+ *              agree without a word about it; the client takes a window
+ *              port for a message whose stream is large. The area is two
+ *              slots of half its size (GPUSYS_STREAM_SLOTS): stream packet
+ *              k (k = 0, 1, ...) carries stream bytes [k S, (k + 1) S) of
+ *              the slot size S, in slot k % 2 (gpusys_stream_slot).
  * Client -> daemon: the client writes a packet and bumps the sequence in its
- * word; the daemon consumes it and acknowledges by writing the same sequence
- * in its word (the port is the client's again), for the last request packet
- * after having written response packet 0. For a streamed response the client
- * bumps its sequence to ask for each further packet; the daemon writes it
- * and acknowledges. When the client has read the last response packet it owns
- * the port and releases its (private) port lock.
+ * word; the daemon consumes it and acknowledges by writing its sequence in
+ * its word, for the last request packet after having written response
+ * packet 0 (the port is the client's again when the two are equal).
+ * Two stream packets are in flight each way (ABI 10; docs/ARCHITECTURE.md,
+ * step 3): the client writes and publishes stream packet k + 1 into the
+ * other slot while the daemon copies packet k, and waits, before writing
+ * packet k + 2 into slot k % 2, for the daemon's acknowledgement of packet
+ * k. So the client word runs at most 2 ahead of the server word. Through a
+ * window, stream packet 0 may follow packet 0 without waiting (packet 0 is
+ * in the port, not the window); through data[], which packet 0 fills, it
+ * waits for packet 0's acknowledgement. For a streamed response the client
+ * bumps its sequence to ask for each further packet (by 2 for the first
+ * two at once) and asks for packet k + 2 only once it has read packet k,
+ * whose slot that frees; the daemon writes each packet asked for and
+ * acknowledges it at once, so it copies packet k + 2 in while the client
+ * reads packet k + 1. The daemon acknowledges packet by packet, so the
+ * server word may be one past the packet a client waits for: a stream wait
+ * asks for "at or past", modulo GPUSYS_SEQ_MASK + 1 (gpusys_wait_acked).
+ * The daemon takes a client word that moved by 1 or 2 past the last packet
+ * it took, packet by packet; any other jump, or one past the message's
+ * packets, is malformed input (common/port_host.h port_host_flip_packets).
+ * When the client has read the last response packet it owns the port and
+ * releases its (private) port lock.
  *
  * Fire-and-forget (GPUSYS_REQ_NOREPLY): the client publishes the last request
  * packet and releases the port lock without waiting. The daemon acknowledges
@@ -96,8 +116,12 @@
  * each way moves in self-checking 16-byte heads, without a release fence
  * before the client word or a read of the server word before the answer.
  * 9: GPUSYS_STATUS_NO_ROOM (a file or socket call sent again rather than
- * failed -ENOMEM while the client's budget holds other calls' answers). */
-#define GPUSYS_ABI_VERSION 9u
+ * failed -ENOMEM while the client's budget holds other calls' answers).
+ * 10: two stream packets in flight each way: a port's stream area is two
+ * slots of half its size (1 KiB in data[], 32 KiB in a window), packet k in
+ * slot k % 2; the client word may run 2 packets ahead of the server word,
+ * and a response's first two packets are asked for with one word. */
+#define GPUSYS_ABI_VERSION 10u
 
 
 #define GPUSYS_WARP_LANES 32u     /* lanes per packet (one NVIDIA warp) */
@@ -417,7 +441,8 @@ GPUSYS_ABI_FN uint32_t gpusys_head_len(uint32_t tag)
  *             receive in the response (its capacity)
  *   response: len[i] = payload bytes for lane i, aux[i] = lane i's status
  *             (0 or -errno, as int32_t)
- * Stream packets (k > 0) use only data[], as GPUSYS_PACKET_BYTES raw bytes.
+ * Stream packets use only data[] (or the port's window), as raw bytes in
+ * two slots (gpusys_stream_slot).
  */
 struct gpusys_port {
 	uint32_t len[GPUSYS_WARP_LANES];
@@ -464,19 +489,31 @@ GPUSYS_ABI_FN uint32_t gpusys_num_windows(uint32_t num_ports)
 	return n < GPUSYS_MAX_WINDOWS ? n : GPUSYS_MAX_WINDOWS;
 }
 
-/* Where port p's stream packets go: its window (*ret_bytes =
- * GPUSYS_WINDOW_BYTES) if it is one of the last num_windows ports, else its
- * data[] (GPUSYS_PACKET_BYTES). windows: the channel's window area. */
+/* Stream packets in flight each way: a port's stream area is this many
+ * slots, one packet each (ABI 10, the message format above). */
+#define GPUSYS_STREAM_SLOTS 2u
+
+/* Where port p's stream packets go: its window if it is one of the last
+ * num_windows ports, else its data[]. *ret_bytes: the size of a stream
+ * packet there, a slot (GPUSYS_WINDOW_BYTES or GPUSYS_PACKET_BYTES over
+ * GPUSYS_STREAM_SLOTS). windows: the channel's window area. */
 GPUSYS_ABI_FN uint8_t *gpusys_port_stream(struct gpusys_port *ports, uint8_t *windows, uint32_t num_ports,
 					  uint32_t num_windows, uint32_t p, uint32_t *ret_bytes)
 {
 	uint32_t first = num_ports - num_windows;
 	if (windows && num_windows && p >= first && p < num_ports) {
-		*ret_bytes = GPUSYS_WINDOW_BYTES;
+		*ret_bytes = GPUSYS_WINDOW_BYTES / GPUSYS_STREAM_SLOTS;
 		return windows + (uint64_t)(p - first) * GPUSYS_WINDOW_BYTES;
 	}
-	*ret_bytes = GPUSYS_PACKET_BYTES;
+	*ret_bytes = GPUSYS_PACKET_BYTES / GPUSYS_STREAM_SLOTS;
 	return ports[p].data;
+}
+
+/* Stream packet k's slot in a port's stream area (gpusys_port_stream: pkt
+ * bytes a packet). */
+GPUSYS_ABI_FN uint8_t *gpusys_stream_slot(uint8_t *stream, uint32_t pkt, uint32_t k)
+{
+	return stream + (k % GPUSYS_STREAM_SLOTS) * pkt;
 }
 
 GPUSYS_ABI_FN struct gpusys_channel_layout gpusys_channel_layout(uint32_t num_ports, uint64_t bulk_bytes,

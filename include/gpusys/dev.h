@@ -44,7 +44,8 @@ typedef struct gpusys_dev {
 	uint32_t *warp_futures;
 	uint32_t warp_slots;
 	/* Stream windows (abi.h): the last num_windows ports stream through
-	 * windows[(p - (num_ports - num_windows)) * GPUSYS_WINDOW_BYTES]. */
+	 * windows[(p - (num_ports - num_windows)) * GPUSYS_WINDOW_BYTES], two
+	 * slots of half that (gpusys_port_stream, gpusys_stream_slot). */
 	uint32_t num_windows;
 	uint8_t *windows;                   /* shared (NULL: none) */
 	/* User host callbacks (include/gpusys/callback.h): the handle of the

@@ -184,8 +184,15 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	 * client is a kernel of this process that just published, so they
 	 * land within the bus's latency; wait for them here. */
 	const bool heads = GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_HEADS;
+	/* How far the word moved past the last packet we took: 1, or 2 with
+	 * the first stream packet behind packet 0 (abi.h, checked below once
+	 * the stream is known); heads and empty requests never stream. */
+	const uint32_t d = (cs - __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED)) & GPUSYS_SEQ_MASK;
 	uint64_t in_bytes;
-	for (unsigned spins = 0; (status = port_host_take_request(port, word, len, cap, &in_bytes)) == PORT_HOST_NOT_YET;
+	if (d != 1 && (d > GPUSYS_STREAM_SLOTS || (GPUSYS_WORD_FLAGS(word) & (GPUSYS_CW_HEADS | GPUSYS_CW_EMPTY))))
+		status = -EINVAL;
+	for (unsigned spins = 0;
+	     !status && (status = port_host_take_request(port, word, len, cap, &in_bytes)) == PORT_HOST_NOT_YET;
 	     spins++) {
 		if (atomic_load_explicit(&cb->stop, memory_order_relaxed))
 			goto out;
@@ -221,16 +228,39 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	if (req_buf)
 		port_host_take_inline(port, word, len, arg);
 	uint32_t pkt;
-	uint8_t *packet = gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
+	uint8_t *stream = gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
 	uint32_t chunks = port_host_packets_for(port_host_stream_layout(mask, len, off, part), pkt);
-	for (uint32_t k = 0; k < chunks; k++) {
-		ack(cb, p, cs, 0, 0);
-		if (!wait_client(cb, p, &word))
-			goto out;
-		cs = GPUSYS_WORD_SEQ(word);
-		if (req_buf)
-			port_host_stream_copy(packet, pkt, k, off, part, arg, 0);
+	if (d != 1 && port_host_flip_packets(cs, cs - d, port_host_first_flip_max(port, stream, chunks)) != d) {
+		ack(cb, p, cs, GPUSYS_SW_TRIVIAL, noreply ? 0 : -EINVAL);
+		goto out;
 	}
+	/* The request stream, two packets in flight (abi.h): packet 0 is
+	 * acknowledged first (through data[] the client waits for it), then
+	 * each packet but the last as soon as it is copied out; a word covers
+	 * one or two packets (port_host_flip_packets), and any other move
+	 * ends the call -EINVAL. seq: the last packet taken. */
+	uint32_t seq = cs - (d - 1), have = d - 1;
+	if (chunks)
+		ack(cb, p, seq, 0, 0);
+	for (uint32_t k = 0; k < chunks; k++) {
+		if (k == have) {
+			if (!wait_client(cb, p, &word))
+				goto out;
+			cs = GPUSYS_WORD_SEQ(word);
+			uint32_t n = port_host_flip_packets(cs, seq, chunks - k);
+			if (!n) {
+				ack(cb, p, cs, GPUSYS_SW_TRIVIAL, noreply ? 0 : -EINVAL);
+				goto out;
+			}
+			have = k + n;
+		}
+		seq++;
+		if (req_buf)
+			port_host_stream_copy(stream, pkt, k, off, part, arg, 0);
+		if (k + 1 < chunks)
+			ack(cb, p, seq, 0, 0);
+	}
+	cs = seq; /* the answer acknowledges the last packet */
 
 	/* The callback, once per lane. */
 	struct cb_entry *e = NULL;
@@ -303,12 +333,24 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 		chunks = port_host_packets_for(port_host_stream_layout(mask, res_len, off, part), pkt);
 	}
 	ack(cb, p, cs, trivial ? GPUSYS_SW_TRIVIAL : 0, status);
-	for (uint32_t k = 0; k < chunks; k++) {
+	/* The response stream: each word asks for one or two packets
+	 * (port_host_flip_packets), each written into its slot and
+	 * acknowledged at once, so the client reads one while we copy the
+	 * next; any other move ends the call -EINVAL. */
+	seq = cs;
+	for (uint32_t k = 0; k < chunks;) {
 		if (!wait_client(cb, p, &word))
 			goto out;
 		cs = GPUSYS_WORD_SEQ(word);
-		port_host_stream_copy(packet, pkt, k, off, part, res, 1);
-		ack(cb, p, cs, 0, 0);
+		uint32_t n = port_host_flip_packets(cs, seq, chunks - k);
+		if (!n) {
+			ack(cb, p, cs, GPUSYS_SW_TRIVIAL, -EINVAL);
+			goto out;
+		}
+		for (; n; n--, k++) {
+			port_host_stream_copy(stream, pkt, k, off, part, res, 1);
+			ack(cb, p, ++seq, 0, 0);
+		}
 	}
 out:
 	if (req_buf != small_req)

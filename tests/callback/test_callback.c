@@ -30,6 +30,7 @@
 #include "gpusys/callback.h"
 #include "gpusys/gpusys.h" /* gpusys_strerror */
 #include "gpusys/emulator.h"
+#include "tests/proto/raw_client.h" /* a client by hand: two packets in flight, always */
 
 #define LANES GPUSYS_WARP_LANES
 #define ALL_LANES UINT64_C(0xffffffff)
@@ -296,10 +297,12 @@ static void test_payloads(void **state)
 {
 	(void)state;
 	/* packet 0's 16-byte chunks (abi.h gpusys_inline_at) and its end, a
-	 * packet's, a window's, the protocol's maximum */
-	static const uint32_t sizes[] = { 0,	1,    4,      15,     16,     17,	 31,	  33,	 63,
-					  64,	65,   2047,   2048,   2049,   4097,	 100000, 262144, MIB - 1,
-					  MIB };
+	 * data[] slot's (ABI 10: 1 KiB, two packets in flight), a packet's, a
+	 * window slot's (32 KiB) and a window's, the protocol's maximum */
+	static const uint32_t sizes[] = { 0,	 1,	4,     15,    16,    17,    31,    33,     63,
+					  64,	 65,	1087,  1088,  1089,  2047,  2048,  2049,   4097,
+					  32767, 32768, 32769, 32831, 32832, 32833, 65536, 100000, 262144,
+					  MIB - 1, MIB };
 	uint32_t len[LANES];
 	gpusys_emu_set_warp(1);
 	for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
@@ -643,6 +646,109 @@ static void test_async_out_of_order(void **state)
 	sync_callbacks();
 }
 
+/* ------------------------------------------- two packets in flight */
+
+/* Two stream packets in flight (abi.h, ABI 10), always, against the
+ * callback server: a client written by hand that publishes two packets
+ * under one word wherever the protocol allows (tests/proto/raw_client.h)
+ * makes the server take packet 0 with the first stream packet (through a
+ * window), two request packets a word and two response packets an ask;
+ * every byte comes back transformed, through a port of its own data[] and
+ * a window port, for one lane, alternate lanes and every lane. Then words
+ * that break the rules: a jump of 3 at packet 0 and in a request stream,
+ * and asks for more packets than the response has, each -EINVAL at the
+ * client's sequence; the ports then serve honest calls again. */
+static void test_two_in_flight_raw(void **state)
+{
+	(void)state;
+	struct raw_client c;
+	raw_client_init(&c, gpusys_callbacks_channel(cb_, NULL));
+	/* No deep doze while the test's words arrive (it does not wake the
+	 * poller through the pipe as emulated warps do). */
+	gpusys_callbacks_expect(cb_, now_ns() + UINT64_C(60000000000));
+	const uint32_t ports[2] = { 2, c.num_ports - 3 }; /* data[], a window (the last quarter) */
+	uint32_t seq[2], pkt;
+	for (int w = 0; w < 2; w++)
+		seq[w] = (uint32_t)(__atomic_exchange_n((uint64_t *)&dev_->locks[ports[w]], 1, __ATOMIC_ACQUIRE) >> 32);
+	assert_true(raw_stream(&c, ports[0], &pkt) == c.ports[ports[0]].data && pkt == GPUSYS_PACKET_BYTES / 2);
+	assert_true(raw_stream(&c, ports[1], &pkt) != c.ports[ports[1]].data && pkt == GPUSYS_WINDOW_BYTES / 2);
+	static const uint32_t sizes[] = { 65, 64 + 1024, 64 + 2048 + 1, 64 + 32768, 65536, 150001 };
+	static const uint64_t masks[] = { 1u << 4, 0x55555555u, ALL_LANES };
+	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
+		for (size_t m = 0; m < sizeof(masks) / sizeof(masks[0]); m++)
+			for (int w = 0; w < 2; w++) {
+				if (sizes[z] > 100000 && masks[m] == ALL_LANES)
+					continue;
+				uint8_t *in[LANES] = { 0 }, *out[LANES] = { 0 };
+				uint32_t len[LANES] = { 0 }, cap[LANES] = { 0 }, got[LANES];
+				for (uint32_t l = 0; l < LANES; l++) {
+					len[l] = (masks[m] >> l & 1) ? sizes[z] + l % 3 : 0;
+					cap[l] = len[l] + 4;
+					in[l] = malloc(len[l] + 1);
+					out[l] = malloc(cap[l]);
+					for (uint32_t b = 0; b < len[l]; b++)
+						in[l][b] = (uint8_t)(mix64(b + (uint64_t)l * 7919u + z) >> 23);
+				}
+				int32_t rc = raw_call(&c, ports[w], &seq[w], OP_XFORM, masks[m], len, cap, in, out, got);
+				if (rc)
+					fail_msg("size %u mask %llx port %u: %d", sizes[z], (unsigned long long)masks[m],
+						 ports[w], rc);
+				for (uint32_t l = 0; l < LANES; l++) {
+					if (masks[m] >> l & 1) {
+						assert_int_equal(got[l], len[l]);
+						for (uint32_t b = 0; b < len[l]; b++)
+							if (out[l][b] != (in[l][len[l] - 1 - b] ^ 0x5a))
+								fail_msg("size %u lane %u byte %u", sizes[z], l, b);
+					}
+					free(in[l]);
+					free(out[l]);
+				}
+			}
+
+	/* Words that break the rules, on the window port. */
+	const uint32_t p = ports[1];
+	static uint8_t buf[3 * GPUSYS_WINDOW_BYTES];
+	uint8_t *in[LANES] = { buf };
+	uint32_t len[LANES] = { 10 }, cap[LANES] = { 10 };
+	const uint64_t word = gpusys_client_word(0, 0, OP_XFORM, 1);
+	uint64_t w = 0;
+	raw_packet0(&c, p, 1, len, cap, in); /* a jump of 3 at packet 0 */
+	raw_publish(&c, p, &seq[1], 3, word);
+	assert_true(raw_wait_word(&c, p, seq[1], &w));
+	assert_int_equal(GPUSYS_WORD_SEQ(w), seq[1] & GPUSYS_SEQ_MASK);
+	assert_int_equal(GPUSYS_SW_STATUS(w), -EINVAL);
+	len[0] = cap[0] = sizeof(buf); /* 6 window packets: 0 with packet 0, then a jump of 3 */
+	raw_packet0(&c, p, 1, len, cap, in);
+	raw_publish(&c, p, &seq[1], 2, word);
+	assert_true(raw_wait(&c, p, seq[1]));
+	raw_publish(&c, p, &seq[1], 3, word);
+	assert_true(raw_wait_word(&c, p, seq[1], &w));
+	assert_int_equal(GPUSYS_WORD_SEQ(w), seq[1] & GPUSYS_SEQ_MASK);
+	assert_int_equal(GPUSYS_SW_STATUS(w), -EINVAL);
+	len[0] = cap[0] = 64 + 100; /* one response packet, asked for twice */
+	raw_packet0(&c, p, 1, len, cap, in);
+	raw_publish(&c, p, &seq[1], 2, word);
+	assert_true(raw_wait_word(&c, p, seq[1], &w));
+	assert_int_equal(GPUSYS_SW_STATUS(w), 0);
+	raw_publish(&c, p, &seq[1], 2, word);
+	assert_true(raw_wait_word(&c, p, seq[1], &w));
+	assert_int_equal(GPUSYS_WORD_SEQ(w), seq[1] & GPUSYS_SEQ_MASK);
+	assert_int_equal(GPUSYS_SW_STATUS(w), -EINVAL);
+
+	/* The ports go back to the emulated warps, and serve them. */
+	for (int i = 0; i < 2; i++)
+		__atomic_store_n((uint64_t *)&dev_->locks[ports[i]], (uint64_t)seq[i] << 32, __ATOMIC_RELEASE);
+	gpusys_callbacks_expect(cb_, 0);
+	uint32_t lens[LANES];
+	for (uint32_t l = 0; l < LANES; l++)
+		lens[l] = 70000 + l;
+	gpusys_emu_set_warp(ports[1]); /* its hint names the window port */
+	xform_call(ALL_LANES, lens, 0);
+	gpusys_emu_set_warp(ports[0]);
+	xform_call(0x3, lens, 1);
+	sync_callbacks();
+}
+
 /* ------------------------------------------------------------- idle */
 
 static double cpu_ms(void)
@@ -692,6 +798,7 @@ int main(void)
 		cmocka_unit_test(test_slow_callbacks_others_flow),
 		cmocka_unit_test(test_noreply_callbacks),
 		cmocka_unit_test(test_async_out_of_order),
+		cmocka_unit_test(test_two_in_flight_raw),
 		cmocka_unit_test(test_idle_and_wakeup),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

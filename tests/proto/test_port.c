@@ -16,6 +16,7 @@
 #include "common/port_host.h"
 #include "gpusys/emulator.h"
 #include "inproc_server.h"
+#include "raw_client.h"
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -33,17 +34,27 @@ static void fill_random(uint8_t *b, size_t n, uint64_t *s)
 }
 
 /* Packet 0's chunk edges (abi.h gpusys_inline_at: 15, 16, 17, 31, 33...),
- * its inline part's end, a packet's and a stream's. */
+ * its inline part's end, a data[] slot's (ABI 10: two of 1 KiB, one
+ * stream packet each) and both slots', a packet's and a stream's. */
+#define DATA_SLOT (GPUSYS_PACKET_BYTES / GPUSYS_STREAM_SLOTS)
 static const uint32_t boundary_sizes[] = {
 	0, 1, 4, GPUSYS_CHUNK_BYTES - 1, GPUSYS_CHUNK_BYTES, GPUSYS_CHUNK_BYTES + 1, 2 * GPUSYS_CHUNK_BYTES - 1,
 	2 * GPUSYS_CHUNK_BYTES + 1, 3 * GPUSYS_CHUNK_BYTES, GPUSYS_INLINE_BYTES - 1, GPUSYS_INLINE_BYTES,
 	GPUSYS_INLINE_BYTES + 1,
-	GPUSYS_PACKET_BYTES - 1, GPUSYS_PACKET_BYTES, GPUSYS_PACKET_BYTES + 1, 3 * GPUSYS_PACKET_BYTES + 17,
+	GPUSYS_INLINE_BYTES + DATA_SLOT - 1, GPUSYS_INLINE_BYTES + DATA_SLOT, GPUSYS_INLINE_BYTES + DATA_SLOT + 1,
+	GPUSYS_PACKET_BYTES - 1, GPUSYS_PACKET_BYTES, GPUSYS_PACKET_BYTES + 1,
+	GPUSYS_INLINE_BYTES + GPUSYS_PACKET_BYTES + 1, 3 * GPUSYS_PACKET_BYTES + 17,
 };
 
-/* Around a window's packet (abi.h): lanes of these sizes stream through a
- * window port, one packet's worth of stream and one byte either side. */
+/* Around a window's slot and the whole window (abi.h, ABI 10: two slots of
+ * 32 KiB): lanes of these sizes stream through a window port, one slot's
+ * and two slots' worth of stream and one byte either side, and the plain
+ * sizes around them. */
+#define WINDOW_SLOT (GPUSYS_WINDOW_BYTES / GPUSYS_STREAM_SLOTS)
 static const uint32_t window_sizes[] = {
+	WINDOW_SLOT - 1, WINDOW_SLOT, WINDOW_SLOT + 1,
+	WINDOW_SLOT + GPUSYS_INLINE_BYTES - 1, WINDOW_SLOT + GPUSYS_INLINE_BYTES, WINDOW_SLOT + GPUSYS_INLINE_BYTES + 1,
+	GPUSYS_WINDOW_BYTES,
 	GPUSYS_WINDOW_BYTES + GPUSYS_INLINE_BYTES - 1, GPUSYS_WINDOW_BYTES + GPUSYS_INLINE_BYTES,
 	GPUSYS_WINDOW_BYTES + GPUSYS_INLINE_BYTES + 1,
 };
@@ -118,11 +129,13 @@ static void test_echo_boundary_sizes(void **state)
 			echo_and_check(dev, wmasks[m], len, &rng);
 		}
 	echo_and_check(dev, 0xffffffffu, len, &rng);
-	/* 1 MiB, the protocol maximum, from one lane and from three */
+	/* 1 MiB, the protocol maximum, from one lane, from three and from
+	 * alternate lanes (16 MiB each way: 512 window packets) */
 	for (int l = 0; l < 32; l++)
 		len[l] = GPUSYS_MAX_LANE_PAYLOAD;
 	echo_and_check(dev, 1u << 7, len, &rng);
 	echo_and_check(dev, 0x80000101u, len, &rng);
+	echo_and_check(dev, 0x55555555u, len, &rng);
 	assert_int_equal(gpusys_emu_synchronize(emu, 5000), 0);
 	assert_int_equal(gpusys_channel_progress(dev->hdr), gpusys_emu_submitted(emu));
 	gpusys_emu_close(emu);
@@ -387,10 +400,11 @@ static void test_doorbell_names_port(void **state)
 }
 
 /* Large messages stream through the window ports (abi.h): the last
- * num_windows ports, 64 KiB an exchange. A 32-lane echo of 64 KiB a lane
- * takes a window port and moves 2 MiB each way in 33 exchanges, not 1024;
- * its last request packet is in the window, not in the port's data; calls
- * that stream one packet or less keep the warp's own port. */
+ * num_windows ports, two 32 KiB slots each (ABI 10: two packets in
+ * flight). A 32-lane echo of 64 KiB a lane takes a window port and moves 2
+ * MiB each way in 1 + 64 packets, not 2047; its last response packet is in
+ * the window's second slot, not in the port's data; calls that stream one
+ * packet or less keep the warp's own port. */
 static void test_window_streams(void **state)
 {
 	(void)state;
@@ -413,20 +427,22 @@ static void test_window_streams(void **state)
 	uint64_t ring = dev->hdr->doorbell;
 	uint32_t p = gpusys_ring_port(ring);
 	assert_int_equal(p, 12 + 2);
-	/* Its exchanges: packet 0, then the stream (32 x 65472 bytes) in
-	 * 64 KiB packets each way; 2 KiB packets would take 1023 each way. */
-	const uint32_t stream = 32u * (64u * 1024u - GPUSYS_INLINE_BYTES);
-	const uint32_t packets = (stream + GPUSYS_WINDOW_BYTES - 1) / GPUSYS_WINDOW_BYTES;
-	assert_int_equal(packets, 32);
+	/* Its packets: packet 0, then the stream (32 x 65472 bytes) in
+	 * 32 KiB packets each way, one client word each (the response's
+	 * first word asks for two and the last asks for none: as many). */
+	const uint32_t stream = 32u * (64u * 1024u - GPUSYS_INLINE_BYTES), pkt = GPUSYS_WINDOW_BYTES / 2;
+	const uint32_t packets = (stream + pkt - 1) / pkt;
+	assert_int_equal(packets, 64);
 	/* The daemon's word, written by its thread: an atomic load. */
 	assert_int_equal(GPUSYS_WORD_SEQ(__atomic_load_n(&dev->server_word[p], __ATOMIC_ACQUIRE)), 1 + 2 * packets);
-	/* The window held the response's last packet (the stream's tail):
-	 * lane 31's last bytes, which echo_and_check compared with what it
-	 * sent; here only that the window, not data[], carried them. */
-	const uint8_t *win = (const uint8_t *)h + h->window_offset + 2 * GPUSYS_WINDOW_BYTES;
-	uint32_t tail = stream % GPUSYS_WINDOW_BYTES;
+	/* The window's second slot held the response's last packet (the
+	 * stream's tail, packet 63): lane 31's last bytes, which
+	 * echo_and_check compared with what it sent; here only that the
+	 * window, not data[], carried them, in slot 63 % 2. */
+	const uint8_t *win = (const uint8_t *)h + h->window_offset + 2 * GPUSYS_WINDOW_BYTES + pkt;
+	uint32_t tail = stream % pkt;
 	int nonzero = 0;
-	for (uint32_t i = 0; i < (tail ? tail : GPUSYS_WINDOW_BYTES); i++)
+	for (uint32_t i = 0; i < (tail ? tail : pkt); i++)
 		nonzero |= win[i];
 	assert_true(nonzero);
 
@@ -573,6 +589,270 @@ static void put_head(struct gpusys_port *port, uint32_t l, uint32_t tag, uint32_
 	__atomic_store_n(&port->heads[l].tag, tag, __ATOMIC_RELEASE);
 }
 
+/* Buffers for a raw call (raw_client.h): lane l sends len + l % 3 random
+ * bytes (the lanes' streams end unaligned) and has room for 8 more back,
+ * poisoned. */
+struct raw_bufs {
+	uint8_t *in[GPUSYS_WARP_LANES], *out[GPUSYS_WARP_LANES];
+	uint32_t len[GPUSYS_WARP_LANES], cap[GPUSYS_WARP_LANES], got[GPUSYS_WARP_LANES];
+};
+
+static void raw_bufs_fill(struct raw_bufs *b, uint64_t mask, uint32_t len, uint64_t *rng)
+{
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		b->len[l] = (mask >> l & 1) ? len + l % 3 : 0;
+		b->cap[l] = b->len[l] + 8;
+		b->in[l] = malloc(b->len[l] + 1);
+		b->out[l] = malloc(b->cap[l]);
+		fill_random(b->in[l], b->len[l], rng);
+		memset(b->out[l], 0xa5, b->cap[l]);
+	}
+}
+
+static void raw_bufs_check(struct raw_bufs *b, uint64_t mask)
+{
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		if (mask >> l & 1) {
+			assert_int_equal(b->got[l], b->len[l]);
+			assert_memory_equal(b->out[l], b->in[l], b->len[l]);
+			for (uint32_t k = b->len[l]; k < b->cap[l]; k++)
+				assert_int_equal(b->out[l][k], 0xa5);
+		}
+		free(b->in[l]);
+		free(b->out[l]);
+	}
+}
+
+/* Two stream packets in flight (abi.h, ABI 10), always: a client that
+ * publishes two packets with one word wherever the protocol allows
+ * (raw_client.h) makes the server take a word two past what it took at
+ * packet 0 (through a window: packet 0 and stream packet 0), in each
+ * request stream step and in each response stream step; every byte comes
+ * back, from data[] ports (two 1 KiB slots) and window ports (two of 32
+ * KiB), for one lane, alternate lanes and every lane. A server that took
+ * one packet per word, or packet k from the wrong slot, or acknowledged
+ * only the last of two, fails here. */
+static void test_two_in_flight(void **state)
+{
+	(void)state;
+	uint64_t rng = 0xfeedf00d;
+	struct inproc *s = inproc_start(16, 2);
+	struct raw_client c;
+	raw_client_init(&c, s->base);
+	static const uint32_t sizes[] = {
+		GPUSYS_INLINE_BYTES + 1, GPUSYS_INLINE_BYTES + DATA_SLOT, GPUSYS_INLINE_BYTES + 2 * DATA_SLOT + 1,
+		WINDOW_SLOT + GPUSYS_INLINE_BYTES, GPUSYS_WINDOW_BYTES, 200000,
+	};
+	static const uint64_t masks[] = { 1u << 9, 0xaaaaaaaau, 0xffffffffu };
+	uint32_t seq[2] = { 0, 0 };
+	const uint32_t ports[2] = { 3, 13 }; /* a port of its own data[], a window port (the last 4 of 16) */
+	uint32_t pkt;
+	assert_true(raw_stream(&c, 3, &pkt) == c.ports[3].data && pkt == DATA_SLOT);
+	assert_true(raw_stream(&c, 13, &pkt) != c.ports[13].data && pkt == WINDOW_SLOT);
+
+	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
+		for (size_t m = 0; m < sizeof(masks) / sizeof(masks[0]); m++)
+			for (int w = 0; w < 2; w++) {
+				if (sizes[z] >= 200000 && masks[m] == 0xffffffffu)
+					continue; /* 6 MiB a message: alternate lanes say it */
+				struct raw_bufs b;
+				raw_bufs_fill(&b, masks[m], sizes[z], &rng);
+				int32_t rc = raw_call(&c, ports[w], &seq[w], GPUSYS_OP_ECHO, masks[m], b.len, b.cap, b.in, b.out,
+						      b.got);
+				if (rc)
+					fail_msg("size %u, mask %llx, port %u: %d", sizes[z], (unsigned long long)masks[m],
+						 ports[w], rc);
+				raw_bufs_check(&b, masks[m]);
+			}
+	assert_int_equal(atomic_load(&s->table.rejected), 0);
+	inproc_stop(s);
+}
+
+/* An honest emulated warp that echoes until told to stop (and at least 20
+ * times): small calls on its own port, large ones through the window
+ * ports left to it. */
+struct honest_arg {
+	const gpusys_dev_t *dev;
+	uint32_t warp;
+	atomic_int *stop;
+	unsigned calls;
+};
+
+static void *honest_echoes(void *p)
+{
+	struct honest_arg *a = p;
+	uint64_t rng = 0x51515151u + a->warp;
+	uint32_t len[GPUSYS_WARP_LANES];
+	gpusys_emu_set_warp(a->warp);
+	while (!atomic_load(a->stop) || a->calls < 20) {
+		for (int l = 0; l < 32; l++)
+			len[l] = a->calls % 3 == 2 ? 5000 + 977u * (uint32_t)l : (uint32_t)(rng_next(&rng) % 300);
+		echo_and_check(a->dev, a->calls % 2 ? 0xffffffffu : 0x0f0f0f0fu, len, &rng);
+		a->calls++;
+	}
+	return NULL;
+}
+
+/* Publish packet 0 of an ECHO of len bytes from lane 0 on port p, n
+ * packets under one word (any stream packets among them written first,
+ * or not). */
+static void hostile_start(const struct raw_client *c, uint32_t p, uint32_t *seq, uint32_t len, uint32_t n,
+			  uint8_t *buf)
+{
+	uint32_t cap[GPUSYS_WARP_LANES] = { [0] = len }, lens[GPUSYS_WARP_LANES] = { [0] = len };
+	uint8_t *in[GPUSYS_WARP_LANES] = { [0] = buf };
+	raw_packet0(c, p, 1, lens, cap, in);
+	raw_publish(c, p, seq, n, gpusys_client_word(0, 0, GPUSYS_OP_ECHO, 1));
+}
+
+/* The server word once it is at seq: exactly there, with status want. */
+static void hostile_expect(const struct raw_client *c, uint32_t p, uint32_t seq, int32_t want)
+{
+	uint64_t w = 0;
+	assert_true(raw_wait_word(c, p, seq, &w));
+	assert_int_equal(GPUSYS_WORD_SEQ(w), seq & GPUSYS_SEQ_MASK);
+	assert_int_equal(GPUSYS_SW_STATUS(w), want);
+}
+
+/* A client that breaks the two-in-flight rules on its ports (abi.h: the
+ * word may move 1 or 2 packets past what the server took, never past the
+ * message's end): a jump of 3 at packet 0, in a request stream and in a
+ * response stream; 2 at packet 0 through data[] (which packet 0 fills),
+ * for a call that does not stream, or for a call of heads; 2 where one
+ * packet is left; a slot scribbled before its packet was published. Each
+ * is refused -EINVAL at the client's own sequence (the port is its again,
+ * and serves its next honest call), or gives it its own garbage back;
+ * meanwhile honest warps on the other ports of the channel, window ports
+ * among them, see every byte of theirs come back, and the server's budget
+ * is whole afterwards. */
+static void test_stream_hostile(void **state)
+{
+	(void)state;
+	struct inproc *s = inproc_start(16, 2);
+	struct gpusys_emu *emu;
+	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
+	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
+	struct raw_client c;
+	raw_client_init(&c, s->base);
+	/* The hostile ports are taken from the emulated warps' locks: a
+	 * window port (13) and a port of its own data[] (3). */
+	const uint32_t wp = 13, dp = 3;
+	uint32_t wseq = (uint32_t)(__atomic_exchange_n((uint64_t *)&dev->locks[wp], 1, __ATOMIC_ACQUIRE) >> 32);
+	uint32_t dseq = (uint32_t)(__atomic_exchange_n((uint64_t *)&dev->locks[dp], 1, __ATOMIC_ACQUIRE) >> 32);
+	atomic_int stop = 0;
+	struct honest_arg ha[3];
+	pthread_t th[3];
+	for (int i = 0; i < 3; i++) {
+		ha[i] = (struct honest_arg){ dev, (uint32_t)(i * 5), &stop, 0 }; /* ports 0, 5, 10 and windows */
+		pthread_create(&th[i], NULL, honest_echoes, &ha[i]);
+	}
+	enum { FIVE = 5 * WINDOW_SLOT + GPUSYS_INLINE_BYTES }; /* a lane whose stream is 5 window packets */
+	static uint8_t buf[FIVE];
+	uint64_t rng = 3;
+	fill_random(buf, sizeof(buf), &rng);
+	uint32_t pkt, off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES];
+	uint8_t *wstream = raw_stream(&c, wp, &pkt);
+	const uint64_t word = gpusys_client_word(0, 0, GPUSYS_OP_ECHO, 1);
+	const uint64_t rejected0 = atomic_load(&s->table.rejected);
+
+	/* A jump of 3 at packet 0, on either port. */
+	hostile_start(&c, wp, &wseq, 10, 3, buf);
+	hostile_expect(&c, wp, wseq, -EINVAL);
+	hostile_start(&c, dp, &dseq, 10, 3, buf);
+	hostile_expect(&c, dp, dseq, -EINVAL);
+	/* 2 at packet 0 through data[], for a request that streams. */
+	hostile_start(&c, dp, &dseq, 3 * DATA_SLOT, 2, buf);
+	hostile_expect(&c, dp, dseq, -EINVAL);
+	/* 2 at packet 0 through a window, for a request that does not stream. */
+	hostile_start(&c, wp, &wseq, 10, 2, buf);
+	hostile_expect(&c, wp, wseq, -EINVAL);
+	/* 2 at packet 0 for a call of heads (they never stream). */
+	raw_publish(&c, wp, &wseq, 2, gpusys_client_word(0, GPUSYS_CW_HEADS, GPUSYS_OP_ECHO, 1));
+	hostile_expect(&c, wp, wseq, -EINVAL);
+
+	/* A jump of 3 in a request stream of 5 packets, after packet 0 and
+	 * stream packet 0 together (taken). */
+	hostile_start(&c, wp, &wseq, FIVE, 2, buf);
+	assert_true(raw_wait(&c, wp, wseq));
+	raw_publish(&c, wp, &wseq, 3, word);
+	hostile_expect(&c, wp, wseq, -EINVAL);
+	/* 2 where one packet is left: a request stream of 2 packets whose
+	 * packet 0 came alone, then both (legal)... */
+	hostile_start(&c, wp, &wseq, WINDOW_SLOT + GPUSYS_INLINE_BYTES + 1, 1, buf);
+	assert_true(raw_wait(&c, wp, wseq));
+	raw_publish(&c, wp, &wseq, 2, word);
+	hostile_expect(&c, wp, wseq, 0);
+	/* ... and its response of 2 packets asked for 3 at once. */
+	raw_publish(&c, wp, &wseq, 3, word);
+	hostile_expect(&c, wp, wseq, -EINVAL);
+	/* A response of 5 packets: two asked for, then a jump of 3. */
+	uint32_t lens[GPUSYS_WARP_LANES] = { [0] = FIVE }, cap[GPUSYS_WARP_LANES] = { [0] = FIVE };
+	uint8_t *in[GPUSYS_WARP_LANES] = { [0] = buf };
+	raw_packet0(&c, wp, 1, lens, cap, in);
+	port_host_stream_layout(1, lens, off, part);
+	port_host_stream_copy(wstream, pkt, 0, off, part, in, 1);
+	raw_publish(&c, wp, &wseq, 2, word);
+	for (uint32_t k = 1; k < 5; k += 2) {
+		assert_true(raw_wait(&c, wp, wseq));
+		port_host_stream_copy(wstream, pkt, k, off, part, in, 1);
+		port_host_stream_copy(wstream, pkt, k + 1, off, part, in, 1);
+		raw_publish(&c, wp, &wseq, 2, word);
+	}
+	hostile_expect(&c, wp, wseq, 0); /* answered */
+	raw_publish(&c, wp, &wseq, 2, word);
+	hostile_expect(&c, wp, wseq, 0); /* response packets 0 and 1 */
+	raw_publish(&c, wp, &wseq, 3, word);
+	hostile_expect(&c, wp, wseq, -EINVAL);
+	assert_int_equal(atomic_load(&s->table.rejected) - rejected0, 8);
+
+	/* A slot scribbled between writing its packet and publishing it: the
+	 * client gets its own garbage back, every other byte intact. */
+	struct raw_bufs b;
+	uint64_t r2 = 11;
+	raw_bufs_fill(&b, 1, 3 * WINDOW_SLOT, &r2);
+	raw_packet0(&c, wp, 1, b.len, b.cap, b.in);
+	const uint32_t n = port_host_packets_for(port_host_stream_layout(1, b.len, off, part), pkt);
+	port_host_stream_copy(wstream, pkt, 0, off, part, b.in, 1);
+	wstream[100] ^= 0xff; /* stream byte 100: the lane's byte 164 */
+	b.in[0][GPUSYS_INLINE_BYTES + 100] ^= 0xff;
+	raw_publish(&c, wp, &wseq, 2, word);
+	for (uint32_t k = 1; k < n; k += 2) {
+		assert_true(raw_wait(&c, wp, wseq));
+		for (uint32_t i = k; i < k + 2 && i < n; i++)
+			port_host_stream_copy(wstream, pkt, i, off, part, b.in, 1);
+		raw_publish(&c, wp, &wseq, k + 2 <= n ? 2 : 1, word);
+	}
+	hostile_expect(&c, wp, wseq, 0);
+	b.got[0] = c.ports[wp].len[0];
+	port_host_inline_get(c.ports[wp].data, 0, b.out[0], GPUSYS_INLINE_BYTES);
+	for (uint32_t k = 0; k < n; k += 2) {
+		raw_publish(&c, wp, &wseq, k + 2 <= n ? 2 : 1, word);
+		assert_true(raw_wait(&c, wp, wseq));
+		for (uint32_t i = k; i < k + 2 && i < n; i++)
+			port_host_stream_copy(wstream, pkt, i, off, part, b.out, 0);
+	}
+	raw_bufs_check(&b, 1); /* what it sent, scribble included */
+
+	/* Both ports serve an honest call again, then go back to the warps. */
+	uint64_t r3 = 5;
+	for (int w = 0; w < 2; w++) {
+		raw_bufs_fill(&b, 0xffffffffu, 3000, &r3);
+		assert_int_equal(raw_call(&c, w ? wp : dp, w ? &wseq : &dseq, GPUSYS_OP_ECHO, 0xffffffffu, b.len, b.cap,
+					  b.in, b.out, b.got),
+				 0);
+		raw_bufs_check(&b, 0xffffffffu);
+	}
+	__atomic_store_n((uint64_t *)&dev->locks[wp], (uint64_t)wseq << 32, __ATOMIC_RELEASE);
+	__atomic_store_n((uint64_t *)&dev->locks[dp], (uint64_t)dseq << 32, __ATOMIC_RELEASE);
+	atomic_store(&stop, 1);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(gpusys_emu_synchronize(emu, 5000), 0);
+	assert_int_equal(atomic_load(&s->table.mem_used), 0);
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+}
+
 /* Serve port 0 once, as a poller would. */
 static enum port_step step_port0(struct inproc *s)
 {
@@ -654,6 +934,8 @@ int main(void)
 		cmocka_unit_test(test_window_streams),
 		cmocka_unit_test(test_heads_echo),
 		cmocka_unit_test(test_heads_land_late),
+		cmocka_unit_test(test_two_in_flight),
+		cmocka_unit_test(test_stream_hostile),
 	};
 	return cmocka_run_group_tests_name("proto", tests, NULL, NULL);
 }
