@@ -118,9 +118,10 @@
  * 9: GPUSYS_STATUS_NO_ROOM (a file or socket call sent again rather than
  * failed -ENOMEM while the client's budget holds other calls' answers).
  * 10: two stream packets in flight each way: a port's stream area is two
- * slots of half its size (1 KiB in data[], 32 KiB in a window), packet k in
- * slot k % 2; the client word may run 2 packets ahead of the server word,
- * and a response's first two packets are asked for with one word. */
+ * slots of half its size (1 KiB in data[], 64 KiB in a window: windows
+ * grew to 128 KiB, so a window packet stays 64 KiB), packet k in slot k % 2;
+ * the client word may run 2 packets ahead of the server word, and a
+ * response's first two packets are asked for with one word. */
 #define GPUSYS_ABI_VERSION 10u
 
 
@@ -136,11 +137,14 @@
 #define GPUSYS_PROGRESS_SLOTS 64u /* daemon threads that may complete requests */
 #define GPUSYS_PAGE_BYTES 4096u
 /* Stream windows: the last gpusys_num_windows(num_ports) ports stream
- * through a window of this many bytes each. At most GPUSYS_MAX_WINDOWS (4
- * MiB a channel), and never more than a quarter of the ports: the windows
+ * through a window of this many bytes each (two 64 KiB slots: with 32 KiB
+ * ones a 32 x 64 KiB call spent more in its per-packet work than the
+ * second slot saved, bench/RESULTS.md "Fifth session"). At most
+ * GPUSYS_MAX_WINDOWS (8 MiB a channel), and never more than a quarter of
+ * the ports: the windows
  * belong to ports that futures never hold (device/port_client.h), so a warp
  * that waits for a window port waits only for calls that finish. */
-#define GPUSYS_WINDOW_BYTES (64u * 1024u)
+#define GPUSYS_WINDOW_BYTES (128u * 1024u)
 #define GPUSYS_MAX_WINDOWS 64u
 #define GPUSYS_HEADER_BYTES 8192u /* struct gpusys_channel_header, padded */
 
