@@ -14,7 +14,13 @@
 #   twogpu    gpusys-bench multigpu --op file, then --op noop, with both
 #             GPUs (issue 34), on a gpusysd with the budgets of
 #             bench/device-multigpu.sh; only where there are two GPUs
-# STEPS picks some (default: all, in that order). Output under $OUT.
+#   print     where a printed line's time goes at the whole GPU (issue 30):
+#             gpusys-bench print against a gpusysd of its own, then that
+#             daemon's `gpusysctl pollers` (busy share, scan and serve ns a
+#             port) and `status`: busy pollers say the daemon's per-line
+#             work bounds the rate, idle ones the device side or the writer
+#             (the GPU machine has no perf). Not in the default steps.
+# STEPS picks some (default: all but print, in that order). Output under $OUT.
 #   OUT=/tmp/out bench/device-session.sh
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -75,4 +81,21 @@ if has twogpu && ((ngpu >= 2)) && fits 130 twogpu; then
 	wait $dpid
 	grep -E "workers|pollers of its own" "$OUT/daemon-two.log" | head -6
 	stamp twogpu
+fi
+if has print && fits 100 print; then
+	export CUDA_VISIBLE_DEVICES=0
+	run=$(mktemp -d /tmp/gpusys-p.XXXXXX)
+	$D --foreground --runtime-dir "$run" > "$OUT/daemon-print.log" 2>&1 &
+	dpid=$!
+	for _ in $(seq 100); do [[ -S $run/control.sock ]] && break; sleep 0.1; done
+	for r in 1 2; do
+		timeout 40 $B/bench/gpusys-bench print --runtime-dir "$run" --out /dev/shm/gpusys-print.txt 2>&1 |
+			grep -v "^gpusysd:" | tee -a "$OUT/print.txt" | tail -6
+	done
+	{ $B/tools/gpusysctl --runtime-dir "$run" pollers; $B/tools/gpusysctl --runtime-dir "$run" status; } |
+		tee "$OUT/print-pollers.txt" | head -40
+	kill $dpid
+	wait $dpid
+	rm -f /dev/shm/gpusys-print.txt
+	stamp print
 fi
