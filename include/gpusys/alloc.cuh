@@ -56,13 +56,13 @@ static __device__ __forceinline__ int gpusys_alloc_errno(const gpusys_heap_t &h)
  * H200 (Xid 31), while -G and -Xptxas -O0 builds, uniform warps, calls kept
  * apart by __syncwarp, and the emulator's split warps all passed; with this
  * entry it passes (bench/RESULTS.md, "The allocator's fault, narrowed" and
- * "The allocator on main"). Which construct the optimised code runs wrongly
- * with two groups of a warp inside is not known. The lanes that arrive
- * together take their warp slot's lock: the leader tries once and the whole
- * group loops, so no lane spins inside a branch for a sibling group of its
- * own warp (bench/diverge_gpu.cu: such spins take seconds to resolve). A
- * call of the whole warp has no sibling group and takes no lock. Returns
- * the lock's index for the leave, or ~0u for none. Built with
+ * "Fifth session"). Which construct the optimised code runs wrongly with
+ * two groups of a warp inside is not known. The lanes that arrive together
+ * take their warp slot's lock: the leader tries once and the whole group
+ * loops, so no lane spins inside a branch for a sibling group of its own
+ * warp (bench/diverge_gpu.cu: such spins do resolve, but at about 18 ms a
+ * round). A call of the whole warp has no sibling group and takes no lock.
+ * Returns the lock's index for the leave, or ~0u for none. Built with
  * GPUSYS_ALLOC_GROUPS_AT_ONCE defined it takes none at all: that build
  * reproduces the fault (bench/device-alloc-variants.sh), for whoever looks
  * for its cause. */
