@@ -184,6 +184,17 @@ static inline uint32_t port_host_flip_packets(uint32_t cs, uint32_t seen, uint32
 	return d >= 1 && d <= GPUSYS_STREAM_SLOTS && d <= left ? d : 0;
 }
 
+/* Whether a client word that moved d (>= 1) past the last packet taken may
+ * announce a request's packet 0: alone (d == 1), or with its first stream
+ * packet behind it (d == 2), which heads and empty requests never have.
+ * Once the stream is known, d must also be within port_host_first_flip_max.
+ * Both servers ask here before reading packet 0. */
+static inline int port_host_first_word_ok(uint64_t word, uint32_t d)
+{
+	return d == 1 ||
+	       (d <= GPUSYS_STREAM_SLOTS && !(GPUSYS_WORD_FLAGS(word) & (GPUSYS_CW_HEADS | GPUSYS_CW_EMPTY)));
+}
+
 /* The packets a request may have published by the time its packet 0 is
  * taken: packet 0, and its first stream packet with it where there is
  * one and it goes through a window (stream, as gpusys_port_stream gave it,

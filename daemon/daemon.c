@@ -600,9 +600,10 @@ int daemon_run(const struct gpusysd_config *cfg, const struct gpusysd_config *as
 		/* Before the first client: the quotas fit what is left once
 		 * the daemon's own descriptors are open. */
 		quotas_start(&d->cfg, d->listener);
+		struct group_size all = groups_total(d);
 		log_info("serving %s (version %s, pid %d, %u pollers, %u workers; %u and %u of them for clients "
-			 "that name no GPU)", d->rt.dir, GPUSYS_VERSION, (int)getpid(), groups_pollers_total(d),
-			 groups_workers_total(d), d->cfg.pollers, d->cfg.workers);
+			 "that name no GPU)", d->rt.dir, GPUSYS_VERSION, (int)getpid(), all.pollers, all.workers,
+			 d->cfg.pollers, d->cfg.workers);
 		notify_ready();
 		notify_status(0, 0);
 		if (event_base_dispatch(d->base) < 0)

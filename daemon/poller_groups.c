@@ -328,24 +328,15 @@ struct poller_group *groups_at(struct daemon *d, unsigned i)
 	return d->groups && i < GPUS_MAX + 1 ? d->groups->g[i] : NULL;
 }
 
-unsigned groups_pollers_total(struct daemon *d)
+struct group_size groups_total(struct daemon *d)
 {
-	unsigned n = 0;
+	struct group_size n = { 0, 0 };
 	for (unsigned i = 0; i < GPUS_MAX + 1; i++) {
 		struct poller_group *g = groups_at(d, i);
 		if (g && g->pollers)
-			n += g->count;
-	}
-	return n;
-}
-
-unsigned groups_workers_total(struct daemon *d)
-{
-	unsigned n = 0;
-	for (unsigned i = 0; i < GPUS_MAX + 1; i++) {
-		struct poller_group *g = groups_at(d, i);
+			n.pollers += g->count;
 		if (g && g->pool)
-			n += g->workers;
+			n.workers += g->workers;
 	}
 	return n;
 }

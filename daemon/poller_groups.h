@@ -90,9 +90,8 @@ struct poller_group *groups_of(struct daemon *d, const struct gpu *g, char *msg,
  * or for a GPU without one. */
 struct poller_group *groups_at(struct daemon *d, unsigned i);
 
-/* Every group's pollers (workers) together. */
-unsigned groups_pollers_total(struct daemon *d);
-unsigned groups_workers_total(struct daemon *d);
+/* Every group's running pollers and workers together. */
+struct group_size groups_total(struct daemon *d);
 
 /* Stop (join) every group's pollers. Calls already deferred stay queued
  * in the pools. Again: nothing. */

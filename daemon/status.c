@@ -183,13 +183,14 @@ json_t *daemon_status_json(void *arg, const struct control_peer *who)
 		json_array_append_new(clients, client_json(s));
 		shown++;
 	}
+	struct group_size threads = groups_total(d);
 	json_t *st = json_pack("{s:s, s:I, s:I, s:s, s:I, s:I, s:o, s:I, s:I, s:s, s:I}",
 			 "version", GPUSYS_VERSION,
 			 "pid", (json_int_t)getpid(),
 			 "uptime_s", (json_int_t)seconds_since(&d->started),
 			 "runtime_dir", d->rt.dir,
-			 "pollers", (json_int_t)groups_pollers_total(d),
-			 "workers", (json_int_t)groups_workers_total(d),
+			 "pollers", (json_int_t)threads.pollers,
+			 "workers", (json_int_t)threads.workers,
 			 "clients", clients,
 			 "requests_served", (json_int_t)daemon_requests_served(d),
 			 "clients_attached", (json_int_t)shown,

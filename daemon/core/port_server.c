@@ -242,7 +242,7 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 	/* Packet 0 comes alone, or with its first stream packet (checked
 	 * below); a word further ahead, or a message that cannot stream
 	 * (heads, empty) ahead at all, is malformed. */
-	if (d != 1 && (d > GPUSYS_STREAM_SLOTS || (GPUSYS_WORD_FLAGS(word) & (GPUSYS_CW_HEADS | GPUSYS_CW_EMPTY)))) {
+	if (!port_host_first_word_ok(word, d)) {
 		atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
 		port_refuse(t, p, cs, h.lane_mask, h.flags, heads, -EINVAL, slot);
 		return PORT_STEP_DONE;
@@ -271,7 +271,7 @@ static enum port_step start_request(struct port_table *t, uint32_t p, uint64_t w
 		uint32_t off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES], pkt;
 		uint8_t *stream = port_table_stream(t, p, &pkt);
 		uint32_t packets = port_host_packets_for(port_host_stream_layout(h.lane_mask, len, off, part), pkt);
-		if (port_host_flip_packets(cs, cs - d, port_host_first_flip_max(port, stream, packets)) != d) {
+		if (d > port_host_first_flip_max(port, stream, packets)) {
 			atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
 			port_refuse(t, p, cs, h.lane_mask, h.flags, heads, -EINVAL, slot);
 			return PORT_STEP_DONE;

@@ -189,7 +189,7 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	 * the stream is known); heads and empty requests never stream. */
 	const uint32_t d = (cs - __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED)) & GPUSYS_SEQ_MASK;
 	uint64_t in_bytes;
-	if (d != 1 && (d > GPUSYS_STREAM_SLOTS || (GPUSYS_WORD_FLAGS(word) & (GPUSYS_CW_HEADS | GPUSYS_CW_EMPTY))))
+	if (!port_host_first_word_ok(word, d))
 		status = -EINVAL;
 	for (unsigned spins = 0;
 	     !status && (status = port_host_take_request(port, word, len, cap, &in_bytes)) == PORT_HOST_NOT_YET;
@@ -230,7 +230,7 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	uint32_t pkt;
 	uint8_t *stream = gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
 	uint32_t chunks = port_host_packets_for(port_host_stream_layout(mask, len, off, part), pkt);
-	if (d != 1 && port_host_flip_packets(cs, cs - d, port_host_first_flip_max(port, stream, chunks)) != d) {
+	if (d > port_host_first_flip_max(port, stream, chunks)) {
 		ack(cb, p, cs, GPUSYS_SW_TRIVIAL, noreply ? 0 : -EINVAL);
 		goto out;
 	}
