@@ -395,7 +395,8 @@ static int append(struct print_buf *out, size_t start, const char *s, size_t n)
  * compares the two). Writes at most 22 bytes; -1 for the values it leaves
  * to snprintf (infinities, NaN, larger magnitudes). In the print bench's
  * line ("block %d thread %d line %d value %f\n") glibc's %f was half of the
- * daemon's formatting: 280 ns a line before, 135 after (2-vCPU VM). */
+ * daemon's formatting: 272-375 ns a line before, 142-162 after on the 2-vCPU
+ * VM (bench/print_format_time.c, bench/RESULTS.md). */
 #define FIXED_F_SCALE UINT64_C(1000000)
 static int fast_f(char *dst, double d)
 {
