@@ -20,6 +20,10 @@
 #             port) and `status`: busy pollers say the daemon's per-line
 #             work bounds the rate, idle ones the device side or the writer
 #             (the GPU machine has no perf). Not in the default steps.
+#   sockets   bench/socket-matrix.sh: one connection's echo with 1 and 1056
+#             warps and gpu_httpd under wrk, over gpusysd settings and device
+#             sleep caps, with the CPU peers (issue 28). Not in the default
+#             steps.
 # STEPS picks some (default: all but print, in that order). Output under $OUT.
 #   OUT=/tmp/out bench/device-session.sh
 set -uo pipefail
@@ -98,4 +102,9 @@ if has print && fits 100 print; then
 	wait $dpid
 	rm -f /dev/shm/gpusys-print.txt
 	stamp print
+fi
+if has sockets && fits 330 sockets; then
+	export CUDA_VISIBLE_DEVICES=0
+	timeout 330 bash bench/socket-matrix.sh $B 2>&1 | tee "$OUT/socket-matrix.txt" | grep -v 'errno'
+	stamp sockets
 fi

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# bench/socket-matrix.sh [BUILD]: where issue 28's socket time goes, on the
+# GPU machine, as a matrix of short runs (about 4 minutes): for each
+# gpusysd configuration of CONFS (lines added to the socket benchmarks'
+# configuration, bench/socket-daemon.sh; "-" adds none) and each device
+# sleep cap of SLEEPS (GPUSYS_WAIT_SLEEP_MAX_NS, device/lane.h; "-" the
+# default):
+#   - one connection's 64 B round trips for SECS s against tcp_echo with 1
+#     and with 1056 warps (bench/echo_load, every byte checked);
+# and for each configuration (default sleep) gpu_httpd under wrk (100 and
+# 1000 connections, 6 B and 4 KiB, WRK_SECS s each), then gpusysctl
+# latency's socket rows and the daemon's threads' CPU time. Last, the CPU
+# peers: echo_cpu and http_cpu under the same loads.
+#   CONFS=$'-\npollers_per_gpu = 4' SLEEPS="- 256000" bench/socket-matrix.sh build-gpu
+set -u
+B=${1:-build-gpu}
+SECS=${SECS:-3}
+WRK_SECS=${WRK_SECS:-4}
+SLEEPS=${SLEEPS:-"- 256000 1000000"}
+CONFS=${CONFS:-$'-\npollers_per_gpu = 4\npollers_per_gpu = 2'}
+deps=${GPUSYS_DEPS:-/tmp/deps}
+export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+WRK=$(command -v wrk || echo "$deps/usr/bin/wrk")
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+work=$(mktemp -d /tmp/gpusys-sockmatrix.XXXXXX)
+mkdir -p "$work/www"
+printf 'hello\n' > "$work/www/6b.txt"
+head -c 4096 /dev/urandom > "$work/www/4k.bin"
+trap 'kill $(jobs -p) 2>/dev/null' EXIT
+
+daemon=
+start_daemon() { # $1: extra configuration line ("-": none)
+	rm -rf "$work/run"
+	mkdir -p "$work/run"
+	printf 'channel_bulk_bytes = 256M\nclient_mem_budget = 1G\nmax_handles_per_uid = 12000\n' > "$work/gpusysd.conf"
+	[[ $1 == - ]] || printf '%s\n' "$1" >> "$work/gpusysd.conf"
+	"$B/daemon/gpusysd" --foreground --runtime-dir "$work/run" --config "$work/gpusysd.conf" > "$work/daemon.log" 2>&1 &
+	daemon=$!
+	export GPUSYS_RUNTIME_DIR=$work/run
+	for _ in $(seq 200); do [[ -S $work/run/control.sock ]] && break; sleep 0.05; done
+}
+stop_daemon() {
+	"$B/tools/gpusysctl" latency | grep -E 'OPCODE|socket\.(send|recv|poll|accept)' | sed 's/^/    /'
+	# The daemon's CPU time by thread name (utime+stime, clock ticks).
+	for t in /proc/$daemon/task/*; do
+		read -r -a f < "$t/stat"
+		echo "$(cat "$t/comm") $((f[13] + f[14]))"
+	done | awk '{c[$1]+=$2; n[$1]++} END {for (k in c) printf "    cpu %s x%d: %.2f s\n", k, n[k], c[k]/100}' | sort
+	kill $daemon
+	wait $daemon 2>/dev/null
+}
+echo_row() { # $1 warps, $2 label
+	"$B/examples/tcp_echo" 17780 0 "$1" 2> "$work/tcp_echo.log" &
+	local te=$!
+	for _ in $(seq 100); do grep -q serving "$work/tcp_echo.log" && break; sleep 0.05; done
+	sleep 0.3
+	printf '  %s, %s warps: ' "$2" "$1"
+	"$B/bench/echo_load" 127.0.0.1 17780 1 "$SECS" 1 64
+	kill $te
+	wait $te 2>/dev/null
+}
+wrk_rows() { # $1 port, $2 who
+	for f in /6b.txt /4k.bin; do
+		for c in 100 1000; do
+			printf '  %s wrk -c%s %s: ' "$2" "$c" "$f"
+			"$WRK" -t8 -c"$c" -d"${WRK_SECS}s" "http://127.0.0.1:$1$f" | grep -E 'Requests/sec|Non-2xx|Socket errors' | tr '\n' ' '
+			echo
+		done
+	done
+}
+
+nproc
+while IFS= read -r conf; do
+	echo "== config: $conf"
+	start_daemon "$conf"
+	grep -m2 -E 'descriptor limit|pollers' "$work/daemon.log" | sed 's/^/    /'
+	for s in $SLEEPS; do
+		if [[ $s == - ]]; then unset GPUSYS_WAIT_SLEEP_MAX_NS; else export GPUSYS_WAIT_SLEEP_MAX_NS=$s; fi
+		for w in 1 1056; do echo_row "$w" "sleep cap ${s}"; done
+	done
+	unset GPUSYS_WAIT_SLEEP_MAX_NS
+	if [[ -x $WRK ]]; then
+		"$B/examples/gpu_httpd" "$work/www" 18080 2> "$work/httpd.log" &
+		httpd=$!
+		for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:18080/6b.txt && break; sleep 0.1; done
+		wrk_rows 18080 gpu_httpd
+		kill $httpd
+		wait $httpd 2>/dev/null
+	fi
+	stop_daemon
+done <<< "$CONFS"
+
+echo "== the CPU peers"
+"$B/bench/echo_cpu" 17781 16 &
+ec=$!
+sleep 0.5
+printf '  echo_cpu: '
+"$B/bench/echo_load" 127.0.0.1 17781 1 "$SECS" 1 64
+kill $ec
+if [[ -x $WRK ]]; then
+	"$B/bench/http_cpu" "$work/www" 18081 128 &
+	cpu=$!
+	sleep 0.5
+	wrk_rows 18081 http_cpu
+	kill $cpu
+fi
+wait 2>/dev/null
