@@ -6,7 +6,9 @@
 # sleep cap of SLEEPS (GPUSYS_WAIT_SLEEP_MAX_NS, device/lane.h; "-" the
 # default):
 #   - one connection's 64 B round trips for SECS s against tcp_echo with 1
-#     and with 1056 warps (bench/echo_load, every byte checked);
+#     warp (then gpusysctl latency's socket rows: that load alone), with
+#     1056 warps, and with 1056 warps whose quiet polls wake every 10 s
+#     instead of 200 ms (bench/echo_load, every byte checked);
 # and for each configuration (default sleep) gpu_httpd under wrk (100 and
 # 1000 connections, 6 B and 4 KiB, WRK_SECS s each), then gpusysctl
 # latency's socket rows and the daemon's threads' CPU time. Last, the CPU
@@ -16,8 +18,8 @@ set -u
 B=${1:-build-gpu}
 SECS=${SECS:-3}
 WRK_SECS=${WRK_SECS:-4}
-SLEEPS=${SLEEPS:-"- 256000 1000000"}
-CONFS=${CONFS:-$'-\npollers_per_gpu = 4\npollers_per_gpu = 2'}
+SLEEPS=${SLEEPS:-"-"}
+CONFS=${CONFS:-$'-\nsocket_wait_spin_us = 200'}
 deps=${GPUSYS_DEPS:-/tmp/deps}
 export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 WRK=$(command -v wrk || echo "$deps/usr/bin/wrk")
@@ -39,8 +41,11 @@ start_daemon() { # $1: extra configuration line ("-": none)
 	export GPUSYS_RUNTIME_DIR=$work/run
 	for _ in $(seq 200); do [[ -S $work/run/control.sock ]] && break; sleep 0.05; done
 }
-stop_daemon() {
+latency() {
 	"$B/tools/gpusysctl" latency | grep -E 'OPCODE|socket\.(send|recv|poll|accept)' | sed 's/^/    /'
+}
+stop_daemon() {
+	latency
 	# The daemon's CPU time by thread name (utime+stime, clock ticks).
 	for t in /proc/$daemon/task/*; do
 		read -r -a f < "$t/stat"
@@ -49,12 +54,12 @@ stop_daemon() {
 	kill $daemon
 	wait $daemon 2>/dev/null
 }
-echo_row() { # $1 warps, $2 label
-	"$B/examples/tcp_echo" 17780 0 "$1" 2> "$work/tcp_echo.log" &
+echo_row() { # $1 warps, $2 label, $3 quiet polls' timeout (ms)
+	"$B/examples/tcp_echo" 17780 0 "$1" "$3" 2> "$work/tcp_echo.log" &
 	local te=$!
 	for _ in $(seq 100); do grep -q serving "$work/tcp_echo.log" && break; sleep 0.05; done
 	sleep 0.3
-	printf '  %s, %s warps: ' "$2" "$1"
+	printf '  %s, %s warps, polls %s ms: ' "$2" "$1" "$3"
 	"$B/bench/echo_load" 127.0.0.1 17780 1 "$SECS" 1 64
 	kill $te
 	wait $te 2>/dev/null
@@ -76,7 +81,10 @@ while IFS= read -r conf; do
 	grep -m2 -E 'descriptor limit|pollers' "$work/daemon.log" | sed 's/^/    /'
 	for s in $SLEEPS; do
 		if [[ $s == - ]]; then unset GPUSYS_WAIT_SLEEP_MAX_NS; else export GPUSYS_WAIT_SLEEP_MAX_NS=$s; fi
-		for w in 1 1056; do echo_row "$w" "sleep cap ${s}"; done
+		echo_row 1 "sleep cap ${s}" 200
+		[[ $s == "${SLEEPS%% *}" ]] && { echo "    (gpusysctl latency after that row alone)"; latency; }
+		echo_row 1056 "sleep cap ${s}" 200
+		echo_row 1056 "sleep cap ${s}" 10000
 	done
 	unset GPUSYS_WAIT_SLEEP_MAX_NS
 	if [[ -x $WRK ]]; then

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tcp_echo PORT [CONNECTIONS [WARPS]]: a kernel serves TCP echo on PORT
+ * tcp_echo PORT [CONNECTIONS [WARPS [POLL_MS]]]: a kernel serves TCP echo on PORT
  * (all addresses, IPv4), many connections per warp: each warp polls its
  * connections and the listener (one gpusys_poll of up to 64 handles), takes
  * new connections while it has room (up to 63), and its 32 lanes serve the
@@ -8,8 +8,8 @@
  * the warp). WARPS (default 160) times 63 is how many connections are
  * served at once: 10,080 by default. docs/SOCKETS.md, "How to write a
  * kernel server", explains the pattern. With CONNECTIONS > 0 the kernel ends
- * after that many connections have closed (polls wake every 200 ms to look);
- * 0 serves until the program is killed. Every error a connection's calls
+ * after that many connections have closed (polls wake every POLL_MS, default
+ * 200 ms, to look); 0 serves until the program is killed. Every error a connection's calls
  * return is printed with its errno. Needs a running gpusysd.
  *
  *   $ tcp_echo 7777 &
@@ -105,12 +105,13 @@ static __global__ void k_echo(gpusys_dev_t dev, struct shared_state *st, unsigne
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: tcp_echo PORT [CONNECTIONS [WARPS]]\n");
+		fprintf(stderr, "usage: tcp_echo PORT [CONNECTIONS [WARPS [POLL_MS]]]\n");
 		return 2;
 	}
 	int port = atoi(argv[1]);
 	unsigned long long quota = argc > 2 ? strtoull(argv[2], NULL, 10) : 0;
 	unsigned warps = argc > 3 ? (unsigned)atoi(argv[3]) : 160;
+	int poll_ms = argc > 4 ? atoi(argv[4]) : 200;
 	struct gpusys_options o;
 	memset(&o, 0, sizeof(o));
 	o.cuda_device = 0;
@@ -131,7 +132,7 @@ int main(int argc, char **argv)
 	}
 	memset(st, 0, sizeof(*st));
 	snprintf(st->srv.name, sizeof(st->srv.name), "tcp_echo");
-	st->srv.poll_ms = 200; /* a quiet warp looks at the quota five times a second */
+	st->srv.poll_ms = poll_ms; /* how often a quiet warp looks at the quota */
 	k_listen<<<1, 1>>>(gpusys_device(g), port, st);
 	if ((rc = gpusys_synchronize(g, NULL, -1)) || st->srv.error) {
 		fprintf(stderr, "tcp_echo: port %d: %s\n", port, rc ? gpusys_strerror(rc) : strerror(-st->srv.error));

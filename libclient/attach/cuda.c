@@ -43,6 +43,7 @@
 #include "gpusys/device/host_sync.h"
 #include "client.h"
 #include "dev_handle.h"
+#include "libclient/callbacks/callback_dump.h"
 #include "../common/cuda_driver.h"
 
 #define GPUSYS_TRACKED_STREAMS 64
@@ -795,6 +796,26 @@ int gpusys_query(gpusys_t *g, void *stream)
 	return 1;
 }
 
+/* A synchronize that timed out, with GPUSYS_DEBUG set: where it stood (the
+ * kernels still running, or the requests they counted not all answered)
+ * and the ports that wait, on both channels. */
+static void debug_timeout(gpusys_t *g, int kernels_done, const unsigned long long want[2])
+{
+	if (!getenv("GPUSYS_DEBUG"))
+		return;
+	if (!kernels_done)
+		fprintf(stderr, "gpusys: synchronize timed out: the stream's kernels still run\n");
+	else
+		fprintf(stderr,
+			"gpusys: synchronize timed out: kernels done; gpusysd completed %llu of %llu requests, "
+			"callbacks %llu of %llu\n",
+			(unsigned long long)gpusys_channel_progress(g->host), want[0],
+			(unsigned long long)(g->cb ? gpusys_callbacks_completed(g->cb) : 0), want[1]);
+	channel_dump_waiting(stderr, "gpusysd", g->host);
+	if (g->cb)
+		callbacks_dump_stuck(stderr, g->cb);
+}
+
 int gpusys_synchronize(gpusys_t *g, void *stream, int timeout_ms)
 {
 	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : INT64_MAX;
@@ -817,6 +838,7 @@ int gpusys_synchronize(gpusys_t *g, void *stream, int timeout_ms)
 		}
 		if (now_ms() >= deadline) {
 			rc = -ETIMEDOUT;
+			debug_timeout(g, 0, want);
 			goto out;
 		}
 		/* A kernel waiting on a dead daemon returns -ESHUTDOWN on its own
@@ -842,8 +864,10 @@ out:
 		}
 		if ((rc = check_alive(g)) < 0)
 			return rc;
-		if (now_ms() >= deadline)
+		if (now_ms() >= deadline) {
+			debug_timeout(g, 1, want);
 			return -ETIMEDOUT;
+		}
 		backoff(spins);
 	}
 }

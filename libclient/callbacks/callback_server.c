@@ -46,6 +46,7 @@
 #include "common/port_host.h"
 #include "gpusys/device/host_sync.h"
 #include "libclient/attach/dev_handle.h"
+#include "libclient/callbacks/callback_dump.h"
 
 #define SPIN_NS (200u * 1000u)         /* poller spins this long after work */
 #define NAP_NS (50u * 1000u)           /* then naps this long at a time */
@@ -835,4 +836,48 @@ void *gpusys_callbacks_channel(const struct gpusys_callbacks *cb, uint64_t *ret_
 	if (ret_bytes)
 		*ret_bytes = cb->bytes;
 	return cb->base;
+}
+
+/* ------------------------------------------------------------ debugging */
+
+#define DUMP_LINES 12u
+
+void channel_dump_waiting(FILE *f, const char *what, const struct gpusys_channel_header *hdr)
+{
+	const uint8_t *b = (const uint8_t *)hdr;
+	const volatile uint64_t *cw = (const volatile uint64_t *)(b + hdr->client_word_offset);
+	const volatile uint64_t *sw = (const volatile uint64_t *)(b + hdr->server_word_offset);
+	unsigned n = 0;
+	for (uint32_t p = 0; p < hdr->num_ports; p++) {
+		uint64_t c = __atomic_load_n(&cw[p], __ATOMIC_RELAXED), s = __atomic_load_n(&sw[p], __ATOMIC_RELAXED);
+		if (GPUSYS_WORD_SEQ(c) == GPUSYS_WORD_SEQ(s))
+			continue;
+		if (n++ < DUMP_LINES)
+			fprintf(f, "gpusys: %s port %u: client seq %u flags 0x%x opcode 0x%04x mask 0x%08x; server seq %u flags 0x%x\n",
+				what, p, GPUSYS_WORD_SEQ(c), GPUSYS_WORD_FLAGS(c), GPUSYS_CW_OPCODE(c), GPUSYS_CW_MASK(c),
+				GPUSYS_WORD_SEQ(s), GPUSYS_WORD_FLAGS(s));
+	}
+	fprintf(f, "gpusys: %s: %u of %u ports with a request not answered\n", what, n, hdr->num_ports);
+}
+
+void callbacks_dump_stuck(FILE *f, const struct gpusys_callbacks *cb)
+{
+	struct gpusys_callbacks *w = (struct gpusys_callbacks *)cb;
+	fprintf(f, "gpusys: callbacks: %u workers, %u spinning, %u running, %u queued, %llu completed, dozing %u\n",
+		cb->nworkers, atomic_load(&w->spinning), atomic_load(&w->running), atomic_load(&w->q_count),
+		(unsigned long long)gpusys_callbacks_completed(cb), (unsigned)cb->hdr->dozing);
+	unsigned n = 0;
+	for (uint32_t p = 0; p < cb->num_ports; p++) {
+		uint64_t c = __atomic_load_n(&cb->client_word[p], __ATOMIC_RELAXED);
+		uint16_t seen = __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED);
+		unsigned claimed = atomic_load(&w->claim[p]);
+		if (GPUSYS_WORD_SEQ(c) == seen && !claimed)
+			continue;
+		if (n++ < DUMP_LINES)
+			fprintf(f, "gpusys: callbacks port %u: client seq %u flags 0x%x opcode 0x%04x; acknowledged %u; %s\n", p,
+				GPUSYS_WORD_SEQ(c), GPUSYS_WORD_FLAGS(c), GPUSYS_CW_OPCODE(c), seen,
+				claimed ? "claimed" : "not claimed");
+	}
+	fprintf(f, "gpusys: callbacks: %u of %u ports not acknowledged or claimed\n", n, cb->num_ports);
+	channel_dump_waiting(f, "callbacks", cb->hdr);
 }

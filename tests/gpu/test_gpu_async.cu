@@ -150,7 +150,7 @@ int main(void)
 	double t0 = gt_now();
 	k_echo_futures<<<grid, 128>>>(gpusys_device(g), d, d + 1);
 	GT_CUDA(cudaGetLastError());
-	int rc = gpusys_synchronize(g, NULL, 120000);
+	int rc = gpusys_synchronize(g, NULL, 30000);
 	GT_CHECK(rc == 0, "echo futures: %s (deadlock?)", gpusys_strerror(rc));
 	GT_CUDA(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
 	GT_CHECK(h[0] == 0, "echo futures: %u lanes wrong", h[0]);
@@ -168,7 +168,7 @@ int main(void)
 		t0 = gt_now();
 		k_typed<<<grid, 128>>>(gpusys_device(g), d, async);
 		GT_CUDA(cudaGetLastError());
-		rc = gpusys_synchronize(g, NULL, 120000);
+		rc = gpusys_synchronize(g, NULL, 30000);
 		GT_CHECK(rc == 0, "typed callbacks: %s", gpusys_strerror(rc));
 		GT_CUDA(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
 		GT_CHECK(h[0] == 0, "typed callbacks (%s): %u wrong", async ? "async" : "sync", h[0]);
@@ -205,7 +205,7 @@ int main(void)
 		GT_CUDA(cudaMemcpy(doff, off, sizeof(off), cudaMemcpyHostToDevice));
 		t0 = gt_now();
 		k_bytes<<<1, 32>>>(gpusys_device(g), din, dout, dlen, doff, dst, dgot);
-		rc = gpusys_synchronize(g, NULL, 120000);
+		rc = gpusys_synchronize(g, NULL, 30000);
 		GT_CHECK(rc == 0, "bytes callbacks: %s", gpusys_strerror(rc));
 		int st[32];
 		uint32_t got[32];

@@ -660,19 +660,31 @@ static unsigned threads_named(pid_t pid, const char *name)
 	return n;
 }
 
-/* Calls that wait are armed and completed on socket_wait_loops event loops
- * of their own threads (4 by default), not on the main loop: every test
- * above ran through them; here the threads are counted, and 0 puts the
- * waits back on the main loop, where a waiting receive still completes. */
-static void test_wait_loops(void **s)
+/* CPU time (ms, user and system) of the daemon's threads named name. */
+static unsigned long threads_cpu_ms(pid_t pid, const char *name)
 {
-	(void)s;
-	assert_int_equal(threads_named(daemon_.pid, "sock-wait"), 4);
-	struct gd d2;
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd),
+		 "for t in /proc/%d/task/*; do grep -qx '%s' $t/comm && cut -d' ' -f14,15 $t/stat; done 2>/dev/null | "
+		 "awk '{s += $1 + $2} END {print s + 0}'",
+		 (int)pid, name);
+	FILE *f = popen(cmd, "r");
+	unsigned long ticks = 0;
+	if (f && fscanf(f, "%lu", &ticks) != 1)
+		ticks = 0;
+	if (f)
+		pclose(f);
+	return ticks * 1000ul / (unsigned long)sysconf(_SC_CLK_TCK);
+}
+
+/* On a daemon of its own started with conf: a receive that waits 200 ms for
+ * its bytes completes with them; the daemon has loops sock-wait threads. */
+static void waited_receive(const char *conf, unsigned loops, struct gd *d2)
+{
 	struct emu_client k2;
-	gd_start(&d2, "socket_wait_loops = 0\n");
-	assert_int_equal(threads_named(d2.pid, "sock-wait"), 0);
-	assert_int_equal(emu_client_attach(&k2, d2.runtime, 8, 0, GPUSYS_ATTACH_NO_STDIO), 0);
+	gd_start(d2, conf);
+	assert_int_equal(threads_named(d2->pid, "sock-wait"), loops);
+	assert_int_equal(emu_client_attach(&k2, d2->runtime, 8, 0, GPUSYS_ATTACH_NO_STDIO), 0);
 	const gpusys_dev_t *saved = D;
 	D = k2.dev;
 	struct sockaddr_in sa;
@@ -707,6 +719,36 @@ static void test_wait_loops(void **s)
 	D = saved;
 	gpusys_emu_set_warp(0);
 	emu_client_detach(&k2);
+}
+
+/* Calls that wait are armed and completed on socket_wait_loops event loops
+ * of their own threads (4 by default), not on the main loop: every test
+ * above ran through them; here the threads are counted, and 0 puts the
+ * waits back on the main loop, where a waiting receive still completes. */
+static void test_wait_loops(void **s)
+{
+	(void)s;
+	assert_int_equal(threads_named(daemon_.pid, "sock-wait"), 4);
+	struct gd d2;
+	waited_receive("socket_wait_loops = 0\n", 0, &d2);
+	gd_finish(&d2);
+}
+
+/* socket_wait_spin_us: loops that poll without sleeping after an event
+ * still complete a receive that waits (armed while spinning, seen ready
+ * after they went back to sleep), and sleep once quiet: over 500 quiet ms
+ * their threads use a small part of a core (a spinning loop would use all
+ * of it: 500 ms each). */
+static void test_wait_loops_spin(void **s)
+{
+	(void)s;
+	struct gd d2;
+	waited_receive("socket_wait_loops = 2\nsocket_wait_spin_us = 20000\n", 2, &d2);
+	usleep(100000); /* past the spin */
+	unsigned long before = threads_cpu_ms(d2.pid, "sock-wait");
+	usleep(500000);
+	unsigned long used = threads_cpu_ms(d2.pid, "sock-wait") - before;
+	assert_in_range(used, 0, 100);
 	gd_finish(&d2);
 }
 
@@ -738,6 +780,7 @@ int main(void)
 		cmocka_unit_test(test_short_sends),
 		cmocka_unit_test(test_emfile_past_quota),
 		cmocka_unit_test(test_wait_loops),
+		cmocka_unit_test(test_wait_loops_spin),
 		cmocka_unit_test(test_detach_while_completing),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -72,6 +72,8 @@ static const struct config_key socket_settings[] = {
 	{ "socket_allow_unix", CONFIG_COUNT, 0, 1, 1 },
 	/* event loops of their own threads that calls wait on (0: the main loop) */
 	{ "socket_wait_loops", CONFIG_COUNT, 0, 64, 4 },
+	/* how long a wait loop polls without sleeping after an event (us) */
+	{ "socket_wait_spin_us", CONFIG_COUNT, 0, 100000, 0 },
 	/* evdns: seconds per try and tries per name server */
 	{ "socket_dns_timeout_s", CONFIG_COUNT, 1, 60, 2 },
 	{ "socket_dns_attempts", CONFIG_COUNT, 1, 10, 2 },
@@ -496,7 +498,8 @@ static int socket_start(const struct service_env *env)
 	}
 	if (!sock_g.dns)
 		return -ENOMEM;
-	if (sock_loops_start((unsigned)config_value(env->cfg, "socket_wait_loops")) < 0) {
+	if (sock_loops_start((unsigned)config_value(env->cfg, "socket_wait_loops"),
+			     (unsigned)config_value(env->cfg, "socket_wait_spin_us")) < 0) {
 		evdns_base_free(sock_g.dns, 1);
 		sock_g.dns = NULL;
 		return -ENOMEM;

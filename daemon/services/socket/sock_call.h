@@ -159,8 +159,11 @@ int sock_first_getaddrinfo(struct sock_lane *l);
 int sock_first_getnameinfo(struct sock_lane *l);
 
 /* sock_loops.c: n event loops of their own threads (0: none, the main
- * loop only); a call's loop (main_loop: the main one, for name lookups). */
-int sock_loops_start(unsigned n);
+ * loop only), each polling without sleeping for spin_us after an event; a
+ * call's loop (main_loop: the main one, for name lookups); and the note each
+ * event's callback leaves that its loop had work. */
+int sock_loops_start(unsigned n, unsigned spin_us);
+void sock_loop_worked(void);
 void sock_loops_stop(void);
 void sock_loop_pick(struct sock_call *sc, bool main_loop);
 

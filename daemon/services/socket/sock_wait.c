@@ -125,6 +125,7 @@ void sock_call_free(struct sock_call *sc)
  * caller returns at once; the cleanup is on its way). */
 bool sock_call_enter(struct sock_call *sc)
 {
+	sock_loop_worked();
 	pthread_mutex_lock(&sc->lock);
 	if (sc->cancelled) {
 		pthread_mutex_unlock(&sc->lock);
@@ -372,6 +373,7 @@ void sock_call_arm(evutil_socket_t fd, short what, void *arg)
 	struct sock_call *sc = arg;
 	(void)fd;
 	(void)what;
+	sock_loop_worked();
 	pthread_mutex_lock(&sc->lock);
 	if (sc->cancelled) {
 		/* Cancelled on another thread, which waits: let go of the
