@@ -6,9 +6,9 @@
 # sleep cap of SLEEPS (GPUSYS_WAIT_SLEEP_MAX_NS, device/lane.h; "-" the
 # default):
 #   - one connection's 64 B round trips for SECS s against tcp_echo with 1
-#     warp (then gpusysctl latency's socket rows: that load alone), with
-#     1056 warps, and with 1056 warps whose quiet polls wake every 10 s
-#     instead of 200 ms (bench/echo_load, every byte checked);
+#     warp (then gpusysctl latency's socket rows: that load alone), and with
+#     1056 warps whose quiet polls time out after each of POLLS ms
+#     (bench/echo_load, every byte checked);
 # and for each configuration (default sleep) gpu_httpd under wrk (100 and
 # 1000 connections, 6 B and 4 KiB, WRK_SECS s each), then gpusysctl
 # latency's socket rows and the daemon's threads' CPU time. Last, the CPU
@@ -19,6 +19,7 @@ B=${1:-build-gpu}
 SECS=${SECS:-3}
 WRK_SECS=${WRK_SECS:-4}
 SLEEPS=${SLEEPS:-"-"}
+POLLS=${POLLS:-"200 10000"}
 CONFS=${CONFS:-$'-\nsocket_wait_spin_us = 200'}
 deps=${GPUSYS_DEPS:-/tmp/deps}
 export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -64,13 +65,17 @@ echo_row() { # $1 warps, $2 label, $3 quiet polls' timeout (ms)
 	kill $te
 	wait $te 2>/dev/null
 }
-wrk_rows() { # $1 port, $2 who
+wrk_rows() { # $1 port, $2 who; then http_load (bodies checked) with HTTP_LOAD=1
 	for f in /6b.txt /4k.bin; do
 		for c in 100 1000; do
 			printf '  %s wrk -c%s %s: ' "$2" "$c" "$f"
 			"$WRK" -t8 -c"$c" -d"${WRK_SECS}s" "http://127.0.0.1:$1$f" | grep -E 'Requests/sec|Non-2xx|Socket errors' | tr '\n' ' '
 			echo
 		done
+		if [[ ${HTTP_LOAD:-0} == 1 ]]; then
+			printf '  %s http_load 100 %s: ' "$2" "$f"
+			"$B/bench/http_load" 127.0.0.1 "$1" "$f" 100 "$WRK_SECS"
+		fi
 	done
 }
 
@@ -83,8 +88,7 @@ while IFS= read -r conf; do
 		if [[ $s == - ]]; then unset GPUSYS_WAIT_SLEEP_MAX_NS; else export GPUSYS_WAIT_SLEEP_MAX_NS=$s; fi
 		echo_row 1 "sleep cap ${s}" 200
 		[[ $s == "${SLEEPS%% *}" ]] && { echo "    (gpusysctl latency after that row alone)"; latency; }
-		echo_row 1056 "sleep cap ${s}" 200
-		echo_row 1056 "sleep cap ${s}" 10000
+		for ms in $POLLS; do echo_row 1056 "sleep cap ${s}" "$ms"; done
 	done
 	unset GPUSYS_WAIT_SLEEP_MAX_NS
 	if [[ -x $WRK ]]; then
