@@ -55,18 +55,8 @@ static int serve(int c, const char *path, uint8_t *file, int head_only, int keep
 	char h[256];
 	int n = snprintf(h, sizeof(h), "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %lld\r\nConnection: %s\r\n\r\n",
 			 (long long)st.st_size, keep ? "keep-alive" : "close");
+	int ok = send_all(c, h, (size_t)n) == 0;
 	off_t off = 0;
-	int ok;
-	if (!head_only && st.st_size <= (256 << 10) - n) {
-		/* A small file goes out with its head in one send, as gpu_httpd
-		 * does (one call fewer). */
-		memcpy(file, h, (size_t)n);
-		ssize_t got = st.st_size ? pread(f, file + n, (size_t)st.st_size, 0) : 0;
-		ok = got == st.st_size && send_all(c, file, (size_t)(n + got)) == 0;
-		off = st.st_size;
-	} else {
-		ok = send_all(c, h, (size_t)n) == 0;
-	}
 	while (ok && !head_only && off < st.st_size) {
 		ssize_t got = pread(f, file, 256 << 10, off);
 		if (got <= 0 || send_all(c, file, (size_t)got) < 0)

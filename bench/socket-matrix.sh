@@ -1,24 +1,21 @@
 #!/usr/bin/env bash
 # bench/socket-matrix.sh [BUILD]: where issue 28's socket time goes, on the
-# GPU machine, as a matrix of short runs (about 4 minutes): for each
+# GPU machine, as a matrix of short runs (about 80 s a configuration): for each
 # gpusysd configuration of CONFS (lines added to the socket benchmarks'
-# configuration, bench/socket-daemon.sh; "-" adds none) and each device
-# sleep cap of SLEEPS (GPUSYS_WAIT_SLEEP_MAX_NS, device/lane.h; "-" the
-# default):
+# configuration, bench/socket-daemon.sh; "-" adds none):
 #   - one connection's 64 B round trips for SECS s against tcp_echo with 1
 #     warp (then gpusysctl latency's socket rows: that load alone), and with
 #     1056 warps whose quiet polls time out after each of POLLS ms
 #     (bench/echo_load, every byte checked);
-# and for each configuration (default sleep) gpu_httpd under wrk (100 and
+# and for each configuration gpu_httpd under wrk (100 and
 # 1000 connections, 6 B and 4 KiB, WRK_SECS s each), then gpusysctl
 # latency's socket rows and the daemon's threads' CPU time. Last, the CPU
 # peers: echo_cpu and http_cpu under the same loads.
-#   CONFS=$'-\npollers_per_gpu = 4' SLEEPS="- 256000" bench/socket-matrix.sh build-gpu
+#   CONFS=$'-\npollers_per_gpu = 4' POLLS="200 1000" bench/socket-matrix.sh build-gpu
 set -u
 B=${1:-build-gpu}
 SECS=${SECS:-3}
 WRK_SECS=${WRK_SECS:-4}
-SLEEPS=${SLEEPS:-"-"}
 POLLS=${POLLS:-"200 10000"}
 CONFS=${CONFS:-$'-\nsocket_wait_spin_us = 200'}
 deps=${GPUSYS_DEPS:-/tmp/deps}
@@ -55,12 +52,12 @@ stop_daemon() {
 	kill $daemon
 	wait $daemon 2>/dev/null
 }
-echo_row() { # $1 warps, $2 label, $3 quiet polls' timeout (ms)
-	"$B/examples/tcp_echo" 17780 0 "$1" "$3" 2> "$work/tcp_echo.log" &
+echo_row() { # $1 warps, $2 quiet polls' timeout (ms)
+	"$B/examples/tcp_echo" 17780 0 "$1" "$2" 2> "$work/tcp_echo.log" &
 	local te=$!
 	for _ in $(seq 100); do grep -q serving "$work/tcp_echo.log" && break; sleep 0.05; done
 	sleep 0.3
-	printf '  %s, %s warps, polls %s ms: ' "$2" "$1" "$3"
+	printf '  %s warps, polls %s ms: ' "$1" "$2"
 	"$B/bench/echo_load" 127.0.0.1 17780 1 "$SECS" 1 64
 	kill $te
 	wait $te 2>/dev/null
@@ -84,13 +81,10 @@ while IFS= read -r conf; do
 	echo "== config: $conf"
 	start_daemon "$conf"
 	grep -m2 -E 'descriptor limit|pollers' "$work/daemon.log" | sed 's/^/    /'
-	for s in $SLEEPS; do
-		if [[ $s == - ]]; then unset GPUSYS_WAIT_SLEEP_MAX_NS; else export GPUSYS_WAIT_SLEEP_MAX_NS=$s; fi
-		echo_row 1 "sleep cap ${s}" 200
-		[[ $s == "${SLEEPS%% *}" ]] && { echo "    (gpusysctl latency after that row alone)"; latency; }
-		for ms in $POLLS; do echo_row 1056 "sleep cap ${s}" "$ms"; done
-	done
-	unset GPUSYS_WAIT_SLEEP_MAX_NS
+	echo_row 1 1000
+	echo "    (gpusysctl latency after that row alone)"
+	latency
+	for ms in $POLLS; do echo_row 1056 "$ms"; done
 	if [[ -x $WRK ]]; then
 		"$B/examples/gpu_httpd" "$work/www" 18080 2> "$work/httpd.log" &
 		httpd=$!

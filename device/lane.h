@@ -168,28 +168,19 @@ GPUSYS_FN void gpusys_spin_pause(void)
  * go back to back: a call the daemon serves at once is answered within
  * them. A wait past them is a long one (a socket wait, a call that
  * completes later, a daemon busy with thousands of warps): each further
- * poll sleeps first, 1 us doubling every 8 polls up to max_ns (the
- * handle's wait_sleep_max_ns, else GPUSYS_WAIT_SLEEP_MAX_NS), so that warps
- * waiting on idle connections do not fill the link with reads that a busy
- * warp's calls queue behind. The sleep stays near an eighth of the time
- * already waited: a wait that ends after T is seen at most about T/8 late.
- * Measured on the H100 before the sleeps: one connection's 64 B echo
- * through tcp_echo, p50 35.8 us with 1 serving warp and 583 us with 1056
- * (bench/RESULTS.md, "Allocator, callback storm, heads and sockets on the
- * H100"). */
+ * poll sleeps first, 1 us doubling to 32 us, so that warps waiting on idle
+ * connections do not fill the link with reads that a busy warp's calls
+ * queue behind. Measured on the H100 before this: one connection's 64 B
+ * echo through tcp_echo, p50 35.8 us with 1 serving warp and 583 us with
+ * 1056 (bench/RESULTS.md, "Allocator, callback storm, heads and sockets on
+ * the H100"). */
 #define GPUSYS_SPIN_TIGHT 64u
-#ifndef GPUSYS_WAIT_SLEEP_MAX_NS
-#define GPUSYS_WAIT_SLEEP_MAX_NS 32000u
-#endif
-GPUSYS_FN void gpusys_spin_backoff(uint32_t spins, uint32_t max_ns)
+GPUSYS_FN void gpusys_spin_backoff(uint32_t spins)
 {
 	if (spins <= GPUSYS_SPIN_TIGHT)
 		return;
 	uint32_t step = (spins - GPUSYS_SPIN_TIGHT) / 8; /* doubles every 8 polls */
-	uint32_t ns = step >= 10 ? 1024000u : 1000u << step;
-	if (!max_ns)
-		max_ns = GPUSYS_WAIT_SLEEP_MAX_NS;
-	__nanosleep(ns < max_ns ? ns : max_ns);
+	__nanosleep(step >= 5 ? 32000u : 1000u << step);
 }
 
 /* After a load of flag saw the other side's store, where nothing it wrote
@@ -472,10 +463,9 @@ static inline void gpusys_spin_pause(void)
 
 /* Emulated warps poll memory of their own host: nothing to spare (they
  * yield their CPU instead, gpusys_spin_yield). */
-static inline void gpusys_spin_backoff(uint32_t spins, uint32_t max_ns)
+static inline void gpusys_spin_backoff(uint32_t spins)
 {
 	(void)spins;
-	(void)max_ns;
 }
 
 /* An emulated warp that has spun this long gives its CPU away: there may be

@@ -252,7 +252,7 @@ GPUSYS_FN int gpusys_channel_dead(const gpusys_dev_t *dev)
 GPUSYS_FN int gpusys_spin_once(const gpusys_dev_t *dev, uint32_t *spins)
 {
 	gpusys_spin_pause();
-	gpusys_spin_backoff(*spins, dev->wait_sleep_max_ns);
+	gpusys_spin_backoff(*spins);
 	if (++*spins % GPUSYS_SPIN_CHECK_EVERY == 0) {
 		int dead = gpusys_channel_dead(dev);
 		if (dead)

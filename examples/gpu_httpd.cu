@@ -176,22 +176,8 @@ static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct warp_m
 	o = d_cat(o, "\r\nContent-Length: ");
 	o = d_utoa(o, (unsigned long long)st.size);
 	o = d_cat(o, keep ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
-	const unsigned hl = (unsigned)(o - m->head);
+	bool ok = send_all(dev, c, m->head, (unsigned long long)(o - m->head));
 	long long off = 0;
-	bool ok;
-	if (!head_only && st.size <= (long long)(FILE_CHUNK - hl)) {
-		/* A small file goes out with its head in one send (one call
-		 * fewer; bench/http_cpu does the same). */
-		for (unsigned i = 0; i < hl; i++)
-			m->file[i] = (uint8_t)m->head[i];
-		long long got = st.size ? gpusys_pread(dev, f, m->file + hl, (unsigned long long)st.size, 0) : 0;
-		if (got < 0)
-			warp_server_error(dev, NAME, c, "pread", got);
-		ok = got == st.size && send_all(dev, c, m->file, hl + (unsigned long long)got);
-		off = st.size;
-	} else {
-		ok = send_all(dev, c, m->head, hl);
-	}
 	while (ok && !head_only && off < st.size) {
 		long long want = st.size - off < FILE_CHUNK ? st.size - off : FILE_CHUNK;
 		long long got = gpusys_pread(dev, f, m->file, (unsigned long long)want, off);

@@ -9,7 +9,10 @@
  * served at once: 10,080 by default. docs/SOCKETS.md, "How to write a
  * kernel server", explains the pattern. With CONNECTIONS > 0 the kernel ends
  * after that many connections have closed (polls wake every POLL_MS, default
- * 200 ms, to look); 0 serves until the program is killed. Every error a connection's calls
+ * 1000 ms, to look); 0 serves until the program is killed. Each quiet warp's
+ * poll that times out is answered and made again: with 1056 warps, 200 ms
+ * timeouts made one busy connection's round trip 185 us against 126 us
+ * with 1000 ms (H200, bench/RESULTS.md, "Sixth session"). Every error a connection's calls
  * return is printed with its errno. Needs a running gpusysd.
  *
  *   $ tcp_echo 7777 &
@@ -111,7 +114,7 @@ int main(int argc, char **argv)
 	int port = atoi(argv[1]);
 	unsigned long long quota = argc > 2 ? strtoull(argv[2], NULL, 10) : 0;
 	unsigned warps = argc > 3 ? (unsigned)atoi(argv[3]) : 160;
-	int poll_ms = argc > 4 ? atoi(argv[4]) : 200;
+	int poll_ms = argc > 4 ? atoi(argv[4]) : 1000;
 	struct gpusys_options o;
 	memset(&o, 0, sizeof(o));
 	o.cuda_device = 0;

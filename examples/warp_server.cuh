@@ -9,8 +9,7 @@
  * gpusys_poll (the warp sleeps in that request on the daemon's event loop,
  * never spinning on an idle connection); the lanes then serve the ready
  * connections 32 at a time (calls the lanes reach together go as one
- * request of the warp); lane 0 forgets the closed ones and takes a new one
- * (WARP_SERVER_ACCEPTS_PER_TURN), so that connections spread over the warps.
+ * request of the warp); lane 0 forgets the closed ones and takes new ones.
  *
  * A server supplies its connection type, which has at least
  *     long long h;   the socket handle
@@ -109,21 +108,12 @@ static __device__ void warp_server_poll(const gpusys_dev_t &dev, struct warp_ser
 	w->listener_ready = w->n < WARP_SERVER_CONNS && w->npf > (int)w->n && w->pf[w->n].revents;
 }
 
-/* New connections a warp takes per turn. Every warp with room polls the
- * listener, so pending connections wake them all and each takes its share:
- * a warp that took all it could (up to 63 a turn) would hold a burst of
- * new connections alone and serve them in turns of 32 while other warps
- * idle (wrk's 100 connections, opened at once, went to one or two warps:
- * 1 ms a request). */
-#define WARP_SERVER_ACCEPTS_PER_TURN 1u
-
-/* Lane 0: take new connections while there is room, one is pending and
- * this turn's share is not taken. */
+/* Lane 0: take new connections while there is room and one is pending. */
 template <typename Conn, typename Opened>
 static __device__ void warp_server_accept(const gpusys_dev_t &dev, struct warp_server *srv, warp_conns<Conn> *w,
 					  Opened opened)
 {
-	for (unsigned taken = 0; w->n < WARP_SERVER_CONNS && taken < WARP_SERVER_ACCEPTS_PER_TURN; taken++) {
+	while (w->n < WARP_SERVER_CONNS) {
 		long long c = gpusys_accept(dev, srv->listener);
 		if (c == -EAGAIN)
 			return; /* none left (or another warp took it) */

@@ -53,10 +53,6 @@ typedef struct gpusys_dev {
 	 * client process (private memory; NULL: none, user opcodes fail with
 	 * -ENOSYS). */
 	const struct gpusys_dev *callbacks;
-	/* The longest sleep between two looks of a long wait on the GPU
-	 * (device/lane.h, gpusys_spin_backoff), in ns; 0: the default,
-	 * GPUSYS_WAIT_SLEEP_MAX_NS. Private. */
-	uint32_t wait_sleep_max_ns;
 } gpusys_dev_t;
 
 /* Warp slots an emulated handle counts futures in (a GPU handle has one

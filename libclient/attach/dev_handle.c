@@ -49,10 +49,6 @@ void gpusys_dev_fill(gpusys_dev_t *dev, void *base, const struct gpusys_channel_
 	dev->num_windows = hdr->num_windows;
 	dev->windows = hdr->num_windows ? b + hdr->window_offset : 0;
 	dev->callbacks = 0;
-	dev->wait_sleep_max_ns = 0;
-	const char *v = getenv("GPUSYS_WAIT_SLEEP_MAX_NS");
-	if (v)
-		dev->wait_sleep_max_ns = (uint32_t)strtoul(v, NULL, 0);
 }
 
 void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks, uint64_t slot_bytes)

@@ -683,7 +683,12 @@ static void waited_receive(const char *conf, unsigned loops, struct gd *d2)
 {
 	struct emu_client k2;
 	gd_start(d2, conf);
-	assert_int_equal(threads_named(d2->pid, "sock-wait"), loops);
+	/* The loops are named by the thread that starts them, which may still
+	 * be at it when the daemon's socket appears. */
+	unsigned named = 0;
+	for (int i = 0; i < 200 && (named = threads_named(d2->pid, "sock-wait")) != loops; i++)
+		usleep(10000);
+	assert_int_equal(named, loops);
 	assert_int_equal(emu_client_attach(&k2, d2->runtime, 8, 0, GPUSYS_ATTACH_NO_STDIO), 0);
 	const gpusys_dev_t *saved = D;
 	D = k2.dev;

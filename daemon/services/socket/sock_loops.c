@@ -64,7 +64,7 @@ static void *run(void *arg)
 		event_base_loop(lp->base, EVLOOP_NO_EXIT_ON_EMPTY);
 		return NULL;
 	}
-	uint64_t last = now_ns();
+	uint64_t last = 0; /* quiet at start: sleep until the first event */
 	while (!atomic_load_explicit(&lp->stop, memory_order_relaxed)) {
 		uint64_t before = worked;
 		event_base_loop(lp->base, EVLOOP_NONBLOCK);
