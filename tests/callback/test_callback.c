@@ -244,6 +244,85 @@ static void test_every_lane_every_warp(void **state)
 	sync_callbacks();
 }
 
+/* ---------------------------------------- small futures, ports scarce */
+
+/* The shape of test_gpu_async's typed stage, which hung on the H200 (the
+ * kernel still running with every request answered): every warp starts
+ * three calls of 8 bytes each way (heads) as futures, then waits for all
+ * three, round after round, with more futures wanted than the 24
+ * asynchronous ports of this 32-port server (the others are made
+ * synchronously). Every lane's result checked. On the development VM it
+ * has never hung (also at 64 warps x 2000 rounds, twice): the GPU's hang is
+ * not reproduced by emulated warps. */
+struct heads_job {
+	uint32_t warp;
+	unsigned rounds;
+	int rc;
+};
+
+static void *heads_futures_warp(void *arg)
+{
+	struct heads_job *j = arg;
+	uint64_t in[3][LANES], out[3][LANES];
+	const void *inp[3][LANES];
+	void *outp[3][LANES];
+	uint32_t in_len[LANES], cap[LANES], got[3][LANES];
+	int32_t st[3][LANES];
+	gpusys_emu_set_warp(j->warp);
+	for (uint32_t l = 0; l < LANES; l++)
+		in_len[l] = 8, cap[l] = 8;
+	for (unsigned r = 0; r < j->rounds && !j->rc; r++) {
+		struct gpusys_emu_future f[3];
+		for (unsigned k = 0; k < 3; k++) {
+			for (uint32_t l = 0; l < LANES; l++) {
+				in[k][l] = mix64(((uint64_t)j->warp << 40) ^ ((uint64_t)r << 8) ^ (k << 5) ^ l);
+				out[k][l] = 0;
+				got[k][l] = 0;
+				st[k][l] = 1;
+				inp[k][l] = &in[k][l];
+				outp[k][l] = &out[k][l];
+			}
+			gpusys_emu_rpc_async(dev_, OP_SMALL, 0, ALL_LANES, inp[k], in_len, outp[k], cap, got[k], st[k],
+					     &f[k]);
+		}
+		for (unsigned k = 0; k < 3; k++) {
+			int rc = gpusys_emu_wait(dev_, &f[k]);
+			for (uint32_t l = 0; !rc && l < LANES; l++) {
+				uint8_t want[8], a[8];
+				memcpy(a, &in[k][l], 8);
+				for (unsigned i = 0; i < 8; i++)
+					want[i] = a[7 - i] ^ 0x5a;
+				if (st[k][l] || got[k][l] != 8 || memcmp(&out[k][l], want, 8))
+					rc = -EBADMSG;
+			}
+			if (rc && !j->rc)
+				j->rc = rc;
+		}
+	}
+	return NULL;
+}
+
+static void test_heads_futures_ports_scarce(void **state)
+{
+	(void)state;
+	enum { WARPS = 16, ROUNDS = 300 };
+	struct heads_job j[WARPS];
+	pthread_t t[WARPS];
+	uint64_t t0 = now_ns();
+	for (uint32_t w = 0; w < WARPS; w++) {
+		j[w] = (struct heads_job){ .warp = w, .rounds = ROUNDS };
+		pthread_create(&t[w], NULL, heads_futures_warp, &j[w]);
+	}
+	for (uint32_t w = 0; w < WARPS; w++) {
+		pthread_join(t[w], NULL);
+		if (j[w].rc)
+			fail_msg("warp %u: %s", w, gpusys_strerror(j[w].rc));
+	}
+	print_message("%d warps x %d rounds of 3 futures of 8 B each way, every lane checked, %.0f ms\n", WARPS,
+		      ROUNDS, (now_ns() - t0) / 1e6);
+	sync_callbacks();
+}
+
 /* ------------------------------------------------------------- payloads */
 
 static void xform_call(uint64_t mask, const uint32_t *len, int async)
@@ -798,6 +877,7 @@ int main(void)
 		cmocka_unit_test(test_slow_callbacks_others_flow),
 		cmocka_unit_test(test_noreply_callbacks),
 		cmocka_unit_test(test_async_out_of_order),
+		cmocka_unit_test(test_heads_futures_ports_scarce),
 		cmocka_unit_test(test_two_in_flight_raw),
 		cmocka_unit_test(test_idle_and_wakeup),
 	};
