@@ -4,8 +4,9 @@
  * print/print_format.c) costs for one lane's record of the print bench's
  * line, "block %d thread %d line %d value %f\n", with no channel, poller or
  * writer: the part of a printed line's daemon time that is formatting
- * (issue 30). Prints ns per line, median of 5 runs of 2 M records.
- *   build/bench/print-format-time
+ * (issue 30). Prints ns per line, median of 5 runs of 2 M records. FORMAT:
+ * another line of three int conversions and one double's (e.g. "%.3f").
+ *   build/bench/print-format-time [FORMAT]
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -19,16 +20,16 @@
 #define LINE "block %d thread %d line %d value %f\n"
 #define RECORDS 2000000
 
-static size_t record(uint8_t *r, int block, int thread, int line, double value)
+static size_t record(uint8_t *r, const char *fmt, int block, int thread, int line, double value)
 {
-	const uint16_t fl = (uint16_t)strlen(LINE);
+	const uint16_t fl = (uint16_t)strlen(fmt);
 	const int iv[3] = { block, thread, line };
 	size_t at = 0;
 	r[at++] = GPUSYS_PRINT_STDOUT;
 	r[at++] = 0;
 	memcpy(r + at, &fl, 2);
 	at += 2;
-	memcpy(r + at, LINE, fl);
+	memcpy(r + at, fmt, fl);
 	at += fl;
 	for (int i = 0; i < 3; i++) {
 		r[at++] = GPUSYS_PRINT_I32;
@@ -46,8 +47,13 @@ static int by_value(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	const char *fmt = argc > 1 ? argv[1] : LINE;
+	if (strlen(fmt) > 160) {
+		fprintf(stderr, "print-format-time: FORMAT: at most 160 bytes\n");
+		return 2;
+	}
 	uint8_t r[256];
 	struct print_buf out = { 0 };
 	double ns[5];
@@ -56,7 +62,7 @@ int main(void)
 		struct timespec a, b;
 		clock_gettime(CLOCK_MONOTONIC, &a);
 		for (int i = 0; i < RECORDS; i++) {
-			size_t n = record(r, i % 264, i % 256, i % 8, (i % 8) * 0.5 + (i % 256));
+			size_t n = record(r, fmt, i % 264, i % 256, i % 8, (i % 8) * 0.5 + (i % 256));
 			out.len = 0;
 			if (print_format_record(r, n, &out, &stream) < 0) {
 				fprintf(stderr, "print-format-time: record %d refused\n", i);

@@ -145,6 +145,7 @@ struct spec {
 	enum length len;
 	char conv;
 	bool plain; /* no flags, width or precision: "%d", "%llx", "%s"... */
+	int prec_only; /* only a precision of digits ("%.3f"): it, else -1 */
 };
 
 /* Parse the conversion at fmt[*i] == '%' (not "%%"). On success *i is past
@@ -170,7 +171,9 @@ static int parse_spec(const char *fmt, size_t flen, size_t *i, struct spec *sp)
 		}
 		/* "%1$d": positional arguments are not supported */
 	}
+	sp->prec_only = -1;
 	if (k < flen && fmt[k] == '.') {
+		const bool first = k == after_pct; /* no flags or width before it */
 		k++;
 		if (k < flen && fmt[k] == '*') {
 			sp->nstar++;
@@ -181,6 +184,8 @@ static int parse_spec(const char *fmt, size_t flen, size_t *i, struct spec *sp)
 				if (n > GPUSYS_PRINT_MAX_WIDTH)
 					return -EINVAL;
 			}
+			if (first)
+				sp->prec_only = (int)n;
 		}
 	}
 	sp->plain = k == after_pct;
@@ -388,18 +393,26 @@ static int append(struct print_buf *out, size_t start, const char *s, size_t n)
 	return 0;
 }
 
-/* A plain "%f" (precision 6) of a finite double below 2^63 / 10^6, exactly
- * as glibc prints it in the default rounding mode: v = m * 2^e is scaled by
- * 10^6 in 128-bit integers and rounded to nearest, ties to even, which is
- * what glibc's exact conversion does (test_print_format's test_fixed_exact
- * compares the two). Writes at most 22 bytes; -1 for the values it leaves
- * to snprintf (infinities, NaN, larger magnitudes). In the print bench's
- * line ("block %d thread %d line %d value %f\n") glibc's %f was half of the
+/* "%f" of a finite double below 2^63 / 10^prec, with a precision of 0 to
+ * FIXED_F_PREC_MAX (6 for a plain "%f"), exactly as glibc prints it in the
+ * default rounding mode: v = m * 2^e is scaled by 10^prec in 128-bit
+ * integers and rounded to nearest, ties to even, which is what glibc's exact
+ * conversion does (test_print_format's test_fixed_exact compares the two for
+ * every precision). Writes at most 22 bytes; -1 for the values it leaves to
+ * snprintf (infinities, NaN, larger magnitudes). In the print bench's line
+ * ("block %d thread %d line %d value %f\n") glibc's %f was half of the
  * daemon's formatting: 272-375 ns a line before, 142-162 after on the 2-vCPU
  * VM (bench/print_format_time.c, bench/RESULTS.md). */
-#define FIXED_F_SCALE UINT64_C(1000000)
-static int fast_f(char *dst, double d)
+#define FIXED_F_PREC_MAX 9
+static const uint64_t fixed_f_scale[FIXED_F_PREC_MAX + 1] = {
+	1u, 10u, 100u, 1000u, 10000u, 100000u, 1000000u, 10000000u, 100000000u, 1000000000u,
+};
+
+static int fast_f(char *dst, double d, int prec)
 {
+	if (prec < 0 || prec > FIXED_F_PREC_MAX)
+		return -1;
+	const uint64_t scale = fixed_f_scale[prec];
 	uint64_t bits;
 	memcpy(&bits, &d, sizeof(bits));
 	const bool neg = bits >> 63;
@@ -414,19 +427,19 @@ static int fast_f(char *dst, double d)
 		m |= UINT64_C(1) << 52;
 		e = bexp - 1075;
 	}
-	uint64_t n; /* round(|d| * 10^6) */
+	uint64_t n; /* round(|d| * 10^prec) */
 	if (e >= 0) {
 		if (e > 10)
 			return -1; /* |d| >= 2^63: beyond what n holds once scaled */
-		unsigned __int128 x = (unsigned __int128)(m << e) * FIXED_F_SCALE;
+		unsigned __int128 x = (unsigned __int128)(m << e) * scale;
 		if (x >> 63)
 			return -1;
 		n = (uint64_t)x;
 	} else {
 		const unsigned k = (unsigned)-e;
-		const unsigned __int128 x = (unsigned __int128)m * FIXED_F_SCALE; /* < 2^73 */
-		if (k >= 75) {
-			n = 0; /* x < 2^73 <= half of 2^k: rounds to 0 */
+		const unsigned __int128 x = (unsigned __int128)m * scale; /* < 2^83 */
+		if (k >= 85) {
+			n = 0; /* x < 2^83 < half of 2^k: rounds to 0 */
 		} else {
 			unsigned __int128 q = x >> k, r = x & ((((unsigned __int128)1) << k) - 1);
 			const unsigned __int128 half = ((unsigned __int128)1) << (k - 1);
@@ -439,12 +452,13 @@ static int fast_f(char *dst, double d)
 	}
 	char tmp[24];
 	int len = 0, t = 0;
-	uint64_t ip = n / FIXED_F_SCALE, fp = n % FIXED_F_SCALE;
-	for (int i = 0; i < 6; i++) {
+	uint64_t ip = n / scale, fp = n % scale;
+	for (int i = 0; i < prec; i++) {
 		tmp[t++] = (char)('0' + fp % 10);
 		fp /= 10;
 	}
-	tmp[t++] = '.';
+	if (prec)
+		tmp[t++] = '.';
 	do {
 		tmp[t++] = (char)('0' + ip % 10);
 		ip /= 10;
@@ -533,7 +547,7 @@ static int fast_one(char *dst, const struct spec *sp, const struct value *v)
 	case 'f':
 		if (v->tag != GPUSYS_PRINT_F64 || (sp->len != LEN_NONE && sp->len != LEN_L))
 			return -1; /* %Lf and mismatches: snprintf */
-		return fast_f(dst, v->d);
+		return fast_f(dst, v->d, sp->plain ? 6 : sp->prec_only);
 	default:
 		return -1;
 	}
@@ -551,7 +565,7 @@ static int fast_one(char *dst, const struct spec *sp, const struct value *v)
 
 static int emit(struct print_buf *out, size_t start, const struct spec *sp, const int *st, const struct value *v)
 {
-	if (sp->plain) {
+	if (sp->plain || (sp->prec_only >= 0 && sp->conv == 'f')) {
 		size_t need = 24 + (v->tag == GPUSYS_PRINT_STR ? v->slen : 0);
 		if (print_buf_reserve(out, need + 1) < 0)
 			return -ENOMEM;
