@@ -199,6 +199,22 @@ GPUSYS_FN void gpusys_spin_yield(void)
 {
 }
 
+/* After a pass over every port found none free (passes: how many so far):
+ * a sleep, 250 ns doubling to 8 us. Without it the leader's pass is a
+ * tight loop of atomics, and when a warp's lanes have split into groups
+ * that each make their own call (independent thread scheduling allows it:
+ * a leader's branch need not reconverge before the next call), a group
+ * spinning here can keep its sibling group, which holds ports as futures
+ * and would give them back, from running: progress then comes at
+ * milliseconds a step (bench/RESULTS.md, "Fifth session", diverge: a
+ * sibling group's lock held across a spin), what test_gpu_async's typed
+ * futures on the scarce callback ports looked like ("Sixth session"). A
+ * sleep lets the scheduler run the other groups. */
+GPUSYS_FN void gpusys_pass_pause(uint32_t passes)
+{
+	__nanosleep(passes < 5u ? 250u << passes : 8000u);
+}
+
 /* Port locks, in device memory. */
 GPUSYS_FN int gpusys_lock_try(uint32_t *lock)
 {
@@ -474,6 +490,13 @@ static inline void gpusys_spin_backoff(uint32_t spins)
 static inline void gpusys_spin_yield(void)
 {
 	sched_yield();
+}
+
+/* An emulated warp is one thread: nothing of its own to let run. */
+static inline void gpusys_pass_pause(uint32_t passes)
+{
+	(void)passes;
+	gpusys_spin_pause();
 }
 
 static inline int gpusys_lock_try(uint32_t *lock)

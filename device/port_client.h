@@ -498,7 +498,7 @@ GPUSYS_FN uint32_t gpusys_port_lock(const gpusys_dev_t *dev, int *must_wait, uin
 			return p;
 		p = p + 1 == n ? 0 : p + 1;
 		if (tries % n == 0) {
-			gpusys_spin_pause();
+			gpusys_pass_pause(tries / n - 1);
 			if (tries % (n * GPUSYS_SPIN_CHECK_EVERY) == 0)
 				gpusys_spin_yield();
 		}
@@ -517,7 +517,7 @@ GPUSYS_FN uint32_t gpusys_port_lock_window(const gpusys_dev_t *dev, int *must_wa
 			return first + i;
 		i = i + 1 == n ? 0 : i + 1;
 		if (tries % n == 0) {
-			gpusys_spin_pause();
+			gpusys_pass_pause(tries / n - 1);
 			if (tries % (n * GPUSYS_SPIN_CHECK_EVERY) == 0)
 				gpusys_spin_yield();
 		}
