@@ -10,14 +10,15 @@
 # and for each configuration gpu_httpd under wrk (100 and
 # 1000 connections, 6 B and 4 KiB, WRK_SECS s each), then gpusysctl
 # latency's socket rows and the daemon's threads' CPU time. Last, the CPU
-# peers: echo_cpu and http_cpu under the same loads.
+# peers: echo_cpu and http_cpu under the same loads. Defaults: CONFS "-",
+# POLLS "200 1000 10000", HTTP_LOAD=1 adds http_load (bodies checked).
 #   CONFS=$'-\npollers_per_gpu = 4' POLLS="200 1000" bench/socket-matrix.sh build-gpu
 set -u
 B=${1:-build-gpu}
 SECS=${SECS:-3}
 WRK_SECS=${WRK_SECS:-4}
-POLLS=${POLLS:-"200 10000"}
-CONFS=${CONFS:-$'-\nsocket_wait_spin_us = 200'}
+POLLS=${POLLS:-"200 1000 10000"}
+CONFS=${CONFS:--}
 deps=${GPUSYS_DEPS:-/tmp/deps}
 export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 WRK=$(command -v wrk || echo "$deps/usr/bin/wrk")
