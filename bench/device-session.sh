@@ -20,6 +20,9 @@
 #             port) and `status`: busy pollers say the daemon's per-line
 #             work bounds the rate, idle ones the device side or the writer
 #             (the GPU machine has no perf). Not in the default steps.
+#   async     test_gpu_async ten times with GPUSYS_DEBUG=1 (it hung in 4 of 9
+#             runs on 2026-11-28: bench/RESULTS.md, "Sixth session"), stopping
+#             at the first failure with its dump. Not in the default steps.
 #   sockets   bench/socket-matrix.sh: one connection's echo with 1 and 1056
 #             warps and gpu_httpd under wrk, over gpusysd settings and device
 #             sleep caps, with the CPU peers (issue 28). Not in the default
@@ -102,6 +105,19 @@ if has print && fits 100 print; then
 	wait $dpid
 	rm -f /dev/shm/gpusys-print.txt
 	stamp print
+fi
+if has async && fits 200 async; then
+	for i in $(seq 10); do
+		GPUSYS_DEBUG=1 timeout -k 5 100 meson test -C $B --suite gpu test_gpu_async --print-errorlogs \
+			> "$OUT/async-$i.log" 2>&1
+		rc=$?
+		echo "test_gpu_async run $i: rc=$rc"
+		if ((rc != 0)); then
+			grep -E "^ok|FAIL|gpusys: " "$OUT/async-$i.log" | head -20
+			break
+		fi
+	done
+	stamp async
 fi
 if has sockets && fits 330 sockets; then
 	export CUDA_VISIBLE_DEVICES=0

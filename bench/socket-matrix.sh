@@ -10,7 +10,8 @@
 # and for each configuration gpu_httpd under wrk (100 and
 # 1000 connections, 6 B and 4 KiB, WRK_SECS s each), then gpusysctl
 # latency's socket rows and the daemon's threads' CPU time. Last, the CPU
-# peers: echo_cpu and http_cpu under the same loads. Defaults: CONFS "-",
+# peers: echo_cpu and http_cpu under the same loads, after gpusys-bench-sock
+# (bulk TCP from device memory against cudaMemcpy + send). Defaults: CONFS "-",
 # POLLS "200 1000 10000", HTTP_LOAD=1 adds http_load (bodies checked).
 #   CONFS=$'-\npollers_per_gpu = 4' POLLS="200 1000" bench/socket-matrix.sh build-gpu
 set -u
@@ -96,6 +97,13 @@ while IFS= read -r conf; do
 	fi
 	stop_daemon
 done <<< "$CONFS"
+
+# Bulk TCP from device memory against cudaMemcpy + send (issue 28's 2x
+# target), and the 64 B echo from a kernel thread, on main's configuration.
+echo "== gpusys-bench-sock (bulk TCP from device memory)"
+start_daemon -
+timeout -k 5 90 "$B/bench/gpusys-bench-sock" 20000 1024 2>&1 | tail -12
+stop_daemon > /dev/null
 
 echo "== the CPU peers"
 "$B/bench/echo_cpu" 17781 16 &
