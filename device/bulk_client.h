@@ -94,7 +94,7 @@ GPUSYS_FN uint32_t gpusys_bulk_slot_lock(const gpusys_dev_t *dev, uint32_t hint)
 			return s;
 		s = s + 1 == n ? 0 : s + 1;
 		if (tries % n == 0)
-			gpusys_spin_pause();
+			gpusys_pass_pause(tries / n - 1); /* as the port locks (lane.h) */
 	}
 }
 
