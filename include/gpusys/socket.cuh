@@ -16,7 +16,8 @@
  * calling warp spins on its port meanwhile, so other warps' calls flow.
  * Lanes of one warp that wait for different things complete together, when
  * the last one is done: give long waits (accept, recv on idle peers) their
- * own warps, or use gpusys_poll.
+ * own warps, or use gpusys_poll (gpusys_poll_recv: the poll that brings the
+ * readable connections' bytes with it, one call fewer a message).
  *
  * Handles share one space with files: gpusys_close() (file.cuh) closes a
  * socket too.
