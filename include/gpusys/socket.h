@@ -123,7 +123,7 @@ struct gpusys_pollfd {
  * MSG_DONTWAIT and in the same call, up to the request's count bytes from
  * that socket when poll(2) finds it readable (POLLIN, POLLHUP or POLLERR:
  * an end of stream or an error is reported too). 0x4000 is no POLL* bit of
- * Linux poll(2) (the daemon checks it against poll.h and strips it before
+ * Linux poll(2) (the daemon asserts it against the POLL* values and strips it before
  * poll(2)). The answer of a poll in which any pollfd carries it:
  *
  *   int16_t revents[nfds]      as a plain poll's
