@@ -125,10 +125,10 @@ struct sock_client {
 };
 
 /* sock_room.c: the response room of a call. A lane receiving (RECV,
- * RECVFROM, a POLL with GPUSYS_POLL_RECV) may wait long for data (an idle keep-alive connection); while
- * every receiving lane of the call waits with nothing received, the call
- * holds (and is charged for) no room for them, and takes it back when data
- * is there. Room for thousands of idle connections' receives would
+ * RECVFROM, a POLL with GPUSYS_POLL_RECV) may wait long for data (an idle
+ * keep-alive connection); while every receiving lane of the call waits
+ * with nothing received, the call holds (and is charged for) no room for
+ * them, and takes it back when data is there. Room for thousands of idle connections' receives would
  * otherwise exhaust the client's memory budget (client_mem_budget), and
  * their calls fail with -ENOMEM. All under sc->lock (or before the call is
  * shared). */
