@@ -767,6 +767,81 @@ static void test_poll_recv(void **s)
 	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
 }
 
+/* The lanes of one warp poll together, every one waiting at first (so the
+ * call's room is let go, sock_room.c): lane 0 plainly (no bytes asked),
+ * lanes 1 and 2 asking for bytes; the peers send after 100, 120 and 150
+ * ms. The call answers when the last lane has its bytes; each lane's
+ * answer is its own, written into the room taken back by the first lane
+ * that answered. */
+static void test_poll_recv_lanes(void **s)
+{
+	(void)s;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int64_t lh = emu_listener(AF_INET, SOCK_STREAM, &ss, &len);
+	int fd[3];
+	int64_t c[3];
+	for (unsigned i = 0; i < 3; i++) {
+		fd[i] = cpu_connect(&ss, len);
+		c[i] = gpusys_emu_accept4(D, lh, NULL, NULL, 0);
+		assert_true(c[i] > 2);
+	}
+	pthread_t t[3];
+	struct late_send ls[3] = {
+		{ .fd = fd[0], .delay_ms = 120, .what = "plain" },
+		{ .fd = fd[1], .delay_ms = 100, .what = "first" },
+		{ .fd = fd[2], .delay_ms = 150, .what = "after a wait" },
+	};
+	for (unsigned i = 0; i < 3; i++)
+		pthread_create(&t[i], NULL, send_late, &ls[i]);
+	struct gpusys_pollfd pf[3];
+	static uint8_t out[3][256];
+	struct gpusys_emu_sock_lane lanes[3];
+	memset(lanes, 0, sizeof(lanes));
+	for (unsigned i = 0; i < 3; i++) {
+		pf[i] = (struct gpusys_pollfd){ .handle = (int32_t)c[i],
+						.events = (int16_t)(POLLIN | (i ? GPUSYS_POLL_RECV : 0)) };
+		lanes[i].q.a = 1;
+		lanes[i].q.timeout_ms = 5000;
+		lanes[i].q.count = i ? 64 : 0;
+		lanes[i].body = &pf[i];
+		lanes[i].body_len = sizeof(pf[i]);
+		lanes[i].out = out[i];
+		lanes[i].out_cap = sizeof(out[i]);
+	}
+	long t0 = ms_now();
+	assert_int_equal(gpusys_emu_sock_call(D, GPUSYS_OP_SOCK_POLL, 0x7, lanes), 0);
+	assert_true(ms_now() - t0 >= 100);
+	for (unsigned i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	/* lane 0: the plain answer, revents alone */
+	int16_t rev;
+	int32_t got;
+	assert_int_equal(lanes[0].ret, sizeof(int16_t));
+	memcpy(&rev, out[0], sizeof(rev));
+	assert_true(rev & POLLIN);
+	/* lanes 1 and 2: revents, padding, got, the bytes */
+	const char *want[3] = { NULL, "first", "after a wait" };
+	for (unsigned i = 1; i < 3; i++) {
+		uint32_t n = (uint32_t)strlen(want[i]);
+		assert_int_equal(lanes[i].ret, GPUSYS_POLL_RECV_HDR(1) + n);
+		memcpy(&rev, out[i], sizeof(rev));
+		memcpy(&got, out[i] + GPUSYS_POLL_RECV_REV_BYTES(1), sizeof(got));
+		assert_true(rev & POLLIN);
+		assert_int_equal(got, (int32_t)n);
+		assert_memory_equal(out[i] + GPUSYS_POLL_RECV_HDR(1), want[i], n);
+	}
+	/* lane 0's bytes are still there */
+	char b[8];
+	assert_int_equal(gpusys_emu_recv(D, c[0], b, sizeof(b), MSG_DONTWAIT), 5);
+	assert_memory_equal(b, "plain", 5);
+	for (unsigned i = 0; i < 3; i++) {
+		close(fd[i]);
+		assert_int_equal(gpusys_emu_sock_close(D, c[i]), 0);
+	}
+	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
+}
+
 /* Hostile polls asking for bytes: each gets its error, the service goes on. */
 static void test_poll_recv_hostile(void **s)
 {
@@ -1405,6 +1480,7 @@ int main(void)
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_poll),
 		cmocka_unit_test(test_poll_recv),
+		cmocka_unit_test(test_poll_recv_lanes),
 		cmocka_unit_test(test_poll_recv_hostile),
 		cmocka_unit_test(test_warp_lanes),
 		cmocka_unit_test(test_pending_while_flowing),
