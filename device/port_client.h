@@ -909,7 +909,8 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	/* A large message streams through a window port (abi.h): 64 KiB an
 	 * exchange instead of 2 KiB. Synchronous calls only: window ports
 	 * are among those futures never hold. */
-	int window = !async && gpusys_wants_window(dev, mask, in_len, out_cap, biggest, cap_biggest);
+	int window = !async && !(flags & GPUSYS_REQ_NO_WINDOW) &&
+		     gpusys_wants_window(dev, mask, in_len, out_cap, biggest, cap_biggest);
 	word = gpusys_client_word(0,
 				  (flags & GPUSYS_REQ_NOREPLY ? GPUSYS_CW_NOREPLY : 0) | (empty ? GPUSYS_CW_EMPTY : 0) |
 					  (heads ? GPUSYS_CW_HEADS : 0),

@@ -77,7 +77,10 @@ GPUSYS_FN void gpusys_sock_rpc_once(const gpusys_dev_t *dev, uint16_t op, uint64
 		got[i] = 0;
 		st[i] = 0;
 	}
-	int rc = gpusys_rpc(dev, op, 0, mask, (const void *const *)req, req_len, dst, cap, got, st);
+	/* A poll waits: it must not hold one of the few window ports while
+	 * it does, though a poll asking for bytes has a large capacity. */
+	uint16_t flags = op == GPUSYS_OP_SOCK_POLL ? GPUSYS_REQ_NO_WINDOW : 0;
+	int rc = gpusys_rpc(dev, op, flags, mask, (const void *const *)req, req_len, dst, cap, got, st);
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	{
 		uint32_t i = GPUSYS_LI(l);
@@ -101,6 +104,40 @@ GPUSYS_FN void gpusys_sock_rpc(const gpusys_dev_t *dev, uint16_t op, uint64_t ma
 
 	for (uint64_t m = mask; m; m = gpusys_no_room_again(m, ret, &tries))
 		gpusys_sock_rpc_once(dev, op, m, req, req_len, out, out_cap, ret);
+}
+
+/* The answer of a poll asking for bytes (GPUSYS_POLL_RECV, socket.h): got
+ * bytes of buf, for the n pollfds of fds. Fills fds[i].revents, lens[i]
+ * (bytes > 0, 0 when the peer closed, or -errno) and offs[i] (where in buf
+ * handle i's bytes start; 0 when it has none). Returns how many are ready,
+ * or -EPROTO for an answer that does not add up. An answer of revents
+ * alone (a daemon that left the flag to poll(2)) gives -EAGAIN lengths:
+ * the caller receives as it did before. */
+GPUSYS_FN int gpusys_poll_recv_parse(const uint8_t *buf, uint32_t got, struct gpusys_pollfd *fds, uint32_t n,
+				     int32_t *lens, uint32_t *offs)
+{
+	uint32_t hdr = GPUSYS_POLL_RECV_HDR(n), at = hdr;
+	int full = got >= hdr, ready = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		int16_t rev = 0;
+		int32_t len = -EAGAIN;
+		if (got >= (i + 1) * (uint32_t)sizeof(int16_t))
+			gpusys_file_bytecopy((uint8_t *)&rev, buf + i * sizeof(int16_t), sizeof(rev));
+		if (full)
+			gpusys_file_bytecopy((uint8_t *)&len, buf + GPUSYS_POLL_RECV_REV_BYTES(n) + i * sizeof(len),
+					     sizeof(len));
+		fds[i].revents = rev;
+		ready += rev != 0;
+		offs[i] = 0;
+		lens[i] = len;
+		if (len > 0) {
+			if ((uint32_t)len > got - at)
+				return -EPROTO;
+			offs[i] = at;
+			at += (uint32_t)len;
+		}
+	}
+	return ready;
 }
 
 /* One piece of a bulk transfer (bulk_client.h's asker): a->op BULK_SEND or

@@ -11,9 +11,11 @@
  *
  * Many connections per warp, as examples/tcp_echo.cu (docs/SOCKETS.md, "How
  * to write a kernel server"): each warp polls its keep-alive connections and
- * the listener (one gpusys_poll), takes new connections while it has room
- * (up to 63), and its 32 lanes serve the ready connections together (their
- * receives, opens, reads and sends go as the warp's requests). WARPS
+ * the listener (one gpusys_poll_recv, which brings up to 1 KiB of each
+ * ready connection's request with it), takes new connections while it has
+ * room (up to 63), and its 32 lanes serve the ready connections together
+ * (their opens, reads and sends, and receives when the poll's room was
+ * full, go as the warp's requests). WARPS
  * (default 160) times 63 is how many connections are served at once:
  * 10,080 by default. Every error a connection's calls return is printed
  * with its errno. Needs a running gpusysd; the process's working directory
@@ -40,6 +42,9 @@
 #define REQ_MAX HTTP_HEAD_MAX     /* request head */
 #define FILE_CHUNK (64u << 10)   /* file bytes per pread, per lane */
 #define PATH_ROOM 1024u
+/* Bytes of each connection's poll (warp_server.cuh): a request head up to
+ * this size comes with the poll, with no receive of its own. */
+#define POLL_ROOM 1024u
 
 /* A lane's working memory (device memory). */
 struct warp_mem {
@@ -194,23 +199,11 @@ static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct warp_m
 	return ok && keep;
 }
 
-/* A ready connection: what arrived, and every complete request in it
- * answered (pipelined ones too). false: close it. */
-static __device__ bool conn_ready(const gpusys_dev_t &dev, struct conn *k, struct server *srv, struct warp_mem *m)
+/* Every complete request of what has arrived answered (pipelined ones
+ * too). false: close it. */
+static __device__ bool conn_requests(const gpusys_dev_t &dev, struct conn *k, struct server *srv, struct warp_mem *m)
 {
 	long long c = k->h;
-	if (k->have >= REQ_MAX) {
-		respond_simple(dev, c, m, "400 Bad Request", false, false);
-		return false;
-	}
-	long long r = gpusys_recv(dev, c, k->req + k->have, REQ_MAX - k->have, MSG_DONTWAIT); /* ready: never waits */
-	if (r == -EAGAIN)
-		return true;
-	if (r < 0)
-		warp_server_error(dev, NAME, c, "recv", r);
-	if (r <= 0)
-		return false;
-	k->have += (unsigned)r;
 	for (unsigned i = 0; i < srv->root_len; i++)
 		m->path[i] = srv->root[i];
 	unsigned end;
@@ -242,6 +235,49 @@ static __device__ bool conn_ready(const gpusys_dev_t &dev, struct conn *k, struc
 	return true;
 }
 
+/* A ready connection: what came with the poll (b) and, when the poll
+ * brought nothing or filled its room, what a receive finds; every
+ * complete request in it answered. false: close it. */
+static __device__ bool conn_ready(const gpusys_dev_t &dev, struct conn *k, struct server *srv, struct warp_mem *m,
+				  const struct warp_server_bytes &b)
+{
+	long long c = k->h;
+	if (k->have >= REQ_MAX) {
+		respond_simple(dev, c, m, "400 Bad Request", false, false);
+		return false;
+	}
+	if (b.n == 0)
+		return false; /* the peer closed */
+	if (b.n < 0 && b.n != -EAGAIN) {
+		warp_server_error(dev, NAME, c, "recv (with the poll)", b.n);
+		return false;
+	}
+	/* The poll's bytes, as much as the request buffer holds at a time:
+	 * answering the complete requests makes room for the rest. */
+	for (long long at = 0; at < b.n;) {
+		unsigned n = REQ_MAX - k->have; /* > 0: conn_requests closes a full one */
+		if ((long long)n > b.n - at)
+			n = (unsigned)(b.n - at);
+		for (unsigned i = 0; i < n; i++)
+			k->req[k->have + i] = (char)b.data[at + i];
+		k->have += n;
+		at += n;
+		if (!conn_requests(dev, k, srv, m))
+			return false;
+	}
+	if (b.n > 0 && !b.more)
+		return true;
+	long long r = gpusys_recv(dev, c, k->req + k->have, REQ_MAX - k->have, MSG_DONTWAIT); /* ready: never waits */
+	if (r == -EAGAIN)
+		return true;
+	if (r < 0)
+		warp_server_error(dev, NAME, c, "recv", r);
+	if (r <= 0)
+		return false;
+	k->have += (unsigned)r;
+	return conn_requests(dev, k, srv, m);
+}
+
 static __global__ void k_listen(gpusys_dev_t dev, int port, struct server *srv)
 {
 	warp_server_listen(dev, &srv->ws, port);
@@ -253,7 +289,10 @@ struct httpd_serve {
 	struct server *srv;
 	struct warp_mem *m;
 
-	__device__ bool operator()(struct conn *k) const { return conn_ready(dev, k, srv, m); }
+	__device__ bool operator()(struct conn *k, const struct warp_server_bytes &b) const
+	{
+		return conn_ready(dev, k, srv, m, b);
+	}
 };
 
 /* A new connection: replies go out at once (no Nagle delay behind the
@@ -286,10 +325,11 @@ struct httpd_never_stop {
 };
 
 static __global__ void k_httpd(gpusys_dev_t dev, struct server *srv, warp_conns<struct conn> *conns,
-			       struct warp_mem *mem)
+			       struct warp_mem *mem, uint8_t *poll_bufs)
 {
 	struct warp_mem *m = &mem[(size_t)blockIdx.x * 32 + (threadIdx.x & 31)];
-	warp_server_run(dev, &srv->ws, &conns[blockIdx.x], httpd_serve{ dev, srv, m }, httpd_opened{ dev },
+	uint8_t *poll_buf = poll_bufs + (size_t)blockIdx.x * WARP_SERVER_POLL_BYTES(POLL_ROOM);
+	warp_server_run(dev, &srv->ws, &conns[blockIdx.x], poll_buf, httpd_serve{ dev, srv, m }, httpd_opened{ dev },
 			httpd_moved{}, httpd_never_stop{});
 }
 
@@ -319,15 +359,18 @@ int main(int argc, char **argv)
 	struct server *srv;
 	warp_conns<struct conn> *conns;
 	struct warp_mem *mem;
+	uint8_t *poll_bufs;
 	if (cudaMallocManaged(&srv, sizeof(*srv)) || cudaMalloc(&conns, (size_t)warps * sizeof(*conns)) ||
 	    cudaMemset(conns, 0, (size_t)warps * sizeof(*conns)) ||
-	    cudaMalloc(&mem, (size_t)warps * 32 * sizeof(*mem))) {
+	    cudaMalloc(&mem, (size_t)warps * 32 * sizeof(*mem)) ||
+	    cudaMalloc(&poll_bufs, (size_t)warps * WARP_SERVER_POLL_BYTES(POLL_ROOM))) {
 		fprintf(stderr, "gpu_httpd: out of memory\n");
 		return 1;
 	}
 	memset(srv, 0, sizeof(*srv));
 	snprintf(srv->ws.name, sizeof(srv->ws.name), "gpu_httpd");
 	srv->ws.poll_ms = 1000;
+	srv->ws.poll_room = POLL_ROOM;
 	strcpy(srv->root, root);
 	srv->root_len = (unsigned)strlen(root);
 	k_listen<<<1, 1>>>(gpusys_device(g), port, srv);
@@ -337,7 +380,7 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "gpu_httpd: serving %s on port %d with %u warps, up to %u connections at once\n", root, port,
 		warps, warps * WARP_SERVER_CONNS);
-	k_httpd<<<warps, 32>>>(gpusys_device(g), srv, conns, mem);
+	k_httpd<<<warps, 32>>>(gpusys_device(g), srv, conns, mem, poll_bufs);
 	rc = gpusys_synchronize(g, NULL, -1);
 	fprintf(stderr, "gpu_httpd: ended: %s\n", rc ? gpusys_strerror(rc) : "ok");
 	gpusys_detach(g);

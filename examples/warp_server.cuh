@@ -6,16 +6,24 @@
  *
  * A warp keeps up to WARP_SERVER_CONNS connections in device memory. Each
  * turn, lane 0 polls them and, while the warp has room, the listener, in one
- * gpusys_poll (the warp sleeps in that request on the daemon's event loop,
- * never spinning on an idle connection); the lanes then serve the ready
- * connections 32 at a time (calls the lanes reach together go as one
- * request of the warp); lane 0 forgets the closed ones and takes new ones.
+ * gpusys_poll_recv (the warp sleeps in that request on the daemon's event
+ * loop, never spinning on an idle connection): each connection (not the
+ * listener) asks for its bytes (GPUSYS_POLL_RECV, up to srv->poll_room
+ * each), so that what arrived comes with the poll's answer, into the warp's
+ * poll buffer. The lanes then serve the ready connections 32 at a time
+ * (calls the lanes reach together go as one request of the warp): with the
+ * bytes in hand a message costs a poll and a send, not a poll, a receive
+ * and a send. Lane 0 forgets the closed ones and takes new ones. With
+ * srv->poll_room 0 the poll is a plain gpusys_poll and serve receives
+ * itself (b.n is -EAGAIN).
  *
  * A server supplies its connection type, which has at least
  *     long long h;   the socket handle
  *     bool closed;   set by the loop when it closes the connection
  * and three functions (functors, so that nvcc inlines them):
- *     bool serve(Conn *k)              a ready connection's turn, on its lane;
+ *     bool serve(Conn *k, const warp_server_bytes &b)
+ *                                      a ready connection's turn, on its lane,
+ *                                      with what came with the poll (below);
  *                                      false: close it
  *     void opened(Conn *k)             lane 0, a new connection (k->h is set)
  *     void moved(Conn *to, const Conn *from)   lane 0, when the closed ones
@@ -36,12 +44,29 @@
  * listener. */
 #define WARP_SERVER_CONNS (GPUSYS_SOCK_POLL_MAX - 1)
 
+/* A warp's poll buffer (device memory, one per warp) for a room of
+ * poll_room bytes per connection: the answer's header and every
+ * connection's room. */
+#define WARP_SERVER_POLL_BYTES(poll_room) \
+	(GPUSYS_POLL_RECV_HDR(GPUSYS_SOCK_POLL_MAX) + WARP_SERVER_CONNS * (unsigned long long)(poll_room))
+
 /* What every warp of a server shares (device or managed memory). */
 struct warp_server {
 	char name[16];      /* in the error lines (read by the device: kept here, not a host pointer) */
 	long long listener; /* non-blocking: the warps that lose a race get EAGAIN */
 	int poll_ms;        /* how often a quiet warp looks at its stop condition */
+	unsigned poll_room; /* bytes per connection the poll receives (0: a plain poll) */
 	int error;          /* the first fatal error (the daemon or listener gone): every warp stops */
+};
+
+/* What came with the poll for a ready connection: n bytes at data (n > 0),
+ * 0 when the peer closed, or -errno (-EAGAIN: nothing came, receive
+ * yourself). more: the room was full (n == poll_room), more may be
+ * waiting: receive it (MSG_DONTWAIT) after using these. */
+struct warp_server_bytes {
+	const uint8_t *data;
+	long long n;
+	bool more;
 };
 
 /* A warp's connections (device memory, one per warp, zeroed). */
@@ -49,6 +74,8 @@ template <typename Conn> struct warp_conns {
 	Conn c[WARP_SERVER_CONNS];
 	unsigned n;
 	struct gpusys_pollfd pf[GPUSYS_SOCK_POLL_MAX];
+	int lens[GPUSYS_SOCK_POLL_MAX];      /* the poll's bytes per handle, or -errno */
+	unsigned offs[GPUSYS_SOCK_POLL_MAX]; /* where in the poll buffer */
 	int npf;
 	bool listener_ready;
 };
@@ -85,20 +112,31 @@ static __device__ void warp_server_listen(const gpusys_dev_t &dev, struct warp_s
 	srv->error = r;
 }
 
-/* Lane 0: poll the warp's connections and, with room, the listener. */
+/* Lane 0: poll the warp's connections and, with room, the listener; the
+ * connections (never the listener: it has no bytes) ask for theirs. */
 template <typename Conn>
-static __device__ void warp_server_poll(const gpusys_dev_t &dev, struct warp_server *srv, warp_conns<Conn> *w)
+static __device__ void warp_server_poll(const gpusys_dev_t &dev, struct warp_server *srv, warp_conns<Conn> *w,
+					uint8_t *poll_buf)
 {
+	const unsigned room = srv->poll_room;
 	w->npf = 0;
 	for (unsigned i = 0; i <= w->n; i++) {
 		if (i == w->n && w->n == WARP_SERVER_CONNS)
 			break; /* full: no new connections */
 		struct gpusys_pollfd *p = &w->pf[w->npf++];
 		p->handle = (int32_t)(i < w->n ? w->c[i].h : srv->listener);
-		p->events = POLLIN;
+		p->events = (int16_t)(POLLIN | (i < w->n && room ? GPUSYS_POLL_RECV : 0));
 		p->revents = 0;
 	}
-	int r = gpusys_poll(dev, w->pf, (unsigned)w->npf, srv->poll_ms);
+	int r;
+	if (room) {
+		r = gpusys_poll_recv(dev, w->pf, (unsigned)w->npf, srv->poll_ms, poll_buf,
+				     (unsigned)WARP_SERVER_POLL_BYTES(room), room, w->lens, w->offs);
+	} else {
+		r = gpusys_poll(dev, w->pf, (unsigned)w->npf, srv->poll_ms);
+		for (int i = 0; i < w->npf; i++)
+			w->lens[i] = -EAGAIN;
+	}
 	if (r < 0) {
 		warp_server_error(dev, srv->name, -1, "poll", r);
 		if (r == -ESHUTDOWN)
@@ -157,23 +195,29 @@ static __device__ void warp_server_compact(warp_conns<Conn> *w, Moved moved)
 }
 
 /* The whole warp: serve until stop() or a fatal error, then close what is
- * still open. */
+ * still open. poll_buf: this warp's WARP_SERVER_POLL_BYTES(srv->poll_room)
+ * bytes of device memory (unused when poll_room is 0). */
 template <typename Conn, typename Serve, typename Opened, typename Moved, typename Stop>
 static __device__ void warp_server_run(const gpusys_dev_t &dev, struct warp_server *srv, warp_conns<Conn> *w,
-				       Serve serve, Opened opened, Moved moved, Stop stop)
+				       uint8_t *poll_buf, Serve serve, Opened opened, Moved moved, Stop stop)
 {
 	const unsigned lane = threadIdx.x & 31;
 	volatile int *error = &srv->error;
 	while (!*error && !stop()) {
 		if (lane == 0)
-			warp_server_poll(dev, srv, w);
+			warp_server_poll(dev, srv, w, poll_buf);
 		__syncwarp();
 		unsigned n = w->n;
 		int npf = w->npf;
 		for (unsigned base = 0; base < n; base += 32) {
 			unsigned i = base + lane;
 			Conn *k = &w->c[i < n ? i : 0];
-			if (i < n && (int)i < npf && w->pf[i].revents && !serve(k)) {
+			if (i >= n || (int)i >= npf || !w->pf[i].revents)
+				continue;
+			long long got = w->lens[i];
+			struct warp_server_bytes b = { got > 0 ? poll_buf + w->offs[i] : 0, got,
+						       got > 0 && (unsigned)got == srv->poll_room };
+			if (!serve(k, b)) {
 				long long r = gpusys_close(dev, k->h);
 				if (r < 0)
 					warp_server_error(dev, srv->name, k->h, "close", r);

@@ -181,7 +181,14 @@ struct gpusys_sleep_req {
 /* Request flags a caller may pass. */
 enum gpusys_req_flags {
 	GPUSYS_REQ_NOREPLY = 1u << 0, /* fire-and-forget: no response packet */
-	GPUSYS_REQ_KNOWN_FLAGS = GPUSYS_REQ_NOREPLY,
+	/* The client's alone (never on the wire): take a plain port even when
+	 * the capacities would take a window port. For calls that may wait
+	 * long with a large capacity (a poll asking for bytes): a window
+	 * port is one of few, and the other warps' large calls would queue
+	 * behind the wait. A large answer then streams through the plain
+	 * port's smaller packets. */
+	GPUSYS_REQ_NO_WINDOW = 1u << 1,
+	GPUSYS_REQ_KNOWN_FLAGS = GPUSYS_REQ_NOREPLY | GPUSYS_REQ_NO_WINDOW,
 };
 
 /*

@@ -16,7 +16,8 @@
  * calling warp spins on its port meanwhile, so other warps' calls flow.
  * Lanes of one warp that wait for different things complete together, when
  * the last one is done: give long waits (accept, recv on idle peers) their
- * own warps, or use gpusys_poll.
+ * own warps, or use gpusys_poll (gpusys_poll_recv: the poll that brings the
+ * readable connections' bytes with it, one call fewer a message).
  *
  * Handles share one space with files: gpusys_close() (file.cuh) closes a
  * socket too.
@@ -347,6 +348,35 @@ static __device__ int gpusys_poll(gpusys_dev_t dev, struct gpusys_pollfd *fds, u
 		ready += fds[i].revents != 0;
 	}
 	return ready;
+}
+
+/* gpusys_poll that also returns the bytes (socket.h, GPUSYS_POLL_RECV):
+ * each pollfd whose events carry GPUSYS_POLL_RECV (with POLLIN) is
+ * received from, with MSG_DONTWAIT, up to room_each bytes, in the same
+ * call, when the daemon finds it readable. buf is the raw answer (cap
+ * bytes: at least GPUSYS_POLL_RECV_HDR(n), at most 6n + 4, plus room_each
+ * for every handle asking, else -EMSGSIZE). Fills fds[i].revents as
+ * gpusys_poll does, lens[i] (bytes received, 0 when the peer closed, or
+ * -errno: -EAGAIN when not asked, not readable or nothing came) and offs[i]
+ * (handle i's bytes are buf[offs[i], offs[i] + lens[i])). lens[i] ==
+ * room_each: more may be waiting, gpusys_recv takes it. Returns how many
+ * are ready, 0 at the timeout, or -errno. Per thread, like gpusys_poll. */
+static __device__ int gpusys_poll_recv(gpusys_dev_t dev, struct gpusys_pollfd *fds, unsigned n, long long timeout_ms,
+				       void *buf, unsigned cap, unsigned room_each, int *lens, unsigned *offs)
+{
+	uint8_t scratch[GPUSYS_SOCK_REQ_BYTES + GPUSYS_SOCK_POLL_MAX * sizeof(struct gpusys_pollfd)];
+	if (n > GPUSYS_SOCK_POLL_MAX)
+		return -EINVAL;
+	struct gpusys_sock_req q;
+	gpusys_sock_req_init(&q);
+	q.a = (int32_t)n;
+	q.timeout_ms = timeout_ms;
+	q.count = room_each;
+	uint32_t rl = gpusys_sock_pack(scratch, &q, 0, 0, fds, n * (uint32_t)sizeof(*fds));
+	long long r = gpusys_sock_call1(dev, GPUSYS_OP_SOCK_POLL, scratch, rl, buf, cap);
+	if (r < 0)
+		return (int)r;
+	return gpusys_poll_recv_parse((const uint8_t *)buf, (uint32_t)r, fds, n, (int32_t *)lens, (uint32_t *)offs);
 }
 
 /* Up to max addresses of host/serv into res: how many, or an EAI_* value

@@ -22,7 +22,9 @@
  *   RECVFROM/ACCEPT      struct gpusys_sock_addr (the peer), then the data (RECVFROM)
  *   GETSOCKNAME/GETPEERNAME  struct gpusys_sock_addr
  *   GETSOCKOPT           the option value (result = its length)
- *   POLL                 nfds int16 revents (result = how many are ready)
+ *   POLL                 nfds int16 revents (result = how many are ready);
+ *                        with GPUSYS_POLL_RECV on any pollfd, then the
+ *                        handles' lengths and bytes (below)
  *   GETADDRINFO          struct gpusys_addrinfo[] (result = how many)
  *   GETNAMEINFO          host NUL service NUL
  *   everything else      int64_t value (handle, bytes sent, 0)
@@ -65,7 +67,8 @@ enum gpusys_sock_opcode {
 	GPUSYS_OP_SOCK_GETSOCKOPT,  /* handle, a = level, b = name, count = room -> value */
 	GPUSYS_OP_SOCK_GETSOCKNAME, /* handle -> addr */
 	GPUSYS_OP_SOCK_GETPEERNAME, /* handle -> addr */
-	GPUSYS_OP_SOCK_POLL,        /* a = nfds, timeout_ms, gpusys_pollfd[] -> revents[] */
+	GPUSYS_OP_SOCK_POLL,        /* a = nfds, timeout_ms, count = room per GPUSYS_POLL_RECV handle,
+				     * gpusys_pollfd[] -> revents[] (and got[], bytes) */
 	GPUSYS_OP_SOCK_GETADDRINFO, /* a = family, b = socktype, c = protocol, flags = AI_*, host NUL service */
 	GPUSYS_OP_SOCK_GETNAMEINFO, /* flags = NI_*, address -> host NUL service NUL */
 	GPUSYS_OP_SOCK_BULK_SEND = GPUSYS_OP_SOCK_FIRST + 0x20, /* handle, flags, count, bulk_off */
@@ -85,7 +88,8 @@ struct gpusys_sock_req {
 	int32_t a, b, c;    /* per opcode (above) */
 	uint32_t addr_len;  /* bytes of address at the start of the body */
 	int64_t timeout_ms; /* POLL: < 0 waits for ever, 0 does not wait */
-	uint64_t count;     /* RECV/RECVFROM/GETSOCKOPT: room for the answer; BULK_*: bytes */
+	uint64_t count;     /* RECV/RECVFROM/GETSOCKOPT: room for the answer; BULK_*: bytes;
+			     * POLL: room per handle asked with GPUSYS_POLL_RECV (0 without) */
 	uint64_t bulk_off;  /* BULK_*: where in the bulk area */
 };
 GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_sock_req) == 48, "socket request header layout");
@@ -106,12 +110,41 @@ struct gpusys_sock_accepted {
 GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_sock_accepted) == 144, "accept answer layout");
 
 /* One descriptor of a POLL: events and revents are POLLIN, POLLOUT,
- * POLLERR, POLLHUP, POLLRDHUP, POLLNVAL (Linux values). */
+ * POLLERR, POLLHUP, POLLRDHUP, POLLNVAL (Linux values), and in events
+ * GPUSYS_POLL_RECV. */
 struct gpusys_pollfd {
 	int32_t handle;
 	int16_t events;
 	int16_t revents; /* ignored in requests */
 };
+
+/* A poll that returns the bytes: a pollfd whose events carry
+ * GPUSYS_POLL_RECV (with POLLIN) asks the daemon to receive, with
+ * MSG_DONTWAIT and in the same call, up to the request's count bytes from
+ * that socket when poll(2) finds it readable (POLLIN, POLLHUP or POLLERR:
+ * an end of stream or an error is reported too). 0x4000 is no POLL* bit of
+ * Linux poll(2) (the daemon asserts it against the POLL* values and strips it before
+ * poll(2)). The answer of a poll in which any pollfd carries it:
+ *
+ *   int16_t revents[nfds]      as a plain poll's
+ *   padding to 4 bytes
+ *   int32_t got[nfds]          per handle: bytes received (> 0), 0 when the
+ *                              peer closed (recv returned 0), or -errno:
+ *                              -EAGAIN for a handle not asked, not readable
+ *                              or with nothing after all; -ENOTSOCK for a
+ *                              file; -EBADF for a bad or closed handle
+ *   the bytes                  of every got[i] > 0, packed in handle order
+ *
+ * GPUSYS_POLL_RECV_HDR(nfds) bytes come before the data; the answer's room
+ * (the lane's response capacity) must hold that plus count for each handle
+ * asked, else the poll is -EMSGSIZE; asking with count 0 is -EINVAL. A poll
+ * with no pollfd asking keeps the plain answer. A handle's got == count
+ * means more may be waiting: a plain recv takes the rest (nothing
+ * received is dropped). On a datagram socket each receive is one datagram,
+ * truncated to count as recv(2) truncates it. */
+#define GPUSYS_POLL_RECV 0x4000
+#define GPUSYS_POLL_RECV_REV_BYTES(n) (((uint32_t)(n) * 2u + 3u) & ~3u)
+#define GPUSYS_POLL_RECV_HDR(n) (GPUSYS_POLL_RECV_REV_BYTES(n) + (uint32_t)(n) * 4u)
 
 /* One address of a GETADDRINFO answer. */
 struct gpusys_addrinfo {

@@ -251,6 +251,26 @@ int64_t gpusys_emu_poll(const gpusys_dev_t *dev, struct gpusys_pollfd *fds, uint
 	return ready;
 }
 
+int64_t gpusys_emu_poll_recv(const gpusys_dev_t *dev, struct gpusys_pollfd *fds, uint32_t n, int64_t timeout_ms,
+			    void *buf, uint32_t cap, uint32_t room_each, int32_t *lens, uint32_t *offs)
+{
+	if (n > GPUSYS_SOCK_POLL_MAX)
+		return -EINVAL;
+	struct gpusys_emu_sock_lane a;
+	lane_init(&a, 0);
+	a.q.a = (int32_t)n;
+	a.q.timeout_ms = timeout_ms;
+	a.q.count = room_each;
+	a.body = fds;
+	a.body_len = n * (uint32_t)sizeof(*fds);
+	a.out = buf;
+	a.out_cap = cap;
+	int64_t r = one(dev, GPUSYS_OP_SOCK_POLL, &a);
+	if (r < 0)
+		return r;
+	return gpusys_poll_recv_parse(buf, (uint32_t)r, fds, n, lens, offs);
+}
+
 int64_t gpusys_emu_getaddrinfo(const gpusys_dev_t *dev, const char *host, const char *serv, int family,
 			       int socktype, int protocol, int flags, struct gpusys_addrinfo *res, uint32_t max)
 {

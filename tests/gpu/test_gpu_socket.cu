@@ -108,7 +108,23 @@ static __global__ void k_talk(gpusys_dev_t dev, struct talk *res)
 		__threadfence();
 		*port = gpusys_ntohs(a.sin_port);
 		long long c = gpusys_accept(dev, l);
-		long long n = c < 0 ? c : gpusys_recv(dev, c, res->server_got, 20, MSG_WAITALL);
+		/* 20 bytes through the poll that returns them (GPUSYS_POLL_RECV),
+		 * never more than are still wanted. */
+		long long n = c < 0 ? c : 0;
+		uint8_t pbuf[GPUSYS_POLL_RECV_HDR(1) + 20];
+		while (n >= 0 && n < 20) {
+			struct gpusys_pollfd pf = { (int32_t)c, (int16_t)(POLLIN | GPUSYS_POLL_RECV), 0 };
+			int len;
+			unsigned off;
+			int r = gpusys_poll_recv(dev, &pf, 1, 5000, pbuf, sizeof(pbuf), 20 - (unsigned)n, &len, &off);
+			if (r <= 0 || (len <= 0 && len != -EAGAIN)) {
+				n = r < 0 ? r : r == 0 ? -ETIMEDOUT : len < 0 ? len : -ECONNRESET;
+				break;
+			}
+			for (int i = 0; i < len; i++)
+				res->server_got[n + i] = (char)pbuf[off + i];
+			n += len > 0 ? len : 0;
+		}
 		if (n > 0)
 			n = gpusys_send(dev, c, "hello from the server", 21);
 		res->server_rc = n;

@@ -630,6 +630,281 @@ static void test_poll(void **s)
 	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
 }
 
+/* ---------------------------------------- the poll that returns bytes */
+
+struct late_send {
+	int fd;
+	int delay_ms;
+	const char *what;
+};
+
+static void *send_late(void *arg)
+{
+	struct late_send *a = arg;
+	usleep((useconds_t)a->delay_ms * 1000);
+	assert_int_equal(send(a->fd, a->what, strlen(a->what), MSG_NOSIGNAL), (ssize_t)strlen(a->what));
+	return NULL;
+}
+
+#define PR_ROOM 100u
+#define PR_CAP (GPUSYS_POLL_RECV_HDR(GPUSYS_SOCK_POLL_MAX) + GPUSYS_SOCK_POLL_MAX * PR_ROOM)
+
+/* GPUSYS_POLL_RECV: the bytes of the readable handles that ask come with
+ * the poll's answer: at once, after a wait, several handles (some asking,
+ * some not, one with more than its room: the rest stays for a plain recv),
+ * a closed peer, and nothing at the timeout. */
+static void test_poll_recv(void **s)
+{
+	(void)s;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int64_t lh = emu_listener(AF_INET, SOCK_STREAM, &ss, &len);
+	int fd[3];
+	int64_t c[3];
+	for (unsigned i = 0; i < 3; i++) {
+		fd[i] = cpu_connect(&ss, len);
+		c[i] = gpusys_emu_accept4(D, lh, NULL, NULL, 0);
+		assert_true(c[i] > 2);
+	}
+	static uint8_t buf[PR_CAP];
+	int32_t lens[GPUSYS_SOCK_POLL_MAX];
+	uint32_t offs[GPUSYS_SOCK_POLL_MAX];
+	struct gpusys_pollfd p[4];
+
+	/* bytes there at once */
+	assert_int_equal(send(fd[0], "hello", 5, 0), 5);
+	p[0] = (struct gpusys_pollfd){ .handle = (int32_t)c[0], .events = POLLIN | GPUSYS_POLL_RECV };
+	assert_int_equal(gpusys_emu_poll_recv(D, p, 1, 5000, buf, PR_CAP, PR_ROOM, lens, offs), 1);
+	assert_true(p[0].revents & POLLIN);
+	assert_int_equal(lens[0], 5);
+	assert_int_equal(offs[0], GPUSYS_POLL_RECV_HDR(1));
+	assert_memory_equal(buf + offs[0], "hello", 5);
+
+	/* nothing: the timeout, -EAGAIN */
+	long t0 = ms_now();
+	assert_int_equal(gpusys_emu_poll_recv(D, p, 1, 100, buf, PR_CAP, PR_ROOM, lens, offs), 0);
+	assert_true(ms_now() - t0 >= 90);
+	assert_int_equal(p[0].revents, 0);
+	assert_int_equal(lens[0], -EAGAIN);
+
+	/* the poll waits, the peer sends after 150 ms: the bytes come with it */
+	pthread_t t;
+	struct late_send ls = { .fd = fd[0], .delay_ms = 150, .what = "later" };
+	pthread_create(&t, NULL, send_late, &ls);
+	t0 = ms_now();
+	assert_int_equal(gpusys_emu_poll_recv(D, p, 1, 5000, buf, PR_CAP, PR_ROOM, lens, offs), 1);
+	assert_true(ms_now() - t0 >= 100);
+	pthread_join(t, NULL);
+	assert_int_equal(lens[0], 5);
+	assert_memory_equal(buf + offs[0], "later", 5);
+
+	/* several: c0 asks with 250 bytes waiting (room 100), c1 does not
+	 * ask (its bytes stay), c2 asks with nothing, the listener does not
+	 * ask */
+	uint8_t big[250];
+	for (unsigned i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 7 + 1);
+	assert_int_equal(send(fd[0], big, sizeof(big), 0), (ssize_t)sizeof(big));
+	assert_int_equal(send(fd[1], "xyz", 3, 0), 3);
+	usleep(20000); /* loopback: there by now */
+	p[0] = (struct gpusys_pollfd){ .handle = (int32_t)c[0], .events = POLLIN | GPUSYS_POLL_RECV };
+	p[1] = (struct gpusys_pollfd){ .handle = (int32_t)c[1], .events = POLLIN };
+	p[2] = (struct gpusys_pollfd){ .handle = (int32_t)c[2], .events = POLLIN | GPUSYS_POLL_RECV };
+	p[3] = (struct gpusys_pollfd){ .handle = (int32_t)lh, .events = POLLIN };
+	assert_int_equal(gpusys_emu_poll_recv(D, p, 4, 5000, buf, PR_CAP, PR_ROOM, lens, offs), 2);
+	assert_true(p[0].revents & POLLIN);
+	assert_true(p[1].revents & POLLIN);
+	assert_int_equal(p[2].revents, 0);
+	assert_int_equal(p[3].revents, 0);
+	assert_int_equal(lens[0], (int32_t)PR_ROOM); /* full: more may wait */
+	assert_memory_equal(buf + offs[0], big, PR_ROOM);
+	assert_int_equal(lens[1], -EAGAIN);
+	assert_int_equal(lens[2], -EAGAIN);
+	assert_int_equal(lens[3], -EAGAIN);
+	uint8_t rest[256];
+	assert_int_equal(gpusys_emu_recv(D, c[0], rest, sizeof(rest), MSG_WAITALL | MSG_DONTWAIT), 150);
+	assert_memory_equal(rest, big + PR_ROOM, 150); /* nothing lost */
+	assert_int_equal(gpusys_emu_recv(D, c[1], rest, sizeof(rest), MSG_DONTWAIT), 3);
+	assert_memory_equal(rest, "xyz", 3);
+
+	/* a plain poll with bytes on the same handles: the plain answer */
+	assert_int_equal(send(fd[1], "q", 1, 0), 1);
+	p[0].events = POLLIN;
+	p[1].events = POLLIN;
+	assert_int_equal(gpusys_emu_poll(D, p, 2, 5000), 1);
+	assert_true(p[1].revents & POLLIN);
+	assert_int_equal(gpusys_emu_recv(D, c[1], rest, 1, 0), 1);
+
+	/* the peer closes: 0, readable */
+	close(fd[2]);
+	p[0] = (struct gpusys_pollfd){ .handle = (int32_t)c[2], .events = POLLIN | GPUSYS_POLL_RECV };
+	assert_int_equal(gpusys_emu_poll_recv(D, p, 1, 5000, buf, PR_CAP, PR_ROOM, lens, offs), 1);
+	assert_true(p[0].revents & POLLIN);
+	assert_int_equal(lens[0], 0);
+
+	/* a reset peer: the error */
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	assert_int_equal(setsockopt(fd[1], SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+	close(fd[1]);
+	usleep(20000);
+	p[0] = (struct gpusys_pollfd){ .handle = (int32_t)c[1], .events = POLLIN | GPUSYS_POLL_RECV };
+	assert_int_equal(gpusys_emu_poll_recv(D, p, 1, 5000, buf, PR_CAP, PR_ROOM, lens, offs), 1);
+	assert_int_equal(lens[0], -ECONNRESET);
+
+	/* a listener asking (a connection pending): an error, no harm */
+	int fd3 = cpu_connect(&ss, len);
+	p[0] = (struct gpusys_pollfd){ .handle = (int32_t)lh, .events = POLLIN | GPUSYS_POLL_RECV };
+	assert_int_equal(gpusys_emu_poll_recv(D, p, 1, 5000, buf, PR_CAP, PR_ROOM, lens, offs), 1);
+	assert_true(lens[0] < 0);
+	int64_t c3 = gpusys_emu_accept4(D, lh, NULL, NULL, 0);
+	assert_true(c3 > 2);
+
+	close(fd[0]);
+	close(fd3);
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(gpusys_emu_sock_close(D, c[i]), 0);
+	assert_int_equal(gpusys_emu_sock_close(D, c3), 0);
+	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
+}
+
+/* The lanes of one warp poll together, every one waiting at first (so the
+ * call's room is let go, sock_room.c): lane 0 plainly (no bytes asked),
+ * lanes 1 and 2 asking for bytes; the peers send after 100, 120 and 150
+ * ms. The call answers when the last lane has its bytes; each lane's
+ * answer is its own, written into the room taken back by the first lane
+ * that answered. */
+static void test_poll_recv_lanes(void **s)
+{
+	(void)s;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int64_t lh = emu_listener(AF_INET, SOCK_STREAM, &ss, &len);
+	int fd[3];
+	int64_t c[3];
+	for (unsigned i = 0; i < 3; i++) {
+		fd[i] = cpu_connect(&ss, len);
+		c[i] = gpusys_emu_accept4(D, lh, NULL, NULL, 0);
+		assert_true(c[i] > 2);
+	}
+	pthread_t t[3];
+	struct late_send ls[3] = {
+		{ .fd = fd[0], .delay_ms = 120, .what = "plain" },
+		{ .fd = fd[1], .delay_ms = 100, .what = "first" },
+		{ .fd = fd[2], .delay_ms = 150, .what = "after a wait" },
+	};
+	for (unsigned i = 0; i < 3; i++)
+		pthread_create(&t[i], NULL, send_late, &ls[i]);
+	struct gpusys_pollfd pf[3];
+	static uint8_t out[3][256];
+	struct gpusys_emu_sock_lane lanes[3];
+	memset(lanes, 0, sizeof(lanes));
+	for (unsigned i = 0; i < 3; i++) {
+		pf[i] = (struct gpusys_pollfd){ .handle = (int32_t)c[i],
+						.events = (int16_t)(POLLIN | (i ? GPUSYS_POLL_RECV : 0)) };
+		lanes[i].q.a = 1;
+		lanes[i].q.timeout_ms = 5000;
+		lanes[i].q.count = i ? 64 : 0;
+		lanes[i].body = &pf[i];
+		lanes[i].body_len = sizeof(pf[i]);
+		lanes[i].out = out[i];
+		lanes[i].out_cap = sizeof(out[i]);
+	}
+	long t0 = ms_now();
+	assert_int_equal(gpusys_emu_sock_call(D, GPUSYS_OP_SOCK_POLL, 0x7, lanes), 0);
+	assert_true(ms_now() - t0 >= 100);
+	for (unsigned i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	/* lane 0: the plain answer, revents alone */
+	int16_t rev;
+	int32_t got;
+	assert_int_equal(lanes[0].ret, sizeof(int16_t));
+	memcpy(&rev, out[0], sizeof(rev));
+	assert_true(rev & POLLIN);
+	/* lanes 1 and 2: revents, padding, got, the bytes */
+	const char *want[3] = { NULL, "first", "after a wait" };
+	for (unsigned i = 1; i < 3; i++) {
+		uint32_t n = (uint32_t)strlen(want[i]);
+		assert_int_equal(lanes[i].ret, GPUSYS_POLL_RECV_HDR(1) + n);
+		memcpy(&rev, out[i], sizeof(rev));
+		memcpy(&got, out[i] + GPUSYS_POLL_RECV_REV_BYTES(1), sizeof(got));
+		assert_true(rev & POLLIN);
+		assert_int_equal(got, (int32_t)n);
+		assert_memory_equal(out[i] + GPUSYS_POLL_RECV_HDR(1), want[i], n);
+	}
+	/* lane 0's bytes are still there */
+	char b[8];
+	assert_int_equal(gpusys_emu_recv(D, c[0], b, sizeof(b), MSG_DONTWAIT), 5);
+	assert_memory_equal(b, "plain", 5);
+	for (unsigned i = 0; i < 3; i++) {
+		close(fd[i]);
+		assert_int_equal(gpusys_emu_sock_close(D, c[i]), 0);
+	}
+	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
+}
+
+/* Hostile polls asking for bytes: each gets its error, the service goes on. */
+static void test_poll_recv_hostile(void **s)
+{
+	(void)s;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int64_t lh = emu_listener(AF_INET, SOCK_STREAM, &ss, &len);
+	int fd = cpu_connect(&ss, len);
+	int64_t c = gpusys_emu_accept4(D, lh, NULL, NULL, 0);
+	assert_int_equal(send(fd, "data", 4, 0), 4);
+	static uint8_t buf[PR_CAP];
+	int32_t lens[GPUSYS_SOCK_POLL_MAX];
+	uint32_t offs[GPUSYS_SOCK_POLL_MAX];
+	struct gpusys_pollfd p[GPUSYS_SOCK_POLL_MAX + 1];
+	p[0] = (struct gpusys_pollfd){ .handle = (int32_t)c, .events = POLLIN | GPUSYS_POLL_RECV };
+	/* room per handle past the capacity; the header alone past it */
+	assert_int_equal(gpusys_emu_poll_recv(D, p, 1, 0, buf, 64, 1000, lens, offs), -EMSGSIZE);
+	assert_int_equal(gpusys_emu_poll_recv(D, p, 1, 0, buf, 4, 1, lens, offs), -EMSGSIZE);
+	/* every handle asking, count past what the capacity holds for all */
+	for (unsigned i = 1; i < GPUSYS_SOCK_POLL_MAX; i++)
+		p[i] = p[0];
+	assert_int_equal(gpusys_emu_poll_recv(D, p, GPUSYS_SOCK_POLL_MAX, 0, buf, PR_CAP, PR_ROOM + 1, lens, offs),
+			 -EMSGSIZE);
+	/* asking with no room */
+	assert_int_equal(gpusys_emu_poll_recv(D, p, 1, 0, buf, PR_CAP, 0, lens, offs), -EINVAL);
+	/* the raw request: count of 2^64 - 1, n past the maximum, n < 0 */
+	struct gpusys_emu_sock_lane a;
+	memset(&a, 0, sizeof(a));
+	a.body = p;
+	a.out = buf;
+	a.out_cap = sizeof(buf);
+	a.q.a = 1;
+	a.q.count = UINT64_MAX;
+	a.body_len = sizeof(p[0]);
+	assert_int_equal(gpusys_emu_sock_call(D, GPUSYS_OP_SOCK_POLL, 1, &a), -EMSGSIZE);
+	for (unsigned i = 0; i <= GPUSYS_SOCK_POLL_MAX; i++)
+		p[i] = p[0];
+	a.q.a = GPUSYS_SOCK_POLL_MAX + 1;
+	a.q.count = 8;
+	a.body_len = sizeof(p);
+	assert_int_equal(gpusys_emu_sock_call(D, GPUSYS_OP_SOCK_POLL, 1, &a), -EINVAL);
+	a.q.a = -1;
+	assert_int_equal(gpusys_emu_sock_call(D, GPUSYS_OP_SOCK_POLL, 1, &a), -EINVAL);
+	a.q.a = 2; /* a body shorter than the pollfds it says */
+	a.body_len = sizeof(p[0]);
+	assert_int_equal(gpusys_emu_sock_call(D, GPUSYS_OP_SOCK_POLL, 1, &a), -EINVAL);
+	/* a bad handle asking: POLLNVAL, -EBADF; the good one's bytes come */
+	p[1] = (struct gpusys_pollfd){ .handle = 4242, .events = POLLIN | GPUSYS_POLL_RECV };
+	assert_int_equal(gpusys_emu_poll_recv(D, p, 2, 5000, buf, PR_CAP, PR_ROOM, lens, offs), 2);
+	assert_int_equal(p[1].revents, POLLNVAL);
+	assert_int_equal(lens[1], -EBADF);
+	assert_int_equal(lens[0], 4);
+	assert_memory_equal(buf + offs[0], "data", 4);
+	/* still serving */
+	assert_int_equal(send(fd, "more", 4, 0), 4);
+	char b[8];
+	assert_int_equal(gpusys_emu_recv(D, c, b, 4, MSG_WAITALL), 4);
+	assert_memory_equal(b, "more", 4);
+	close(fd);
+	assert_int_equal(gpusys_emu_sock_close(D, c), 0);
+	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
+}
+
 /* ------------------------------------------- a warp's lanes, concurrency */
 
 #define LANES 32u
@@ -1115,6 +1390,26 @@ static void test_shared_handles(void **s)
 		assert_int_equal(i % 2 ? file_close(h[i]) : gpusys_emu_sock_close(D, h[i]), 0);
 	unlink(path);
 }
+
+/* A file handle asking for its bytes in a poll: -ENOTSOCK (files are
+ * always readable to poll(2); the poll never reads them). */
+static void test_poll_recv_file(void **s)
+{
+	(void)s;
+	char path[128];
+	snprintf(path, sizeof(path), "%s/pf", tmpdir);
+	int64_t f = file_open(path);
+	assert_true(f > 2);
+	static uint8_t buf[PR_CAP];
+	int32_t lens[2];
+	uint32_t offs[2];
+	struct gpusys_pollfd p[1] = { { .handle = (int32_t)f, .events = POLLIN | GPUSYS_POLL_RECV } };
+	assert_int_equal(gpusys_emu_poll_recv(D, p, 1, 1000, buf, PR_CAP, PR_ROOM, lens, offs), 1);
+	assert_true(p[0].revents & POLLIN);
+	assert_int_equal(lens[0], -ENOTSOCK);
+	assert_int_equal(file_close(f), 0);
+	unlink(path);
+}
 #endif
 
 /* ------------------------------------------------------------- setup */
@@ -1184,6 +1479,9 @@ int main(void)
 		cmocka_unit_test(test_options),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_poll),
+		cmocka_unit_test(test_poll_recv),
+		cmocka_unit_test(test_poll_recv_lanes),
+		cmocka_unit_test(test_poll_recv_hostile),
 		cmocka_unit_test(test_warp_lanes),
 		cmocka_unit_test(test_pending_while_flowing),
 		cmocka_unit_test(test_thousand_connections),
@@ -1192,6 +1490,7 @@ int main(void)
 #ifdef SOCK_TEST_DAEMON
 		cmocka_unit_test(test_killed_client),
 		cmocka_unit_test(test_shared_handles),
+		cmocka_unit_test(test_poll_recv_file),
 #endif
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

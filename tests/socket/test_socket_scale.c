@@ -132,9 +132,17 @@ static void connect_pairs(int64_t lh, const struct sockaddr_in *sa, unsigned n, 
 #define IDLE_CONNS (WARPS * LANES)
 #define IDLE_ROOM (64u << 10)
 
+/* With poll: each lane polls its connection asking for its bytes
+ * (GPUSYS_POLL_RECV, 64 KiB of room): a poll that waits holds no room
+ * either. A one-handle answer (socket.h): int16 revents, 2 bytes of
+ * padding, int32 got, the bytes. */
+#define IDLE_POLL_HDR GPUSYS_POLL_RECV_HDR(1)
+#define IDLE_LANE_BYTES (IDLE_ROOM + IDLE_POLL_HDR)
+
 struct idle_warp {
 	unsigned warp;
 	int64_t *hs;
+	bool poll;
 	int rc;
 	int64_t ret[LANES];
 	uint8_t *bufs;
@@ -145,22 +153,45 @@ static void *idle_receive(void *arg)
 	struct idle_warp *w = arg;
 	gpusys_emu_set_warp(w->warp);
 	struct gpusys_emu_sock_lane lanes[LANES];
+	struct gpusys_pollfd pf[LANES];
 	memset(lanes, 0, sizeof(lanes));
 	for (unsigned i = 0; i < LANES; i++) {
-		lanes[i].q.handle = (int32_t)w->hs[i];
 		lanes[i].q.count = IDLE_ROOM;
-		lanes[i].out = w->bufs + (size_t)i * IDLE_ROOM;
-		lanes[i].out_cap = IDLE_ROOM;
+		lanes[i].out = w->bufs + (size_t)i * IDLE_LANE_BYTES;
+		if (w->poll) {
+			pf[i] = (struct gpusys_pollfd){ .handle = (int32_t)w->hs[i], .events = POLLIN | GPUSYS_POLL_RECV };
+			lanes[i].q.a = 1;
+			lanes[i].q.timeout_ms = -1;
+			lanes[i].body = &pf[i];
+			lanes[i].body_len = sizeof(pf[i]);
+			lanes[i].out_cap = IDLE_LANE_BYTES;
+		} else {
+			lanes[i].q.handle = (int32_t)w->hs[i];
+			lanes[i].out_cap = IDLE_ROOM;
+		}
 	}
-	w->rc = gpusys_emu_sock_call(D, GPUSYS_OP_SOCK_RECV, UINT32_MAX, lanes);
-	for (unsigned i = 0; i < LANES; i++)
+	w->rc = gpusys_emu_sock_call(D, w->poll ? GPUSYS_OP_SOCK_POLL : GPUSYS_OP_SOCK_RECV, UINT32_MAX, lanes);
+	for (unsigned i = 0; i < LANES; i++) {
 		w->ret[i] = lanes[i].ret;
+		if (!w->poll || w->ret[i] < 0)
+			continue;
+		uint8_t *b = w->bufs + (size_t)i * IDLE_LANE_BYTES;
+		int16_t rev;
+		int32_t got;
+		memcpy(&rev, b, sizeof(rev));
+		memcpy(&got, b + 4, sizeof(got));
+		if (!(rev & POLLIN) || got <= 0 || w->ret[i] != IDLE_POLL_HDR + got) {
+			w->ret[i] = got <= 0 ? got : -EPROTO;
+			continue;
+		}
+		memmove(b, b + IDLE_POLL_HDR, (size_t)got);
+		w->ret[i] = got;
+	}
 	return NULL;
 }
 
-static void test_idle_receives_within_budget(void **s)
+static void idle_within_budget(bool poll)
 {
-	(void)s;
 	if (!enough_descriptors(IDLE_CONNS)) {
 		skip();
 		return;
@@ -179,7 +210,9 @@ static void test_idle_receives_within_budget(void **s)
 	struct idle_warp w[WARPS];
 	pthread_t t[WARPS];
 	for (unsigned k = 0; k < WARPS; k++) {
-		w[k] = (struct idle_warp){ .warp = k, .hs = hs + k * LANES, .bufs = malloc((size_t)LANES * IDLE_ROOM) };
+		w[k] = (struct idle_warp){
+			.warp = k, .hs = hs + k * LANES, .poll = poll, .bufs = malloc((size_t)LANES * IDLE_LANE_BYTES)
+		};
 		assert_non_null(w[k].bufs);
 		pthread_create(&t[k], NULL, idle_receive, &w[k]);
 	}
@@ -194,7 +227,7 @@ static void test_idle_receives_within_budget(void **s)
 		assert_int_equal(w[k].rc, 0);
 		for (unsigned i = 0; i < LANES; i++) {
 			uint64_t v;
-			memcpy(&v, w[k].bufs + (size_t)i * IDLE_ROOM, 8);
+			memcpy(&v, w[k].bufs + (size_t)i * IDLE_LANE_BYTES, 8);
 			if (w[k].ret[i] != 8 || v != 0x5eed0000u + k * LANES + i)
 				fprintf(stderr, "warp %u lane %u: %lld (%s)\n", k, i, (long long)w[k].ret[i],
 					w[k].ret[i] < 0 ? strerror((int)-w[k].ret[i]) : "bytes");
@@ -214,6 +247,20 @@ static void test_idle_receives_within_budget(void **s)
 	gd_finish(&d2);
 }
 
+static void test_idle_receives_within_budget(void **s)
+{
+	(void)s;
+	idle_within_budget(false);
+}
+
+/* The same with polls asking for the bytes: 1024 of 64 KiB each wait
+ * holding no room, and each answers with its connection's bytes. */
+static void test_idle_poll_recv_within_budget(void **s)
+{
+	(void)s;
+	idle_within_budget(true);
+}
+
 /* ------------------------------------------- 1000 connections echoed */
 
 /* An emulated echo server of 32 warps, each serving its share of 1000
@@ -228,10 +275,18 @@ static void test_idle_receives_within_budget(void **s)
 #define ECHO_PEERS 8
 #define ECHO_MAX (64u << 10)
 
+/* With poll_bytes the server polls as warp_server.cuh does: each
+ * connection asks for its bytes (GPUSYS_POLL_RECV, ECHO_POLL_ROOM each),
+ * they are echoed from the poll's answer, and only a connection whose room
+ * came back full is received from (more may be waiting). */
+#define ECHO_POLL_ROOM (4u << 10)
+#define ECHO_POLL_CAP (GPUSYS_POLL_RECV_HDR(GPUSYS_SOCK_POLL_MAX) + GPUSYS_SOCK_POLL_MAX * ECHO_POLL_ROOM)
+
 struct echo_warp {
 	unsigned warp;
 	int64_t *hs;
 	unsigned n; /* connections (<= 64: one poll) */
+	bool poll_bytes;
 	atomic_bool *stop;
 	unsigned long long echoed;
 	int64_t error;   /* the first error of a call (0: none) */
@@ -266,21 +321,44 @@ static void *echo_server(void *arg)
 	struct echo_warp *w = arg;
 	gpusys_emu_set_warp(w->warp);
 	uint8_t *bufs = malloc((size_t)LANES * ECHO_MAX);
+	uint8_t *pbuf = malloc(ECHO_POLL_CAP);
 	assert_non_null(bufs);
+	assert_non_null(pbuf);
 	struct gpusys_pollfd pf[64];
+	int32_t lens[64];
+	uint32_t offs[64];
 	while (!atomic_load(w->stop) && !w->error) {
+		short ev = POLLIN | (w->poll_bytes ? GPUSYS_POLL_RECV : 0);
 		for (unsigned i = 0; i < w->n; i++)
-			pf[i] = (struct gpusys_pollfd){ .handle = (int32_t)w->hs[i], .events = POLLIN };
-		int64_t r = gpusys_emu_poll(D, pf, w->n, 100);
+			pf[i] = (struct gpusys_pollfd){ .handle = (int32_t)w->hs[i], .events = ev };
+		int64_t r = w->poll_bytes ? gpusys_emu_poll_recv(D, pf, w->n, 100, pbuf, ECHO_POLL_CAP, ECHO_POLL_ROOM,
+								  lens, offs)
+					  : gpusys_emu_poll(D, pf, w->n, 100);
 		if (r < 0) {
 			echo_fail(w, "poll", r);
 			break;
 		}
-		/* The ready ones, 32 lanes a call. */
+		/* The ready ones, 32 lanes a call; with poll_bytes, the bytes
+		 * that came with the poll are echoed first, and only a room
+		 * that came back full is received from. */
 		unsigned ready[64], nr = 0;
-		for (unsigned i = 0; i < w->n; i++)
-			if (pf[i].revents & (POLLIN | POLLHUP | POLLERR))
+		for (unsigned i = 0; i < w->n; i++) {
+			if (!w->poll_bytes) {
+				if (pf[i].revents & (POLLIN | POLLHUP | POLLERR))
+					ready[nr++] = i;
+				continue;
+			}
+			if (lens[i] == -EAGAIN)
+				continue; /* nothing came (not readable) */
+			if (lens[i] <= 0) {
+				echo_fail(w, lens[i] ? "poll (recv)" : "poll (peer closed)", lens[i] ? lens[i] : -ECONNRESET);
+				continue;
+			}
+			if (send_rest(w, w->hs[i], pbuf + offs[i], (uint64_t)lens[i]))
+				w->echoed += (uint64_t)lens[i];
+			if ((uint32_t)lens[i] == ECHO_POLL_ROOM)
 				ready[nr++] = i;
+		}
 		for (unsigned at = 0; at < nr; at += LANES) {
 			unsigned k = nr - at < LANES ? nr - at : LANES;
 			struct gpusys_emu_sock_lane lanes[LANES];
@@ -307,6 +385,7 @@ static void *echo_server(void *arg)
 		}
 	}
 	free(bufs);
+	free(pbuf);
 	return NULL;
 }
 
@@ -360,9 +439,8 @@ static void *echo_peer(void *arg)
 	return NULL;
 }
 
-static void test_thousand_connections_echo(void **s)
+static void thousand_echo(bool poll_bytes)
 {
-	(void)s;
 	if (!enough_descriptors(ECHO_CONNS)) {
 		skip();
 		return;
@@ -379,7 +457,9 @@ static void test_thousand_connections_echo(void **s)
 	unsigned per = (ECHO_CONNS + WARPS - 1) / WARPS;
 	for (unsigned k = 0; k < WARPS; k++) {
 		unsigned from = k * per, to = from + per < ECHO_CONNS ? from + per : ECHO_CONNS;
-		w[k] = (struct echo_warp){ .warp = k, .hs = hs + from, .n = to - from, .stop = &stop };
+		w[k] = (struct echo_warp){
+			.warp = k, .hs = hs + from, .n = to - from, .poll_bytes = poll_bytes, .stop = &stop
+		};
 		pthread_create(&tw[k], NULL, echo_server, &w[k]);
 	}
 	struct echo_peer p[ECHO_PEERS];
@@ -410,6 +490,7 @@ static void test_thousand_connections_echo(void **s)
 			fprintf(stderr, "server warp %u: %s: %s\n", k, w[k].call, strerror((int)-w[k].error));
 		}
 	}
+	fprintf(stderr, "%s: ", poll_bytes ? "poll with bytes" : "poll, recv");
 	fprintf(stderr, "%d connections, %ld ms: %llu rounds (every connection %llu times), %llu bytes each way, "
 			"%u dropped, %u wrong\n",
 		ECHO_CONNS, ms_now() - t0, rounds * pper, rounds / ECHO_PEERS, bytes, dropped, wrong);
@@ -423,6 +504,20 @@ static void test_thousand_connections_echo(void **s)
 		assert_int_equal(gpusys_emu_sock_close(D, hs[i]), 0);
 	}
 	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
+}
+
+static void test_thousand_connections_echo(void **s)
+{
+	(void)s;
+	thousand_echo(false);
+}
+
+/* The same served with one call fewer a message: the poll brings the bytes
+ * (GPUSYS_POLL_RECV). */
+static void test_thousand_connections_echo_poll_recv(void **s)
+{
+	(void)s;
+	thousand_echo(true);
 }
 
 /* -------------------------------------------------------- short sends */
@@ -781,7 +876,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_idle_receives_within_budget),
+		cmocka_unit_test(test_idle_poll_recv_within_budget),
 		cmocka_unit_test(test_thousand_connections_echo),
+		cmocka_unit_test(test_thousand_connections_echo_poll_recv),
 		cmocka_unit_test(test_short_sends),
 		cmocka_unit_test(test_emfile_past_quota),
 		cmocka_unit_test(test_wait_loops),

@@ -127,9 +127,19 @@ static uint32_t room_for(uint16_t op, const struct gpusys_sock_req *q, uint32_t 
 	case GPUSYS_OP_SOCK_GETSOCKOPT:
 		c = q->count < GPUSYS_SOCK_OPT_MAX ? q->count : GPUSYS_SOCK_OPT_MAX;
 		return (uint32_t)(c < cap ? c : cap);
-	case GPUSYS_OP_SOCK_POLL:
-		c = GPUSYS_SOCK_POLL_MAX * sizeof(int16_t);
+	case GPUSYS_OP_SOCK_POLL: {
+		if (q->count == 0) {
+			c = GPUSYS_SOCK_POLL_MAX * sizeof(int16_t);
+			return (uint32_t)(c < cap ? c : cap);
+		}
+		/* GPUSYS_POLL_RECV (socket.h): the header and count bytes for
+		 * every handle, within the lane's capacity; first_poll checks
+		 * that what the flagged handles ask for fits. */
+		uint32_t n = q->a < 0 || (uint32_t)q->a > GPUSYS_SOCK_POLL_MAX ? GPUSYS_SOCK_POLL_MAX : (uint32_t)q->a;
+		uint64_t each = q->count < cap ? q->count : cap; /* cap <= GPUSYS_MAX_LANE_PAYLOAD: no overflow */
+		c = GPUSYS_POLL_RECV_HDR(n) + each * n;
 		return (uint32_t)(c < cap ? c : cap);
+	}
 	case GPUSYS_OP_SOCK_GETADDRINFO:
 		c = cap < GPUSYS_SOCK_AI_MAX * sizeof(struct gpusys_addrinfo) ? cap
 									      : GPUSYS_SOCK_AI_MAX * sizeof(struct gpusys_addrinfo);
@@ -173,6 +183,11 @@ static int first_socket(struct sock_lane *l)
 	return 0;
 }
 
+/* GPUSYS_POLL_RECV is a bit of ours only: poll(2) never sees it. */
+GPUSYS_STATIC_ASSERT((GPUSYS_POLL_RECV & (POLLIN | POLLPRI | POLLOUT | POLLERR | POLLHUP | POLLNVAL | POLLRDNORM |
+					  POLLRDBAND | POLLWRNORM | POLLWRBAND | POLLMSG | POLLRDHUP)) == 0,
+		     "GPUSYS_POLL_RECV is not a poll(2) bit");
+
 static int first_poll(struct sock_lane *l)
 {
 	uint32_t n = (uint32_t)l->q.a;
@@ -180,6 +195,24 @@ static int first_poll(struct sock_lane *l)
 		return -EINVAL;
 	if (n * sizeof(int16_t) > l->room)
 		return -EMSGSIZE;
+	/* Which handles ask for their bytes, and whether the answer's room
+	 * holds the header and count bytes for each of them (count is the
+	 * client's: bounded by the room before it is multiplied). */
+	uint64_t ask = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct gpusys_pollfd p;
+		memcpy(&p, l->body + i * sizeof(p), sizeof(p));
+		if (p.events & GPUSYS_POLL_RECV)
+			ask |= UINT64_C(1) << i;
+	}
+	if (ask) {
+		if (l->q.count == 0)
+			return -EINVAL;
+		if (l->q.count > l->room ||
+		    GPUSYS_POLL_RECV_HDR(n) + (uint64_t)__builtin_popcountll(ask) * l->q.count > l->room)
+			return -EMSGSIZE;
+	}
+	l->poll_ask = ask;
 	l->npoll = n;
 	l->pe = calloc(n ? n : 1, sizeof(*l->pe));
 	l->pfd = calloc(n ? n : 1, sizeof(*l->pfd));
@@ -192,7 +225,7 @@ static int first_poll(struct sock_lane *l)
 		if (!l->pe[i])
 			l->pe[i] = handle_table_get(l->sc->cl->ht, p.handle, HANDLE_KIND_FILE);
 		l->pfd[i].fd = l->pe[i] ? l->pe[i]->fd : -1; /* poll(2) skips negative descriptors */
-		l->pfd[i].events = p.events;
+		l->pfd[i].events = (short)(p.events & ~GPUSYS_POLL_RECV);
 	}
 	if (l->q.timeout_ms > 0)
 		l->deadline_ns = now_ns() + (uint64_t)l->q.timeout_ms * 1000000u;
@@ -344,6 +377,7 @@ static void socket_handle(struct port_call *call)
 	uint64_t fixed = 0, lazy = 0;
 	/* Receives' rooms last (sock_room.c): let go while they wait. */
 	bool receives = op == GPUSYS_OP_SOCK_RECV || op == GPUSYS_OP_SOCK_RECVFROM;
+	bool poll_bytes = false; /* a poll whose lanes may ask for bytes: all its room is lazy */
 
 	for (unsigned i = 0; i < GPUSYS_WARP_LANES; i++) {
 		if (!(call->lane_mask >> i & 1))
@@ -354,6 +388,14 @@ static void socket_handle(struct port_call *call)
 			memcpy(&q, call->data[i], sizeof(q));
 		room[i] = room_for(op, &q, call->cap[i], &value_op[i]);
 		*(receives ? &lazy : &fixed) += room[i];
+		poll_bytes |= op == GPUSYS_OP_SOCK_POLL && q.count != 0;
+	}
+	if (poll_bytes) {
+		/* Every lane of the call is a poll: the whole room is let go
+		 * while they wait (the order of the rooms does not matter). */
+		lazy += fixed;
+		fixed = 0;
+		receives = true;
 	}
 	/* Nothing has run yet: without room now the device side sends the
 	 * call again (abi.h, GPUSYS_STATUS_NO_ROOM); a receive's room is let

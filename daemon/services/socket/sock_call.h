@@ -81,7 +81,8 @@ struct sock_lane {
 	uint8_t *out;          /* response room: sc->resp + off (NULL while the room is let go) */
 	uint32_t off;
 	uint32_t room;
-	bool lazy;             /* a receive: its room is in the part let go while it waits */
+	bool lazy;             /* a receive (or a poll asking for bytes): its room is in the part
+				* let go while it waits */
 	uint32_t out_len;
 	int64_t val;
 	uint64_t done;         /* bytes so far (send all, MSG_WAITALL, bulk) */
@@ -89,8 +90,9 @@ struct sock_lane {
 	struct event *ev;      /* the descriptor (or, for a poll, the timer) */
 	struct event **pev;    /* POLL: one persistent event per descriptor */
 	struct handle_entry **pe;
-	struct pollfd *pfd;
+	struct pollfd *pfd;    /* events without GPUSYS_POLL_RECV */
 	uint32_t npoll;
+	uint64_t poll_ask;     /* POLL: bit i, pollfd i carries GPUSYS_POLL_RECV (q.count bytes each) */
 	struct dns_ticket *dns;
 	struct sock_lane *wnext; /* in s->waiters */
 };
@@ -123,10 +125,10 @@ struct sock_client {
 };
 
 /* sock_room.c: the response room of a call. A lane receiving (RECV,
- * RECVFROM) may wait long for data (an idle keep-alive connection); while
- * every receiving lane of the call waits with nothing received, the call
- * holds (and is charged for) no room for them, and takes it back when data
- * is there. Room for thousands of idle connections' receives would
+ * RECVFROM, a POLL with GPUSYS_POLL_RECV) may wait long for data (an idle
+ * keep-alive connection); while every receiving lane of the call waits
+ * with nothing received, the call holds (and is charged for) no room for
+ * them, and takes it back when data is there. Room for thousands of idle connections' receives would
  * otherwise exhaust the client's memory budget (client_mem_budget), and
  * their calls fail with -ENOMEM. All under sc->lock (or before the call is
  * shared). */
@@ -152,6 +154,9 @@ int sock_getsockopt(struct sock_lane *l);
 int sock_lane_try(struct sock_lane *l);
 int sock_step_connect(struct sock_lane *l);
 int sock_step_poll(struct sock_lane *l);
+/* A poll's answer when its time is up: nothing ready (and nothing
+ * received). 0, or -ENOMEM when its room cannot be taken back. */
+int sock_poll_timed_out(struct sock_lane *l);
 
 /* sock_dns.c: the first try of a lookup (checks; LANE_WAIT, with
  * l->start_lookup set, to go to evdns on the main loop), and evdns itself. */

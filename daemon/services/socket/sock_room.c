@@ -3,7 +3,10 @@
  * A socket call's response room (sock_call.h): one buffer, call->resp_buf
  * (the core frees it with the call), each lane's room at its l->off; the
  * receiving lanes' rooms come last so that they can be let go while those
- * lanes wait with nothing received, and taken back when data comes.
+ * lanes wait with nothing received, and taken back when data comes. A poll
+ * whose pollfds ask for the bytes (GPUSYS_POLL_RECV) is a receive here: its
+ * whole room (revents, lengths and data) is let go while it waits, and
+ * taken back by the step that answers it (sock_steps.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -47,7 +50,9 @@ void sock_room_shrink(struct sock_call *sc)
 		const struct sock_lane *l = &sc->lane[i];
 		if (!l->sc || !l->lazy)
 			continue;
-		bool idle = l->wait == WAIT_READ && l->done == 0;
+		/* A poll asking for bytes receives only in the step that
+		 * answers it: while it waits it holds nothing. */
+		bool idle = (l->wait == WAIT_READ || l->wait == WAIT_POLL) && l->done == 0;
 		bool empty = l->wait == WAIT_NONE && call->lane_status[i] < 0;
 		if (!idle && !empty)
 			return; /* data in its room: keep it all */

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -198,6 +199,63 @@ int sock_step_connect(struct sock_lane *l)
 	return -err;
 }
 
+/* Handle i of a poll asking for its bytes (GPUSYS_POLL_RECV): receive up
+ * to count bytes into dst if poll(2) found it readable. Bytes, 0 (the peer
+ * closed) or -errno (socket.h). */
+static int32_t poll_recv_one(struct sock_lane *l, uint32_t i, uint8_t *dst, uint64_t count)
+{
+	struct handle_entry *e = l->pe[i];
+	if (!e)
+		return -EBADF;
+	if (e->kind != HANDLE_KIND_SOCKET)
+		return -ENOTSOCK;
+	/* POLLHUP, POLLERR: recv says what (0 at the end, the error). */
+	if (!(l->pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+		return -EAGAIN;
+	struct sock *s = e->obj;
+	pthread_mutex_lock(&s->lock);
+	bool closed = s->closed;
+	pthread_mutex_unlock(&s->lock);
+	if (closed)
+		return -EBADF; /* closed by another call while the poll held it */
+	for (;;) {
+		ssize_t r = recv(e->fd, dst, count, MSG_DONTWAIT);
+		if (r >= 0)
+			return (int32_t)r; /* count <= the lane's room, < 2^31 */
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+/* Write a poll's answer into l->out: revents (all 0 when none is ready),
+ * and for a poll asking for bytes each handle's length and the bytes,
+ * received here, in the step that found them readable, so that nothing
+ * taken from a socket can miss the answer. first_poll checked that the
+ * room holds the header and count bytes for every handle asking. */
+static void poll_answer(struct sock_lane *l, bool none)
+{
+	uint32_t n = l->npoll;
+	int16_t *rev = (int16_t *)(void *)l->out;
+	for (uint32_t i = 0; i < n; i++) {
+		int16_t v = none ? 0 : l->pe[i] ? l->pfd[i].revents : POLLNVAL;
+		memcpy(&rev[i], &v, sizeof(v));
+	}
+	l->out_len = n * (uint32_t)sizeof(int16_t);
+	if (!l->poll_ask)
+		return;
+	uint32_t at = GPUSYS_POLL_RECV_HDR(n);
+	memset(l->out + l->out_len, 0, GPUSYS_POLL_RECV_REV_BYTES(n) - l->out_len); /* no heap bytes in the padding */
+	for (uint32_t i = 0; i < n; i++) {
+		int32_t got = -EAGAIN;
+		if (!none && (l->poll_ask >> i & 1))
+			got = poll_recv_one(l, i, l->out + at, l->q.count);
+		memcpy(l->out + GPUSYS_POLL_RECV_REV_BYTES(n) + i * sizeof(got), &got, sizeof(got));
+		if (got > 0)
+			at += (uint32_t)got;
+	}
+	l->out_len = at;
+}
+
 int sock_step_poll(struct sock_lane *l)
 {
 	int n = poll(l->pfd, l->npoll, 0);
@@ -206,16 +264,24 @@ int sock_step_poll(struct sock_lane *l)
 	for (uint32_t i = 0; i < l->npoll; i++)
 		n += !l->pe[i]; /* a bad handle is ready at once, with POLLNVAL */
 	if (n > 0 || l->q.timeout_ms == 0) {
-		int16_t *rev = (int16_t *)(void *)l->out;
-		for (uint32_t i = 0; i < l->npoll; i++) {
-			int16_t v = l->pe[i] ? l->pfd[i].revents : POLLNVAL;
-			memcpy(&rev[i], &v, sizeof(v));
-		}
-		l->out_len = l->npoll * (uint32_t)sizeof(int16_t);
+		/* A poll asking for bytes let its room go while it waited
+		 * (sock_room.c): take it back before anything is received,
+		 * so that -ENOMEM loses nothing. */
+		if (!l->out && sock_room_grow(l->sc) < 0)
+			return -ENOMEM;
+		poll_answer(l, false);
 		return 0;
 	}
 	l->wait = WAIT_POLL;
 	return LANE_WAIT;
+}
+
+int sock_poll_timed_out(struct sock_lane *l)
+{
+	if (!l->out && sock_room_grow(l->sc) < 0)
+		return -ENOMEM;
+	poll_answer(l, true);
+	return 0;
 }
 
 /* One attempt of lane l's call (every op). 0 or -errno: done (value in
@@ -223,7 +289,9 @@ int sock_step_poll(struct sock_lane *l)
 int sock_lane_try(struct sock_lane *l)
 {
 	const struct client *c = l->sc->cl->c;
-	if (l->lazy && !l->out) {
+	/* A poll takes its room back only when it answers (sock_step_poll):
+	 * most of its looks find nothing. */
+	if (l->lazy && !l->out && l->sc->call->opcode != GPUSYS_OP_SOCK_POLL) {
 		int r = sock_room_grow(l->sc); /* nothing received yet: -ENOMEM loses nothing */
 		if (r < 0)
 			return r;

@@ -207,12 +207,8 @@ static void lane_watch(struct sock_lane *l)
 static int lane_timeout_result(struct sock_lane *l)
 {
 	uint16_t op = l->sc->call->opcode;
-	if (op == GPUSYS_OP_SOCK_POLL) {
-		int16_t *rev = (int16_t *)(void *)l->out;
-		memset(rev, 0, l->npoll * sizeof(int16_t));
-		l->out_len = l->npoll * (uint32_t)sizeof(int16_t);
-		return 0;
-	}
+	if (op == GPUSYS_OP_SOCK_POLL)
+		return sock_poll_timed_out(l);
 	if (op == GPUSYS_OP_SOCK_CONNECT)
 		return -EINPROGRESS;
 	if (l->done && op != GPUSYS_OP_SOCK_RECVFROM) {

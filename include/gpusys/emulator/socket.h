@@ -64,6 +64,13 @@ int64_t gpusys_emu_getsockname(const gpusys_dev_t *dev, gpusys_fd_t h, void *add
 int64_t gpusys_emu_getpeername(const gpusys_dev_t *dev, gpusys_fd_t h, void *addr, uint32_t *len);
 /* fds[i].revents filled; how many are ready. timeout_ms < 0: for ever. */
 int64_t gpusys_emu_poll(const gpusys_dev_t *dev, struct gpusys_pollfd *fds, uint32_t n, int64_t timeout_ms);
+/* The poll that returns the bytes (socket.h, GPUSYS_POLL_RECV): as
+ * gpusys_emu_poll, and for each handle asking, up to room_each bytes
+ * received in the same call into buf (cap bytes: GPUSYS_POLL_RECV_HDR(n)
+ * plus room_each per handle asking); lens[i]: bytes, 0 (peer closed) or
+ * -errno; offs[i]: where in buf they are. How many are ready, or -errno. */
+int64_t gpusys_emu_poll_recv(const gpusys_dev_t *dev, struct gpusys_pollfd *fds, uint32_t n, int64_t timeout_ms,
+			    void *buf, uint32_t cap, uint32_t room_each, int32_t *lens, uint32_t *offs);
 /* Up to max addresses into res; how many, or EAI_*. hints: family,
  * socktype, protocol, flags (AI_*) as in struct addrinfo. */
 int64_t gpusys_emu_getaddrinfo(const gpusys_dev_t *dev, const char *host, const char *serv, int family,
