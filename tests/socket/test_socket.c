@@ -601,7 +601,6 @@ static void test_poll(void **s)
 	/* data arrives while the poll waits */
 	pthread_t t;
 	struct peer_arg pa = { .ss = ss, .len = len, .delay_ms = 100 };
-	(void)pa;
 	assert_int_equal(send(fd, "ab", 2, 0), 2);
 	assert_int_equal(gpusys_emu_poll(D, p, 2, 5000), 1);
 	assert_int_equal(p[0].revents, 0);

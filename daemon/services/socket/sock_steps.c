@@ -70,9 +70,6 @@ static ssize_t addr_call(struct sock_lane *l, addr_call_fn *fn, const void *data
 	return n;
 }
 
-#define SEND_FLAGS (MSG_DONTWAIT | MSG_MORE | MSG_OOB | MSG_EOR | MSG_NOSIGNAL | MSG_CONFIRM)
-#define RECV_FLAGS (MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_TRUNC | MSG_OOB)
-
 static int step_send(struct sock_lane *l, const uint8_t *data, uint64_t len)
 {
 	int flags = (l->q.flags & SEND_FLAGS) | MSG_NOSIGNAL | MSG_DONTWAIT;
