@@ -326,20 +326,30 @@ static __device__ int gpusys_getpeername(gpusys_dev_t dev, gpusys_fd_t h, void *
 	return gpusys_sock_name(dev, GPUSYS_OP_SOCK_GETPEERNAME, h, addr, len);
 }
 
-/* How many of fds[0..n) are ready (revents filled), 0 at the timeout
- * (ms; < 0 waits for ever), or -errno. n <= GPUSYS_SOCK_POLL_MAX. */
-static __device__ int gpusys_poll(gpusys_dev_t dev, struct gpusys_pollfd *fds, unsigned n, long long timeout_ms)
+/* One poll request of fds[0..n) (n <= GPUSYS_SOCK_POLL_MAX), room_each
+ * bytes for each handle asking for its bytes (0: none asks), the answer
+ * into out (cap bytes): its length, or -errno. */
+static __device__ long long gpusys_poll_ask(const gpusys_dev_t &dev, const struct gpusys_pollfd *fds, unsigned n,
+					    long long timeout_ms, unsigned room_each, void *out, unsigned cap)
 {
 	uint8_t scratch[GPUSYS_SOCK_REQ_BYTES + GPUSYS_SOCK_POLL_MAX * sizeof(struct gpusys_pollfd)];
-	int16_t rev[GPUSYS_SOCK_POLL_MAX];
-	if (n > GPUSYS_SOCK_POLL_MAX)
-		return -EINVAL;
 	struct gpusys_sock_req q;
 	gpusys_sock_req_init(&q);
 	q.a = (int32_t)n;
 	q.timeout_ms = timeout_ms;
+	q.count = room_each;
 	uint32_t rl = gpusys_sock_pack(scratch, &q, 0, 0, fds, n * (uint32_t)sizeof(*fds));
-	long long r = gpusys_sock_call1(dev, GPUSYS_OP_SOCK_POLL, scratch, rl, rev, n * (uint32_t)sizeof(int16_t));
+	return gpusys_sock_call1(dev, GPUSYS_OP_SOCK_POLL, scratch, rl, out, cap);
+}
+
+/* How many of fds[0..n) are ready (revents filled), 0 at the timeout
+ * (ms; < 0 waits for ever), or -errno. n <= GPUSYS_SOCK_POLL_MAX. */
+static __device__ int gpusys_poll(gpusys_dev_t dev, struct gpusys_pollfd *fds, unsigned n, long long timeout_ms)
+{
+	int16_t rev[GPUSYS_SOCK_POLL_MAX];
+	if (n > GPUSYS_SOCK_POLL_MAX)
+		return -EINVAL;
+	long long r = gpusys_poll_ask(dev, fds, n, timeout_ms, 0, rev, n * (uint32_t)sizeof(int16_t));
 	if (r < 0)
 		return (int)r;
 	int ready = 0;
@@ -364,16 +374,9 @@ static __device__ int gpusys_poll(gpusys_dev_t dev, struct gpusys_pollfd *fds, u
 static __device__ int gpusys_poll_recv(gpusys_dev_t dev, struct gpusys_pollfd *fds, unsigned n, long long timeout_ms,
 				       void *buf, unsigned cap, unsigned room_each, int *lens, unsigned *offs)
 {
-	uint8_t scratch[GPUSYS_SOCK_REQ_BYTES + GPUSYS_SOCK_POLL_MAX * sizeof(struct gpusys_pollfd)];
 	if (n > GPUSYS_SOCK_POLL_MAX)
 		return -EINVAL;
-	struct gpusys_sock_req q;
-	gpusys_sock_req_init(&q);
-	q.a = (int32_t)n;
-	q.timeout_ms = timeout_ms;
-	q.count = room_each;
-	uint32_t rl = gpusys_sock_pack(scratch, &q, 0, 0, fds, n * (uint32_t)sizeof(*fds));
-	long long r = gpusys_sock_call1(dev, GPUSYS_OP_SOCK_POLL, scratch, rl, buf, cap);
+	long long r = gpusys_poll_ask(dev, fds, n, timeout_ms, room_each, buf, cap);
 	if (r < 0)
 		return (int)r;
 	return gpusys_poll_recv_parse((const uint8_t *)buf, (uint32_t)r, fds, n, (int32_t *)lens, (uint32_t *)offs);

@@ -227,20 +227,29 @@ int64_t gpusys_emu_getpeername(const gpusys_dev_t *dev, gpusys_fd_t h, void *add
 	return name_of(dev, GPUSYS_OP_SOCK_GETPEERNAME, h, addr, len);
 }
 
+/* One poll request (as the device's gpusys_poll_ask): the answer's
+ * length, or -errno. */
+static int64_t poll_ask(const gpusys_dev_t *dev, struct gpusys_pollfd *fds, uint32_t n, int64_t timeout_ms,
+			uint32_t room_each, void *out, uint32_t cap)
+{
+	struct gpusys_emu_sock_lane a;
+	lane_init(&a, 0);
+	a.q.a = (int32_t)n;
+	a.q.timeout_ms = timeout_ms;
+	a.q.count = room_each;
+	a.body = fds;
+	a.body_len = n * (uint32_t)sizeof(*fds);
+	a.out = out;
+	a.out_cap = cap;
+	return one(dev, GPUSYS_OP_SOCK_POLL, &a);
+}
+
 int64_t gpusys_emu_poll(const gpusys_dev_t *dev, struct gpusys_pollfd *fds, uint32_t n, int64_t timeout_ms)
 {
 	int16_t rev[GPUSYS_SOCK_POLL_MAX];
 	if (n > GPUSYS_SOCK_POLL_MAX)
 		return -EINVAL;
-	struct gpusys_emu_sock_lane a;
-	lane_init(&a, 0);
-	a.q.a = (int32_t)n;
-	a.q.timeout_ms = timeout_ms;
-	a.body = fds;
-	a.body_len = n * (uint32_t)sizeof(*fds);
-	a.out = rev;
-	a.out_cap = n * (uint32_t)sizeof(int16_t);
-	int64_t r = one(dev, GPUSYS_OP_SOCK_POLL, &a);
+	int64_t r = poll_ask(dev, fds, n, timeout_ms, 0, rev, n * (uint32_t)sizeof(int16_t));
 	if (r < 0)
 		return r;
 	int64_t ready = 0;
@@ -256,16 +265,7 @@ int64_t gpusys_emu_poll_recv(const gpusys_dev_t *dev, struct gpusys_pollfd *fds,
 {
 	if (n > GPUSYS_SOCK_POLL_MAX)
 		return -EINVAL;
-	struct gpusys_emu_sock_lane a;
-	lane_init(&a, 0);
-	a.q.a = (int32_t)n;
-	a.q.timeout_ms = timeout_ms;
-	a.q.count = room_each;
-	a.body = fds;
-	a.body_len = n * (uint32_t)sizeof(*fds);
-	a.out = buf;
-	a.out_cap = cap;
-	int64_t r = one(dev, GPUSYS_OP_SOCK_POLL, &a);
+	int64_t r = poll_ask(dev, fds, n, timeout_ms, room_each, buf, cap);
 	if (r < 0)
 		return r;
 	return gpusys_poll_recv_parse(buf, (uint32_t)r, fds, n, lens, offs);
