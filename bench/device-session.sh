@@ -20,7 +20,7 @@
 #             port) and `status`: busy pollers say the daemon's per-line
 #             work bounds the rate, idle ones the device side or the writer
 #             (the GPU machine has no perf). Not in the default steps.
-#   async     test_gpu_async ten times with GPUSYS_DEBUG=1 (it hung in 4 of 9
+#   async     test_gpu_async ASYNC_RUNS (10) times with GPUSYS_DEBUG=1 (it hung in 4 of 9
 #             runs on 2026-11-28: bench/RESULTS.md, "Sixth session"), stopping
 #             at the first failure with its dump. Not in the default steps.
 #   sockets   bench/socket-matrix.sh: one connection's echo with 1 and 1056
@@ -107,7 +107,7 @@ if has print && fits 100 print; then
 	stamp print
 fi
 if has async && fits 200 async; then
-	for i in $(seq 10); do
+	for i in $(seq "${ASYNC_RUNS:-10}"); do
 		GPUSYS_DEBUG=1 timeout -k 5 100 meson test -C $B --suite gpu test_gpu_async --print-errorlogs \
 			> "$OUT/async-$i.log" 2>&1
 		rc=$?

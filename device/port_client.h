@@ -44,6 +44,12 @@
 #ifndef GPUSYS_STREAM_TRACE
 #define GPUSYS_STREAM_TRACE(k) ((void)0)
 #endif
+/* The port a call's leader has locked (before it waits for the daemon's
+ * hand-back, if it must): for the dump of a hang (tests/gpu/
+ * test_gpu_async.cu). Empty otherwise. */
+#ifndef GPUSYS_LOCK_TRACE
+#define GPUSYS_LOCK_TRACE(p, must_wait) ((void)0)
+#endif
 
 /* ---------------------------------------------------------------- copies */
 
@@ -934,6 +940,7 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 			p = gpusys_port_lock_window(dev, &must_wait, &seq);
 		else if (!async || sync || (flags & GPUSYS_REQ_NOREPLY))
 			p = gpusys_port_lock(dev, &must_wait, &seq);
+		GPUSYS_LOCK_TRACE(p, must_wait);
 		if (must_wait) {
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);
 			/* The previous holder's fire-and-forget request was

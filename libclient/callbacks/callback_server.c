@@ -192,9 +192,14 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	uint64_t in_bytes;
 	if (!port_host_first_word_ok(word, d))
 		status = -EINVAL;
-	for (unsigned spins = 0;
-	     !status && (status = port_host_take_request(port, word, len, cap, &in_bytes)) == PORT_HOST_NOT_YET;
-	     spins++) {
+	/* PORT_HOST_NOT_YET is a positive "look again", never a status: the
+	 * loop once ended at the first one, and answered it (tests/callback
+	 * test_heads_land_late). */
+	for (unsigned spins = 0; !status; spins++) {
+		status = port_host_take_request(port, word, len, cap, &in_bytes);
+		if (status != PORT_HOST_NOT_YET)
+			break;
+		status = 0;
 		if (atomic_load_explicit(&cb->stop, memory_order_relaxed))
 			goto out;
 		if (spins < 4096)

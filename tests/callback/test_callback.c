@@ -828,6 +828,56 @@ static void test_two_in_flight_raw(void **state)
 	sync_callbacks();
 }
 
+/* The word of a call of heads can land before its heads (a GPU publishes
+ * them without a fence before the word, abi.h): the server waits for the
+ * heads and answers the call as sent. It used to answer at once with the
+ * status 1 (its own "not yet"), in heads that the late request heads then
+ * overwrote: the warp waited forever (test_gpu_async on the H200). */
+static void put_head(struct gpusys_port *port, uint32_t l, uint32_t tag, uint32_t cap, const char *bytes)
+{
+	memcpy(port->heads[l].bytes, bytes, GPUSYS_HEAD_BYTES);
+	__atomic_store_n(&port->heads[l].aux, cap, __ATOMIC_RELAXED);
+	__atomic_store_n(&port->heads[l].tag, tag, __ATOMIC_RELEASE);
+}
+
+static void test_heads_land_late(void **state)
+{
+	(void)state;
+	struct raw_client c;
+	raw_client_init(&c, gpusys_callbacks_channel(cb_, NULL));
+	gpusys_callbacks_expect(cb_, now_ns() + UINT64_C(60000000000));
+	const uint32_t p = 5;
+	uint32_t seq = (uint32_t)(__atomic_exchange_n((uint64_t *)&dev_->locks[p], 1, __ATOMIC_ACQUIRE) >> 32);
+	assert_true(raw_wait(&c, p, seq)); /* ours */
+	struct gpusys_port *port = &c.ports[p];
+
+	/* Lane 0's head has landed; lane 2's is still the last call's answer. */
+	put_head(port, 0, gpusys_head_tag(seq + 1, GPUSYS_HEAD_REQUEST, 3), 8, "abc\0\0\0\0");
+	put_head(port, 2, gpusys_head_tag(seq, GPUSYS_HEAD_ANSWER, 5), 0, "old\0\0\0\0");
+	raw_publish(&c, p, &seq, 1, gpusys_client_word(0, GPUSYS_CW_HEADS, OP_SMALL, 0x5));
+	usleep(20000);
+	assert_int_not_equal(GPUSYS_WORD_SEQ(__atomic_load_n(&c.sw[p], __ATOMIC_ACQUIRE)), seq & GPUSYS_SEQ_MASK);
+	assert_int_equal(port->heads[0].tag, gpusys_head_tag(seq, GPUSYS_HEAD_REQUEST, 3));
+
+	/* Lane 2's head lands: the call is served as sent. */
+	put_head(port, 2, gpusys_head_tag(seq, GPUSYS_HEAD_REQUEST, 8), 8, "12345678");
+	uint64_t w = 0;
+	assert_true(raw_wait_word(&c, p, seq, &w));
+	assert_int_equal(GPUSYS_WORD_SEQ(w), seq & GPUSYS_SEQ_MASK);
+	assert_int_equal(GPUSYS_SW_STATUS(w), 0);
+	const char want0[3] = { 'c' ^ 0x5a, 'b' ^ 0x5a, 'a' ^ 0x5a };
+	assert_int_equal(port->heads[0].tag, gpusys_head_tag(seq, GPUSYS_HEAD_ANSWER, 3));
+	assert_int_equal(port->heads[0].aux, 0);
+	assert_memory_equal(port->heads[0].bytes, want0, 3);
+	assert_int_equal(port->heads[2].tag, gpusys_head_tag(seq, GPUSYS_HEAD_ANSWER, 8));
+	assert_int_equal(port->heads[2].aux, 0);
+	for (uint32_t b = 0; b < 8; b++)
+		assert_int_equal(port->heads[2].bytes[b], "12345678"[7 - b] ^ 0x5a);
+
+	__atomic_store_n((uint64_t *)&dev_->locks[p], (uint64_t)seq << 32, __ATOMIC_RELEASE);
+	gpusys_callbacks_expect(cb_, 0);
+}
+
 /* ------------------------------------------------------------- idle */
 
 static double cpu_ms(void)
@@ -878,6 +928,7 @@ int main(void)
 		cmocka_unit_test(test_noreply_callbacks),
 		cmocka_unit_test(test_async_out_of_order),
 		cmocka_unit_test(test_heads_futures_ports_scarce),
+		cmocka_unit_test(test_heads_land_late),
 		cmocka_unit_test(test_two_in_flight_raw),
 		cmocka_unit_test(test_idle_and_wakeup),
 	};

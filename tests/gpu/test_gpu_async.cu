@@ -13,6 +13,31 @@
 #include <atomic>
 
 #include "gpu_test.h"
+
+/* Where each thread's calls stand, for the dump of a hang (gt_dump_hang):
+ * per thread (a 1-D grid) the calls it started, times 16, plus the last
+ * trace point of device/port_client.h it passed; per leader the port it
+ * locked, and whether it then had to wait for the hand-back (bit 31).
+ * One store to device memory a point: cheap next to a call. */
+#define GT_TRACE_MAX (1u << 18)
+__device__ unsigned *gt_trace_state;
+__device__ unsigned *gt_trace_port;
+static __device__ __forceinline__ void gt_trace_point(unsigned k)
+{
+	volatile unsigned *t = gt_trace_state;
+	unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (t && i < GT_TRACE_MAX)
+		t[i] = k ? (t[i] & ~0xfu) | k : (t[i] + 0x10u) & ~0xfu;
+}
+static __device__ __forceinline__ void gt_trace_lock(unsigned p, int must_wait)
+{
+	volatile unsigned *t = gt_trace_port;
+	unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (t && i < GT_TRACE_MAX)
+		t[i] = p | (must_wait ? 1u << 31 : 0u);
+}
+#define GPUSYS_RPC_TRACE(k) gt_trace_point(k)
+#define GPUSYS_LOCK_TRACE(p, must_wait) gt_trace_lock(p, must_wait)
 #include "gpusys/device.cuh"
 
 constexpr gpusys_callback<unsigned long long(unsigned, unsigned)> mix_cb{ 0x8001 };
@@ -54,6 +79,124 @@ static int xform_host(void *user, const void *arg, uint32_t arg_len, void *res, 
 		r[i] = a[arg_len - 1 - i] ^ 0x5a;
 	*res_len = arg_len;
 	return 0;
+}
+
+/* ---------------------------------------------------------- hang dump */
+
+static unsigned *gt_state_d, *gt_port_d, *gt_state_h, *gt_port_h;
+
+static void gt_trace_init(void)
+{
+	GT_CUDA(cudaMalloc(&gt_state_d, GT_TRACE_MAX * sizeof(unsigned)));
+	GT_CUDA(cudaMalloc(&gt_port_d, GT_TRACE_MAX * sizeof(unsigned)));
+	GT_CUDA(cudaMallocHost(&gt_state_h, GT_TRACE_MAX * sizeof(unsigned)));
+	GT_CUDA(cudaMallocHost(&gt_port_h, GT_TRACE_MAX * sizeof(unsigned)));
+	GT_CUDA(cudaMemcpyToSymbol(gt_trace_state, &gt_state_d, sizeof(gt_state_d)));
+	GT_CUDA(cudaMemcpyToSymbol(gt_trace_port, &gt_port_d, sizeof(gt_port_d)));
+}
+
+/* Before each kernel: no call started, no port locked. */
+static void gt_trace_reset(void)
+{
+	GT_CUDA(cudaMemset(gt_state_d, 0, GT_TRACE_MAX * sizeof(unsigned)));
+	GT_CUDA(cudaMemset(gt_port_d, 0xff, GT_TRACE_MAX * sizeof(unsigned)));
+}
+
+/* A copy from device-visible memory while the hung kernel still runs: on a
+ * stream that does not wait for the legacy default stream. */
+static bool gt_peek(cudaStream_t s, void *dst, const void *src, size_t n)
+{
+	return cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s) == cudaSuccess &&
+	       cudaStreamSynchronize(s) == cudaSuccess;
+}
+
+/* A kernel of threads threads on channel ch (a host copy of the handle,
+ * device pointers in it) that should have started calls calls each did not
+ * end: print where its threads stand, and the channel's port locks. */
+static void gt_dump_hang(const gpusys_dev_t *ch, unsigned threads, unsigned calls)
+{
+	cudaStream_t s;
+	if (threads > GT_TRACE_MAX || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+		return;
+	if (!gt_peek(s, gt_state_h, gt_state_d, threads * sizeof(unsigned)) ||
+	    !gt_peek(s, gt_port_h, gt_port_d, threads * sizeof(unsigned))) {
+		fprintf(stderr, "hang dump: the trace could not be read\n");
+		return;
+	}
+	/* Threads by (calls started, last point). */
+	unsigned hist[16][16];
+	memset(hist, 0, sizeof(hist));
+	for (unsigned t = 0; t < threads; t++)
+		hist[(gt_state_h[t] >> 4) & 15][gt_state_h[t] & 15]++;
+	for (unsigned c = 0; c < 16; c++)
+		for (unsigned k = 0; k < 16; k++)
+			if (hist[c][k] && !(c == calls && k == 7))
+				fprintf(stderr, "hang dump: %u threads at call %u, point %u\n", hist[c][k], c, k);
+	fprintf(stderr, "hang dump: %u threads done (%u calls, point 7)\n", hist[calls][7], calls);
+	/* The first warps not done, lane by lane: calls.point, and the port
+	 * each leader locked last (* had to wait for the hand-back). */
+	unsigned shown = 0, stuck = 0;
+	for (unsigned w = 0; w < threads / 32; w++) {
+		bool done = true;
+		for (unsigned l = 0; l < 32; l++)
+			done = done && gt_state_h[w * 32 + l] == (calls << 4 | 7u);
+		if (done)
+			continue;
+		stuck++;
+		if (shown++ >= 8)
+			continue;
+		char line[32 * 16], *o = line;
+		for (unsigned l = 0; l < 32; l++) {
+			unsigned v = gt_state_h[w * 32 + l], pt = gt_port_h[w * 32 + l];
+			o += sprintf(o, " %u.%u", (v >> 4) & 15, v & 15);
+			if (pt != ~0u)
+				o += sprintf(o, "@%u%s", pt & 0x7fffffffu, pt >> 31 ? "*" : "");
+		}
+		fprintf(stderr, "hang dump: warp %u (block %u):%s\n", w, w / 4, line);
+	}
+	fprintf(stderr, "hang dump: %u warps not done\n", stuck);
+	/* The channel's private port locks and the per-warp future counts. */
+	uint32_t n = ch->num_ports;
+	struct gpusys_port_lock *locks = (struct gpusys_port_lock *)calloc(n, sizeof(*locks));
+	uint64_t *cw = (uint64_t *)calloc(n, 8), *sw = (uint64_t *)calloc(n, 8);
+	uint32_t *fut = ch->warp_slots ? (uint32_t *)calloc(ch->warp_slots, 4) : NULL;
+	if (locks && cw && sw && gt_peek(s, locks, ch->locks, n * sizeof(*locks)) &&
+	    gt_peek(s, cw, (const void *)ch->client_word, n * 8) && gt_peek(s, sw, (const void *)ch->server_word, n * 8)) {
+		unsigned held = 0, unacked = 0, listed = 0;
+		for (uint32_t p = 0; p < n; p++) {
+			held += locks[p].lock == 1;
+			unacked += locks[p].lock == 2;
+			if (locks[p].lock == 0 || listed++ >= 12)
+				continue;
+			fprintf(stderr,
+				"hang dump: port %u lock %u seq %u; client seq %u flags 0x%x opcode 0x%04x mask 0x%08x, "
+				"server seq %u flags 0x%x status %d\n",
+				p, locks[p].lock, locks[p].seq, GPUSYS_WORD_SEQ(cw[p]), GPUSYS_WORD_FLAGS(cw[p]),
+				GPUSYS_CW_OPCODE(cw[p]), GPUSYS_CW_MASK(cw[p]), GPUSYS_WORD_SEQ(sw[p]),
+				GPUSYS_WORD_FLAGS(sw[p]), GPUSYS_SW_STATUS(sw[p]));
+			/* Its heads as host memory holds them: an answer here that
+			 * the lanes do not take would be a stale read on the GPU. */
+			struct gpusys_head heads[GPUSYS_WARP_LANES];
+			if (!gt_peek(s, heads, ch->ports[p].heads, sizeof(heads)))
+				continue;
+			char line[GPUSYS_WARP_LANES * 24], *o = line;
+			for (unsigned l = 0; l < GPUSYS_WARP_LANES; l++)
+				o += sprintf(o, " %c%u/%u", heads[l].tag & GPUSYS_HEAD_ANSWER ? 'A' :
+						       heads[l].tag & GPUSYS_HEAD_REQUEST ? 'R' : '?',
+					     heads[l].tag & GPUSYS_SEQ_MASK, heads[l].aux);
+			fprintf(stderr, "hang dump: port %u heads (kind seq/aux):%s\n", p, line);
+		}
+		fprintf(stderr, "hang dump: %u ports: %u held, %u free unacknowledged\n", n, held, unacked);
+	}
+	if (fut && gt_peek(s, fut, ch->warp_futures, ch->warp_slots * 4)) {
+		unsigned long long sum = 0;
+		unsigned slots = 0;
+		for (uint32_t i = 0; i < ch->warp_slots; i++)
+			if (fut[i])
+				sum += fut[i], slots++;
+		fprintf(stderr, "hang dump: futures counted: %llu in %u of %u warp slots\n", sum, slots, ch->warp_slots);
+	}
+	free(locks), free(cw), free(sw), free(fut);
 }
 
 /* ------------------------------------------------------------- kernels */
@@ -141,6 +284,7 @@ int main(void)
 
 	unsigned *d, h[2];
 	GT_CUDA(cudaMalloc(&d, 2 * sizeof(unsigned)));
+	gt_trace_init();
 
 	/* 1. Echo futures from every resident warp. */
 	int per_sm = 0;
@@ -165,10 +309,19 @@ int main(void)
 		GT_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_typed, 128, 0));
 		grid = prop.multiProcessorCount * per_sm;
 		GT_CUDA(cudaMemset(d, 0, 2 * sizeof(unsigned)));
+		gt_trace_reset();
+		gpusys_dev_t dv = gpusys_device(g);
 		t0 = gt_now();
-		k_typed<<<grid, 128>>>(gpusys_device(g), d, async);
+		k_typed<<<grid, 128>>>(dv, d, async);
 		GT_CUDA(cudaGetLastError());
 		rc = gpusys_synchronize(g, NULL, 30000);
+		if (rc == -ETIMEDOUT && dv.callbacks) {
+			gpusys_dev_t cbd;
+			cudaStream_t s;
+			if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
+			    gt_peek(s, &cbd, dv.callbacks, sizeof(cbd)))
+				gt_dump_hang(&cbd, grid * 128, async ? 3 : 1);
+		}
 		GT_CHECK(rc == 0, "typed callbacks: %s", gpusys_strerror(rc));
 		GT_CUDA(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
 		GT_CHECK(h[0] == 0, "typed callbacks (%s): %u wrong", async ? "async" : "sync", h[0]);
