@@ -19,7 +19,9 @@
 #             daemon's `gpusysctl pollers` (busy share, scan and serve ns a
 #             port) and `status`: busy pollers say the daemon's per-line
 #             work bounds the rate, idle ones the device side or the writer
-#             (the GPU machine has no perf). Not in the default steps.
+#             (the GPU machine has no perf); the bench line and --long-line
+#             (a record past a lane's 64 inline bytes) interleaved. Not in
+#             the default steps.
 #   async     test_gpu_async ASYNC_RUNS (10) times with GPUSYS_DEBUG=1 (it hung in 4 of 9
 #             runs on 2026-11-28: bench/RESULTS.md, "Sixth session"), stopping
 #             at the first failure with its dump. Not in the default steps.
@@ -95,9 +97,14 @@ if has print && fits 100 print; then
 	$D --foreground --runtime-dir "$run" > "$OUT/daemon-print.log" 2>&1 &
 	dpid=$!
 	for _ in $(seq 100); do [[ -S $run/control.sock ]] && break; sleep 0.1; done
+	# The bench line (a 62-byte record: one exchange a call) and the long
+	# line (65 bytes: a second exchange for the records' tails), interleaved.
 	for r in 1 2; do
-		timeout 40 $B/bench/gpusys-bench print --runtime-dir "$run" --out /dev/shm/gpusys-print.txt 2>&1 |
-			grep -v "^gpusysd:" | tee -a "$OUT/print.txt" | tail -6
+		for long in "" --long-line; do
+			timeout 40 $B/bench/gpusys-bench print $long --runtime-dir "$run" \
+				--out /dev/shm/gpusys-print.txt 2>&1 | grep -v "^gpusysd:" | tee -a "$OUT/print.txt" |
+				grep -E "^gpusys-bench print|^gpusysd gpusys|^CUDA|^ratio"
+		done
 	done
 	{ $B/tools/gpusysctl --runtime-dir "$run" pollers; $B/tools/gpusysctl --runtime-dir "$run" status; } |
 		tee "$OUT/print-pollers.txt" | head -40

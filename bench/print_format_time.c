@@ -25,10 +25,9 @@ static size_t record(uint8_t *r, const char *fmt, int block, int thread, int lin
 	const uint16_t fl = (uint16_t)strlen(fmt);
 	const int iv[3] = { block, thread, line };
 	size_t at = 0;
-	r[at++] = GPUSYS_PRINT_STDOUT;
-	r[at++] = 0;
-	memcpy(r + at, &fl, 2);
-	at += 2;
+	r[at++] = GPUSYS_PRINT_STDOUT | (fl > 255 ? GPUSYS_PRINT_LONG_FMT : 0);
+	memcpy(r + at, &fl, fl > 255 ? 2 : 1);
+	at += fl > 255 ? 2 : 1;
 	memcpy(r + at, fmt, fl);
 	at += fl;
 	for (int i = 0; i < 3; i++) {

@@ -33,10 +33,14 @@ extern "C" {
 #include "gpusys/gpusys.h"
 #include "print_kernels.cuh"
 
-static __global__ void k_cuda(int lines)
+static __global__ void k_cuda(int lines, int long_line)
 {
-	for (int n = 0; n < lines; n++)
-		printf(BENCH_PRINT_LINE, (int)blockIdx.x, (int)threadIdx.x, n, n * 0.5 + threadIdx.x);
+	for (int n = 0; n < lines; n++) {
+		if (long_line)
+			printf(BENCH_PRINT_LONG_LINE, (int)blockIdx.x, (int)threadIdx.x, n, n * 0.5 + threadIdx.x);
+		else
+			printf(BENCH_PRINT_LINE, (int)blockIdx.x, (int)threadIdx.x, n, n * 0.5 + threadIdx.x);
+	}
 }
 
 struct gpu_attach {
@@ -62,12 +66,13 @@ static int do_attach(void *p)
 static void usage(void)
 {
 	fprintf(stderr, "usage: gpusys-bench print [--blocks-per-sm N] [--threads N] [--lines N (per thread)]\n"
-			"                          [--out FILE] [--ports N] [--runtime-dir DIR | --daemon PATH] [--json]\n");
+			"                          [--out FILE] [--ports N] [--runtime-dir DIR | --daemon PATH] [--json]\n"
+			"                          [--long-line (a line whose record is past a lane's 64 inline bytes)]\n");
 }
 
 extern "C" int bench_print_gpu(int argc, char **argv)
 {
-	int per_sm = 2, threads = 256, lines = 8, json = 0, opt;
+	int per_sm = 2, threads = 256, lines = 8, json = 0, long_line = 0, opt;
 	uint32_t ports = 0;
 	const char *runtime_dir = NULL, *daemon = NULL, *out = NULL;
 	static const struct option opts[] = {
@@ -75,7 +80,7 @@ extern "C" int bench_print_gpu(int argc, char **argv)
 		{ "lines", required_argument, NULL, 'l' },         { "out", required_argument, NULL, 'o' },
 		{ "runtime-dir", required_argument, NULL, 'r' },   { "daemon", required_argument, NULL, 'd' },
 		{ "json", no_argument, NULL, 'j' },                { "ports", required_argument, NULL, 'p' },
-		{ NULL, 0, NULL, 0 },
+		{ "long-line", no_argument, NULL, 'L' },           { NULL, 0, NULL, 0 },
 	};
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -88,6 +93,7 @@ extern "C" int bench_print_gpu(int argc, char **argv)
 		case 'd': daemon = optarg; break;
 		case 'j': json = 1; break;
 		case 'p': ports = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'L': long_line = 1; break;
 		default: usage(); return 2;
 		}
 	}
@@ -135,7 +141,7 @@ extern "C" int bench_print_gpu(int argc, char **argv)
 	BENCH_CK(cudaMemset(derr, 0, sizeof(int)));
 
 	/* Warm-up (module load, the daemon's first-use state), then truncate. */
-	k_print_lines<<<1, 32>>>(dev, 1, derr);
+	k_print_lines<<<1, 32>>>(dev, 1, derr, long_line);
 	k_print_flush<<<1, 1>>>(dev, dflush);
 	BENCH_CK(cudaDeviceSynchronize());
 	/* The daemon's descriptor shares this file offset: rewind it too. */
@@ -144,7 +150,7 @@ extern "C" int bench_print_gpu(int argc, char **argv)
 
 	/* 1. gpusysd. */
 	uint64_t t0 = bench_now_ns();
-	k_print_lines<<<blocks, threads>>>(dev, lines, derr);
+	k_print_lines<<<blocks, threads>>>(dev, lines, derr, long_line);
 	BENCH_CK(cudaGetLastError());
 	int rc = gpusys_synchronize(at.g, NULL, 600000);
 	uint64_t t1 = bench_now_ns();
@@ -169,13 +175,13 @@ extern "C" int bench_print_gpu(int argc, char **argv)
 		fprintf(stderr, "gpusys-bench: %s: %s\n", cuda_path, strerror(errno));
 		return 1;
 	}
-	k_cuda<<<1, 32>>>(1); /* warm-up */
+	k_cuda<<<1, 32>>>(1, long_line); /* warm-up */
 	BENCH_CK(cudaDeviceSynchronize());
 	fflush(stdout);
 	if (ftruncate(cfile, 0) < 0 || lseek(1, 0, SEEK_SET) < 0)
 		perror("truncate");
 	uint64_t c0 = bench_now_ns();
-	k_cuda<<<blocks, threads>>>(lines);
+	k_cuda<<<blocks, threads>>>(lines, long_line);
 	BENCH_CK(cudaGetLastError());
 	BENCH_CK(cudaDeviceSynchronize());
 	fflush(stdout);
@@ -197,8 +203,8 @@ extern "C" int bench_print_gpu(int argc, char **argv)
 		       prop.name, blocks, threads, lines, total, (unsigned long long)g_lines, g_bytes, gk, gs,
 		       g_rate, (unsigned long long)c_lines, c_bytes, cs, c_rate);
 	} else {
-		printf("gpusys-bench print: %s, %d blocks x %d threads x %d lines = %lld lines into files\n", prop.name,
-		       blocks, threads, lines, total);
+		printf("gpusys-bench print: %s, %d blocks x %d threads x %d lines = %lld lines into files%s\n",
+		       prop.name, blocks, threads, lines, total, long_line ? " (the long line)" : "");
 		printf("%-44s %12s %12s %12s %14s %s\n", "", "lines", "bytes", "seconds", "lines/s", "visible");
 		printf("%-44s %12llu %12lld %12.3f %14.0f %s\n", "gpusysd gpusys_printf (until written)",
 		       (unsigned long long)g_lines, g_bytes, gs, g_rate, "while the kernel runs");

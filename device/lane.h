@@ -207,9 +207,9 @@ GPUSYS_FN void gpusys_spin_yield(void)
  * spinning here can keep its sibling group, which holds ports as futures
  * and would give them back, from running: progress then comes at
  * milliseconds a step (bench/RESULTS.md, "Fifth session", diverge: a
- * sibling group's lock held across a spin), what test_gpu_async's typed
- * futures on the scarce callback ports looked like ("Sixth session"). A
- * sleep lets the scheduler run the other groups. */
+ * sibling group's lock held across a spin). A sleep lets the scheduler run
+ * the other groups. (It was first taken for the cause of test_gpu_async's
+ * hang, which was the callback server's instead: "Seventh session".) */
 GPUSYS_FN void gpusys_pass_pause(uint32_t passes)
 {
 	__nanosleep(passes < 5u ? 250u << passes : 8000u);

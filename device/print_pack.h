@@ -116,9 +116,8 @@ GPUSYS_FN int64_t gpusys_print_pack(uint8_t *buf, uint32_t cap, uint32_t stream,
 		if (++flen > GPUSYS_PRINT_MAX_FMT)
 			return -E2BIG;
 	}
-	at = gpusys_print_put8(buf, cap, at, stream);
-	at = gpusys_print_put8(buf, cap, at, 0);
-	at = gpusys_print_putn(buf, cap, at, flen, 2);
+	at = gpusys_print_put8(buf, cap, at, stream | (flen > 255u ? GPUSYS_PRINT_LONG_FMT : 0u));
+	at = gpusys_print_putn(buf, cap, at, flen, flen > 255u ? 2u : 1u);
 	for (uint32_t i = 0; i < flen; i++)
 		at = gpusys_print_put8(buf, cap, at, (uint8_t)fmt[i]);
 

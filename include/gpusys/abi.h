@@ -121,8 +121,10 @@
  * slots of half its size (1 KiB in data[], 64 KiB in a window: windows
  * grew to 128 KiB, so a window packet stays 64 KiB), packet k in slot k % 2;
  * the client word may run 2 packets ahead of the server word, and a
- * response's first two packets are asked for with one word. */
-#define GPUSYS_ABI_VERSION 10u
+ * response's first two packets are asked for with one word.
+ * 11: a print record's header is 2 bytes (3 for a format over 255 bytes),
+ * not 4 (include/gpusys/print.h). */
+#define GPUSYS_ABI_VERSION 11u
 
 
 #define GPUSYS_WARP_LANES 32u     /* lanes per packet (one NVIDIA warp) */

@@ -14,9 +14,12 @@
  *
  * Record layout (all integers little endian, no padding, no alignment):
  *
- *   u8  stream      GPUSYS_PRINT_STDOUT or GPUSYS_PRINT_STDERR
- *   u8  reserved    0
- *   u16 fmt_len     bytes of the format string, without a NUL
+ *   u8  head        GPUSYS_PRINT_STDOUT or GPUSYS_PRINT_STDERR, ORed with
+ *                   GPUSYS_PRINT_LONG_FMT when the format is over 255 bytes;
+ *                   the other bits 0
+ *   u8 or u16 fmt_len  bytes of the format string, without a NUL: one
+ *                   byte, or two with GPUSYS_PRINT_LONG_FMT (and then
+ *                   above 255: one encoding per record)
  *   fmt_len bytes   the format string
  *   arguments, in order, until the end of the record:
  *     u8 tag, then by tag:
@@ -41,6 +44,11 @@
  *            together fill user_mem_budget; the device side retries by
  *            itself with backoff and never returns it.
  * Extra arguments beyond the conversions are ignored, as printf does.
+ *
+ * A record of at most GPUSYS_INLINE_BYTES (64) travels in the call's first
+ * packet; a longer one takes a second exchange with the daemon for its
+ * tail (abi.h, streams), which is why the header is kept short: 2 bytes,
+ * then the format, then 5 bytes an int and 9 a double or long.
  */
 #ifndef GPUSYS_PRINT_H
 #define GPUSYS_PRINT_H
@@ -51,6 +59,8 @@ enum gpusys_print_stream {
 	GPUSYS_PRINT_STDOUT = 1,
 	GPUSYS_PRINT_STDERR = 2,
 };
+/* In a record's head byte: the format length takes two bytes. */
+#define GPUSYS_PRINT_LONG_FMT 0x80u
 
 /* Limits. A %s argument longer than GPUSYS_PRINT_MAX_STR bytes prints its
  * first GPUSYS_PRINT_MAX_STR bytes (the only place where output differs from

@@ -29,7 +29,7 @@ static uint8_t *pack(uint32_t stream, const char *fmt, const struct gpusys_print
 		     size_t *len)
 {
 	int64_t n = gpusys_print_pack(NULL, 0, stream, fmt, args, nargs);
-	assert_true(n >= 4);
+	assert_true(n >= 2); /* the head and a one-byte format length */
 	size_t size = n > 0 ? (size_t)n : 1;
 	uint8_t *b = malloc(size);
 	assert_non_null(b);
@@ -206,32 +206,58 @@ static void test_truncated_records(void **state)
 		assert_int_equal(print_format_record(rec, n, &out, &stream), -EINVAL);
 		assert_int_equal(out.len, 0);
 	}
-	/* Header fields. */
-	rec[0] = 3;
+	/* Header fields: a stream that is none, a stray bit in the head, a
+	 * format length past the record. */
+	const uint8_t head = rec[0], flen = rec[1];
+	assert_int_equal(head, GPUSYS_PRINT_STDOUT);
+	assert_int_equal(flen, strlen("%d %s %f %lld\n"));
+	const uint8_t bad_heads[] = { 0, 3, GPUSYS_PRINT_STDOUT | 0x04, GPUSYS_PRINT_STDERR | 0x40,
+				      GPUSYS_PRINT_LONG_FMT };
+	for (size_t i = 0; i < sizeof(bad_heads); i++) {
+		rec[0] = bad_heads[i];
+		assert_int_equal(print_format_record(rec, len, &out, &stream), -EINVAL);
+	}
+	rec[0] = head;
+	rec[1] = 0xff;
 	assert_int_equal(print_format_record(rec, len, &out, &stream), -EINVAL);
-	rec[0] = GPUSYS_PRINT_STDOUT;
-	rec[1] = 1;
-	assert_int_equal(print_format_record(rec, len, &out, &stream), -EINVAL);
-	rec[1] = 0;
-	rec[2] = 0xff;
-	rec[3] = 0xff;
-	assert_int_equal(print_format_record(rec, len, &out, &stream), -EINVAL);
+	rec[1] = flen;
+	rec[0] = GPUSYS_PRINT_STDERR;
+	assert_int_equal(print_format_record(rec, len, &out, &stream), (int)strlen("-5 string 1.500000 1\n"));
+	assert_int_equal(stream, GPUSYS_PRINT_STDERR);
 	free(rec);
+
+	/* A format over 255 bytes: its length in two bytes. The same length
+	 * in two bytes below 256 is another encoding of a short one: refused. */
+	char longf[301];
+	memset(longf, 'y', 299);
+	longf[299] = '\n';
+	longf[300] = 0;
+	rec = pack(GPUSYS_PRINT_STDOUT, longf, NULL, 0, &len);
+	assert_int_equal(len, 3 + 300);
+	assert_int_equal(rec[0], GPUSYS_PRINT_STDOUT | GPUSYS_PRINT_LONG_FMT);
+	out.len = 0;
+	assert_int_equal(print_format_record(rec, len, &out, &stream), 300);
+	assert_memory_equal(out.data, longf, 300);
+	free(rec);
+	static const uint8_t long_short[] = { GPUSYS_PRINT_STDOUT | GPUSYS_PRINT_LONG_FMT, 2, 0, 'o', 'k' };
+	static const uint8_t short_ok[] = { GPUSYS_PRINT_STDOUT, 2, 'o', 'k' };
+	assert_int_equal(print_format_record(long_short, sizeof(long_short), &out, &stream), -EINVAL);
+	assert_int_equal(print_format_record(short_ok, sizeof(short_ok), &out, &stream), 2);
 
 	/* A string length beyond the record, an unknown tag, a NUL in the
 	 * format, a string longer than the bound. */
-	static const uint8_t bad_str[] = { 1, 0, 2, 0, '%', 's', GPUSYS_PRINT_STR, 10, 0, 'a', 'b' };
-	static const uint8_t bad_tag[] = { 1, 0, 2, 0, '%', 'd', 99, 0, 0, 0, 0 };
-	static const uint8_t nul_fmt[] = { 1, 0, 3, 0, 'a', 0, 'b' };
+	static const uint8_t bad_str[] = { 1, 2, '%', 's', GPUSYS_PRINT_STR, 10, 0, 'a', 'b' };
+	static const uint8_t bad_tag[] = { 1, 2, '%', 'd', 99, 0, 0, 0, 0 };
+	static const uint8_t nul_fmt[] = { 1, 3, 'a', 0, 'b' };
 	assert_int_equal(print_format_record(bad_str, sizeof(bad_str), &out, &stream), -EINVAL);
 	assert_int_equal(print_format_record(bad_tag, sizeof(bad_tag), &out, &stream), -EINVAL);
 	assert_int_equal(print_format_record(nul_fmt, sizeof(nul_fmt), &out, &stream), -EINVAL);
-	uint8_t *big = calloc(1, 9 + GPUSYS_PRINT_MAX_STR + 1);
-	memcpy(big, (const uint8_t[]){ 1, 0, 2, 0, '%', 's', GPUSYS_PRINT_STR,
+	uint8_t *big = calloc(1, 7 + GPUSYS_PRINT_MAX_STR + 1);
+	memcpy(big, (const uint8_t[]){ 1, 2, '%', 's', GPUSYS_PRINT_STR,
 				       (GPUSYS_PRINT_MAX_STR + 1) & 0xff, (GPUSYS_PRINT_MAX_STR + 1) >> 8 },
-	       9);
-	memset(big + 9, 'x', GPUSYS_PRINT_MAX_STR + 1);
-	assert_int_equal(print_format_record(big, 9 + GPUSYS_PRINT_MAX_STR + 1, &out, &stream), -EINVAL);
+	       7);
+	memset(big + 7, 'x', GPUSYS_PRINT_MAX_STR + 1);
+	assert_int_equal(print_format_record(big, 7 + GPUSYS_PRINT_MAX_STR + 1, &out, &stream), -EINVAL);
 	free(big);
 	print_buf_free(&out);
 }

@@ -599,15 +599,21 @@ int print_format_record(const uint8_t *rec, size_t len, struct print_buf *out, i
 	size_t start = out->len;
 	int r = -EINVAL;
 
-	if (len < 4 || rec[1] != 0)
+	/* The head: a stream, and whether the format length takes 2 bytes
+	 * (include/gpusys/print.h); one encoding per length. */
+	if (len < 2)
 		return -EINVAL;
-	if (rec[0] != GPUSYS_PRINT_STDOUT && rec[0] != GPUSYS_PRINT_STDERR)
+	const int out_stream = rec[0] & ~GPUSYS_PRINT_LONG_FMT;
+	const size_t hl = rec[0] & GPUSYS_PRINT_LONG_FMT ? 3 : 2;
+	if (out_stream != GPUSYS_PRINT_STDOUT && out_stream != GPUSYS_PRINT_STDERR)
 		return -EINVAL;
-	size_t flen = (size_t)get_le(rec + 2, 2);
-	if (flen > GPUSYS_PRINT_MAX_FMT || flen > len - 4)
+	if (len < hl)
 		return -EINVAL;
-	const char *fmt = (const char *)rec + 4;
-	struct reader rd = { rec + 4 + flen, len - 4 - flen };
+	size_t flen = (size_t)get_le(rec + 1, hl - 1);
+	if ((hl == 3 && flen <= 255) || flen > GPUSYS_PRINT_MAX_FMT || flen > len - hl)
+		return -EINVAL;
+	const char *fmt = (const char *)rec + hl;
+	struct reader rd = { rec + hl + flen, len - hl - flen };
 	/* Room for a short line at once (emit grows it as needed). */
 	if (print_buf_reserve(out, 256) < 0)
 		return -ENOMEM;
@@ -666,7 +672,7 @@ int print_format_record(const uint8_t *rec, size_t len, struct print_buf *out, i
 		if (r == 0)
 			break;
 	}
-	*stream = rec[0];
+	*stream = out_stream;
 	return (int)(out->len - start);
 fail:
 	out->len = start;
