@@ -107,7 +107,7 @@ static void arg_str(struct print_case *c, const char *s)
 	a->v.s = s;
 }
 
-static const char *const flag_sets[] = { "", "-", "+", " ", "#", "0", "-+", "+0", " 0", "#0", "-#", "+ ", "'" };
+static const char *const flag_sets[] = { "", "-", "+", " ", "#", "0", "-+", "+0", " 0", "#0", "-#", "+ ", "'", "-0", "0-" };
 static const char *const widths[] = { "", "1", "6", "24" };
 static const char *const precs[] = { "", ".", ".0", ".1", ".5", ".17" };
 #define N(a) (sizeof(a) / sizeof((a)[0]))

@@ -146,6 +146,11 @@ struct spec {
 	char conv;
 	bool plain; /* no flags, width or precision: "%d", "%llx", "%s"... */
 	int prec_only; /* only a precision of digits ("%.3f"): it, else -1 */
+	/* The padded forms fast_padded takes: flags from "-0" alone, a width
+	 * and a precision of digits if any ("%5d", "%-8x", "%08.3f"). */
+	bool simple;
+	bool left, zero; /* the '-' and '0' flags */
+	int width, prec; /* -1: none */
 };
 
 /* Parse the conversion at fmt[*i] == '%' (not "%%"). On success *i is past
@@ -157,18 +162,29 @@ static int parse_spec(const char *fmt, size_t flen, size_t *i, struct spec *sp)
 
 	sp->nstar = 0;
 	sp->len = LEN_NONE;
-	while (k < flen && fmt[k] && strchr("-+ #0'", fmt[k]))
+	sp->simple = true;
+	sp->left = sp->zero = false;
+	sp->width = sp->prec = -1;
+	while (k < flen && fmt[k] && strchr("-+ #0'", fmt[k])) {
+		sp->left |= fmt[k] == '-';
+		sp->zero |= fmt[k] == '0';
+		sp->simple &= fmt[k] == '-' || fmt[k] == '0';
 		k++;
+	}
 	size_t after_pct = start + 1;
 	if (k < flen && fmt[k] == '*') {
 		sp->nstar++;
+		sp->simple = false;
 		k++;
 	} else {
+		size_t w0 = k;
 		for (n = 0; k < flen && fmt[k] >= '0' && fmt[k] <= '9'; k++) {
 			n = n * 10 + (unsigned long)(fmt[k] - '0');
 			if (n > GPUSYS_PRINT_MAX_WIDTH)
 				return -EINVAL;
 		}
+		if (k > w0)
+			sp->width = (int)n;
 		/* "%1$d": positional arguments are not supported */
 	}
 	sp->prec_only = -1;
@@ -177,6 +193,7 @@ static int parse_spec(const char *fmt, size_t flen, size_t *i, struct spec *sp)
 		k++;
 		if (k < flen && fmt[k] == '*') {
 			sp->nstar++;
+			sp->simple = false;
 			k++;
 		} else {
 			for (n = 0; k < flen && fmt[k] >= '0' && fmt[k] <= '9'; k++) {
@@ -186,6 +203,7 @@ static int parse_spec(const char *fmt, size_t flen, size_t *i, struct spec *sp)
 			}
 			if (first)
 				sp->prec_only = (int)n;
+			sp->prec = (int)n; /* "." alone is a precision of 0 */
 		}
 	}
 	sp->plain = k == after_pct;
@@ -563,8 +581,59 @@ static int fast_one(char *dst, const struct spec *sp, const struct value *v)
 	return len;
 }
 
+/* fast_one's digits, padded to a width as glibc pads them, for the simple
+ * specs (struct spec): an integer conversion with no precision (a precision
+ * changes what '0' means for integers), or %f with a precision of 0-9 (6
+ * when none). '-' pads with spaces on the right; '0' with zeros after the
+ * sign (fast_f takes only finite values, which '0' pads so); else spaces on
+ * the left. dst has room for the width plus 24. -1: not one of these. */
+static int fast_padded(char *dst, const struct spec *sp, const struct value *v)
+{
+	if (!sp->simple || sp->nstar)
+		return -1;
+	struct spec body = *sp;
+	body.plain = true; /* the digits alone */
+	if (sp->conv == 'f') {
+		body.plain = false;
+		body.prec_only = sp->prec < 0 ? 6 : sp->prec;
+	} else if (sp->prec >= 0 || !strchr("diuxXo", sp->conv)) {
+		return -1;
+	}
+	char digits[32];
+	int n = fast_one(digits, &body, v);
+	if (n < 0)
+		return -1;
+	const int pad = sp->width > n ? sp->width - n : 0;
+	int len = 0;
+	if (sp->left) {
+		memcpy(dst, digits, (size_t)n);
+		memset(dst + n, ' ', (size_t)pad);
+	} else if (sp->zero) {
+		const int sign = digits[0] == '-';
+		if (sign)
+			dst[len++] = '-';
+		memset(dst + len, '0', (size_t)pad);
+		memcpy(dst + len + pad, digits + sign, (size_t)(n - sign));
+	} else {
+		memset(dst, ' ', (size_t)pad);
+		memcpy(dst + pad, digits, (size_t)n);
+	}
+	return n + pad;
+}
+
 static int emit(struct print_buf *out, size_t start, const struct spec *sp, const int *st, const struct value *v)
 {
+	if (sp->simple && !sp->plain && !(sp->prec_only >= 0 && sp->conv == 'f')) {
+		if (print_buf_reserve(out, (size_t)(sp->width > 0 ? sp->width : 0) + 24 + 1) < 0)
+			return -ENOMEM;
+		int r = fast_padded(out->data + out->len, sp, v);
+		if (r >= 0) {
+			if (out->len - start + (size_t)r > GPUSYS_PRINT_MAX_LINE)
+				return -EMSGSIZE;
+			out->len += (size_t)r;
+			return 0;
+		}
+	}
 	if (sp->plain || (sp->prec_only >= 0 && sp->conv == 'f')) {
 		size_t need = 24 + (v->tag == GPUSYS_PRINT_STR ? v->slen : 0);
 		if (print_buf_reserve(out, need + 1) < 0)

@@ -14,7 +14,13 @@
  * The buffer is written out by a writer thread of the client's own, started
  * at attach. It takes the whole buffer at once (it swaps it with an
  * empty one), so lines from every SM that arrived meanwhile leave in one
- * write() per run of one stream. Its writes block: a slow terminal or a full
+ * write() per run of one stream. After a write it lingers, looking for more
+ * every PRINT_LINGER_NS for PRINT_LINGER_LOOKS looks, before it sleeps on
+ * its condition variable: while a kernel prints, the pollers never wake it
+ * (a futex call under the client's lock, for every call, was a third of
+ * the daemon's time printing from emulated warps, with the lock's own
+ * waits), and a line waits at most one look before it is written. The lock
+ * spins a little before it sleeps (adaptive): it is held for a copy. Its writes block: a slow terminal or a full
  * pipe stalls only this client's writer, never a poller, and never the worker
  * pool that serves every client's file calls (a pipe that nobody reads would
  * otherwise hold a pool worker for good). The buffer is bounded
@@ -71,6 +77,8 @@
 #define PRINT_FINI_WAIT_MS 50
 #define PRINT_EXIT_WAIT_MS 1000
 #define PRINT_KEEP_BYTES (256u * 1024u) /* buffer kept across idle periods */
+#define PRINT_LINGER_NS 20000         /* the writer's look for more, after a write */
+#define PRINT_LINGER_LOOKS 50         /* ... this many times (about 1-4 ms), then it sleeps */
 
 static _Atomic uint64_t print_buffer_limit = 4u << 20;
 
@@ -119,7 +127,8 @@ struct print_state {
 	struct outbuf spare;     /* the writer's, while it writes */
 	uint64_t appended;       /* bytes ever appended */
 	uint64_t written;        /* bytes ever taken off by the writer (written or failed) */
-	bool writer_waiting;
+	_Atomic bool has_data;   /* active.len != 0, for the lingering writer's look without the lock */
+	bool writer_waiting;     /* asleep on data_cv: an append must signal */
 	bool stop;               /* fini: drain and exit */
 	bool writer_done;
 	bool abandoned;          /* fini gave up waiting: the writer frees the state */
@@ -241,6 +250,21 @@ static void state_free(struct print_state *st)
 	free(st);
 }
 
+/* After a write: look for more without the lock, PRINT_LINGER_LOOKS times
+ * at most, so that appends need not wake us. Called and returns locked. */
+static void writer_linger(struct print_state *st)
+{
+	if (st->active.len || st->stop)
+		return;
+	pthread_mutex_unlock(&st->mu);
+	for (int i = 0; i < PRINT_LINGER_LOOKS; i++) {
+		nanosleep(&(struct timespec){ .tv_nsec = PRINT_LINGER_NS }, NULL);
+		if (atomic_load_explicit(&st->has_data, memory_order_relaxed))
+			break;
+	}
+	pthread_mutex_lock(&st->mu);
+}
+
 static void *writer_main(void *arg)
 {
 	struct print_state *st = arg;
@@ -262,6 +286,7 @@ static void *writer_main(void *arg)
 			break; /* stopping, and everything is out */
 		struct outbuf b = st->active;
 		st->active = st->spare;
+		atomic_store_explicit(&st->has_data, false, memory_order_relaxed);
 		pthread_mutex_unlock(&st->mu);
 
 		uint64_t errors = 0;
@@ -280,6 +305,7 @@ static void *writer_main(void *arg)
 		b.nsegs = 0;
 		st->spare = b;
 		pthread_cond_broadcast(&st->done_cv);
+		writer_linger(st);
 	}
 	st->writer_done = true;
 	pthread_cond_broadcast(&st->done_cv);
@@ -320,7 +346,11 @@ static int state_create(const struct client *c, struct print_state **ret)
 	/* The same account as the session's (one per uid), held by the state:
 	 * an abandoned writer outlives the session. */
 	st->account = c->account ? account_get(c->creds.uid) : NULL;
-	pthread_mutex_init(&st->mu, NULL);
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+	pthread_mutex_init(&st->mu, &ma);
+	pthread_mutexattr_destroy(&ma);
 	pthread_cond_init(&st->data_cv, NULL);
 	pthread_cond_init(&st->done_cv, NULL);
 	if ((out_fd >= 0 && st->fd[GPUSYS_PRINT_STDOUT] < 0) || (err_fd >= 0 && st->fd[GPUSYS_PRINT_STDERR] < 0)) {
@@ -458,17 +488,32 @@ static void print_handle(struct port_call *call)
 			st->stats.again++;
 		ok = 0;
 	}
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-		if (!(ok >> l & 1))
-			continue;
-		outbuf_append(&st->active, stream[l], text.data + off[l], len[l]);
-		st->appended += len[l];
-		st->stats.lines++;
-		st->stats.bytes += len[l];
+	/* The lanes' lines lie one after another in text, in lane order (a
+	 * refused lane left nothing): one copy for each run of one stream. */
+	for (uint32_t l = 0, m = ok; m;) {
+		l = (uint32_t)__builtin_ctz(m);
+		uint32_t e = l;
+		size_t run = 0;
+		for (; e < GPUSYS_WARP_LANES && (m >> e & 1) && stream[e] == stream[l]; e++) {
+			m &= ~(1u << e);
+			run += len[e];
+		}
+		outbuf_append(&st->active, stream[l], text.data + off[l], run);
 	}
-	if (st->writer_waiting && st->active.len)
-		pthread_cond_signal(&st->data_cv);
+	if (ok) { /* appended, not refused as full */
+		st->appended += bytes;
+		st->stats.lines += lanes;
+		st->stats.bytes += bytes;
+	}
+	bool wake = false;
+	if (st->active.len) {
+		atomic_store_explicit(&st->has_data, true, memory_order_relaxed);
+		wake = st->writer_waiting;
+	}
 	pthread_mutex_unlock(&st->mu);
+	/* After the unlock: the woken writer's first act is to take the lock. */
+	if (wake)
+		pthread_cond_signal(&st->data_cv);
 	print_buf_free(&text);
 }
 
