@@ -350,6 +350,20 @@ GPUSYS_FN uint32_t gpusys_port_hint(void)
 /* The emulator sets this per thread: which emulated warp is running. */
 extern __thread uint32_t gpusys_emu_port_hint;
 
+/* Late heads (gpusys_emu_set_heads_late): a GPU publishes a call of heads
+ * without a fence between the heads and the word (abi.h), so the word may
+ * land first, and servers must wait for the heads. Emulated warps then
+ * hold back each head's tag until the word is out (gpusys_head_put,
+ * gpusys_publish), so CI runs that path: the callback server once answered
+ * such a word at once and the warp hung, on the H200 only. */
+struct gpusys_emu_late_heads {
+	uint32_t n;
+	uint32_t *tag[GPUSYS_WARP_LANES];
+	uint32_t value[GPUSYS_WARP_LANES];
+};
+extern int gpusys_emu_heads_late;
+extern __thread struct gpusys_emu_late_heads gpusys_emu_late;
+
 static inline uint32_t gpusys_lane_leader_of(uint64_t mask)
 {
 	return (uint32_t)__builtin_ctzll(mask);

@@ -352,6 +352,13 @@ GPUSYS_FN void gpusys_head_put(struct gpusys_head *h, uint32_t tag, uint32_t cap
 	if (n)
 		memcpy(h->bytes, src, n);
 	__atomic_store_n(&h->aux, cap, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&gpusys_emu_heads_late, __ATOMIC_RELAXED)) {
+		/* gpusys_publish lands it after the word (lane.h). */
+		struct gpusys_emu_late_heads *late = &gpusys_emu_late;
+		late->tag[late->n] = &h->tag;
+		late->value[late->n++] = tag;
+		return;
+	}
 	__atomic_store_n(&h->tag, tag, __ATOMIC_RELEASE);
 #endif
 }
@@ -450,6 +457,15 @@ GPUSYS_FN uint32_t gpusys_publish(const gpusys_dev_t *dev, uint64_t mask, uint32
 		gpusys_fence_flush();
 	}
 #ifndef __CUDACC__
+	/* Late heads (lane.h): the word is out; a moment (tens of us, with the
+	 * timer's slack) for a server to see it alone, then the tags. */
+	struct gpusys_emu_late_heads *late = &gpusys_emu_late;
+	if (late->n) {
+		nanosleep(&(struct timespec){ .tv_nsec = 1000 }, NULL);
+		for (uint32_t i = 0; i < late->n; i++)
+			__atomic_store_n(late->tag[i], late->value[i], __ATOMIC_RELEASE);
+		late->n = 0;
+	}
 	/* A host warp is one thread, its own leader: wake a dozing daemon. */
 	gpusys_wake_daemon(&dev->hdr->dozing, dev->wake_fd);
 #endif

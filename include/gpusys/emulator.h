@@ -41,6 +41,12 @@ void gpusys_emu_set_callbacks(struct gpusys_emu *emu, const gpusys_dev_t *callba
 /* Which emulated warp this thread is: the port it tries first. */
 void gpusys_emu_set_warp(uint32_t warp);
 
+/* Nonzero: every emulated warp publishes a call of heads (abi.h) before
+ * its heads' tags, as a GPU may let them land, so that a server's wait for
+ * late heads is tested (tests: callback, proto). Off by default. Process
+ * wide; set it while no warp calls. */
+void gpusys_emu_set_heads_late(int on);
+
 /* Requests submitted through this handle, and the daemon's progress value
  * (requests it has completed on this channel). */
 uint64_t gpusys_emu_submitted(const struct gpusys_emu *emu);

@@ -14,6 +14,8 @@
 #include "libclient/attach/dev_handle.h"
 
 __thread uint32_t gpusys_emu_port_hint;
+int gpusys_emu_heads_late;
+__thread struct gpusys_emu_late_heads gpusys_emu_late;
 
 struct gpusys_emu {
 	gpusys_dev_t dev;
@@ -78,6 +80,11 @@ void gpusys_emu_set_callbacks(struct gpusys_emu *emu, const gpusys_dev_t *callba
 void gpusys_emu_set_warp(uint32_t warp)
 {
 	gpusys_emu_port_hint = warp;
+}
+
+void gpusys_emu_set_heads_late(int on)
+{
+	__atomic_store_n(&gpusys_emu_heads_late, on != 0, __ATOMIC_RELAXED);
 }
 
 uint64_t gpusys_emu_submitted(const struct gpusys_emu *emu)

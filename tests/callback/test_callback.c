@@ -251,9 +251,9 @@ static void test_every_lane_every_warp(void **state)
  * three calls of 8 bytes each way (heads) as futures, then waits for all
  * three, round after round, with more futures wanted than the 24
  * asynchronous ports of this 32-port server (the others are made
- * synchronously). Every lane's result checked. On the development VM it
- * has never hung (also at 64 warps x 2000 rounds, twice): the GPU's hang is
- * not reproduced by emulated warps. */
+ * synchronously). Every lane's result checked. It never hung here: emulated
+ * warps land their heads before their word, and the GPU's hang needed a
+ * word ahead of its heads (test_heads_late below makes them so). */
 struct heads_job {
 	uint32_t warp;
 	unsigned rounds;
@@ -320,6 +320,50 @@ static void test_heads_futures_ports_scarce(void **state)
 	}
 	print_message("%d warps x %d rounds of 3 futures of 8 B each way, every lane checked, %.0f ms\n", WARPS,
 		      ROUNDS, (now_ns() - t0) / 1e6);
+	sync_callbacks();
+}
+
+/* The same with every heads' tag landing after its word, as a GPU may let
+ * them (gpusys_emu_set_heads_late): the server waits for them. Before the
+ * fix (f3c8f73) the server answered such a word with status 1 and the late
+ * heads overwrote the answer: a lane waited for ever. The watchdog turns
+ * that into a failure that says so. */
+static atomic_int late_done;
+
+static void *late_watchdog(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 600 && !atomic_load(&late_done); i++)
+		usleep(50000);
+	if (!atomic_load(&late_done)) {
+		fprintf(stderr, "test_heads_late: warps still waiting after 30 s: a late head's call answered "
+				"before its heads landed?\n");
+		_exit(1);
+	}
+	return NULL;
+}
+
+static void test_heads_late(void **state)
+{
+	(void)state;
+	enum { WARPS = 8, ROUNDS = 200 };
+	struct heads_job j[WARPS];
+	pthread_t t[WARPS], dog;
+	atomic_store(&late_done, 0);
+	pthread_create(&dog, NULL, late_watchdog, NULL);
+	gpusys_emu_set_heads_late(1);
+	for (uint32_t w = 0; w < WARPS; w++) {
+		j[w] = (struct heads_job){ .warp = w, .rounds = ROUNDS };
+		pthread_create(&t[w], NULL, heads_futures_warp, &j[w]);
+	}
+	for (uint32_t w = 0; w < WARPS; w++)
+		pthread_join(t[w], NULL);
+	atomic_store(&late_done, 1);
+	pthread_join(dog, NULL);
+	gpusys_emu_set_heads_late(0);
+	for (uint32_t w = 0; w < WARPS; w++)
+		if (j[w].rc)
+			fail_msg("warp %u: %s", w, gpusys_strerror(j[w].rc));
 	sync_callbacks();
 }
 
@@ -929,6 +973,7 @@ int main(void)
 		cmocka_unit_test(test_async_out_of_order),
 		cmocka_unit_test(test_heads_futures_ports_scarce),
 		cmocka_unit_test(test_heads_land_late),
+		cmocka_unit_test(test_heads_late),
 		cmocka_unit_test(test_two_in_flight_raw),
 		cmocka_unit_test(test_idle_and_wakeup),
 	};

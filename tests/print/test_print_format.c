@@ -24,6 +24,8 @@
 
 /* The emulator's per-thread port hint, which port_client.h refers to. */
 __thread uint32_t gpusys_emu_port_hint;
+int gpusys_emu_heads_late;
+__thread struct gpusys_emu_late_heads gpusys_emu_late;
 
 static uint8_t *pack(uint32_t stream, const char *fmt, const struct gpusys_print_arg *args, uint32_t nargs,
 		     size_t *len)

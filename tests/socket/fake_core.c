@@ -256,3 +256,5 @@ void fake_set_client(pid_t pid, uid_t uid, gid_t gid)
 /* The emulator's per-thread port hint (libclient/emulator/emulator.c), which the
  * one-lane wrappers' bulk path reads. */
 __thread uint32_t gpusys_emu_port_hint;
+int gpusys_emu_heads_late;
+__thread struct gpusys_emu_late_heads gpusys_emu_late;
