@@ -43,6 +43,7 @@
 #include "gpusys/device/host_sync.h"
 #include "client.h"
 #include "dev_handle.h"
+#include "libclient/attach/channel_dump.h"
 #include "libclient/callbacks/callback_dump.h"
 #include "../common/cuda_driver.h"
 

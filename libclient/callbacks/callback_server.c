@@ -46,6 +46,7 @@
 #include "common/port_host.h"
 #include "gpusys/device/host_sync.h"
 #include "libclient/attach/dev_handle.h"
+#include "libclient/attach/channel_dump.h"
 #include "libclient/callbacks/callback_dump.h"
 
 #define SPIN_NS (200u * 1000u)         /* poller spins this long after work */
@@ -845,26 +846,6 @@ void *gpusys_callbacks_channel(const struct gpusys_callbacks *cb, uint64_t *ret_
 
 /* ------------------------------------------------------------ debugging */
 
-#define DUMP_LINES 12u
-
-void channel_dump_waiting(FILE *f, const char *what, const struct gpusys_channel_header *hdr)
-{
-	const uint8_t *b = (const uint8_t *)hdr;
-	const volatile uint64_t *cw = (const volatile uint64_t *)(b + hdr->client_word_offset);
-	const volatile uint64_t *sw = (const volatile uint64_t *)(b + hdr->server_word_offset);
-	unsigned n = 0;
-	for (uint32_t p = 0; p < hdr->num_ports; p++) {
-		uint64_t c = __atomic_load_n(&cw[p], __ATOMIC_RELAXED), s = __atomic_load_n(&sw[p], __ATOMIC_RELAXED);
-		if (GPUSYS_WORD_SEQ(c) == GPUSYS_WORD_SEQ(s))
-			continue;
-		if (n++ < DUMP_LINES)
-			fprintf(f, "gpusys: %s port %u: client seq %u flags 0x%x opcode 0x%04x mask 0x%08x; server seq %u flags 0x%x\n",
-				what, p, GPUSYS_WORD_SEQ(c), GPUSYS_WORD_FLAGS(c), GPUSYS_CW_OPCODE(c), GPUSYS_CW_MASK(c),
-				GPUSYS_WORD_SEQ(s), GPUSYS_WORD_FLAGS(s));
-	}
-	fprintf(f, "gpusys: %s: %u of %u ports with a request not answered\n", what, n, hdr->num_ports);
-}
-
 void callbacks_dump_stuck(FILE *f, const struct gpusys_callbacks *cb)
 {
 	struct gpusys_callbacks *w = (struct gpusys_callbacks *)cb;
@@ -878,7 +859,7 @@ void callbacks_dump_stuck(FILE *f, const struct gpusys_callbacks *cb)
 		unsigned claimed = atomic_load(&w->claim[p]);
 		if (GPUSYS_WORD_SEQ(c) == seen && !claimed)
 			continue;
-		if (n++ < DUMP_LINES)
+		if (n++ < CHANNEL_DUMP_LINES)
 			fprintf(f, "gpusys: callbacks port %u: client seq %u flags 0x%x opcode 0x%04x; acknowledged %u; %s\n", p,
 				GPUSYS_WORD_SEQ(c), GPUSYS_WORD_FLAGS(c), GPUSYS_CW_OPCODE(c), seen,
 				claimed ? "claimed" : "not claimed");
