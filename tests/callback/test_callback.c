@@ -858,6 +858,27 @@ static void test_two_in_flight_raw(void **state)
 	assert_int_equal(GPUSYS_WORD_SEQ(w), seq[1] & GPUSYS_SEQ_MASK);
 	assert_int_equal(GPUSYS_SW_STATUS(w), -EINVAL);
 
+	/* A first word two ahead where only one may be: a request that does
+	 * not stream, on the data[] port; and a call of heads, whose refusal
+	 * comes back in its heads (GPUSYS_HEAD_FAILED). */
+	const uint32_t q = ports[0];
+	len[0] = cap[0] = 10;
+	raw_packet0(&c, q, 1, len, cap, in);
+	raw_publish(&c, q, &seq[0], 2, word);
+	assert_true(raw_wait_word(&c, q, seq[0], &w));
+	assert_int_equal(GPUSYS_WORD_SEQ(w), seq[0] & GPUSYS_SEQ_MASK);
+	assert_int_equal(GPUSYS_SW_STATUS(w), -EINVAL);
+	struct gpusys_head *h = &c.ports[q].heads[3];
+	memset(h->bytes, 0, sizeof(h->bytes));
+	__atomic_store_n(&h->aux, 8, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->tag, gpusys_head_tag(seq[0] + 2, GPUSYS_HEAD_REQUEST, 4), __ATOMIC_RELEASE);
+	raw_publish(&c, q, &seq[0], 2, gpusys_client_word(0, GPUSYS_CW_HEADS, OP_SMALL, 1u << 3));
+	assert_true(raw_wait_word(&c, q, seq[0], &w));
+	assert_int_equal(GPUSYS_WORD_SEQ(w), seq[0] & GPUSYS_SEQ_MASK);
+	assert_int_equal(GPUSYS_SW_STATUS(w), -EINVAL);
+	assert_int_equal(h->tag, gpusys_head_tag(seq[0], GPUSYS_HEAD_ANSWER | GPUSYS_HEAD_FAILED, 0));
+	assert_int_equal((int32_t)h->aux, -EINVAL);
+
 	/* The ports go back to the emulated warps, and serve them. */
 	for (int i = 0; i < 2; i++)
 		__atomic_store_n((uint64_t *)&dev_->locks[ports[i]], (uint64_t)seq[i] << 32, __ATOMIC_RELEASE);
