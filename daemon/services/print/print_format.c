@@ -640,22 +640,15 @@ static int fast_padded(char *dst, const struct spec *sp, const struct value *v)
 
 static int emit(struct print_buf *out, size_t start, const struct spec *sp, const int *st, const struct value *v)
 {
-	if (sp->simple && !sp->plain && !(sp->prec_only >= 0 && sp->conv == 'f')) {
-		if (print_buf_reserve(out, (size_t)(sp->width > 0 ? sp->width : 0) + 24 + 1) < 0)
-			return -ENOMEM;
-		int r = fast_padded(out->data + out->len, sp, v);
-		if (r >= 0) {
-			if (out->len - start + (size_t)r > GPUSYS_PRINT_MAX_LINE)
-				return -EMSGSIZE;
-			out->len += (size_t)r;
-			return 0;
-		}
-	}
-	if (sp->plain || (sp->prec_only >= 0 && sp->conv == 'f')) {
-		size_t need = 24 + (v->tag == GPUSYS_PRINT_STR ? v->slen : 0);
+	/* The fast paths: fast_one's digits or bytes alone, or padded to a
+	 * width by fast_padded; snprintf below for the rest. */
+	const bool alone = sp->plain || (sp->prec_only >= 0 && sp->conv == 'f');
+	if (alone || sp->simple) {
+		size_t need = 24 + (alone ? (v->tag == GPUSYS_PRINT_STR ? v->slen : 0)
+					  : (size_t)(sp->width > 0 ? sp->width : 0));
 		if (print_buf_reserve(out, need + 1) < 0)
 			return -ENOMEM;
-		int r = fast_one(out->data + out->len, sp, v);
+		int r = alone ? fast_one(out->data + out->len, sp, v) : fast_padded(out->data + out->len, sp, v);
 		if (r >= 0) {
 			if (out->len - start + (size_t)r > GPUSYS_PRINT_MAX_LINE)
 				return -EMSGSIZE;
