@@ -262,6 +262,73 @@ static void test_idle_receives_within_budget(void **s)
 
 /* The same with polls asking for the bytes: 1024 of 64 KiB each wait
  * holding no room, and each answers with its connection's bytes. */
+/* A receive whose data comes while another call's answer holds the budget:
+ * its lanes are sent again (GPUSYS_STATUS_NO_ROOM) until the room is free,
+ * never failed. Warp A's receive (32 lanes x 64 KiB: 2 MiB of room) takes
+ * its room back for lane 0's data and keeps it while its other lanes wait;
+ * then warp B's data comes, and B's 2 MiB do not fit a 3 MiB budget beside
+ * A's. Before, B's lanes failed -ENOMEM (test_idle_receives_within_budget
+ * saw it once in CI, when the data of 32 warps came at once). */
+static void test_receive_waits_for_room(void **s)
+{
+	(void)s;
+	enum { N = 2 * LANES };
+	struct gd d2;
+	struct emu_client k2;
+	gd_start(&d2, "workers = 4\nclient_mem_budget = 3M\n");
+	assert_int_equal(emu_client_attach(&k2, d2.runtime, 64, 0, GPUSYS_ATTACH_NO_STDIO), 0);
+	const gpusys_dev_t *saved = D;
+	D = k2.dev;
+	struct sockaddr_in sa;
+	int64_t lh = listener(&sa);
+	int fds[N];
+	int64_t hs[N];
+	connect_pairs(lh, &sa, N, fds, hs);
+	struct idle_warp w[2];
+	pthread_t t[2];
+	for (unsigned k = 0; k < 2; k++) {
+		w[k] = (struct idle_warp){ .warp = k, .hs = hs + k * LANES, .bufs = malloc((size_t)LANES * IDLE_LANE_BYTES) };
+		assert_non_null(w[k].bufs);
+		pthread_create(&t[k], NULL, idle_receive, &w[k]);
+	}
+	usleep(300000); /* both receives wait, holding no room */
+	uint64_t v = 0x5eed0000u;
+	assert_int_equal(send(fds[0], &v, 8, 0), 8); /* A takes its room back */
+	usleep(100000);
+	for (unsigned i = LANES; i < N; i++) { /* B's data: no room beside A's */
+		v = 0x5eed0000u + i;
+		assert_int_equal(send(fds[i], &v, 8, 0), 8);
+	}
+	usleep(200000);
+	for (unsigned i = 1; i < LANES; i++) { /* A completes, and lets its room go */
+		v = 0x5eed0000u + i;
+		assert_int_equal(send(fds[i], &v, 8, 0), 8);
+	}
+	for (unsigned k = 0; k < 2; k++)
+		pthread_join(t[k], NULL);
+	unsigned ok = 0;
+	for (unsigned k = 0; k < 2; k++) {
+		if (w[k].rc)
+			fprintf(stderr, "warp %u: the call failed: %s\n", k, strerror(-w[k].rc));
+		for (unsigned i = 0; w[k].rc == 0 && i < LANES; i++) {
+			memcpy(&v, w[k].bufs + (size_t)i * IDLE_LANE_BYTES, 8);
+			ok += w[k].ret[i] == 8 && v == 0x5eed0000u + k * LANES + i;
+		}
+		free(w[k].bufs);
+	}
+	assert_int_equal(w[0].rc, 0);
+	assert_int_equal(w[1].rc, 0);
+	assert_int_equal(ok, N);
+	for (unsigned i = 0; i < N; i++) {
+		close(fds[i]);
+		assert_int_equal(gpusys_emu_sock_close(D, hs[i]), 0);
+	}
+	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
+	D = saved;
+	emu_client_detach(&k2);
+	gd_finish(&d2);
+}
+
 static void test_idle_poll_recv_within_budget(void **s)
 {
 	(void)s;
@@ -884,6 +951,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_idle_receives_within_budget),
 		cmocka_unit_test(test_idle_poll_recv_within_budget),
+		cmocka_unit_test(test_receive_waits_for_room),
 		cmocka_unit_test(test_thousand_connections_echo),
 		cmocka_unit_test(test_thousand_connections_echo_poll_recv),
 		cmocka_unit_test(test_short_sends),

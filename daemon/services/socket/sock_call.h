@@ -134,7 +134,7 @@ struct sock_client {
  * shared). */
 int sock_room_alloc(struct sock_call *sc, uint64_t fixed, uint64_t lazy); /* 0 or -ENOMEM */
 void sock_room_shrink(struct sock_call *sc); /* let the receives' room go, if none holds data */
-int sock_room_grow(struct sock_call *sc);    /* take it back: 0 or -ENOMEM (nothing received) */
+int sock_room_grow(struct sock_call *sc);    /* take it back: 0, GPUSYS_STATUS_NO_ROOM or -ENOMEM (nothing received) */
 
 /* sock_objects.c: enter a new descriptor; the handle, or -errno with fd
  * closed. */

@@ -72,8 +72,13 @@ int sock_room_grow(struct sock_call *sc)
 	struct port_call *call = sc->call;
 	if (!sc->lazy_out)
 		return 0;
-	if (port_call_charge(call, sc->lazy_bytes) < 0)
-		return -ENOMEM;
+	/* Other calls' answers may hold the budget for a moment (a burst of
+	 * receives whose data came at once): GPUSYS_STATUS_NO_ROOM then, and
+	 * the device side sends the lane again. The lane has received nothing
+	 * yet, so nothing is lost; -ENOMEM only past the whole budget. */
+	int r = port_call_charge_or_later(call, sc->lazy_bytes);
+	if (r < 0)
+		return r;
 	uint8_t *p = realloc(sc->resp, sc->fixed_bytes + sc->lazy_bytes);
 	if (!p) {
 		port_uncharge(call->table, sc->lazy_bytes);

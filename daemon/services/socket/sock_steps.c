@@ -264,8 +264,9 @@ int sock_step_poll(struct sock_lane *l)
 		/* A poll asking for bytes let its room go while it waited
 		 * (sock_room.c): take it back before anything is received,
 		 * so that -ENOMEM loses nothing. */
-		if (!l->out && sock_room_grow(l->sc) < 0)
-			return -ENOMEM;
+		int r = l->out ? 0 : sock_room_grow(l->sc);
+		if (r < 0)
+			return r;
 		poll_answer(l, false);
 		return 0;
 	}
@@ -275,8 +276,11 @@ int sock_step_poll(struct sock_lane *l)
 
 int sock_poll_timed_out(struct sock_lane *l)
 {
-	if (!l->out && sock_room_grow(l->sc) < 0)
-		return -ENOMEM;
+	/* Without room for the answer the poll is sent again (and waits its
+	 * time once more): rare, and better than an error for a poll. */
+	int r = l->out ? 0 : sock_room_grow(l->sc);
+	if (r < 0)
+		return r;
 	poll_answer(l, true);
 	return 0;
 }

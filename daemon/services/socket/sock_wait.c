@@ -98,7 +98,8 @@ void sock_lane_answer(struct sock_lane *l, int r)
 	struct port_call *call = l->sc->call;
 	unsigned i = l->idx;
 	call->lane_status[i] = r;
-	sock_error_count(call->opcode, r);
+	if (r != GPUSYS_STATUS_NO_ROOM) /* not an error: the lane is sent again */
+		sock_error_count(call->opcode, r);
 	if (r < 0)
 		return;
 	if (l->value_op) {
