@@ -77,9 +77,13 @@ enum call_cancel_reason {
  * the service must never touch the call again, nor call call_complete()
  * for it: it stops whatever would have completed it. A service whose
  * completions come from another thread than the main loop makes cancel
- * wait for them. */
+ * wait for them. At a deadline, cancel may answer the call itself (every
+ * lane's status and response set, as a completion would) and return true:
+ * the core then sends that, not -ETIMEDOUT for the whole call, so that what
+ * lanes already did (bytes received or sent) is not lost. Otherwise (and
+ * always for a detach) false. */
 struct call_later_ops {
-	void (*cancel)(struct port_call *call, enum call_cancel_reason why);
+	bool (*cancel)(struct port_call *call, enum call_cancel_reason why);
 };
 
 /* From a handler of an op flagged SERVICE_OP_LATER: the call is not done

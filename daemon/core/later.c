@@ -161,9 +161,9 @@ static void finish(struct port_table *t, struct pending *pd)
 /* Taken back by the core: the service lets go, the client gets status. */
 static void take_back(struct port_table *t, struct pending *pd, enum call_cancel_reason why, int32_t status)
 {
-	if (pd->later_ops && pd->later_ops->cancel)
-		pd->later_ops->cancel(&pd->call, why);
-	pd->call.status = status;
+	bool answered = pd->later_ops && pd->later_ops->cancel && pd->later_ops->cancel(&pd->call, why);
+	if (!answered || why != CALL_CANCEL_DEADLINE)
+		pd->call.status = status;
 	finish(t, pd);
 }
 

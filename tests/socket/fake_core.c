@@ -82,9 +82,10 @@ static void deadline(evutil_socket_t fd, short what, void *arg)
 	}
 	fc->done = true;
 	pthread_mutex_unlock(&fk.lock);
-	fc->ops->cancel(&fc->call, CALL_CANCEL_DEADLINE);
+	bool answered = fc->ops->cancel(&fc->call, CALL_CANCEL_DEADLINE);
 	pthread_mutex_lock(&fk.lock);
-	fc->call.status = -ETIMEDOUT;
+	if (!answered)
+		fc->call.status = -ETIMEDOUT;
 	fk.pending--;
 	pthread_cond_broadcast(&fk.cv);
 	pthread_mutex_unlock(&fk.lock);

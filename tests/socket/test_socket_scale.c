@@ -329,6 +329,61 @@ static void test_receive_waits_for_room(void **s)
 	gd_finish(&d2);
 }
 
+/* gpusysd's own deadline for a call (call_timeout_ms; a receive that waits
+ * for ever has no other) answers the lanes as they stand: a lane that got
+ * its bytes keeps them, and a receive with MSG_WAITALL that got part of
+ * what it asked for returns that part (a short count). Before, the whole
+ * call was -ETIMEDOUT and the bytes both lanes had received were lost. */
+static void test_deadline_keeps_bytes(void **s)
+{
+	(void)s;
+	struct gd d2;
+	struct emu_client k2;
+	gd_start(&d2, "call_timeout_ms = 400\n");
+	assert_int_equal(emu_client_attach(&k2, d2.runtime, 8, 0, GPUSYS_ATTACH_NO_STDIO), 0);
+	const gpusys_dev_t *saved = D;
+	D = k2.dev;
+	struct sockaddr_in sa;
+	int64_t lh = listener(&sa);
+	int fds[3];
+	int64_t hs[3];
+	connect_pairs(lh, &sa, 3, fds, hs);
+	/* Lane 0: MSG_WAITALL for 16 bytes, 8 come. Lane 1: 8 bytes, all come.
+	 * Lane 2: nothing comes. */
+	assert_int_equal(send(fds[0], "01234567", 8, 0), 8);
+	assert_int_equal(send(fds[1], "abcdefgh", 8, 0), 8);
+	struct gpusys_emu_sock_lane lanes[LANES];
+	uint8_t buf[3][16];
+	memset(lanes, 0, sizeof(lanes));
+	memset(buf, 0, sizeof(buf));
+	for (unsigned i = 0; i < 3; i++) {
+		lanes[i].q.handle = (int32_t)hs[i];
+		lanes[i].q.count = i == 0 ? 16 : 8;
+		lanes[i].q.flags = i == 0 ? MSG_WAITALL : 0;
+		lanes[i].out = buf[i];
+		lanes[i].out_cap = (uint32_t)lanes[i].q.count;
+	}
+	long t0 = ms_now();
+	gpusys_emu_sock_call(D, GPUSYS_OP_SOCK_RECV, 0x7, lanes);
+	long took = ms_now() - t0;
+	print_message("deadline after %ld ms: lanes answered %lld, %lld, %lld\n", took,
+		      (long long)lanes[0].ret, (long long)lanes[1].ret, (long long)lanes[2].ret);
+	assert_true(took >= 350);
+	assert_int_equal(lanes[0].ret, 8);
+	assert_memory_equal(buf[0], "01234567", 8);
+	assert_int_equal(lanes[1].ret, 8);
+	assert_memory_equal(buf[1], "abcdefgh", 8);
+	assert_int_equal(lanes[2].ret, -ETIMEDOUT);
+	for (unsigned i = 0; i < 3; i++) {
+		close(fds[i]);
+		assert_int_equal(gpusys_emu_sock_close(D, hs[i]), 0);
+	}
+	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
+	D = saved;
+	emu_client_detach(&k2);
+	gd_finish(&d2);
+}
+
 static void test_idle_poll_recv_within_budget(void **s)
 {
 	(void)s;
@@ -952,6 +1007,7 @@ int main(void)
 		cmocka_unit_test(test_idle_receives_within_budget),
 		cmocka_unit_test(test_idle_poll_recv_within_budget),
 		cmocka_unit_test(test_receive_waits_for_room),
+		cmocka_unit_test(test_deadline_keeps_bytes),
 		cmocka_unit_test(test_thousand_connections_echo),
 		cmocka_unit_test(test_thousand_connections_echo_poll_recv),
 		cmocka_unit_test(test_short_sends),

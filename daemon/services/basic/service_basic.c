@@ -84,13 +84,14 @@ static void sleep_fired(evutil_socket_t fd, short what, void *arg)
 	 * for this callback to return if it runs on another thread). */
 }
 
-static void sleep_cancel(struct port_call *call, enum call_cancel_reason why)
+static bool sleep_cancel(struct port_call *call, enum call_cancel_reason why)
 {
 	struct sleep_timer *st = call->later_data;
 
 	(void)why;
 	event_free(st->ev);
 	free(st);
+	return false;
 }
 
 static const struct call_later_ops sleep_ops = { .cancel = sleep_cancel };

@@ -393,10 +393,37 @@ void sock_call_arm(evutil_socket_t fd, short what, void *arg)
 	sock_call_leave(sc);
 }
 
-static void sock_call_cancel(struct port_call *call, enum call_cancel_reason why)
+/* The core's deadline took the call back (sc is the canceller's alone
+ * now): answer it as the lanes stand, as their own timers would have. A
+ * lane done keeps its answer; a waiting receive or send that moved bytes
+ * answers them (POSIX's short count, as for an expired SO_RCVTIMEO); any
+ * other waiting lane -ETIMEDOUT. Before, the whole call was -ETIMEDOUT and
+ * those bytes were lost: received, or sent and then sent again. */
+static void answer_at_deadline(struct sock_call *sc, struct port_call *call)
+{
+	sc->call = call; /* for sock_lane_answer */
+	for (unsigned i = 0; i < GPUSYS_WARP_LANES; i++) {
+		struct sock_lane *l = &sc->lane[i];
+		if (!l->sc || l->wait == WAIT_NONE)
+			continue;
+		uint16_t op = call->opcode;
+		int r = -ETIMEDOUT;
+		if (l->done && op != GPUSYS_OP_SOCK_POLL && op != GPUSYS_OP_SOCK_CONNECT &&
+		    op != GPUSYS_OP_SOCK_RECVFROM && l->out) {
+			l->val = (int64_t)l->done;
+			if (op == GPUSYS_OP_SOCK_RECV)
+				l->out_len = (uint32_t)l->done;
+			r = 0;
+		}
+		l->wait = WAIT_NONE;
+		sock_lane_answer(l, r);
+	}
+	sc->call = NULL;
+}
+
+static bool sock_call_cancel(struct port_call *call, enum call_cancel_reason why)
 {
 	struct sock_call *sc = call->later_data;
-	(void)why;
 	pthread_mutex_lock(&sc->lock);
 	/* A completion under way on the call's loop: the core has taken the
 	 * call, so it fails; wait until it has let go of sc. */
@@ -406,8 +433,10 @@ static void sock_call_cancel(struct port_call *call, enum call_cancel_reason why
 	sc->call = NULL;
 	if (pthread_equal(pthread_self(), sc->loop_thread)) {
 		pthread_mutex_unlock(&sc->lock);
+		if (why == CALL_CANCEL_DEADLINE)
+			answer_at_deadline(sc, call);
 		sock_call_free(sc); /* events and all: nothing else runs on this loop now */
-		return;
+		return why == CALL_CANCEL_DEADLINE;
 	}
 	/* Another thread than the call's loop (the main loop's deadline or
 	 * detach for a call on a socket loop, or the handler's thread when the
@@ -419,7 +448,10 @@ static void sock_call_cancel(struct port_call *call, enum call_cancel_reason why
 	while (!sc->cleaned)
 		pthread_cond_wait(&sc->finished, &sc->lock);
 	pthread_mutex_unlock(&sc->lock);
+	if (why == CALL_CANCEL_DEADLINE)
+		answer_at_deadline(sc, call);
 	sock_call_free(sc); /* ev_arm's callback may still be returning: event_free waits for it */
+	return why == CALL_CANCEL_DEADLINE;
 }
 
 const struct call_later_ops sock_later_ops = { .cancel = sock_call_cancel };
