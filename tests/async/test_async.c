@@ -265,6 +265,9 @@ static void test_noreply(void **state)
 	struct gpusys_emu_future f;
 
 	gpusys_emu_set_warp(9);
+	/* The daemon counts a call as done after it hands the answer back: the
+	 * last test's synchronous close may not be counted yet (TSan, once). */
+	assert_int_equal(gpusys_emu_synchronize(emu_, 5000), 0);
 	uint64_t before = gpusys_channel_progress(gpusys_host_channel(client_));
 	for (int i = 0; i < 200; i++) {
 		echo_prepare(&c, ALL_LANES, (uint32_t)(i * 37 % 3000), (uint32_t)i);
