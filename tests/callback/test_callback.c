@@ -302,22 +302,37 @@ static void *heads_futures_warp(void *arg)
 	return NULL;
 }
 
+/* warps emulated warps (at most 16) of rounds rounds of heads_futures_warp,
+ * every one joined before this returns; 0, or the error of the first that
+ * failed (which: *bad). */
+static int run_heads_warps(uint32_t warps, unsigned rounds, uint32_t *bad)
+{
+	struct heads_job j[16];
+	pthread_t t[16];
+	assert_true(warps <= 16);
+	for (uint32_t w = 0; w < warps; w++) {
+		j[w] = (struct heads_job){ .warp = w, .rounds = rounds };
+		pthread_create(&t[w], NULL, heads_futures_warp, &j[w]);
+	}
+	for (uint32_t w = 0; w < warps; w++)
+		pthread_join(t[w], NULL);
+	for (uint32_t w = 0; w < warps; w++)
+		if (j[w].rc) {
+			*bad = w;
+			return j[w].rc;
+		}
+	return 0;
+}
+
 static void test_heads_futures_ports_scarce(void **state)
 {
 	(void)state;
 	enum { WARPS = 16, ROUNDS = 300 };
-	struct heads_job j[WARPS];
-	pthread_t t[WARPS];
+	uint32_t bad = 0;
 	uint64_t t0 = now_ns();
-	for (uint32_t w = 0; w < WARPS; w++) {
-		j[w] = (struct heads_job){ .warp = w, .rounds = ROUNDS };
-		pthread_create(&t[w], NULL, heads_futures_warp, &j[w]);
-	}
-	for (uint32_t w = 0; w < WARPS; w++) {
-		pthread_join(t[w], NULL);
-		if (j[w].rc)
-			fail_msg("warp %u: %s", w, gpusys_strerror(j[w].rc));
-	}
+	int rc = run_heads_warps(WARPS, ROUNDS, &bad);
+	if (rc)
+		fail_msg("warp %u: %s", bad, gpusys_strerror(rc));
 	print_message("%d warps x %d rounds of 3 futures of 8 B each way, every lane checked, %.0f ms\n", WARPS,
 		      ROUNDS, (now_ns() - t0) / 1e6);
 	sync_callbacks();
@@ -347,23 +362,17 @@ static void test_heads_late(void **state)
 {
 	(void)state;
 	enum { WARPS = 8, ROUNDS = 200 };
-	struct heads_job j[WARPS];
-	pthread_t t[WARPS], dog;
+	uint32_t bad = 0;
+	pthread_t dog;
 	atomic_store(&late_done, 0);
 	pthread_create(&dog, NULL, late_watchdog, NULL);
 	gpusys_emu_set_heads_late(1);
-	for (uint32_t w = 0; w < WARPS; w++) {
-		j[w] = (struct heads_job){ .warp = w, .rounds = ROUNDS };
-		pthread_create(&t[w], NULL, heads_futures_warp, &j[w]);
-	}
-	for (uint32_t w = 0; w < WARPS; w++)
-		pthread_join(t[w], NULL);
+	int rc = run_heads_warps(WARPS, ROUNDS, &bad);
 	atomic_store(&late_done, 1);
 	pthread_join(dog, NULL);
 	gpusys_emu_set_heads_late(0);
-	for (uint32_t w = 0; w < WARPS; w++)
-		if (j[w].rc)
-			fail_msg("warp %u: %s", w, gpusys_strerror(j[w].rc));
+	if (rc)
+		fail_msg("warp %u: %s", bad, gpusys_strerror(rc));
 	sync_callbacks();
 }
 

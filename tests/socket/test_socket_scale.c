@@ -190,46 +190,74 @@ static void *idle_receive(void *arg)
 	return NULL;
 }
 
-static void idle_within_budget(bool poll)
+/* A gpusysd of the test's own (conf) and a client of it with ports ports,
+ * which D names until own_server_stop; a listener, and n connections to it:
+ * fds[i] the peer's end, hs[i] the client's. */
+struct own_server {
+	struct gd d;
+	struct emu_client k;
+	const gpusys_dev_t *saved;
+	int64_t lh;
+	unsigned n;
+	int *fds;
+	int64_t *hs;
+};
+
+static void own_server_start(struct own_server *o, const char *conf, uint32_t ports, unsigned n, int *fds,
+			     int64_t *hs)
 {
-	if (!enough_descriptors(IDLE_CONNS)) {
-		skip();
-		return;
-	}
-	struct gd d2;
-	struct emu_client k2;
-	gd_start(&d2, "workers = 4\nclient_mem_budget = 16M\n");
-	assert_int_equal(emu_client_attach(&k2, d2.runtime, 64, 0, GPUSYS_ATTACH_NO_STDIO), 0);
-	const gpusys_dev_t *saved = D;
-	D = k2.dev;
+	gd_start(&o->d, conf);
+	assert_int_equal(emu_client_attach(&o->k, o->d.runtime, ports, 0, GPUSYS_ATTACH_NO_STDIO), 0);
+	o->saved = D;
+	D = o->k.dev;
 	struct sockaddr_in sa;
-	int64_t lh = listener(&sa);
-	static int fds[IDLE_CONNS];
-	static int64_t hs[IDLE_CONNS];
-	connect_pairs(lh, &sa, IDLE_CONNS, fds, hs);
-	struct idle_warp w[WARPS];
-	pthread_t t[WARPS];
-	for (unsigned k = 0; k < WARPS; k++) {
+	o->lh = listener(&sa);
+	o->n = n;
+	o->fds = fds;
+	o->hs = hs;
+	connect_pairs(o->lh, &sa, n, fds, hs);
+}
+
+static void own_server_stop(struct own_server *o)
+{
+	for (unsigned i = 0; i < o->n; i++) {
+		close(o->fds[i]);
+		assert_int_equal(gpusys_emu_sock_close(D, o->hs[i]), 0);
+	}
+	assert_int_equal(gpusys_emu_sock_close(D, o->lh), 0);
+	D = o->saved;
+	emu_client_detach(&o->k);
+	gd_finish(&o->d);
+}
+
+/* n warps of idle receives (or polls asking for bytes), warp k on the
+ * connections hs[k * LANES ...]. */
+static void idle_warps_start(struct idle_warp *w, pthread_t *t, unsigned n, int64_t *hs, bool poll)
+{
+	for (unsigned k = 0; k < n; k++) {
 		w[k] = (struct idle_warp){
 			.warp = k, .hs = hs + k * LANES, .poll = poll, .bufs = malloc((size_t)LANES * IDLE_LANE_BYTES)
 		};
 		assert_non_null(w[k].bufs);
 		pthread_create(&t[k], NULL, idle_receive, &w[k]);
 	}
-	usleep(500000); /* every receive is waiting now */
-	for (unsigned i = 0; i < IDLE_CONNS; i++) {
-		uint64_t v = 0x5eed0000u + i;
-		assert_int_equal(send(fds[i], &v, 8, 0), 8);
-	}
-	/* Every warp joined before anything is checked: a failed check
-	 * leaves this frame, and w[] with it, while warps still run. */
-	for (unsigned k = 0; k < WARPS; k++)
+}
+
+/* Join them all before anything is checked (a failed check leaves the
+ * caller's frame, and w[] with it, while warps still run). Returns the
+ * lanes that got their connection's 8 bytes (0x5eed0000 + its index); each
+ * other lane and each failed call is said on stderr, and *failed counts the
+ * calls that failed. */
+static unsigned idle_warps_join(struct idle_warp *w, pthread_t *t, unsigned n, unsigned *failed)
+{
+	unsigned ok = 0;
+	*failed = 0;
+	for (unsigned k = 0; k < n; k++)
 		pthread_join(t[k], NULL);
-	unsigned ok = 0, failed = 0;
-	for (unsigned k = 0; k < WARPS; k++) {
+	for (unsigned k = 0; k < n; k++) {
 		if (w[k].rc != 0) {
 			fprintf(stderr, "warp %u: the call failed: %s\n", k, strerror(-w[k].rc));
-			failed++;
+			(*failed)++;
 		}
 		for (unsigned i = 0; w[k].rc == 0 && i < LANES; i++) {
 			uint64_t v;
@@ -242,16 +270,32 @@ static void idle_within_budget(bool poll)
 		}
 		free(w[k].bufs);
 	}
+	return ok;
+}
+
+static void idle_within_budget(bool poll)
+{
+	if (!enough_descriptors(IDLE_CONNS)) {
+		skip();
+		return;
+	}
+	struct own_server o;
+	static int fds[IDLE_CONNS];
+	static int64_t hs[IDLE_CONNS];
+	own_server_start(&o, "workers = 4\nclient_mem_budget = 16M\n", 64, IDLE_CONNS, fds, hs);
+	struct idle_warp w[WARPS];
+	pthread_t t[WARPS];
+	idle_warps_start(w, t, WARPS, hs, poll);
+	usleep(500000); /* every receive is waiting now */
+	for (unsigned i = 0; i < IDLE_CONNS; i++) {
+		uint64_t v = 0x5eed0000u + i;
+		assert_int_equal(send(fds[i], &v, 8, 0), 8);
+	}
+	unsigned failed;
+	unsigned ok = idle_warps_join(w, t, WARPS, &failed);
 	assert_int_equal(failed, 0);
 	assert_int_equal(ok, IDLE_CONNS);
-	for (unsigned i = 0; i < IDLE_CONNS; i++) {
-		close(fds[i]);
-		assert_int_equal(gpusys_emu_sock_close(D, hs[i]), 0);
-	}
-	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
-	D = saved;
-	emu_client_detach(&k2);
-	gd_finish(&d2);
+	own_server_stop(&o);
 }
 
 static void test_idle_receives_within_budget(void **s)
@@ -273,24 +317,13 @@ static void test_receive_waits_for_room(void **s)
 {
 	(void)s;
 	enum { N = 2 * LANES };
-	struct gd d2;
-	struct emu_client k2;
-	gd_start(&d2, "workers = 4\nclient_mem_budget = 3M\n");
-	assert_int_equal(emu_client_attach(&k2, d2.runtime, 64, 0, GPUSYS_ATTACH_NO_STDIO), 0);
-	const gpusys_dev_t *saved = D;
-	D = k2.dev;
-	struct sockaddr_in sa;
-	int64_t lh = listener(&sa);
+	struct own_server o;
 	int fds[N];
 	int64_t hs[N];
-	connect_pairs(lh, &sa, N, fds, hs);
+	own_server_start(&o, "workers = 4\nclient_mem_budget = 3M\n", 64, N, fds, hs);
 	struct idle_warp w[2];
 	pthread_t t[2];
-	for (unsigned k = 0; k < 2; k++) {
-		w[k] = (struct idle_warp){ .warp = k, .hs = hs + k * LANES, .bufs = malloc((size_t)LANES * IDLE_LANE_BYTES) };
-		assert_non_null(w[k].bufs);
-		pthread_create(&t[k], NULL, idle_receive, &w[k]);
-	}
+	idle_warps_start(w, t, 2, hs, false);
 	usleep(300000); /* both receives wait, holding no room */
 	uint64_t v = 0x5eed0000u;
 	assert_int_equal(send(fds[0], &v, 8, 0), 8); /* A takes its room back */
@@ -304,29 +337,12 @@ static void test_receive_waits_for_room(void **s)
 		v = 0x5eed0000u + i;
 		assert_int_equal(send(fds[i], &v, 8, 0), 8);
 	}
-	for (unsigned k = 0; k < 2; k++)
-		pthread_join(t[k], NULL);
-	unsigned ok = 0;
-	for (unsigned k = 0; k < 2; k++) {
-		if (w[k].rc)
-			fprintf(stderr, "warp %u: the call failed: %s\n", k, strerror(-w[k].rc));
-		for (unsigned i = 0; w[k].rc == 0 && i < LANES; i++) {
-			memcpy(&v, w[k].bufs + (size_t)i * IDLE_LANE_BYTES, 8);
-			ok += w[k].ret[i] == 8 && v == 0x5eed0000u + k * LANES + i;
-		}
-		free(w[k].bufs);
-	}
+	unsigned failed;
+	unsigned ok = idle_warps_join(w, t, 2, &failed);
 	assert_int_equal(w[0].rc, 0);
 	assert_int_equal(w[1].rc, 0);
 	assert_int_equal(ok, N);
-	for (unsigned i = 0; i < N; i++) {
-		close(fds[i]);
-		assert_int_equal(gpusys_emu_sock_close(D, hs[i]), 0);
-	}
-	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
-	D = saved;
-	emu_client_detach(&k2);
-	gd_finish(&d2);
+	own_server_stop(&o);
 }
 
 /* gpusysd's own deadline for a call (call_timeout_ms; a receive that waits
@@ -337,17 +353,10 @@ static void test_receive_waits_for_room(void **s)
 static void test_deadline_keeps_bytes(void **s)
 {
 	(void)s;
-	struct gd d2;
-	struct emu_client k2;
-	gd_start(&d2, "call_timeout_ms = 400\n");
-	assert_int_equal(emu_client_attach(&k2, d2.runtime, 8, 0, GPUSYS_ATTACH_NO_STDIO), 0);
-	const gpusys_dev_t *saved = D;
-	D = k2.dev;
-	struct sockaddr_in sa;
-	int64_t lh = listener(&sa);
+	struct own_server o;
 	int fds[3];
 	int64_t hs[3];
-	connect_pairs(lh, &sa, 3, fds, hs);
+	own_server_start(&o, "call_timeout_ms = 400\n", 8, 3, fds, hs);
 	/* Lane 0: MSG_WAITALL for 16 bytes, 8 come. Lane 1: 8 bytes, all come.
 	 * Lane 2: nothing comes. */
 	assert_int_equal(send(fds[0], "01234567", 8, 0), 8);
@@ -374,14 +383,7 @@ static void test_deadline_keeps_bytes(void **s)
 	assert_int_equal(lanes[1].ret, 8);
 	assert_memory_equal(buf[1], "abcdefgh", 8);
 	assert_int_equal(lanes[2].ret, -ETIMEDOUT);
-	for (unsigned i = 0; i < 3; i++) {
-		close(fds[i]);
-		assert_int_equal(gpusys_emu_sock_close(D, hs[i]), 0);
-	}
-	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
-	D = saved;
-	emu_client_detach(&k2);
-	gd_finish(&d2);
+	own_server_stop(&o);
 }
 
 static void test_idle_poll_recv_within_budget(void **s)

@@ -205,6 +205,19 @@ static void lane_watch(struct sock_lane *l)
 /* What a lane answers when its time is up: POSIX's for an expired
  * SO_RCVTIMEO / SO_SNDTIMEO (bytes so far, else EAGAIN; connect:
  * EINPROGRESS), or 0 descriptors ready for a poll. */
+/* A receive or send (not recvfrom, whose address is built only when it
+ * completes) that moved bytes before its time was up answers their count:
+ * true, with the lane's answer set. */
+static bool lane_short_count(struct sock_lane *l, uint16_t op)
+{
+	if (!l->done || op == GPUSYS_OP_SOCK_RECVFROM || op == GPUSYS_OP_SOCK_POLL || op == GPUSYS_OP_SOCK_CONNECT)
+		return false;
+	l->val = (int64_t)l->done;
+	if (op == GPUSYS_OP_SOCK_RECV)
+		l->out_len = (uint32_t)l->done;
+	return true;
+}
+
 static int lane_timeout_result(struct sock_lane *l)
 {
 	uint16_t op = l->sc->call->opcode;
@@ -212,13 +225,7 @@ static int lane_timeout_result(struct sock_lane *l)
 		return sock_poll_timed_out(l);
 	if (op == GPUSYS_OP_SOCK_CONNECT)
 		return -EINPROGRESS;
-	if (l->done && op != GPUSYS_OP_SOCK_RECVFROM) {
-		l->val = (int64_t)l->done;
-		if (op == GPUSYS_OP_SOCK_RECV)
-			l->out_len = (uint32_t)l->done;
-		return 0;
-	}
-	return -EAGAIN;
+	return lane_short_count(l, op) ? 0 : -EAGAIN;
 }
 
 static void lane_retry(struct sock_lane *l)
@@ -406,15 +413,8 @@ static void answer_at_deadline(struct sock_call *sc, struct port_call *call)
 		struct sock_lane *l = &sc->lane[i];
 		if (!l->sc || l->wait == WAIT_NONE)
 			continue;
-		uint16_t op = call->opcode;
-		int r = -ETIMEDOUT;
-		if (l->done && op != GPUSYS_OP_SOCK_POLL && op != GPUSYS_OP_SOCK_CONNECT &&
-		    op != GPUSYS_OP_SOCK_RECVFROM && l->out) {
-			l->val = (int64_t)l->done;
-			if (op == GPUSYS_OP_SOCK_RECV)
-				l->out_len = (uint32_t)l->done;
-			r = 0;
-		}
+		/* Bytes moved means the room was taken back (l->out is set). */
+		int r = l->out && lane_short_count(l, call->opcode) ? 0 : -ETIMEDOUT;
 		l->wait = WAIT_NONE;
 		sock_lane_answer(l, r);
 	}
