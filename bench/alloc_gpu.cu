@@ -25,7 +25,9 @@
  *              examples/memory_manager.cu): every block, for each of its
  *              jobs, takes a page for three 64x64 float matrices (48 KiB),
  *              fills two, multiplies, checks a sample, frees the page;
- *              gpusys_malloc against CUDA's malloc, same grid, same run.
+ *              gpusys_malloc against CUDA's malloc, same grid, same run,
+ *              and the floor: the same program with each block's page
+ *              given before the launch (no allocator at all).
  *   grow       one warp, one lane: malloc of a large block beyond what is
  *              mapped (the daemon answers EAGAIN with a larger grant, the
  *              mapping thread creates and maps memory while the kernel
@@ -174,15 +176,20 @@ static __global__ void k_chunk(gpusys_heap_t h, unsigned chunks, int max_calls, 
 		*calls = i;
 }
 
-/* The memory manager's job loop; cuda: CUDA's malloc, else gpusys. */
+/* The memory manager's job loop. which: MM_GPUSYS, MM_CUDA (CUDA's malloc) or
+ * MM_GIVEN (no allocator: the block's page of fixed, allocated before the
+ * launch; the program's own work, the floor of both). */
 #define MM_N 64
-static __global__ void k_mm(gpusys_heap_t h, int cuda, int jobs, unsigned *wrong, unsigned *fails)
+#define MM_PAGE (3 * MM_N * MM_N * sizeof(float))
+enum { MM_GPUSYS, MM_CUDA, MM_GIVEN };
+static __global__ void k_mm(gpusys_heap_t h, int which, int jobs, unsigned *wrong, unsigned *fails, uint8_t *fixed)
 {
 	__shared__ float *page;
 	for (int j = 0; j < jobs; j++) {
 		if (threadIdx.x == 0) {
-			size_t bytes = 3 * MM_N * MM_N * sizeof(float);
-			page = (float *)(cuda ? malloc(bytes) : gpusys_malloc(h, bytes));
+			page = (float *)(which == MM_CUDA    ? malloc(MM_PAGE)
+					 : which == MM_GIVEN ? (void *)(fixed + (size_t)blockIdx.x * MM_PAGE)
+							     : gpusys_malloc(h, MM_PAGE));
 			if (!page)
 				atomicAdd(fails, 1u);
 		}
@@ -209,9 +216,9 @@ static __global__ void k_mm(gpusys_heap_t h, int cuda, int jobs, unsigned *wrong
 					acc += (float)((r * MM_N + k + j) % 7) * (float)(((k * MM_N + col) * 3 + blockIdx.x) % 5);
 				if (acc != c[i])
 					atomicAdd(wrong, 1u);
-				if (cuda)
+				if (which == MM_CUDA)
 					free(page);
-				else if (gpusys_free(h, page))
+				else if (which == MM_GPUSYS && gpusys_free(h, page))
 					atomicAdd(fails, 1u);
 			}
 		}
@@ -410,28 +417,35 @@ extern "C" int bench_alloc_gpu(int argc, char **argv)
 		CK(cudaMallocManaged(&wrong, sizeof(unsigned)));
 		gpusys_t *g = attach(runtime_dir);
 		struct gpusys_heap *h = heap_open(g);
-		double ms[2];
-		unsigned w[2], f[2];
-		for (int cuda = 1; cuda >= 0; cuda--) {
+		double ms[3];
+		unsigned w[3], f[3];
+		uint8_t *fixed;
+		CK(cudaMalloc(&fixed, (size_t)mm_blocks * MM_PAGE));
+		for (int which = MM_GIVEN; which >= MM_GPUSYS; which--) {
 			*wrong = 0;
 			*fails = 0;
-			k_mm<<<mm_blocks, 256>>>(gpusys_heap_device(h), cuda, 1, wrong, fails); /* warm-up */
+			k_mm<<<mm_blocks, 256>>>(gpusys_heap_device(h), which, 1, wrong, fails, fixed); /* warm-up */
 			if (gpusys_synchronize(g, NULL, 60000))
 				*fails += 1;
 			CK(cudaGetLastError());
 			*wrong = 0;
 			uint64_t t0 = bench_now_ns();
-			k_mm<<<mm_blocks, 256>>>(gpusys_heap_device(h), cuda, mm_jobs, wrong, fails);
+			k_mm<<<mm_blocks, 256>>>(gpusys_heap_device(h), which, mm_jobs, wrong, fails, fixed);
 			int rc = gpusys_synchronize(g, NULL, 120000);
 			uint64_t t1 = bench_now_ns();
 			CK(cudaGetLastError());
-			ms[cuda] = (t1 - t0) / 1e6;
-			w[cuda] = *wrong;
-			f[cuda] = *fails + (rc != 0);
+			ms[which] = (t1 - t0) / 1e6;
+			w[which] = *wrong;
+			f[which] = *fails + (rc != 0);
 		}
+		CK(cudaFree(fixed));
 		printf("mm: %d blocks x %d jobs, a 48 KiB page each: gpusys %.2f ms, CUDA %.2f ms, %.2fx (wrong %u/%u, "
 		       "failed %u/%u)\n",
-		       mm_blocks, mm_jobs, ms[0], ms[1], ms[1] / ms[0], w[0], w[1], f[0], f[1]);
+		       mm_blocks, mm_jobs, ms[MM_GPUSYS], ms[MM_CUDA], ms[MM_CUDA] / ms[MM_GPUSYS], w[MM_GPUSYS],
+		       w[MM_CUDA], f[MM_GPUSYS], f[MM_CUDA]);
+		printf("mm floor: the same program with each block's page given, no allocator: %.2f ms (wrong %u, failed "
+		       "%u); at most %.2fx CUDA for any allocator, gpusys at %.2fx the floor\n",
+		       ms[MM_GIVEN], w[MM_GIVEN], f[MM_GIVEN], ms[MM_CUDA] / ms[MM_GIVEN], ms[MM_GPUSYS] / ms[MM_GIVEN]);
 		gpusys_heap_close(h);
 		gpusys_detach(g);
 	}

@@ -80,6 +80,8 @@ static const struct {
 	ENTRY(cuEventSynchronize),
 	ENTRY(cuStreamWaitEvent),
 	ENTRY(cuStreamWriteValue64),
+	ENTRY(cuMemcpyAsync),
+	ENTRY(cuStreamWriteValue32),
 };
 #undef ENTRY
 #undef ENTRY_V

@@ -78,6 +78,9 @@ struct gpusys_cuda {
 	GPUSYS_CUDA_FN(cuEventSynchronize);
 	GPUSYS_CUDA_FN(cuStreamWaitEvent);
 	GPUSYS_CUDA_FN(cuStreamWriteValue64);
+	/* libgpusys's DMA agent (libclient/dma/dma_cuda.c) */
+	GPUSYS_CUDA_FN(cuMemcpyAsync);
+	GPUSYS_CUDA_FN(cuStreamWriteValue32);
 };
 #undef GPUSYS_CUDA_FN
 

@@ -19,6 +19,7 @@
 
 #include "gpusys/abi.h"
 #include "gpusys/dev.h"
+#include "dma_client.h"
 #include "lane.h"
 
 /* Check the daemon and host state words every this many spins. On a GPU each
@@ -1093,7 +1094,7 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 	uint8_t *stream; /* where the port's stream packets go, pkt bytes each */
 	int owned = 0; /* the daemon has handed the port back to us (the leader's is used) */
 	uint64_t sw = 0;
-	int rc;
+	int rc, by_dma;
 
 	if (pd->phase != GPUSYS_RPC_SENT)
 		return pd->rc;
@@ -1181,6 +1182,10 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 		GPUSYS_STREAM_TRACE(4);
 		seq = gpusys_publish(dev, mask, p, seq + (pkt < total), word, 0);
 	}
+	/* Large shares in global memory: the copy engine copies each packet
+	 * into the buffers (dma.h), at link speed, where the warp's loads
+	 * would be bound by how many it keeps in flight. */
+	by_dma = total ? gpusys_dma_for_stream(dev, mask, part, out, total) : 0;
 	for (uint32_t k = 0; k * pkt < total; k++) {
 		GPUSYS_STREAM_TRACE(5);
 		if (gpusys_lane_is_leader(mask)) {
@@ -1192,7 +1197,9 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 			goto unlock;
 		gpusys_lane_sync(mask);
 		GPUSYS_STREAM_TRACE(6);
-		gpusys_stream_packet(mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part, out, total, 0);
+		if (!by_dma || gpusys_stream_packet_dma(dev, mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part,
+							out, total))
+			gpusys_stream_packet(mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part, out, total, 0);
 		GPUSYS_STREAM_TRACE(7);
 		GPUSYS_STREAM_TRACE(4);
 		if ((k + 2) * pkt < total)

@@ -167,6 +167,19 @@ uint64_t gpusys_progress(const gpusys_t *g);
 void *gpusys_host_channel(const gpusys_t *g);
 uint64_t gpusys_channel_bytes(const gpusys_t *g);
 
+/* The DMA agent (include/gpusys/dma.h): the thread of this process that
+ * copies large response streams into kernels' global memory with the copy
+ * engine. 0 and its figures so far, or -ENOTSUP where the handle has none
+ * (GPUSYS_DMA=0 in the environment at attach, or it could not start: with
+ * GPUSYS_DEBUG set, attach says why). */
+struct gpusys_dma_info {
+	uint64_t copies;   /* copies started, one per lane's share of a packet */
+	uint64_t bytes;
+	uint64_t failures; /* copies the copy engine refused (the warp copied those) */
+	uint64_t wakes;    /* times a warp woke it from dozing */
+};
+int gpusys_dma_info(const gpusys_t *g, struct gpusys_dma_info *info);
+
 /* A description of 0 or a negative errno, with the protocol's meanings
  * (-ESHUTDOWN: "gpusysd stopped or went away", ...). Never NULL. */
 const char *gpusys_strerror(int err);

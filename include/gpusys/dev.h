@@ -13,6 +13,8 @@
 #include "gpusys/abi.h"
 #include "gpusys/file.h"
 
+struct gpusys_dma;
+
 /* Private per-port state of the client: the port lock that warps contend for,
  * and the client's own copy of its sequence (so it never has to read its own
  * word back across the bus). */
@@ -53,6 +55,9 @@ typedef struct gpusys_dev {
 	 * client process (private memory; NULL: none, user opcodes fail with
 	 * -ENOSYS). */
 	const struct gpusys_dev *callbacks;
+	/* Copies by the copy engine (include/gpusys/dma.h): libgpusys's DMA
+	 * agent, private memory (NULL: none; the warps copy everything). */
+	const struct gpusys_dma *dma;
 } gpusys_dev_t;
 
 /* Warp slots an emulated handle counts futures in (a GPU handle has one

@@ -46,6 +46,8 @@
 #include "libclient/attach/channel_dump.h"
 #include "libclient/callbacks/callback_dump.h"
 #include "../common/cuda_driver.h"
+#include "libclient/dma/dma_agent.h"
+#include "libclient/dma/dma_cuda.h"
 
 #define GPUSYS_TRACKED_STREAMS 64
 
@@ -65,6 +67,8 @@ struct gpusys {
 	int vmm_state;        /* 1 imported, 2 reserved, 3 mapped */
 	CUdeviceptr priv;     /* locks[num_ports], then the submitted counter */
 	CUstream copy_stream; /* non-blocking: reads the counter while other streams run */
+	struct gpusys_dma_cuda *dma; /* the DMA agent and its ring (include/gpusys/dma.h); NULL: none */
+	void *dev_dma;               /* what gpusys_dev_t.dma points at */
 	gpusys_dev_t dev;
 	pthread_t watchdog;
 	int have_watchdog;
@@ -237,6 +241,7 @@ static void release(gpusys_t *g)
 		close(g->wake[1]);
 	if (g->ctx) {
 		ctx_push(g);
+		gpusys_dma_cuda_stop(g->dma); /* it copies from the channel's windows */
 		if (g->cb_host)
 			cu->cuMemHostUnregister(g->cb_host);
 		if (g->cb_priv)
@@ -443,6 +448,17 @@ again:
 		g->copy_stream = NULL;
 		rc = cu_err(g, r, "cuStreamCreate");
 	}
+	/* The DMA agent: large response streams into global memory are copied
+	 * by the copy engine (include/gpusys/dma.h). Without it the warps copy
+	 * them, as before: a failure here is said, not fatal. */
+	if (rc == 0 && !gpusys_dma_disabled()) {
+		char why[256];
+		if (gpusys_dma_cuda_start(cu, g->ctx, &g->dma, &g->dev_dma, why, sizeof(why)) < 0) {
+			g->dma = NULL;
+			if (getenv("GPUSYS_DEBUG"))
+				fprintf(stderr, "libgpusys: no DMA agent (the warps copy every stream): %s\n", why);
+		}
+	}
 	if (rc == 0 && (r = cu->cuCtxSynchronize()) != CUDA_SUCCESS)
 		rc = cu_err(g, r, "cuCtxSynchronize");
 	ctx_pop(g);
@@ -456,6 +472,7 @@ again:
 				  opts ? opts->bulk_slot_bytes : 0);
 	g->dev.warp_futures = (uint32_t *)(uintptr_t)g->warp_futures;
 	g->dev.warp_slots = g->warp_slots;
+	g->dev.dma = g->dev_dma;
 
 	if (!(opts && (opts->flags & GPUSYS_ATTACH_NO_WATCHDOG))) {
 		if (pipe2(g->wake, O_CLOEXEC) < 0) {
@@ -539,6 +556,7 @@ struct gpusys_callbacks *gpusys_callbacks_of(gpusys_t *g)
 		d->warp_futures = (uint32_t *)(uintptr_t)(g->cb_priv + (size_t)n * sizeof(struct gpusys_port_lock) +
 							  sizeof(unsigned long long));
 		d->warp_slots = g->warp_slots;
+		d->dma = g->dev_dma; /* callbacks' large answers come by the copy engine too */
 		if ((r = cu->cuMemAlloc(&g->cb_dev, sizeof(*d))) != CUDA_SUCCESS) {
 			g->cb_dev = 0;
 			rc = cu_err(g, r, "cuMemAlloc(callbacks)");
@@ -645,6 +663,20 @@ gpusys_dev_t gpusys_device(const gpusys_t *g)
 		}
 	}
 	return g->dev;
+}
+
+int gpusys_dma_info(const gpusys_t *g, struct gpusys_dma_info *info)
+{
+	struct gpusys_dma_agent_stats st;
+	memset(info, 0, sizeof(*info));
+	if (!g->dma)
+		return -ENOTSUP;
+	gpusys_dma_agent_stats(gpusys_dma_cuda_agent(g->dma), &st);
+	info->copies = st.asks;
+	info->bytes = st.bytes;
+	info->failures = st.failures;
+	info->wakes = st.wakes;
+	return 0;
 }
 
 uint32_t gpusys_num_ports(const gpusys_t *g)

@@ -101,6 +101,13 @@ int gpusys_register_callback(gpusys_t *g, const struct gpusys_callback_desc *d)
 	return no_gpu("gpusys_register_callback");
 }
 
+int gpusys_dma_info(const gpusys_t *g, struct gpusys_dma_info *info)
+{
+	(void)g;
+	memset(info, 0, sizeof(*info));
+	return -ENOTSUP; /* no GPU: no copy engine */
+}
+
 uint32_t gpusys_num_ports(const gpusys_t *g)
 {
 	return gpusys_client_num_ports(g->client);

@@ -7,22 +7,59 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "gpusys/emulator.h"
 #include "../device/port_client.h"
 #include "libclient/attach/dev_handle.h"
+#include "libclient/dma/dma_agent.h"
 
 __thread uint32_t gpusys_emu_port_hint;
 int gpusys_emu_heads_late;
 __thread struct gpusys_emu_late_heads gpusys_emu_late;
 
+/* An emulated handle's DMA ring: host memory, copied by the memcpy engine. */
+struct emu_dma {
+	struct gpusys_dma_host host;
+	struct gpusys_dma_priv priv;
+	struct gpusys_dma dma;
+	struct gpusys_dma_agent *agent;
+};
+
+/* Emulated warps spin on a CPU: the agent spins less before it dozes. */
+#define EMU_DMA_SPIN_MS 5u
+
 struct gpusys_emu {
 	gpusys_dev_t dev;
+	struct emu_dma *dma;
 	unsigned long long submitted;
 	uint32_t warp_futures[GPUSYS_EMU_WARP_SLOTS];
 	struct gpusys_port_lock locks[]; /* num_ports */
 };
+
+/* The ring and its agent, as a GPU handle has (libclient/attach/cuda.c). */
+static int emu_dma_start(struct gpusys_emu *emu)
+{
+	struct emu_dma *d = aligned_alloc(64, (sizeof(*d) + 63) & ~(size_t)63);
+	if (!d)
+		return -ENOMEM;
+	memset(d, 0, sizeof(*d));
+	d->dma.host = &d->host;
+	d->dma.priv = &d->priv;
+	d->dma.min_stream_lane = GPUSYS_DMA_MIN_STREAM_LANE;
+	d->dma.min_share_lane = GPUSYS_DMA_MIN_SHARE_LANE;
+	struct gpusys_dma_engine e;
+	gpusys_dma_memcpy_engine(&e, &d->priv);
+	int r = gpusys_dma_agent_start(&e, &d->host, gpusys_dma_spin_ms(EMU_DMA_SPIN_MS), &d->agent);
+	if (r < 0) {
+		free(d);
+		return r;
+	}
+	emu->dma = d;
+	emu->dev.dma = &d->dma;
+	return 0;
+}
 
 int gpusys_emu_open(void *channel_base, struct gpusys_emu **ret)
 {
@@ -58,13 +95,26 @@ int gpusys_emu_open(void *channel_base, struct gpusys_emu **ret)
 	gpusys_dev_set_bulk_locks(&emu->dev, (uint32_t *)(emu->locks + hdr->num_ports), 0);
 	emu->dev.warp_futures = emu->warp_futures;
 	emu->dev.warp_slots = GPUSYS_EMU_WARP_SLOTS;
+	if (!gpusys_dma_disabled() && (r = emu_dma_start(emu)) < 0) {
+		free(emu);
+		return r;
+	}
 	*ret = emu;
 	return 0;
 }
 
 void gpusys_emu_close(struct gpusys_emu *emu)
 {
+	if (emu && emu->dma) {
+		gpusys_dma_agent_stop(emu->dma->agent);
+		free(emu->dma);
+	}
 	free(emu);
+}
+
+const struct gpusys_dma_agent *gpusys_dma_agent_of_emu(const struct gpusys_emu *emu)
+{
+	return emu->dma ? emu->dma->agent : NULL;
 }
 
 const gpusys_dev_t *gpusys_emu_dev(const struct gpusys_emu *emu)

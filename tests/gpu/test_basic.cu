@@ -172,6 +172,22 @@ static void run_streams(gpusys_t *g, uint32_t kind)
 		GT_CUDA(cudaFree(bufs));
 	}
 	GT_CUDA(cudaFree(r));
+	/* The large streams above went by the copy engine once the first had
+	 * woken the DMA agent (include/gpusys/dma.h), and every byte was
+	 * checked. */
+	struct gpusys_dma_info di;
+	int drc = gpusys_dma_info(g, &di);
+	if (getenv("GPUSYS_DMA") && !strcmp(getenv("GPUSYS_DMA"), "0")) {
+		GT_CHECK(drc == -ENOTSUP, "GPUSYS_DMA=0, yet a DMA agent: %s", gpusys_strerror(drc));
+		return;
+	}
+	GT_CHECK(drc == 0, "no DMA agent: %s", gpusys_strerror(drc));
+	GT_CHECK(di.copies > 0 && di.bytes > 0 && di.failures == 0 && di.wakes > 0,
+		 "DMA agent (%s): %llu copies, %llu bytes, %llu failures, %llu wakes", gt_kind_name(kind),
+		 (unsigned long long)di.copies, (unsigned long long)di.bytes, (unsigned long long)di.failures,
+		 (unsigned long long)di.wakes);
+	printf("ok streams (%s): the DMA agent copied %llu bytes in %llu copies, woken %llu times\n", gt_kind_name(kind),
+	       (unsigned long long)di.bytes, (unsigned long long)di.copies, (unsigned long long)di.wakes);
 }
 
 static void run(uint32_t kind)

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The DMA agent (dma_agent.h): takes the ring's asks in ticket order, starts
+ * each copy with its engine and, when it finds no more, has the engine
+ * complete them all at once. The ring is the client's own memory (dma.h):
+ * a kernel that scribbles on it hurts only its process, but the agent still
+ * bounds what it reads (a length is 32 bits; an address the engine refuses
+ * is a failure the warp learns of).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "libclient/dma/dma_agent.h"
+
+/* Dozing: a look every 200 us for the first 100 ms, every 2 ms after that
+ * (a warp that finds the agent dozing copies for itself and sets wanted,
+ * so dozing costs nothing but the copies of the first calls). */
+#define DOZE_SHORT_NS 200000ull
+#define DOZE_LONG_NS 2000000ull
+#define DOZE_SHORT_FOR_NS 100000000ull
+
+struct gpusys_dma_agent {
+	struct gpusys_dma_engine e;
+	struct gpusys_dma_host *host;
+	uint64_t spin_ns;
+	pthread_t thread;
+	int stop;
+	struct gpusys_dma_agent_stats st; /* written by the thread, read with atomics */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void nap(uint64_t ns)
+{
+	struct timespec ts = { 0, (long)ns };
+	nanosleep(&ts, NULL);
+}
+
+static void count(uint64_t *c, uint64_t v)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+}
+
+/* Whether ask `next` is there. */
+static int ask_ready(const struct gpusys_dma_host *h, uint32_t next, uint64_t *len_ticket)
+{
+	const struct gpusys_dma_ask *a = &h->asks[next % GPUSYS_DMA_ASKS];
+	uint64_t lt = __atomic_load_n(&a->len_ticket, __ATOMIC_ACQUIRE);
+	*len_ticket = lt;
+	return (uint32_t)(lt >> 32) == next + 1u;
+}
+
+static void *agent_main(void *arg)
+{
+	struct gpusys_dma_agent *a = arg;
+	struct gpusys_dma_host *h = a->host;
+	uint32_t next = 0, started = 0;
+	uint64_t idle_since = now_ns(), failures = 0;
+	int awake = 0; /* it starts dozing: the first warp that wants it wakes it */
+
+	if (a->e.thread_start && a->e.thread_start(a->e.ctx) < 0)
+		return NULL;
+	while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t lt;
+		if (ask_ready(h, next, &lt)) {
+			const struct gpusys_dma_ask *q = &h->asks[next % GPUSYS_DMA_ASKS];
+			uint64_t src = __atomic_load_n(&q->src, __ATOMIC_RELAXED);
+			uint64_t dst = __atomic_load_n(&q->dst, __ATOMIC_RELAXED);
+			uint32_t len = (uint32_t)lt;
+			if (len && a->e.copy(a->e.ctx, dst, src, len) < 0) {
+				failures++;
+				__atomic_store_n(&h->failures, failures, __ATOMIC_RELEASE);
+				count(&a->st.failures, 1);
+			}
+			count(&a->st.asks, 1);
+			count(&a->st.bytes, len);
+			next++;
+			started++;
+			continue;
+		}
+		if (started) {
+			/* An engine that cannot complete leaves the warps
+			 * waiting; count it, and try again on the next look. */
+			if (a->e.complete(a->e.ctx, next) < 0) {
+				count(&a->st.failures, 1);
+				nap(DOZE_SHORT_NS);
+				continue;
+			}
+			started = 0;
+			idle_since = now_ns();
+			continue;
+		}
+		uint64_t idle = now_ns() - idle_since;
+		if (awake && idle < a->spin_ns) {
+#if defined(__x86_64__) || defined(__i386__)
+			__builtin_ia32_pause();
+#endif
+			continue;
+		}
+		if (awake) {
+			awake = 0;
+			__atomic_store_n(&h->awake, 0, __ATOMIC_RELEASE);
+			continue; /* one more look: an ask may have come as we dozed off */
+		}
+		if (__atomic_load_n(&h->wanted, __ATOMIC_ACQUIRE)) {
+			__atomic_store_n(&h->wanted, 0, __ATOMIC_RELAXED);
+			awake = 1;
+			__atomic_store_n(&h->awake, 1, __ATOMIC_RELEASE);
+			count(&a->st.wakes, 1);
+			idle_since = now_ns();
+			continue;
+		}
+		/* an ask of a warp that saw it awake just before it dozed */
+		if (ask_ready(h, next, &lt)) {
+			awake = 1;
+			__atomic_store_n(&h->awake, 1, __ATOMIC_RELEASE);
+			count(&a->st.wakes, 1);
+			continue;
+		}
+		nap(idle - a->spin_ns < DOZE_SHORT_FOR_NS ? DOZE_SHORT_NS : DOZE_LONG_NS);
+	}
+	__atomic_store_n(&h->awake, 0, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+int gpusys_dma_agent_start(const struct gpusys_dma_engine *e, struct gpusys_dma_host *host, uint32_t spin_ms,
+			   struct gpusys_dma_agent **ret)
+{
+	struct gpusys_dma_agent *a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->e = *e;
+	a->host = host;
+	a->spin_ns = (uint64_t)spin_ms * 1000000ull;
+	int r = pthread_create(&a->thread, NULL, agent_main, a);
+	if (r) {
+		free(a);
+		return -r;
+	}
+	*ret = a;
+	return 0;
+}
+
+void gpusys_dma_agent_stop(struct gpusys_dma_agent *a)
+{
+	if (!a)
+		return;
+	__atomic_store_n(&a->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(a->thread, NULL);
+	free(a);
+}
+
+void gpusys_dma_agent_stats(const struct gpusys_dma_agent *a, struct gpusys_dma_agent_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (!a)
+		return;
+	st->asks = __atomic_load_n(&a->st.asks, __ATOMIC_RELAXED);
+	st->bytes = __atomic_load_n(&a->st.bytes, __ATOMIC_RELAXED);
+	st->failures = __atomic_load_n(&a->st.failures, __ATOMIC_RELAXED);
+	st->wakes = __atomic_load_n(&a->st.wakes, __ATOMIC_RELAXED);
+}
+
+int gpusys_dma_disabled(void)
+{
+	const char *v = getenv("GPUSYS_DMA");
+	return v && !strcmp(v, "0");
+}
+
+uint32_t gpusys_dma_spin_ms(uint32_t dflt)
+{
+	const char *v = getenv("GPUSYS_DMA_SPIN_MS");
+	char *end;
+	if (!v || !*v)
+		return dflt;
+	unsigned long n = strtoul(v, &end, 10);
+	return *end || n > 60000 ? dflt : (uint32_t)n;
+}
+
+/* ---------------------------------------------------------- the memcpy engine */
+
+static int memcpy_copy(void *ctx, uint64_t dst, uint64_t src, uint32_t len)
+{
+	(void)ctx;
+	memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, len);
+	return 0;
+}
+
+static int memcpy_complete(void *ctx, uint32_t n)
+{
+	struct gpusys_dma_priv *p = ctx;
+	__atomic_store_n(&p->completed, n, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void gpusys_dma_memcpy_engine(struct gpusys_dma_engine *e, struct gpusys_dma_priv *priv)
+{
+	memset(e, 0, sizeof(*e));
+	e->ctx = priv;
+	e->copy = memcpy_copy;
+	e->complete = memcpy_complete;
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libgpusys's DMA agent: the thread that serves the DMA ring of
+ * include/gpusys/dma.h, copying on the warps' behalf with an engine: CUDA's
+ * copy engine for a GPU (dma_cuda.c), memcpy for emulated warps.
+ */
+#ifndef GPUSYS_DMA_AGENT_H
+#define GPUSYS_DMA_AGENT_H
+
+#include <stdint.h>
+
+#include "gpusys/dma.h"
+
+struct gpusys_dma_engine {
+	void *ctx;
+	/* Runs first on the agent's thread (CUDA: make the context current);
+	 * NULL: nothing. 0 or -errno (the agent then stops, awake stays 0). */
+	int (*thread_start)(void *ctx);
+	/* Start a copy of len bytes; 0 or -errno (the ask is counted in
+	 * failures, and its ticket still completes). */
+	int (*copy)(void *ctx, uint64_t dst, uint64_t src, uint32_t len);
+	/* After the copies started so far: make completed = count visible to
+	 * the warps once they are done. 0 or -errno. */
+	int (*complete)(void *ctx, uint32_t count);
+};
+
+/* The memcpy engine: copies at once and stores completed (priv, host
+ * memory) with release. */
+void gpusys_dma_memcpy_engine(struct gpusys_dma_engine *e, struct gpusys_dma_priv *priv);
+
+struct gpusys_dma_agent_stats {
+	uint64_t asks;     /* copies started */
+	uint64_t bytes;
+	uint64_t failures; /* asks an engine refused */
+	uint64_t wakes;    /* times it woke from dozing */
+};
+
+struct gpusys_dma_agent;
+
+/* Start the agent's thread over host (zeroed by the caller), dozing until a
+ * warp wants it; spin_ms: how long it spins with nothing to do before it
+ * dozes again. 0 or -errno. */
+int gpusys_dma_agent_start(const struct gpusys_dma_engine *e, struct gpusys_dma_host *host, uint32_t spin_ms,
+			   struct gpusys_dma_agent **ret);
+/* Stop and join it (kernels that ask must be done); NULL is fine. */
+void gpusys_dma_agent_stop(struct gpusys_dma_agent *a);
+void gpusys_dma_agent_stats(const struct gpusys_dma_agent *a, struct gpusys_dma_agent_stats *st);
+
+/* The agent of an emulated handle (NULL: none), for the tests. */
+struct gpusys_emu;
+const struct gpusys_dma_agent *gpusys_dma_agent_of_emu(const struct gpusys_emu *emu);
+
+/* Whether GPUSYS_DMA in the environment turns the agent off ("0"). */
+int gpusys_dma_disabled(void);
+/* GPUSYS_DMA_SPIN_MS from the environment (0 .. 60000), else dflt. */
+uint32_t gpusys_dma_spin_ms(uint32_t dflt);
+
+#endif /* GPUSYS_DMA_AGENT_H */

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The DMA ring and agent of a GPU handle (dma_cuda.c); needs cuda.h.
+ */
+#ifndef GPUSYS_DMA_CUDA_H
+#define GPUSYS_DMA_CUDA_H
+
+#include <stddef.h>
+
+#include "common/cuda_driver.h"
+
+struct gpusys_dma_cuda;
+struct gpusys_dma_agent;
+
+/* With ctx current: the ring in pinned and device memory, and the agent's
+ * thread. *dev_dma: what gpusys_dev_t.dma of the handle's kernels points
+ * at. 0, or -errno with the reason in err. */
+int gpusys_dma_cuda_start(const struct gpusys_cuda *cu, CUcontext ctx, struct gpusys_dma_cuda **ret, void **dev_dma,
+			  char *err, size_t err_size);
+/* With ctx current, kernels done; NULL is fine. */
+void gpusys_dma_cuda_stop(struct gpusys_dma_cuda *c);
+const struct gpusys_dma_agent *gpusys_dma_cuda_agent(const struct gpusys_dma_cuda *c);
+
+#endif /* GPUSYS_DMA_CUDA_H */

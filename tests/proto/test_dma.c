@@ -1,0 +1,363 @@
+/* SPDX-License-Identifier: MIT */
+/* The DMA ring (include/gpusys/dma.h, device/dma_client.h) from emulated
+ * warps against the real port server: response streams copied by the
+ * agent (libclient/dma/) byte for byte, the thresholds that keep small
+ * streams on the warp, the agent's dozing and waking, and an engine that
+ * refuses copies, which the warp must notice and make good. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "gpusys/emulator.h"
+#include "inproc_server.h"
+#include "libclient/dma/dma_agent.h"
+
+static uint64_t rng_next(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545F4914F6CDD1DULL;
+}
+
+/* One echo, every byte of every active lane checked, bytes past the echoed
+ * length untouched. */
+static void echo_and_check(const gpusys_dev_t *dev, uint64_t mask, const uint32_t *len, uint64_t *rng)
+{
+	const void *in[GPUSYS_WARP_LANES] = { 0 };
+	void *out[GPUSYS_WARP_LANES] = { 0 };
+	uint32_t in_len[GPUSYS_WARP_LANES] = { 0 }, cap[GPUSYS_WARP_LANES] = { 0 }, got[GPUSYS_WARP_LANES];
+	int32_t st[GPUSYS_WARP_LANES];
+
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		if (!(mask >> l & 1))
+			continue;
+		uint8_t *b = malloc(len[l] + 1);
+		uint8_t *o = malloc(len[l] + 8);
+		for (uint32_t i = 0; i < len[l]; i++)
+			b[i] = (uint8_t)(rng_next(rng) >> 56);
+		memset(o, 0xa5, len[l] + 8);
+		in[l] = b;
+		out[l] = o;
+		in_len[l] = len[l];
+		cap[l] = len[l] + 8;
+		st[l] = 12345;
+	}
+	assert_int_equal(gpusys_emu_echo(dev, mask, in, in_len, out, cap, got, st), 0);
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		if (!(mask >> l & 1))
+			continue;
+		assert_int_equal(st[l], 0);
+		assert_int_equal(got[l], len[l]);
+		assert_memory_equal(out[l], in[l], len[l]);
+		for (int k = 0; k < 8; k++)
+			assert_int_equal(((uint8_t *)out[l])[len[l] + k], 0xa5);
+		free((void *)in[l]);
+		free(out[l]);
+	}
+}
+
+static void all_lanes(uint32_t *len, uint32_t n)
+{
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
+		len[l] = n;
+}
+
+/* The stream bytes of an echo's response: each lane's beyond its inline
+ * bytes. */
+static uint64_t stream_bytes(uint64_t mask, const uint32_t *len)
+{
+	uint64_t n = 0;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
+		if (mask >> l & 1 && len[l] > GPUSYS_INLINE_BYTES)
+			n += len[l] - GPUSYS_INLINE_BYTES;
+	return n;
+}
+
+/* Whether the device side sends this echo's response by the agent. */
+static int expect_dma(const gpusys_dev_t *dev, uint64_t mask, const uint32_t *len)
+{
+	uint32_t shares = 0, lanes = 0;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
+		if (mask >> l & 1) {
+			lanes++;
+			shares += len[l] > GPUSYS_INLINE_BYTES;
+		}
+	return gpusys_dma_worth(dev->dma, stream_bytes(mask, len), shares, lanes);
+}
+
+static void stats(const struct gpusys_emu *emu, struct gpusys_dma_agent_stats *st)
+{
+	const struct gpusys_dma_agent *a = gpusys_dma_agent_of_emu(emu);
+	assert_non_null(a);
+	gpusys_dma_agent_stats(a, st);
+}
+
+/* The tests' agents spin for 10 s with nothing to do before they doze, so
+ * that a call's decision never races the doze (the emulated calls are slow
+ * under the sanitizers); test_dma_dozes_and_wakes sets 20 ms. */
+static struct gpusys_emu *open_emu(struct inproc *s, const char *spin_ms)
+{
+	struct gpusys_emu *emu;
+	setenv("GPUSYS_DMA_SPIN_MS", spin_ms, 1);
+	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
+	unsetenv("GPUSYS_DMA_SPIN_MS");
+	return emu;
+}
+
+/* Until the agent's wakes reach n, at most 2 s. */
+static void wait_wakes(const struct gpusys_emu *emu, uint64_t n)
+{
+	struct gpusys_dma_agent_stats st;
+	for (int i = 0; i < 2000; i++) {
+		gpusys_dma_agent_stats(gpusys_dma_agent_of_emu(emu), &st);
+		if (st.wakes >= n)
+			return;
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	fail_msg("the agent woke %llu times, not %llu", (unsigned long long)st.wakes, (unsigned long long)n);
+}
+
+/* Until the agent says it spins (1) or dozes (0), at most 2 s. */
+static void wait_awake(const gpusys_dev_t *dev, uint64_t want)
+{
+	for (int i = 0; i < 2000; i++) {
+		if (__atomic_load_n(&dev->dma->host->awake, __ATOMIC_ACQUIRE) == want)
+			return;
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	fail_msg("the agent's awake word never became %llu", (unsigned long long)want);
+}
+
+static void test_dma_copies_streams(void **state)
+{
+	(void)state;
+	uint64_t rng = 7;
+	struct inproc *s = inproc_start(16, 1);
+	struct gpusys_emu *emu = open_emu(s, "10000");
+	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
+	assert_non_null(dev->dma);
+	uint32_t len[GPUSYS_WARP_LANES];
+	struct gpusys_dma_agent_stats a, b;
+
+	/* The agent starts dozing: the first large call copies with the warp
+	 * and wakes it. */
+	all_lanes(len, 64 * 1024);
+	echo_and_check(dev, 0xffffffffu, len, &rng);
+	stats(emu, &a);
+	assert_int_equal(a.asks, 0);
+	wait_wakes(emu, 1);
+	wait_awake(dev, 1);
+	stats(emu, &a);
+	assert_int_equal(a.wakes, 1);
+
+	/* Awake: every byte of the stream by the agent, each lane's share of
+	 * each packet one ask (a lane's 65,472 stream bytes span two 64 KiB
+	 * packets at most). */
+	echo_and_check(dev, 0xffffffffu, len, &rng);
+	stats(emu, &b);
+	assert_int_equal(b.bytes - a.bytes, stream_bytes(0xffffffffu, len));
+	assert_true(b.asks - a.asks >= 32 && b.asks - a.asks <= 64);
+	assert_int_equal(b.failures, 0);
+
+	/* Sizes around a packet's and the protocol's edges, masks of one lane,
+	 * alternate lanes and scattered ones; each copied by the agent. */
+	const uint32_t sizes[] = { GPUSYS_INLINE_BYTES + 2048, GPUSYS_INLINE_BYTES + 4095, GPUSYS_INLINE_BYTES + 4096,
+				   16384 + GPUSYS_INLINE_BYTES, 65535, 65536 + GPUSYS_INLINE_BYTES,
+				   65536 + GPUSYS_INLINE_BYTES + 1, 3 * 65536 + 17, GPUSYS_MAX_LANE_PAYLOAD };
+	const uint64_t masks[] = { 1, 0x80000000u, 0x55555555u, 0x80000101u, 0xffffffffu };
+	int by_agent = 0, by_warp = 0;
+	for (size_t m = 0; m < sizeof(masks) / sizeof(masks[0]); m++)
+		for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+			all_lanes(len, sizes[z]);
+			if (masks[m] == 0xffffffffu && sizes[z] > 65536 + GPUSYS_INLINE_BYTES + 1)
+				continue; /* 32 MiB a call: more than the sanitizer builds need */
+			int want = expect_dma(dev, masks[m], len);
+			stats(emu, &a);
+			echo_and_check(dev, masks[m], len, &rng);
+			stats(emu, &b);
+			assert_int_equal(b.bytes - a.bytes, want ? stream_bytes(masks[m], len) : 0);
+			by_agent += want;
+			by_warp += !want;
+		}
+	assert_true(by_agent >= 10 && by_warp >= 5); /* both sides of the thresholds */
+	/* Lanes of mixed sizes, some with no stream at all. */
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
+		len[l] = l % 3 == 0 ? 5 : (uint32_t)(l * 9000 + 40000);
+	stats(emu, &a);
+	echo_and_check(dev, 0xffffffffu, len, &rng);
+	stats(emu, &b);
+	assert_int_equal(b.bytes - a.bytes, stream_bytes(0xffffffffu, len));
+
+	assert_int_equal(gpusys_emu_synchronize(emu, 5000), 0);
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+}
+
+/* Streams under the thresholds stay with the warp: small in all, or of
+ * many small shares (32 x 4 KiB, where an ask a share costs more than the
+ * warp's own loads). */
+static void test_dma_thresholds(void **state)
+{
+	(void)state;
+	uint64_t rng = 8;
+	struct inproc *s = inproc_start(16, 1);
+	struct gpusys_emu *emu = open_emu(s, "10000");
+	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
+	uint32_t len[GPUSYS_WARP_LANES];
+	struct gpusys_dma_agent_stats a, b;
+
+	all_lanes(len, 64 * 1024);
+	echo_and_check(dev, 0xffffffffu, len, &rng);
+	wait_awake(dev, 1);
+	echo_and_check(dev, 0xffffffffu, len, &rng);
+	stats(emu, &a);
+	assert_true(a.asks >= 32); /* the agent is there, and copies this size */
+	all_lanes(len, 4096);
+	assert_false(expect_dma(dev, 0xffffffffu, len));
+	echo_and_check(dev, 0xffffffffu, len, &rng); /* 32 x 4 KiB: 128 KiB, shares of 4 KiB */
+	all_lanes(len, GPUSYS_INLINE_BYTES + GPUSYS_DMA_MIN_STREAM_FLOOR - 1);
+	assert_false(expect_dma(dev, 1, len));
+	echo_and_check(dev, 1, len, &rng); /* one lane, below the floor */
+	stats(emu, &b);
+	assert_int_equal(b.asks, a.asks);
+	assert_int_equal(b.bytes, a.bytes);
+	/* A lane alone copies slowly (the warp's loads are shared among the
+	 * call's lanes): 8 KiB from one lane is worth the agent, from all 32
+	 * it is not. */
+	all_lanes(len, GPUSYS_INLINE_BYTES + 8192);
+	assert_true(expect_dma(dev, 1u << 9, len));
+	assert_false(expect_dma(dev, 0xffffffffu, len));
+	echo_and_check(dev, 1u << 9, len, &rng);
+	stats(emu, &a);
+	assert_int_equal(a.bytes - b.bytes, 8192);
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+}
+
+/* With nothing to do the agent dozes; a large call then copies with the
+ * warp and wakes it for the next. */
+static void test_dma_dozes_and_wakes(void **state)
+{
+	(void)state;
+	uint64_t rng = 9;
+	struct inproc *s = inproc_start(16, 1);
+	struct gpusys_emu *emu = open_emu(s, "20");
+	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
+	uint32_t len[GPUSYS_WARP_LANES];
+	struct gpusys_dma_agent_stats a, b;
+
+	all_lanes(len, 128 * 1024);
+	echo_and_check(dev, 0x3, len, &rng); /* by the warp; wakes it */
+	wait_wakes(emu, 1);
+	wait_awake(dev, 0); /* 20 ms with nothing to do: it dozes */
+	stats(emu, &a);
+	assert_int_equal(a.asks, 0);
+	echo_and_check(dev, 0x3, len, &rng); /* by the warp again, and wakes it */
+	wait_wakes(emu, 2);
+	stats(emu, &b);
+	assert_int_equal(b.asks, 0);
+	assert_int_equal(b.bytes, 0);
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+}
+
+/* An engine that refuses every other copy (as CUDA refuses an address it
+ * cannot reach): the warp sees the failure count move and copies the
+ * packet itself, so every byte still arrives. */
+struct refusing {
+	struct gpusys_dma_priv *priv;
+	unsigned n;
+};
+
+static int refusing_copy(void *ctx, uint64_t dst, uint64_t src, uint32_t len)
+{
+	struct refusing *r = ctx;
+	if (r->n++ % 2)
+		return -EFAULT;
+	memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, len);
+	return 0;
+}
+
+static int refusing_complete(void *ctx, uint32_t n)
+{
+	struct refusing *r = ctx;
+	__atomic_store_n(&r->priv->completed, n, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static void test_dma_refused_copies(void **state)
+{
+	(void)state;
+	uint64_t rng = 10;
+	struct inproc *s = inproc_start(16, 1);
+	struct gpusys_emu *emu = open_emu(s, "10000");
+	gpusys_dev_t dev = *gpusys_emu_dev(emu);
+
+	static struct gpusys_dma_host host __attribute__((aligned(64)));
+	static struct gpusys_dma_priv priv __attribute__((aligned(64)));
+	struct gpusys_dma dma = { &host, &priv, GPUSYS_DMA_MIN_STREAM_LANE, GPUSYS_DMA_MIN_SHARE_LANE };
+	struct refusing r = { &priv, 0 };
+	struct gpusys_dma_engine e = { &r, NULL, refusing_copy, refusing_complete };
+	struct gpusys_dma_agent *agent;
+	assert_int_equal(gpusys_dma_agent_start(&e, &host, 10000, &agent), 0);
+	dev.dma = &dma;
+
+	uint32_t len[GPUSYS_WARP_LANES];
+	all_lanes(len, 200 * 1024);
+	echo_and_check(&dev, 0xf, len, &rng); /* wakes it */
+	for (int i = 0; i < 2000 && !__atomic_load_n(&host.awake, __ATOMIC_ACQUIRE); i++) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	for (int i = 0; i < 4; i++)
+		echo_and_check(&dev, 0xf, len, &rng);
+	struct gpusys_dma_agent_stats st;
+	gpusys_dma_agent_stats(agent, &st);
+	assert_true(st.asks >= 4 * 4);
+	assert_true(st.failures >= 4 * 2);
+	assert_int_equal(__atomic_load_n(&host.failures, __ATOMIC_ACQUIRE), st.failures);
+	gpusys_dma_agent_stop(agent);
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+}
+
+/* GPUSYS_DMA=0: no agent, the warps copy everything. */
+static void test_dma_off(void **state)
+{
+	(void)state;
+	uint64_t rng = 11;
+	struct inproc *s = inproc_start(16, 1);
+	struct gpusys_emu *emu;
+	setenv("GPUSYS_DMA", "0", 1);
+	assert_int_equal(gpusys_emu_open(s->base, &emu), 0);
+	unsetenv("GPUSYS_DMA");
+	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
+	assert_null(dev->dma);
+	assert_null(gpusys_dma_agent_of_emu(emu));
+	uint32_t len[GPUSYS_WARP_LANES];
+	all_lanes(len, 64 * 1024);
+	echo_and_check(dev, 0xffffffffu, len, &rng);
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dma_copies_streams),  cmocka_unit_test(test_dma_thresholds),
+		cmocka_unit_test(test_dma_dozes_and_wakes), cmocka_unit_test(test_dma_refused_copies),
+		cmocka_unit_test(test_dma_off),
+	};
+	return cmocka_run_group_tests_name("dma", tests, NULL, NULL);
+}
