@@ -17,10 +17,10 @@
 #include "lane.h"
 
 
-/* Whether a response stream of total bytes over shares lanes' shares, in
- * a call of lanes lanes, goes by the copy engine: the leader asks (one read
- * of pinned memory). An agent that dozes is woken for the calls that
- * follow; this one copies for itself. */
+/* Whether a stream of total bytes over shares lanes' shares, in a call of
+ * lanes lanes, goes by the copy engine: the leader asks (one read of
+ * pinned memory). An agent that dozes is woken for the calls that follow;
+ * this one copies for itself. */
 GPUSYS_FN int gpusys_dma_wanted(const struct gpusys_dma *d, uint32_t total, uint32_t shares, uint32_t lanes)
 {
 	if (!d || !gpusys_dma_worth(d, total, shares, lanes))
@@ -35,8 +35,8 @@ GPUSYS_FN int gpusys_dma_wanted(const struct gpusys_dma *d, uint32_t total, uint
 	return 0;
 }
 
-/* Whether a call's response stream (per-lane shares part, buffers buf,
- * total bytes) goes by the copy engine: every buffer with a share in global
+/* Whether a call's stream, request or response (per-lane shares part,
+ * buffers buf, total bytes), goes by the copy engine: every buffer with a share in global
  * memory (not a thread's stack or shared memory, which the copy engine
  * cannot reach) and gpusys_dma_wanted. Every lane of mask calls it and gets
  * the same answer. */
@@ -100,16 +100,18 @@ GPUSYS_FN void gpusys_dma_wait(const struct gpusys_dma *d, uint32_t t)
 }
 
 /*
- * Packet k of a response stream (pkt bytes a packet, total in all; per-lane
- * arrays as in gpusys_stream_packet) copied by the copy engine: each lane
- * asks for the copy of its share of the packet, and the leader waits for
- * the last ticket. Every lane of mask calls it. 0, or -1 when the agent
- * could not start a copy: the caller then copies the packet with the warp
- * (its slot is untouched until the next ask for packets).
+ * Packet k of a stream (pkt bytes a packet, total in all; per-lane arrays
+ * as in gpusys_stream_packet) copied by the copy engine, into the channel
+ * (to_channel: a request's) or out of it: each lane asks for the copy of
+ * its share of the packet, and the leader waits for the last ticket. Every
+ * lane of mask calls it. 0, or -1 when the agent could not start a copy:
+ * the caller then copies the packet with the warp (a response's slot is
+ * untouched until the next ask for packets; a request's is not yet
+ * published).
  */
-GPUSYS_FN int gpusys_stream_packet_dma(const gpusys_dev_t *dev, uint64_t mask, const uint8_t *packet, uint32_t pkt,
+GPUSYS_FN int gpusys_stream_packet_dma(const gpusys_dev_t *dev, uint64_t mask, uint8_t *packet, uint32_t pkt,
 				       uint32_t k, const uint32_t *off, const uint32_t *part, void *const *buf,
-				       uint32_t total)
+				       uint32_t total, int to_channel)
 {
 	const struct gpusys_dma *d = dev->dma;
 	const uint32_t lo = k * pkt, hi = total - lo < pkt ? total : lo + pkt;
@@ -124,10 +126,10 @@ GPUSYS_FN int gpusys_stream_packet_dma(const gpusys_dev_t *dev, uint64_t mask, c
 		uint32_t o = off[GPUSYS_LI(l)], q = part[GPUSYS_LI(l)];
 		uint32_t a = o > lo ? o : lo, e = o + q < hi ? o + q : hi;
 		next[GPUSYS_LI(l)] = 0;
+		uint8_t *lane_bytes = (uint8_t *)buf[GPUSYS_LI(l)] + GPUSYS_INLINE_BYTES + (a - o);
 		if (a < e)
-			next[GPUSYS_LI(l)] = 1u + gpusys_dma_post(d,
-								  (uint8_t *)buf[GPUSYS_LI(l)] + GPUSYS_INLINE_BYTES + (a - o),
-								  packet + (a - lo), e - a);
+			next[GPUSYS_LI(l)] = 1u + gpusys_dma_post(d, to_channel ? packet + (a - lo) : lane_bytes,
+								  to_channel ? lane_bytes : packet + (a - lo), e - a);
 	}
 	/* Tickets are taken in any order but done in order: the last one is
 	 * the largest (they do not wrap within a packet's 32 asks). */

@@ -903,7 +903,7 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	uint32_t p = 0, seq = 0, total, rcu = 0, slot = ~0u, sync = 0, pkt;
 	uint64_t ring = 0; /* leader: the doorbell stamp (gpusys_count_and_ring) */
 	uint64_t word, sw = 0;
-	int rc = 0;
+	int rc = 0, by_dma;
 
 	GPUSYS_RPC_TRACE(0);
 	pd->mask = mask;
@@ -1014,6 +1014,10 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	 * fills data[], so there stream packet 0 waits for its acknowledgement
 	 * (seq); a window's (its packets are the larger) goes at once. */
 	stream = gpusys_port_stream(dev->ports, dev->windows, dev->num_ports, dev->num_windows, p, &pkt);
+	/* Large shares in global memory go by the copy engine (dma.h), as a
+	 * response's do in gpusys_rpc_finish: a lane alone stores 64 KiB in
+	 * about 640 us. The copies of packet k are done before its word. */
+	by_dma = total ? gpusys_dma_for_stream(dev, mask, part, (void *const *)in, total) : 0;
 	for (uint32_t k = 0; k * pkt < total; k++) {
 		GPUSYS_STREAM_TRACE(0);
 		if (k || pkt < GPUSYS_WINDOW_BYTES / GPUSYS_STREAM_SLOTS) {
@@ -1024,8 +1028,10 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 				goto unlock;
 		}
 		GPUSYS_STREAM_TRACE(1);
-		gpusys_stream_packet(mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part, (void *const *)in,
-				     total, 1);
+		if (!by_dma || gpusys_stream_packet_dma(dev, mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part,
+							(void *const *)in, total, 1))
+			gpusys_stream_packet(mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part,
+					     (void *const *)in, total, 1);
 		GPUSYS_STREAM_TRACE(2);
 		seq = gpusys_publish(dev, mask, p, seq, word, 0);
 		GPUSYS_STREAM_TRACE(3);
@@ -1198,7 +1204,7 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 		gpusys_lane_sync(mask);
 		GPUSYS_STREAM_TRACE(6);
 		if (!by_dma || gpusys_stream_packet_dma(dev, mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part,
-							out, total))
+							out, total, 0))
 			gpusys_stream_packet(mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part, out, total, 0);
 		GPUSYS_STREAM_TRACE(7);
 		GPUSYS_STREAM_TRACE(4);

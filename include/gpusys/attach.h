@@ -168,8 +168,8 @@ void *gpusys_host_channel(const gpusys_t *g);
 uint64_t gpusys_channel_bytes(const gpusys_t *g);
 
 /* The DMA agent (include/gpusys/dma.h): the thread of this process that
- * copies large response streams into kernels' global memory with the copy
- * engine. 0 and its figures so far, or -ENOTSUP where the handle has none
+ * copies large streams between kernels' global memory and the channel
+ * with the copy engine. 0 and its figures so far, or -ENOTSUP where the handle has none
  * (GPUSYS_DMA=0 in the environment at attach, or it could not start: with
  * GPUSYS_DEBUG set, attach says why). */
 struct gpusys_dma_info {

@@ -84,10 +84,10 @@ struct gpusys_dma {
 /* No stream below this goes by the copy engine, whatever the settings. */
 #define GPUSYS_DMA_MIN_STREAM_FLOOR 4096u
 
-/* Whether a response stream of total bytes in shares lanes' shares, in a
- * call of lanes lanes, is worth the copy engine: at least min_stream_lane
- * bytes a lane of the call, and shares that average min_share_lane bytes a
- * lane of the call. */
+/* Whether a stream (a request's or an answer's) of total bytes in shares
+ * lanes' shares, in a call of lanes lanes, is worth the copy engine: at
+ * least min_stream_lane bytes a lane of the call, and shares that average
+ * min_share_lane bytes a lane of the call. */
 GPUSYS_ABI_FN int gpusys_dma_worth(const struct gpusys_dma *d, uint64_t total, uint32_t shares, uint32_t lanes)
 {
 	return total >= GPUSYS_DMA_MIN_STREAM_FLOOR && total >= (uint64_t)lanes * d->min_stream_lane &&
