@@ -46,10 +46,6 @@ int gpusys_dma_agent_start(const struct gpusys_dma_engine *e, struct gpusys_dma_
 void gpusys_dma_agent_stop(struct gpusys_dma_agent *a);
 void gpusys_dma_agent_stats(const struct gpusys_dma_agent *a, struct gpusys_dma_agent_stats *st);
 
-/* The agent of an emulated handle (NULL: none), for the tests. */
-struct gpusys_emu;
-const struct gpusys_dma_agent *gpusys_dma_agent_of_emu(const struct gpusys_emu *emu);
-
 /* Whether GPUSYS_DMA in the environment turns the agent off ("0"). */
 int gpusys_dma_disabled(void);
 /* GPUSYS_DMA_SPIN_MS from the environment (0 .. 60000), else dflt. */

@@ -14,6 +14,7 @@
 #include "../device/port_client.h"
 #include "libclient/attach/dev_handle.h"
 #include "libclient/dma/dma_agent.h"
+#include "libclient/emulator/emu_dma.h"
 
 __thread uint32_t gpusys_emu_port_hint;
 int gpusys_emu_heads_late;

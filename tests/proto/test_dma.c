@@ -19,6 +19,7 @@
 #include "gpusys/emulator.h"
 #include "inproc_server.h"
 #include "libclient/dma/dma_agent.h"
+#include "libclient/emulator/emu_dma.h"
 
 static uint64_t rng_next(uint64_t *s)
 {
