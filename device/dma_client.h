@@ -80,6 +80,7 @@ GPUSYS_FN uint32_t gpusys_dma_post(const struct gpusys_dma *d, void *dst, const 
 		gpusys_spin_pause();
 		gpusys_spin_backoff(spins++);
 	}
+	gpusys_order_after(&d->priv->completed); /* the agent's reads of the slot's last ask come first */
 	a->src = (uint64_t)(uintptr_t)src;
 	a->dst = (uint64_t)(uintptr_t)dst;
 	gpusys_fence_release(&a->len_ticket);
