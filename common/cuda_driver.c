@@ -82,6 +82,7 @@ static const struct {
 	ENTRY(cuStreamWriteValue64),
 	ENTRY(cuMemcpyAsync),
 	ENTRY(cuStreamWriteValue32),
+	ENTRY(cuPointerGetAttribute),
 };
 #undef ENTRY
 #undef ENTRY_V

@@ -81,6 +81,7 @@ struct gpusys_cuda {
 	/* libgpusys's DMA agent (libclient/dma/dma_cuda.c) */
 	GPUSYS_CUDA_FN(cuMemcpyAsync);
 	GPUSYS_CUDA_FN(cuStreamWriteValue32);
+	GPUSYS_CUDA_FN(cuPointerGetAttribute);
 };
 #undef GPUSYS_CUDA_FN
 

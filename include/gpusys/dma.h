@@ -14,7 +14,9 @@
  * way when the buffers are global memory and the stream is large enough.
  *
  * The ring is private to the client: gpusysd never sees it, so a kernel
- * that scribbles on it can only hurt its own process. A warp takes a
+ * that scribbles on it can only hurt its own process, and the agent copies
+ * only between the handle's channels and memory the driver knows
+ * (libclient/dma/dma_agent.c, ask_allowed). A warp takes a
  * ticket (tail), waits until the slot's last ask is done, writes the ask
  * and then its ticket + 1 (release); the agent takes asks in ticket order,
  * starts each copy and, when it finds no more, has its stream write the

@@ -457,6 +457,8 @@ again:
 			g->dma = NULL;
 			if (getenv("GPUSYS_DEBUG"))
 				fprintf(stderr, "libgpusys: no DMA agent (the warps copy every stream): %s\n", why);
+		} else {
+			gpusys_dma_cuda_allow(g->dma, (uint64_t)g->dbase, g->bytes);
 		}
 	}
 	if (rc == 0 && (r = cu->cuCtxSynchronize()) != CUDA_SUCCESS)
@@ -556,7 +558,9 @@ struct gpusys_callbacks *gpusys_callbacks_of(gpusys_t *g)
 		d->warp_futures = (uint32_t *)(uintptr_t)(g->cb_priv + (size_t)n * sizeof(struct gpusys_port_lock) +
 							  sizeof(unsigned long long));
 		d->warp_slots = g->warp_slots;
-		d->dma = g->dev_dma; /* callbacks' large answers come by the copy engine too */
+		d->dma = g->dev_dma; /* callbacks' large payloads go by the copy engine too */
+		if (g->dma && gpusys_dma_cuda_allow(g->dma, (uint64_t)dbase, g->cb_bytes) < 0)
+			d->dma = NULL; /* (a handle has one callback channel: never) */
 		if ((r = cu->cuMemAlloc(&g->cb_dev, sizeof(*d))) != CUDA_SUCCESS) {
 			g->cb_dev = 0;
 			rc = cu_err(g, r, "cuMemAlloc(callbacks)");

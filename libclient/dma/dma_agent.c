@@ -3,9 +3,10 @@
  * The DMA agent (dma_agent.h): takes the ring's asks in ticket order, starts
  * each copy with its engine and, when it finds no more, has the engine
  * complete them all at once. The ring is the client's own memory (dma.h):
- * a kernel that scribbles on it hurts only its process, but the agent still
- * bounds what it reads (a length is 32 bits; an address the engine refuses
- * is a failure the warp learns of).
+ * a kernel that scribbles on it hurts only its process, and not even all of
+ * that: every copy goes between a channel the agent was given and memory
+ * its engine accepts (ask_allowed); anything else is refused, counted, and
+ * the warp learns of it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,9 +23,15 @@
 #define DOZE_LONG_NS 2000000ull
 #define DOZE_SHORT_FOR_NS 100000000ull
 
+struct channel_range {
+	uint64_t base, bytes;
+};
+
 struct gpusys_dma_agent {
 	struct gpusys_dma_engine e;
 	struct gpusys_dma_host *host;
+	struct channel_range chan[GPUSYS_DMA_AGENT_CHANNELS];
+	uint32_t nchan; /* published with release after its range */
 	uint64_t spin_ns;
 	pthread_t thread;
 	int stop;
@@ -47,6 +54,30 @@ static void nap(uint64_t ns)
 static void count(uint64_t *c, uint64_t v)
 {
 	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+}
+
+/* Whether [p, p + len) lies wholly in one of the channels. */
+static int in_channel(const struct gpusys_dma_agent *a, uint32_t n, uint64_t p, uint32_t len)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (p >= a->chan[i].base && p - a->chan[i].base <= a->chan[i].bytes &&
+		    len <= a->chan[i].bytes - (p - a->chan[i].base))
+			return 1;
+	return 0;
+}
+
+/* An ask's copy goes between a channel and a buffer the engine accepts:
+ * whatever a kernel writes into the ring (it is the process's own memory),
+ * the agent copies nothing from one place of the process to another that
+ * a kernel could not reach itself. */
+static int ask_allowed(const struct gpusys_dma_agent *a, uint64_t dst, uint64_t src, uint32_t len)
+{
+	uint32_t n = __atomic_load_n(&a->nchan, __ATOMIC_ACQUIRE);
+	int d = in_channel(a, n, dst, len), s = in_channel(a, n, src, len);
+	if (d == s)
+		return 0;
+	uint64_t buf = d ? src : dst;
+	return !a->e.buffer_ok || a->e.buffer_ok(a->e.ctx, buf, len);
 }
 
 /* Whether ask `next` is there. */
@@ -75,7 +106,7 @@ static void *agent_main(void *arg)
 			uint64_t src = __atomic_load_n(&q->src, __ATOMIC_RELAXED);
 			uint64_t dst = __atomic_load_n(&q->dst, __ATOMIC_RELAXED);
 			uint32_t len = (uint32_t)lt;
-			if (len && a->e.copy(a->e.ctx, dst, src, len) < 0) {
+			if (len && (!ask_allowed(a, dst, src, len) || a->e.copy(a->e.ctx, dst, src, len) < 0)) {
 				failures++;
 				__atomic_store_n(&h->failures, failures, __ATOMIC_RELEASE);
 				count(&a->st.failures, 1);
@@ -146,6 +177,17 @@ int gpusys_dma_agent_start(const struct gpusys_dma_engine *e, struct gpusys_dma_
 		return -r;
 	}
 	*ret = a;
+	return 0;
+}
+
+int gpusys_dma_agent_allow(struct gpusys_dma_agent *a, uint64_t base, uint64_t bytes)
+{
+	uint32_t n = __atomic_load_n(&a->nchan, __ATOMIC_RELAXED);
+	if (n == GPUSYS_DMA_AGENT_CHANNELS)
+		return -ENOSPC;
+	a->chan[n].base = base;
+	a->chan[n].bytes = bytes;
+	__atomic_store_n(&a->nchan, n + 1, __ATOMIC_RELEASE);
 	return 0;
 }
 

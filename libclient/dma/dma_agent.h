@@ -16,6 +16,11 @@ struct gpusys_dma_engine {
 	/* Runs first on the agent's thread (CUDA: make the context current);
 	 * NULL: nothing. 0 or -errno (the agent then stops, awake stays 0). */
 	int (*thread_start)(void *ctx);
+	/* Whether [addr, addr + len) is memory the engine may copy to or from
+	 * on a kernel's word (CUDA: memory the driver knows, not the process's
+	 * pageable memory); NULL: any. The other side of every copy is in a
+	 * channel the agent was given (gpusys_dma_agent_allow). */
+	int (*buffer_ok)(void *ctx, uint64_t addr, uint32_t len);
 	/* Start a copy of len bytes; 0 or -errno (the ask is counted in
 	 * failures, and its ticket still completes). */
 	int (*copy)(void *ctx, uint64_t dst, uint64_t src, uint32_t len);
@@ -42,6 +47,12 @@ struct gpusys_dma_agent;
  * dozes again. 0 or -errno. */
 int gpusys_dma_agent_start(const struct gpusys_dma_engine *e, struct gpusys_dma_host *host, uint32_t spin_ms,
 			   struct gpusys_dma_agent **ret);
+/* A channel's range as kernels address it (its windows and data are one
+ * side of every copy): an ask whose one side is not wholly inside a
+ * channel given here, or whose other side is, is refused. At most
+ * GPUSYS_DMA_AGENT_CHANNELS, before kernels use them. 0 or -ENOSPC. */
+#define GPUSYS_DMA_AGENT_CHANNELS 4
+int gpusys_dma_agent_allow(struct gpusys_dma_agent *a, uint64_t base, uint64_t bytes);
 /* Stop and join it (kernels that ask must be done); NULL is fine. */
 void gpusys_dma_agent_stop(struct gpusys_dma_agent *a);
 void gpusys_dma_agent_stats(const struct gpusys_dma_agent *a, struct gpusys_dma_agent_stats *st);

@@ -41,6 +41,18 @@ static int cuda_thread_start(void *ctx)
 	return c->cu->cuCtxSetCurrent(c->ctx) == CUDA_SUCCESS ? 0 : -EIO;
 }
 
+/* Memory the driver knows (device, pinned, managed), first byte and last:
+ * not the process's pageable memory, which a kernel cannot reach itself. */
+static int cuda_buffer_ok(void *ctx, uint64_t addr, uint32_t len)
+{
+	struct gpusys_dma_cuda *c = ctx;
+	unsigned int type = 0;
+	return c->cu->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)addr) ==
+		       CUDA_SUCCESS &&
+	       c->cu->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(addr + len - 1)) ==
+		       CUDA_SUCCESS;
+}
+
 static int cuda_copy(void *ctx, uint64_t dst, uint64_t src, uint32_t len)
 {
 	struct gpusys_dma_cuda *c = ctx;
@@ -125,9 +137,11 @@ int gpusys_dma_cuda_start(const struct gpusys_cuda *cu, CUcontext ctx, struct gp
 		what = "cuMemcpyHtoD";
 		goto fail;
 	}
-	struct gpusys_dma_engine e = {
-		.ctx = c, .thread_start = cuda_thread_start, .copy = cuda_copy, .complete = cuda_complete
-	};
+	struct gpusys_dma_engine e = { .ctx = c,
+				       .thread_start = cuda_thread_start,
+				       .buffer_ok = cuda_buffer_ok,
+				       .copy = cuda_copy,
+				       .complete = cuda_complete };
 	int rc = gpusys_dma_agent_start(&e, c->host, gpusys_dma_spin_ms(CUDA_DMA_SPIN_MS), &c->agent);
 	if (rc < 0) {
 		snprintf(err, err_size, "cannot start the DMA agent's thread: %s", strerror(-rc));
@@ -147,6 +161,11 @@ void gpusys_dma_cuda_stop(struct gpusys_dma_cuda *c)
 {
 	if (c)
 		release(c);
+}
+
+int gpusys_dma_cuda_allow(struct gpusys_dma_cuda *c, uint64_t base, uint64_t bytes)
+{
+	return c ? gpusys_dma_agent_allow(c->agent, base, bytes) : 0;
 }
 
 const struct gpusys_dma_agent *gpusys_dma_cuda_agent(const struct gpusys_dma_cuda *c)

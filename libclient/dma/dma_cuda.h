@@ -19,6 +19,9 @@ int gpusys_dma_cuda_start(const struct gpusys_cuda *cu, CUcontext ctx, struct gp
 			  char *err, size_t err_size);
 /* With ctx current, kernels done; NULL is fine. */
 void gpusys_dma_cuda_stop(struct gpusys_dma_cuda *c);
+/* A channel the handle's kernels stream through, as they address it
+ * (gpusys_dma_agent_allow); NULL c: nothing to do. */
+int gpusys_dma_cuda_allow(struct gpusys_dma_cuda *c, uint64_t base, uint64_t bytes);
 const struct gpusys_dma_agent *gpusys_dma_cuda_agent(const struct gpusys_dma_cuda *c);
 
 #endif /* GPUSYS_DMA_CUDA_H */

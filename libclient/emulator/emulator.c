@@ -57,6 +57,7 @@ static int emu_dma_start(struct gpusys_emu *emu)
 		free(d);
 		return r;
 	}
+	gpusys_dma_agent_allow(d->agent, (uint64_t)(uintptr_t)emu->dev.hdr, emu->dev.hdr->total_bytes);
 	emu->dma = d;
 	emu->dev.dma = &d->dma;
 	return 0;

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "gpusys/device/dma_client.h"
 #include "gpusys/emulator.h"
 #include "echo_check.h"
 #include "inproc_server.h"
@@ -266,9 +267,10 @@ static void test_dma_refused_copies(void **state)
 	static struct gpusys_dma_priv priv __attribute__((aligned(64)));
 	struct gpusys_dma dma = { &host, &priv, GPUSYS_DMA_MIN_STREAM_LANE, GPUSYS_DMA_MIN_SHARE_LANE };
 	struct refusing r = { &priv, 0 };
-	struct gpusys_dma_engine e = { &r, NULL, refusing_copy, refusing_complete };
+	struct gpusys_dma_engine e = { .ctx = &r, .copy = refusing_copy, .complete = refusing_complete };
 	struct gpusys_dma_agent *agent;
 	assert_int_equal(gpusys_dma_agent_start(&e, &host, 10000, &agent), 0);
+	assert_int_equal(gpusys_dma_agent_allow(agent, (uint64_t)(uintptr_t)dev.hdr, dev.hdr->total_bytes), 0);
 	dev.dma = &dma;
 
 	uint32_t len[GPUSYS_WARP_LANES];
@@ -286,6 +288,54 @@ static void test_dma_refused_copies(void **state)
 	assert_true(st.failures >= 4 * 2);
 	assert_int_equal(__atomic_load_n(&host.failures, __ATOMIC_ACQUIRE), st.failures);
 	gpusys_dma_agent_stop(agent);
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+}
+
+/* The agent copies only between a channel it was given and a buffer: an
+ * ask a scribbling kernel could write with both sides elsewhere, both in
+ * the channel, or running past the channel's end, is refused and counted
+ * (and its ticket still completes); a fair one is copied. */
+static void test_dma_asks_outside_channels(void **state)
+{
+	(void)state;
+	struct inproc *s = inproc_start(16, 1);
+	struct gpusys_emu *emu = open_emu(s, "10000");
+	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
+	const struct gpusys_dma *d = dev->dma;
+	uint8_t *chan = (uint8_t *)dev->hdr, *win = chan + dev->hdr->window_offset;
+	const uint64_t end = dev->hdr->total_bytes;
+	assert_true(dev->hdr->num_windows > 0 && dev->hdr->window_offset + 16384 <= end);
+	uint8_t *a = malloc(4096), *b = malloc(4096);
+	memset(a, 0x11, 4096);
+	memset(b, 0x22, 4096);
+	struct {
+		void *dst;
+		const void *src;
+		uint32_t len;
+		int ok;
+	} asks[] = {
+		{ b, a, 4096, 0 },                  /* neither side in the channel */
+		{ win, win + 8192, 4096, 0 },       /* both sides in it */
+		{ b, chan + end - 100, 4096, 0 },   /* past the channel's end */
+		{ b, chan + end - 4096, 4096, 1 },  /* its last bytes: fair */
+		{ win, a, 4096, 1 },                /* into a window: fair */
+	};
+	for (size_t i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+		uint64_t before = __atomic_load_n(&d->host->failures, __ATOMIC_ACQUIRE);
+		uint8_t keep[4096];
+		memcpy(keep, asks[i].dst, sizeof(keep));
+		gpusys_dma_wait(d, gpusys_dma_post(d, asks[i].dst, asks[i].src, asks[i].len));
+		if (__atomic_load_n(&d->host->failures, __ATOMIC_ACQUIRE) - before != (uint64_t)!asks[i].ok)
+			fail_msg("ask %zu: refused %llu, expected %d", i,
+				 (unsigned long long)(__atomic_load_n(&d->host->failures, __ATOMIC_ACQUIRE) - before), !asks[i].ok);
+		if (asks[i].ok)
+			assert_memory_equal(asks[i].dst, asks[i].src, asks[i].len);
+		else
+			assert_memory_equal(asks[i].dst, keep, sizeof(keep));
+	}
+	free(a);
+	free(b);
 	gpusys_emu_close(emu);
 	inproc_stop(s);
 }
@@ -315,7 +365,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dma_copies_streams),  cmocka_unit_test(test_dma_thresholds),
 		cmocka_unit_test(test_dma_dozes_and_wakes), cmocka_unit_test(test_dma_refused_copies),
-		cmocka_unit_test(test_dma_off),
+		cmocka_unit_test(test_dma_asks_outside_channels), cmocka_unit_test(test_dma_off),
 	};
 	return cmocka_run_group_tests_name("dma", tests, NULL, NULL);
 }
