@@ -36,10 +36,10 @@ GPUSYS_FN int gpusys_dma_wanted(const struct gpusys_dma *d, uint32_t total, uint
 }
 
 /* Whether a call's stream, request or response (per-lane shares part,
- * buffers buf, total bytes), goes by the copy engine: every buffer with a share in global
- * memory (not a thread's stack or shared memory, which the copy engine
- * cannot reach) and gpusys_dma_wanted. Every lane of mask calls it and gets
- * the same answer. */
+ * buffers buf, total bytes), goes by the copy engine: every buffer with a
+ * share in global memory (not a thread's stack or shared memory, which the
+ * copy engine cannot reach) and gpusys_dma_wanted. Every lane of mask calls
+ * it and gets the same answer. */
 GPUSYS_FN int gpusys_dma_for_stream(const gpusys_dev_t *dev, uint64_t mask, const uint32_t *part, void *const *buf,
 				    uint32_t total)
 {
@@ -70,13 +70,15 @@ GPUSYS_FN int gpusys_dma_done(const struct gpusys_dma *d, uint32_t t)
 	return (int32_t)(gpusys_load_shared_u32(&d->priv->completed) - (t + 1u)) >= 0;
 }
 
-/* Ask for one copy (one lane, the leader); its ticket. */
+/* Ask for one copy (any lane, for its share); its ticket. Tickets wrap at
+ * 2^32: every comparison of them is modular, the first lap's too (a slot
+ * never used counts as done, completed - (t - 255) being positive). */
 GPUSYS_FN uint32_t gpusys_dma_post(const struct gpusys_dma *d, void *dst, const void *src, uint32_t len)
 {
 	uint32_t t = gpusys_count_add_u32(&d->priv->tail, 1u), spins = 0;
 	struct gpusys_dma_ask *a = &d->host->asks[t % GPUSYS_DMA_ASKS];
 	/* the slot's last ask, GPUSYS_DMA_ASKS tickets ago, must be done */
-	while (t >= GPUSYS_DMA_ASKS && !gpusys_dma_done(d, t - GPUSYS_DMA_ASKS)) {
+	while (!gpusys_dma_done(d, t - GPUSYS_DMA_ASKS)) {
 		gpusys_spin_pause();
 		gpusys_spin_backoff(spins++);
 	}
