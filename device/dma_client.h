@@ -43,7 +43,7 @@ GPUSYS_FN int gpusys_dma_wanted(const struct gpusys_dma *d, uint32_t total, uint
 GPUSYS_FN int gpusys_dma_for_stream(const gpusys_dev_t *dev, uint64_t mask, const uint32_t *part, void *const *buf,
 				    uint32_t total)
 {
-	if (!dev->dma || total < GPUSYS_DMA_MIN_STREAM_FLOOR)
+	if (!dev->dma || total < GPUSYS_DMA_MIN_STREAM_FLOOR) /* gpusys_dma_worth's floor, before the votes */
 		return 0;
 #if defined(__CUDACC__)
 	uint32_t shares = (uint32_t)__popc(__ballot_sync((unsigned)mask, part[0] != 0)), lanes = (uint32_t)__popcll(mask);

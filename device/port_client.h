@@ -777,6 +777,17 @@ GPUSYS_FN void gpusys_stream_packet(uint64_t mask, uint8_t *packet, uint32_t pkt
 }
 #endif
 
+/* Packet k of a stream, as gpusys_stream_packet: by the copy engine where
+ * the call's stream goes that way (by_dma, from gpusys_dma_for_stream) and
+ * the agent took every copy of the packet, else by the warp. */
+GPUSYS_FN void gpusys_stream_copy(const gpusys_dev_t *dev, int by_dma, uint64_t mask, uint8_t *packet, uint32_t pkt,
+				  uint32_t k, const uint32_t *off, const uint32_t *part, void *const *buf, uint32_t total,
+				  int to_channel)
+{
+	if (!by_dma || gpusys_stream_packet_dma(dev, mask, packet, pkt, k, off, part, buf, total, to_channel))
+		gpusys_stream_packet(mask, packet, pkt, k, off, part, buf, total, to_channel);
+}
+
 /* ------------------------------------------------------------------ rpc */
 
 /*
@@ -1028,10 +1039,8 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 				goto unlock;
 		}
 		GPUSYS_STREAM_TRACE(1);
-		if (!by_dma || gpusys_stream_packet_dma(dev, mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part,
-							(void *const *)in, total, 1))
-			gpusys_stream_packet(mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part,
-					     (void *const *)in, total, 1);
+		gpusys_stream_copy(dev, by_dma, mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part,
+				   (void *const *)in, total, 1);
 		GPUSYS_STREAM_TRACE(2);
 		seq = gpusys_publish(dev, mask, p, seq, word, 0);
 		GPUSYS_STREAM_TRACE(3);
@@ -1203,9 +1212,7 @@ GPUSYS_FN_RPC int gpusys_rpc_finish(const gpusys_dev_t *dev, struct gpusys_rpc_p
 			goto unlock;
 		gpusys_lane_sync(mask);
 		GPUSYS_STREAM_TRACE(6);
-		if (!by_dma || gpusys_stream_packet_dma(dev, mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part,
-							out, total, 0))
-			gpusys_stream_packet(mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part, out, total, 0);
+		gpusys_stream_copy(dev, by_dma, mask, gpusys_stream_slot(stream, pkt, k), pkt, k, off, part, out, total, 0);
 		GPUSYS_STREAM_TRACE(7);
 		GPUSYS_STREAM_TRACE(4);
 		if ((k + 2) * pkt < total)

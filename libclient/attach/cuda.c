@@ -68,7 +68,6 @@ struct gpusys {
 	CUdeviceptr priv;     /* locks[num_ports], then the submitted counter */
 	CUstream copy_stream; /* non-blocking: reads the counter while other streams run */
 	struct gpusys_dma_cuda *dma; /* the DMA agent and its ring (include/gpusys/dma.h); NULL: none */
-	void *dev_dma;               /* what gpusys_dev_t.dma points at */
 	gpusys_dev_t dev;
 	pthread_t watchdog;
 	int have_watchdog;
@@ -453,7 +452,7 @@ again:
 	 * them, as before: a failure here is said, not fatal. */
 	if (rc == 0 && !gpusys_dma_disabled()) {
 		char why[256];
-		if (gpusys_dma_cuda_start(cu, g->ctx, &g->dma, &g->dev_dma, why, sizeof(why)) < 0) {
+		if (gpusys_dma_cuda_start(cu, g->ctx, &g->dma, why, sizeof(why)) < 0) {
 			g->dma = NULL;
 			if (getenv("GPUSYS_DEBUG"))
 				fprintf(stderr, "libgpusys: no DMA agent (the warps copy every stream): %s\n", why);
@@ -474,7 +473,7 @@ again:
 				  opts ? opts->bulk_slot_bytes : 0);
 	g->dev.warp_futures = (uint32_t *)(uintptr_t)g->warp_futures;
 	g->dev.warp_slots = g->warp_slots;
-	g->dev.dma = g->dev_dma;
+	g->dev.dma = gpusys_dma_cuda_device(g->dma);
 
 	if (!(opts && (opts->flags & GPUSYS_ATTACH_NO_WATCHDOG))) {
 		if (pipe2(g->wake, O_CLOEXEC) < 0) {
@@ -558,7 +557,7 @@ struct gpusys_callbacks *gpusys_callbacks_of(gpusys_t *g)
 		d->warp_futures = (uint32_t *)(uintptr_t)(g->cb_priv + (size_t)n * sizeof(struct gpusys_port_lock) +
 							  sizeof(unsigned long long));
 		d->warp_slots = g->warp_slots;
-		d->dma = g->dev_dma; /* callbacks' large payloads go by the copy engine too */
+		d->dma = gpusys_dma_cuda_device(g->dma); /* callbacks' large payloads go by the copy engine too */
 		if (g->dma && gpusys_dma_cuda_allow(g->dma, (uint64_t)dbase, g->cb_bytes) < 0)
 			d->dma = NULL; /* (a handle has one callback channel: never) */
 		if ((r = cu->cuMemAlloc(&g->cb_dev, sizeof(*d))) != CUDA_SUCCESS) {

@@ -29,7 +29,6 @@ struct gpusys_dma_cuda {
 	CUcontext ctx;
 	CUstream stream;
 	struct gpusys_dma_host *host; /* cuMemHostAlloc: the agent's view */
-	CUdeviceptr host_dev;         /* ... and the kernels' */
 	CUdeviceptr priv;             /* struct gpusys_dma_priv */
 	CUdeviceptr dma;              /* struct gpusys_dma, what gpusys_dev_t.dma points at */
 	struct gpusys_dma_agent *agent;
@@ -84,8 +83,8 @@ static void release(struct gpusys_dma_cuda *c)
 	free(c);
 }
 
-int gpusys_dma_cuda_start(const struct gpusys_cuda *cu, CUcontext ctx, struct gpusys_dma_cuda **ret, void **dev_dma,
-			  char *err, size_t err_size)
+int gpusys_dma_cuda_start(const struct gpusys_cuda *cu, CUcontext ctx, struct gpusys_dma_cuda **ret, char *err,
+			  size_t err_size)
 {
 	struct gpusys_dma_cuda *c = calloc(1, sizeof(*c));
 	CUresult r = CUDA_SUCCESS;
@@ -97,6 +96,7 @@ int gpusys_dma_cuda_start(const struct gpusys_cuda *cu, CUcontext ctx, struct gp
 	c->cu = cu;
 	c->ctx = ctx;
 	void *host = NULL;
+	CUdeviceptr host_dev = 0; /* the ring as kernels address it */
 	if ((r = cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
 		c->stream = NULL;
 		what = "cuStreamCreate";
@@ -109,7 +109,7 @@ int gpusys_dma_cuda_start(const struct gpusys_cuda *cu, CUcontext ctx, struct gp
 	}
 	c->host = host;
 	memset(c->host, 0, sizeof(*c->host));
-	if ((r = cu->cuMemHostGetDevicePointer(&c->host_dev, host, 0)) != CUDA_SUCCESS) {
+	if ((r = cu->cuMemHostGetDevicePointer(&host_dev, host, 0)) != CUDA_SUCCESS) {
 		what = "cuMemHostGetDevicePointer";
 		goto fail;
 	}
@@ -123,7 +123,7 @@ int gpusys_dma_cuda_start(const struct gpusys_cuda *cu, CUcontext ctx, struct gp
 		goto fail;
 	}
 	struct gpusys_dma d = {
-		.host = (struct gpusys_dma_host *)(uintptr_t)c->host_dev,
+		.host = (struct gpusys_dma_host *)(uintptr_t)host_dev,
 		.priv = (struct gpusys_dma_priv *)(uintptr_t)c->priv,
 		.min_stream_lane = GPUSYS_DMA_MIN_STREAM_LANE,
 		.min_share_lane = GPUSYS_DMA_MIN_SHARE_LANE,
@@ -148,7 +148,6 @@ int gpusys_dma_cuda_start(const struct gpusys_cuda *cu, CUcontext ctx, struct gp
 		release(c);
 		return rc;
 	}
-	*dev_dma = (void *)(uintptr_t)c->dma;
 	*ret = c;
 	return 0;
 fail:
@@ -161,6 +160,11 @@ void gpusys_dma_cuda_stop(struct gpusys_dma_cuda *c)
 {
 	if (c)
 		release(c);
+}
+
+const struct gpusys_dma *gpusys_dma_cuda_device(const struct gpusys_dma_cuda *c)
+{
+	return c ? (const struct gpusys_dma *)(uintptr_t)c->dma : NULL;
 }
 
 int gpusys_dma_cuda_allow(struct gpusys_dma_cuda *c, uint64_t base, uint64_t bytes)

@@ -13,10 +13,12 @@ struct gpusys_dma_cuda;
 struct gpusys_dma_agent;
 
 /* With ctx current: the ring in pinned and device memory, and the agent's
- * thread. *dev_dma: what gpusys_dev_t.dma of the handle's kernels points
- * at. 0, or -errno with the reason in err. */
-int gpusys_dma_cuda_start(const struct gpusys_cuda *cu, CUcontext ctx, struct gpusys_dma_cuda **ret, void **dev_dma,
-			  char *err, size_t err_size);
+ * thread. 0, or -errno with the reason in err. */
+int gpusys_dma_cuda_start(const struct gpusys_cuda *cu, CUcontext ctx, struct gpusys_dma_cuda **ret, char *err,
+			  size_t err_size);
+/* What gpusys_dev_t.dma of the handle's kernels points at (device memory);
+ * NULL c: NULL, no agent. */
+const struct gpusys_dma *gpusys_dma_cuda_device(const struct gpusys_dma_cuda *c);
 /* With ctx current, kernels done; NULL is fine. */
 void gpusys_dma_cuda_stop(struct gpusys_dma_cuda *c);
 /* A channel the handle's kernels stream through, as they address it
