@@ -708,9 +708,9 @@ extern "C" int bench_calls_gpu(int argc, char **argv)
 	{
 		struct gpusys_dma_info di;
 		if (gpusys_dma_info(g, &di) == 0)
-			printf("  DMA agent so far: %llu copies, %.1f MiB, %llu refused, woken %llu times\n",
-			       (unsigned long long)di.copies, di.bytes / 1048576.0, (unsigned long long)di.failures,
-			       (unsigned long long)di.wakes);
+			printf("  DMA agent so far: %llu copies in %llu batches, %.1f MiB, %llu refused, woken %llu times\n",
+			       (unsigned long long)di.copies, (unsigned long long)di.batches, di.bytes / 1048576.0,
+			       (unsigned long long)di.failures, (unsigned long long)di.wakes);
 		else
 			printf("  no DMA agent (GPUSYS_DMA=0?): the warps copied every stream\n");
 	}

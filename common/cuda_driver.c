@@ -19,12 +19,15 @@ static struct gpusys_cuda table;
  * driver's table gives a newer ABI under the plain name than cuda.h declares
  * for it: cuCtxSynchronize is (void) in cuda.h, but CUDA 13 answers the
  * plain name with cuCtxSynchronize_v2(CUcontext). */
-#define ENTRY(name) { #name, offsetof(struct gpusys_cuda, name), CUDA_VERSION }
-#define ENTRY_V(name, version) { #name, offsetof(struct gpusys_cuda, name), version }
+#define ENTRY(name) { #name, offsetof(struct gpusys_cuda, name), CUDA_VERSION, 0 }
+#define ENTRY_V(name, version) { #name, offsetof(struct gpusys_cuda, name), version, 0 }
+/* An entry point the code can do without: NULL where the driver lacks it. */
+#define ENTRY_OPTIONAL(name) { #name, offsetof(struct gpusys_cuda, name), CUDA_VERSION, 1 }
 static const struct {
 	const char *symbol;
 	size_t offset;
 	int version;
+	int optional;
 } entries[] = {
 	ENTRY(cuInit),
 	ENTRY(cuDriverGetVersion),
@@ -83,9 +86,13 @@ static const struct {
 	ENTRY(cuMemcpyAsync),
 	ENTRY(cuStreamWriteValue32),
 	ENTRY(cuPointerGetAttribute),
+#if CUDA_VERSION >= 12080
+	ENTRY_OPTIONAL(cuMemcpyBatchAsync),
+#endif
 };
 #undef ENTRY
 #undef ENTRY_V
+#undef ENTRY_OPTIONAL
 
 typedef CUresult (*get_proc_v2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 
@@ -113,6 +120,8 @@ static void load(void)
 		void *fn = NULL;
 		CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SUCCESS;
 		CUresult r = get(entries[i].symbol, &fn, entries[i].version, CU_GET_PROC_ADDRESS_DEFAULT, &q);
+		if ((r != CUDA_SUCCESS || !fn) && entries[i].optional)
+			continue; /* stays NULL */
 		if (r != CUDA_SUCCESS || !fn) {
 			snprintf(load_error, sizeof(load_error),
 				 "CUDA driver lacks %s (error %d, query %d; built for CUDA %d)", entries[i].symbol, (int)r,

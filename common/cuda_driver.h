@@ -82,6 +82,14 @@ struct gpusys_cuda {
 	GPUSYS_CUDA_FN(cuMemcpyAsync);
 	GPUSYS_CUDA_FN(cuStreamWriteValue32);
 	GPUSYS_CUDA_FN(cuPointerGetAttribute);
+	/* Optional (NULL where the driver or cuda.h predates it; the agent
+	 * then starts its copies one by one): a batch of copies in one call,
+	 * CUDA 12.8 */
+#if CUDA_VERSION >= 12080
+	GPUSYS_CUDA_FN(cuMemcpyBatchAsync);
+#else
+	void *cuMemcpyBatchAsync;
+#endif
 };
 #undef GPUSYS_CUDA_FN
 

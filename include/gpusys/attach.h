@@ -177,6 +177,7 @@ struct gpusys_dma_info {
 	uint64_t bytes;
 	uint64_t failures; /* copies the copy engine refused (the warp copied those) */
 	uint64_t wakes;    /* times a warp woke it from dozing */
+	uint64_t batches;  /* calls of the copy engine: copies / batches is how many it started at once */
 };
 int gpusys_dma_info(const gpusys_t *g, struct gpusys_dma_info *info);
 

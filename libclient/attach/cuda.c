@@ -679,6 +679,7 @@ int gpusys_dma_info(const gpusys_t *g, struct gpusys_dma_info *info)
 	info->bytes = st.bytes;
 	info->failures = st.failures;
 	info->wakes = st.wakes;
+	info->batches = st.batches;
 	return 0;
 }
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The DMA agent (dma_agent.h): takes the ring's asks in ticket order, starts
- * each copy with its engine and, when it finds no more, has the engine
- * complete them all at once. The ring is the client's own memory (dma.h):
+ * The DMA agent (dma_agent.h): takes the ring's asks in ticket order, gathers
+ * them into a batch for each way (into a channel, out of one), starts a
+ * batch with its engine when it is full and, when it finds no more asks,
+ * starts what it has gathered and has the engine complete them all at once. The ring is the client's own memory (dma.h):
  * a kernel that scribbles on it hurts only its process, and not even all of
  * that: every copy goes between a channel the agent was given and memory
  * its engine accepts (ask_allowed); anything else is refused, counted, and
@@ -27,8 +28,15 @@ struct channel_range {
 	uint64_t base, bytes;
 };
 
+/* The copies of one way gathered and not yet started. */
+struct batch {
+	uint32_t n;
+	struct gpusys_dma_copy c[GPUSYS_DMA_BATCH_MAX];
+};
+
 struct gpusys_dma_agent {
 	struct gpusys_dma_engine e;
+	struct batch batch[GPUSYS_DMA_WAYS];
 	struct gpusys_dma_host *host;
 	struct channel_range chan[GPUSYS_DMA_AGENT_CHANNELS];
 	uint32_t nchan; /* published with release after its range */
@@ -69,15 +77,38 @@ static int in_channel(const struct gpusys_dma_agent *a, uint32_t n, uint64_t p, 
 /* An ask's copy goes between a channel and a buffer the engine accepts:
  * whatever a kernel writes into the ring (it is the process's own memory),
  * the agent copies nothing from one place of the process to another that
- * a kernel could not reach itself. */
-static int ask_allowed(const struct gpusys_dma_agent *a, uint64_t dst, uint64_t src, uint32_t len)
+ * a kernel could not reach itself. Its way, or -1: refused. */
+static int ask_way(const struct gpusys_dma_agent *a, uint64_t dst, uint64_t src, uint32_t len)
 {
 	uint32_t n = __atomic_load_n(&a->nchan, __ATOMIC_ACQUIRE);
 	int d = in_channel(a, n, dst, len), s = in_channel(a, n, src, len);
 	if (d == s)
-		return 0;
+		return -1;
 	uint64_t buf = d ? src : dst;
-	return !a->e.buffer_ok || a->e.buffer_ok(a->e.ctx, buf, len);
+	if (a->e.buffer_ok && !a->e.buffer_ok(a->e.ctx, buf, len))
+		return -1;
+	return d ? GPUSYS_DMA_INTO_CHANNEL : GPUSYS_DMA_OUT_OF_CHANNEL;
+}
+
+/* Count n asks the agent could not copy; the warps compare the count
+ * before and after their asks (dma.h). */
+static void fail(struct gpusys_dma_agent *a, uint64_t *failures, uint64_t n)
+{
+	*failures += n;
+	__atomic_store_n(&a->host->failures, *failures, __ATOMIC_RELEASE);
+	count(&a->st.failures, n);
+}
+
+/* Start the copies of way w gathered so far. */
+static void start_batch(struct gpusys_dma_agent *a, enum gpusys_dma_way w, uint64_t *failures)
+{
+	struct batch *b = &a->batch[w];
+	if (!b->n)
+		return;
+	if (a->e.copy(a->e.ctx, w, b->c, b->n) < 0)
+		fail(a, failures, b->n);
+	count(&a->st.batches, 1);
+	b->n = 0;
 }
 
 /* Whether ask `next` is there. */
@@ -106,10 +137,14 @@ static void *agent_main(void *arg)
 			uint64_t src = __atomic_load_n(&q->src, __ATOMIC_RELAXED);
 			uint64_t dst = __atomic_load_n(&q->dst, __ATOMIC_RELAXED);
 			uint32_t len = (uint32_t)lt;
-			if (len && (!ask_allowed(a, dst, src, len) || a->e.copy(a->e.ctx, dst, src, len) < 0)) {
-				failures++;
-				__atomic_store_n(&h->failures, failures, __ATOMIC_RELEASE);
-				count(&a->st.failures, 1);
+			int w = len ? ask_way(a, dst, src, len) : GPUSYS_DMA_WAYS;
+			if (w < 0) {
+				fail(a, &failures, 1);
+			} else if (w < GPUSYS_DMA_WAYS) {
+				struct batch *b = &a->batch[w];
+				b->c[b->n++] = (struct gpusys_dma_copy){ dst, src, len };
+				if (b->n == GPUSYS_DMA_BATCH_MAX)
+					start_batch(a, (enum gpusys_dma_way)w, &failures);
 			}
 			count(&a->st.asks, 1);
 			count(&a->st.bytes, len);
@@ -118,6 +153,8 @@ static void *agent_main(void *arg)
 			continue;
 		}
 		if (started) {
+			for (int w = 0; w < GPUSYS_DMA_WAYS; w++)
+				start_batch(a, (enum gpusys_dma_way)w, &failures);
 			/* An engine that cannot complete leaves the warps
 			 * waiting; count it, and try again on the next look. */
 			if (a->e.complete(a->e.ctx, next) < 0) {
@@ -206,6 +243,7 @@ void gpusys_dma_agent_stats(const struct gpusys_dma_agent *a, struct gpusys_dma_
 	if (!a)
 		return;
 	st->asks = __atomic_load_n(&a->st.asks, __ATOMIC_RELAXED);
+	st->batches = __atomic_load_n(&a->st.batches, __ATOMIC_RELAXED);
 	st->bytes = __atomic_load_n(&a->st.bytes, __ATOMIC_RELAXED);
 	st->failures = __atomic_load_n(&a->st.failures, __ATOMIC_RELAXED);
 	st->wakes = __atomic_load_n(&a->st.wakes, __ATOMIC_RELAXED);
@@ -229,10 +267,12 @@ uint32_t gpusys_dma_spin_ms(uint32_t dflt)
 
 /* ---------------------------------------------------------- the memcpy engine */
 
-static int memcpy_copy(void *ctx, uint64_t dst, uint64_t src, uint32_t len)
+static int memcpy_copy(void *ctx, enum gpusys_dma_way way, const struct gpusys_dma_copy *c, uint32_t n)
 {
 	(void)ctx;
-	memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, len);
+	(void)way;
+	for (uint32_t i = 0; i < n; i++)
+		memcpy((void *)(uintptr_t)c[i].dst, (const void *)(uintptr_t)c[i].src, c[i].len);
 	return 0;
 }
 

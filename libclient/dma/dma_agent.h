@@ -11,6 +11,26 @@
 
 #include "gpusys/dma.h"
 
+/* One copy of a batch. */
+struct gpusys_dma_copy {
+	uint64_t dst, src;
+	uint32_t len;
+};
+
+/* The two ways a copy goes, each batched on its own (the copy engine moves
+ * a batch of one way at the link's speed, 47-51 GB/s for 64 KiB copies on
+ * an H200, but a stream that mixes them at 12-14 GB/s: bench/dma_submit.c,
+ * bench/RESULTS.md "Ninth session"). */
+enum gpusys_dma_way {
+	GPUSYS_DMA_INTO_CHANNEL,  /* a request's packet, from the kernel's buffers */
+	GPUSYS_DMA_OUT_OF_CHANNEL, /* an answer's, into them */
+	GPUSYS_DMA_WAYS
+};
+
+/* At most this many copies a batch: the agent starts a way's batch when
+ * it is full or when no more asks are there. */
+#define GPUSYS_DMA_BATCH_MAX 64u
+
 struct gpusys_dma_engine {
 	void *ctx;
 	/* Runs first on the agent's thread (CUDA: make the context current);
@@ -21,11 +41,12 @@ struct gpusys_dma_engine {
 	 * pageable memory); NULL: any. The other side of every copy is in a
 	 * channel the agent was given (gpusys_dma_agent_allow). */
 	int (*buffer_ok)(void *ctx, uint64_t addr, uint32_t len);
-	/* Start a copy of len bytes; 0 or -errno (the ask is counted in
-	 * failures, and its ticket still completes). */
-	int (*copy)(void *ctx, uint64_t dst, uint64_t src, uint32_t len);
-	/* After the copies started so far: make completed = count visible to
-	 * the warps once they are done. 0 or -errno. */
+	/* Start n (1 .. GPUSYS_DMA_BATCH_MAX) copies, all of one way; 0 or
+	 * -errno (then each of the n is counted in failures, and their
+	 * tickets still complete: the warps copy those packets themselves). */
+	int (*copy)(void *ctx, enum gpusys_dma_way way, const struct gpusys_dma_copy *c, uint32_t n);
+	/* After the copies started so far, of both ways: make completed =
+	 * count visible to the warps once they are done. 0 or -errno. */
 	int (*complete)(void *ctx, uint32_t count);
 };
 
@@ -34,7 +55,8 @@ struct gpusys_dma_engine {
 void gpusys_dma_memcpy_engine(struct gpusys_dma_engine *e, struct gpusys_dma_priv *priv);
 
 struct gpusys_dma_agent_stats {
-	uint64_t asks;     /* copies started */
+	uint64_t asks;     /* copies asked for */
+	uint64_t batches;  /* calls of the engine's copy */
 	uint64_t bytes;
 	uint64_t failures; /* asks an engine refused */
 	uint64_t wakes;    /* times it woke from dozing */

@@ -1,12 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The DMA ring of a GPU handle (include/gpusys/dma.h) and its agent's
- * engine: cuMemcpyAsync on a stream of the agent's own, and after a batch of
- * copies cuStreamWriteValue32 of the count into `completed`, device memory
- * the warps poll. A stream runs its work in order and the write's default
- * flags put a memory barrier before it, so a warp that sees the count sees
- * every byte of every copy before it (CUDA driver API, "Stream Memory
- * Operations").
+ * engine: each way's batch of copies by cuMemcpyBatchAsync (one call for
+ * the batch; cuMemcpyAsync a copy where the driver predates it) on a
+ * stream of that way's own, and after them cuStreamWriteValue32 of the
+ * count into `completed`, device memory the warps poll, on the first
+ * stream once it has waited for an event of the second. A stream runs its
+ * work in order and the write's default flags put a memory barrier before
+ * it, so a warp that sees the count sees every byte of every copy before it
+ * (CUDA driver API, "Stream Memory Operations").
+ *
+ * Why a stream a way: the copy engine moves a batch of 64 KiB copies of one
+ * way at 47-51 GB/s on an H200, one stream that mixes the ways at 12-14
+ * GB/s, and cuMemcpyAsync a copy at 17-18 GB/s (bench/dma_submit.c,
+ * bench/RESULTS.md "Ninth session").
  */
 #include <errno.h>
 #include <stddef.h>
@@ -27,7 +34,10 @@
 struct gpusys_dma_cuda {
 	const struct gpusys_cuda *cu;
 	CUcontext ctx;
-	CUstream stream;
+	CUstream stream[GPUSYS_DMA_WAYS];
+	CUevent into_done;     /* recorded on the into-channel stream before a count */
+	int into_started;      /* into-channel copies since the last count */
+	int batch;             /* cuMemcpyBatchAsync is there and not turned off (GPUSYS_DMA_BATCH=0) */
 	struct gpusys_dma_host *host; /* cuMemHostAlloc: the agent's view */
 	CUdeviceptr priv;             /* struct gpusys_dma_priv */
 	CUdeviceptr dma;              /* struct gpusys_dma, what gpusys_dev_t.dma points at */
@@ -52,17 +62,60 @@ static int cuda_buffer_ok(void *ctx, uint64_t addr, uint32_t len)
 		       CUDA_SUCCESS;
 }
 
-static int cuda_copy(void *ctx, uint64_t dst, uint64_t src, uint32_t len)
+/* One batch, of one way, on that way's stream. */
+static CUresult batch_async(struct gpusys_dma_cuda *c, CUstream st, const struct gpusys_dma_copy *cp, uint32_t n)
+{
+#if CUDA_VERSION >= 12080
+	if (c->batch && n > 1) { /* one copy: cuMemcpyAsync, the call measured alone */
+		CUdeviceptr dst[GPUSYS_DMA_BATCH_MAX], src[GPUSYS_DMA_BATCH_MAX];
+		size_t len[GPUSYS_DMA_BATCH_MAX], attr_at = 0;
+		CUmemcpyAttributes attr;
+		memset(&attr, 0, sizeof(attr));
+		attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM; /* kernels write the sources */
+		for (uint32_t i = 0; i < n; i++) {
+			dst[i] = (CUdeviceptr)cp[i].dst;
+			src[i] = (CUdeviceptr)cp[i].src;
+			len[i] = cp[i].len;
+		}
+#if CUDA_VERSION >= 13000
+		return c->cu->cuMemcpyBatchAsync(dst, src, len, n, &attr, &attr_at, 1, st);
+#else
+		size_t fail_at = 0;
+		return c->cu->cuMemcpyBatchAsync(dst, src, len, n, &attr, &attr_at, 1, &fail_at, st);
+#endif
+	}
+#endif
+	for (uint32_t i = 0; i < n; i++) {
+		CUresult r = c->cu->cuMemcpyAsync((CUdeviceptr)cp[i].dst, (CUdeviceptr)cp[i].src, cp[i].len, st);
+		if (r != CUDA_SUCCESS)
+			return r;
+	}
+	return CUDA_SUCCESS;
+}
+
+static int cuda_copy(void *ctx, enum gpusys_dma_way way, const struct gpusys_dma_copy *cp, uint32_t n)
 {
 	struct gpusys_dma_cuda *c = ctx;
-	CUresult r = c->cu->cuMemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, len, c->stream);
+	CUresult r = batch_async(c, c->stream[way], cp, n);
+	if (way == GPUSYS_DMA_INTO_CHANNEL)
+		c->into_started = 1;
 	return r == CUDA_SUCCESS ? 0 : gpusys_cuda_errno(r);
 }
 
+/* The count is written on the out-of-channel stream, after the copies of
+ * the other stream too. */
 static int cuda_complete(void *ctx, uint32_t n)
 {
 	struct gpusys_dma_cuda *c = ctx;
-	CUresult r = c->cu->cuStreamWriteValue32(c->stream, c->priv + offsetof(struct gpusys_dma_priv, completed), n, 0);
+	CUstream st = c->stream[GPUSYS_DMA_OUT_OF_CHANNEL];
+	CUresult r = CUDA_SUCCESS;
+	if (c->into_started) {
+		if ((r = c->cu->cuEventRecord(c->into_done, c->stream[GPUSYS_DMA_INTO_CHANNEL])) != CUDA_SUCCESS ||
+		    (r = c->cu->cuStreamWaitEvent(st, c->into_done, 0)) != CUDA_SUCCESS)
+			return gpusys_cuda_errno(r);
+		c->into_started = 0;
+	}
+	r = c->cu->cuStreamWriteValue32(st, c->priv + offsetof(struct gpusys_dma_priv, completed), n, 0);
 	return r == CUDA_SUCCESS ? 0 : gpusys_cuda_errno(r);
 }
 
@@ -70,10 +123,13 @@ static void release(struct gpusys_dma_cuda *c)
 {
 	const struct gpusys_cuda *cu = c->cu;
 	gpusys_dma_agent_stop(c->agent);
-	if (c->stream) {
-		cu->cuStreamSynchronize(c->stream);
-		cu->cuStreamDestroy(c->stream);
-	}
+	for (int w = 0; w < GPUSYS_DMA_WAYS; w++)
+		if (c->stream[w]) {
+			cu->cuStreamSynchronize(c->stream[w]);
+			cu->cuStreamDestroy(c->stream[w]);
+		}
+	if (c->into_done)
+		cu->cuEventDestroy(c->into_done);
 	if (c->dma)
 		cu->cuMemFree(c->dma);
 	if (c->priv)
@@ -95,11 +151,19 @@ int gpusys_dma_cuda_start(const struct gpusys_cuda *cu, CUcontext ctx, struct gp
 	}
 	c->cu = cu;
 	c->ctx = ctx;
+	const char *b = getenv("GPUSYS_DMA_BATCH");
+	c->batch = cu->cuMemcpyBatchAsync && !(b && !strcmp(b, "0"));
 	void *host = NULL;
 	CUdeviceptr host_dev = 0; /* the ring as kernels address it */
-	if ((r = cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
-		c->stream = NULL;
-		what = "cuStreamCreate";
+	for (int w = 0; w < GPUSYS_DMA_WAYS; w++)
+		if ((r = cu->cuStreamCreate(&c->stream[w], CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
+			c->stream[w] = NULL;
+			what = "cuStreamCreate";
+			goto fail;
+		}
+	if ((r = cu->cuEventCreate(&c->into_done, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+		c->into_done = NULL;
+		what = "cuEventCreate";
 		goto fail;
 	}
 	if ((r = cu->cuMemHostAlloc(&host, sizeof(struct gpusys_dma_host),

@@ -5,6 +5,7 @@
  * streams on the warp, the agent's dozing and waking, and an engine that
  * refuses copies, which the warp must notice and make good. */
 #include <errno.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -231,20 +232,22 @@ static void test_dma_dozes_and_wakes(void **state)
 	inproc_stop(s);
 }
 
-/* An engine that refuses every other copy (as CUDA refuses an address it
- * cannot reach): the warp sees the failure count move and copies the
- * packet itself, so every byte still arrives. */
+/* An engine that refuses every other batch of copies (as CUDA refuses an
+ * address it cannot reach): the warp sees the failure count move and copies
+ * the packet itself, so every byte still arrives. */
 struct refusing {
 	struct gpusys_dma_priv *priv;
 	unsigned n;
 };
 
-static int refusing_copy(void *ctx, uint64_t dst, uint64_t src, uint32_t len)
+static int refusing_copy(void *ctx, enum gpusys_dma_way way, const struct gpusys_dma_copy *c, uint32_t n)
 {
 	struct refusing *r = ctx;
+	(void)way;
 	if (r->n++ % 2)
 		return -EFAULT;
-	memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, len);
+	for (uint32_t i = 0; i < n; i++)
+		memcpy((void *)(uintptr_t)c[i].dst, (const void *)(uintptr_t)c[i].src, c[i].len);
 	return 0;
 }
 
@@ -290,6 +293,107 @@ static void test_dma_refused_copies(void **state)
 	gpusys_dma_agent_stop(agent);
 	gpusys_emu_close(emu);
 	inproc_stop(s);
+}
+
+/* An engine whose first batch waits at a gate, so that the asks made
+ * meanwhile are all there when the agent looks again: it must start them
+ * as one batch a way (a request's packets into the channel, an answer's out
+ * of it), each copy with the way the ask's sides give. */
+struct gated {
+	struct gpusys_dma_priv *priv;
+	uint8_t *chan;
+	uint64_t chan_bytes;
+	int open;                /* the gate */
+	int at_gate;             /* the first batch waits there */
+	unsigned calls;          /* batches */
+	unsigned copies[GPUSYS_DMA_WAYS];
+	unsigned biggest;        /* the largest batch */
+	unsigned wrong_way;      /* copies whose sides do not fit their way */
+};
+
+static int gated_copy(void *ctx, enum gpusys_dma_way way, const struct gpusys_dma_copy *c, uint32_t n)
+{
+	struct gated *g = ctx;
+	if (g->calls == 0) {
+		__atomic_store_n(&g->at_gate, 1, __ATOMIC_RELEASE);
+		while (!__atomic_load_n(&g->open, __ATOMIC_ACQUIRE))
+			sched_yield();
+	}
+	g->calls++;
+	if (n > g->biggest)
+		g->biggest = n;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t in_chan = way == GPUSYS_DMA_INTO_CHANNEL ? c[i].dst : c[i].src;
+		g->wrong_way += in_chan - (uint64_t)(uintptr_t)g->chan >= g->chan_bytes;
+		memcpy((void *)(uintptr_t)c[i].dst, (const void *)(uintptr_t)c[i].src, c[i].len);
+	}
+	g->copies[way] += n;
+	return 0;
+}
+
+static int gated_complete(void *ctx, uint32_t n)
+{
+	struct gated *g = ctx;
+	__atomic_store_n(&g->priv->completed, n, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static void test_dma_batches_by_way(void **state)
+{
+	(void)state;
+	enum { N = 40, LEN = 4096 };
+	static struct gpusys_dma_host host __attribute__((aligned(64)));
+	static struct gpusys_dma_priv priv __attribute__((aligned(64)));
+	static uint8_t chan[N * LEN], buf[N * LEN];
+	struct gpusys_dma dma = { &host, &priv, GPUSYS_DMA_MIN_STREAM_LANE, GPUSYS_DMA_MIN_SHARE_LANE };
+	struct gated g = { .priv = &priv, .chan = chan, .chan_bytes = sizeof(chan) };
+	struct gpusys_dma_engine e = { .ctx = &g, .copy = gated_copy, .complete = gated_complete };
+	struct gpusys_dma_agent *agent;
+	memset(&host, 0, sizeof(host));
+	memset(&priv, 0, sizeof(priv));
+	host.wanted = 1; /* awake at once */
+	assert_int_equal(gpusys_dma_agent_start(&e, &host, 10000, &agent), 0);
+	assert_int_equal(gpusys_dma_agent_allow(agent, (uint64_t)(uintptr_t)chan, sizeof(chan)), 0);
+	for (size_t i = 0; i < sizeof(buf); i++) {
+		buf[i] = (uint8_t)(i * 7 + 1);
+		chan[i] = (uint8_t)(i * 13 + 5);
+	}
+	uint8_t want_chan[N * LEN], want_buf[N * LEN];
+	memcpy(want_chan, chan, sizeof(chan));
+	memcpy(want_buf, buf, sizeof(buf));
+	/* ask 0 holds the agent at the gate; asks 1 .. N-1 alternate ways:
+	 * odd ones copy buf's piece into the channel, even ones the
+	 * channel's piece out */
+	uint32_t last = 0;
+	for (uint32_t i = 0; i < N; i++) {
+		uint8_t *c = chan + i * LEN, *b = buf + i * LEN;
+		if (i % 2) {
+			memcpy(want_chan + i * LEN, b, LEN);
+			last = gpusys_dma_post(&dma, c, b, LEN);
+		} else {
+			memcpy(want_buf + i * LEN, c, LEN);
+			last = gpusys_dma_post(&dma, b, c, LEN);
+		}
+		if (i == 0) /* the agent has taken ask 0 and waits at the gate */
+			while (!__atomic_load_n(&g.at_gate, __ATOMIC_ACQUIRE))
+				sched_yield();
+	}
+	__atomic_store_n(&g.open, 1, __ATOMIC_RELEASE);
+	gpusys_dma_wait(&dma, last);
+	assert_memory_equal(chan, want_chan, sizeof(chan));
+	assert_memory_equal(buf, want_buf, sizeof(buf));
+	assert_int_equal(g.copies[GPUSYS_DMA_INTO_CHANNEL], N / 2);
+	assert_int_equal(g.copies[GPUSYS_DMA_OUT_OF_CHANNEL], N / 2);
+	assert_int_equal(g.wrong_way, 0);
+	struct gpusys_dma_agent_stats st;
+	gpusys_dma_agent_stats(agent, &st);
+	assert_int_equal(st.asks, N);
+	assert_int_equal(st.failures, 0);
+	/* ask 0 alone, then the asks made at the gate: one batch a way */
+	if (g.biggest != N / 2 || g.calls != 3)
+		fail_msg("batches: %u, the largest %u copies (expected 3: ask 0, then %d a way)", g.calls, g.biggest,
+			 N / 2);
+	gpusys_dma_agent_stop(agent);
 }
 
 /* The agent copies only between a channel it was given and a buffer: an
@@ -366,6 +470,7 @@ int main(void)
 		cmocka_unit_test(test_dma_copies_streams),  cmocka_unit_test(test_dma_thresholds),
 		cmocka_unit_test(test_dma_dozes_and_wakes), cmocka_unit_test(test_dma_refused_copies),
 		cmocka_unit_test(test_dma_asks_outside_channels), cmocka_unit_test(test_dma_off),
+		cmocka_unit_test(test_dma_batches_by_way),
 	};
 	return cmocka_run_group_tests_name("dma", tests, NULL, NULL);
 }
