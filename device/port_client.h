@@ -528,9 +528,10 @@ GPUSYS_FN uint32_t gpusys_port_lock(const gpusys_dev_t *dev, int *must_wait, uin
 	}
 }
 
-/* Leader: lock one of the window ports (the last dev->num_windows, which
- * futures never hold: see "Asynchronous calls" below), starting at this
- * warp's hint; as gpusys_port_lock otherwise. Only when num_windows > 0. */
+/* Leader: lock one of the window ports (the last dev->num_windows; futures
+ * hold only the first half of them, the rest only synchronous calls: see
+ * "Asynchronous calls" below), starting at this warp's hint; as
+ * gpusys_port_lock otherwise. Only when num_windows > 0. */
 GPUSYS_FN uint32_t gpusys_port_lock_window(const gpusys_dev_t *dev, int *must_wait, uint32_t *seq)
 {
 	uint32_t n = dev->num_windows, first = dev->num_ports - n;
@@ -806,8 +807,12 @@ GPUSYS_FN void gpusys_stream_copy(const gpusys_dev_t *dev, int by_dma, uint64_t 
  *    back when their owners finish their futures). So futures take their
  *    ports only from the first GPUSYS_ASYNC_PORTS(n) of the channel's n
  *    ports, and only by trying (GPUSYS_ASYNC_PROBES ports from the warp's
- *    hint): the last quarter (at least one port) is never held by a future,
- *    only by synchronous calls, which the daemon alone completes. A call
+ *    hint), or, for a message large enough for a window, from the first
+ *    half of the window ports (gpusys_port_trylock_async_window): the
+ *    rest of the last quarter (at least one port; the windows are at most
+ *    a quarter of the ports and the last of them) is never held by a
+ *    future, only by synchronous calls, which the daemon alone completes.
+ *    A call
  *    that finds no free asynchronous port is made synchronously (the warp
  *    waits for it, then has a completed future): it never fails and never
  *    waits on another warp, even when every resident warp does so at once.
@@ -877,6 +882,26 @@ GPUSYS_FN int gpusys_port_trylock_async(const gpusys_dev_t *dev, int *must_wait,
 	return -EBUSY;
 }
 
+/* Leader: try to lock one of the window ports a future may hold (the
+ * first half of dev->num_windows; none where there is only one), without
+ * waiting: a future whose answer streams 64 KiB a packet, not 1 KiB (a
+ * 64 KiB pread issued asynchronously took 64 exchanges through a plain
+ * port). 0 and *ret_port, or -EBUSY. */
+GPUSYS_FN int gpusys_port_trylock_async_window(const gpusys_dev_t *dev, int *must_wait, uint32_t *ret_port,
+					       uint32_t *seq)
+{
+	uint32_t n = dev->num_windows / 2u, first = dev->num_ports - dev->num_windows;
+	uint32_t i = n ? gpusys_port_hint() % n : 0;
+	for (uint32_t k = 0; k < n; k++) {
+		if (gpusys_port_take(dev, first + i, must_wait, seq)) {
+			*ret_port = first + i;
+			return 0;
+		}
+		i = i + 1 == n ? 0 : i + 1;
+	}
+	return -EBUSY;
+}
+
 /* Leader: count a future for this warp; ~0u when the warp is at its bound
  * (or there is no count), and the call must be made synchronously. */
 GPUSYS_FN uint32_t gpusys_warp_future_take(const gpusys_dev_t *dev)
@@ -941,9 +966,9 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	 * head (abi.h). */
 	int heads = !empty && biggest <= GPUSYS_HEAD_BYTES && cap_biggest <= GPUSYS_HEAD_BYTES;
 	/* A large message streams through a window port (abi.h): 64 KiB an
-	 * exchange instead of 2 KiB. Synchronous calls only: window ports
-	 * are among those futures never hold. */
-	int window = !async && !(flags & GPUSYS_REQ_NO_WINDOW) &&
+	 * exchange instead of 2 KiB. A future tries the windows futures may
+	 * hold, then a plain asynchronous port. */
+	int window = !(flags & GPUSYS_REQ_NO_WINDOW) &&
 		     gpusys_wants_window(dev, mask, in_len, out_cap, biggest, cap_biggest);
 	word = gpusys_client_word(0,
 				  (flags & GPUSYS_REQ_NOREPLY ? GPUSYS_CW_NOREPLY : 0) | (empty ? GPUSYS_CW_EMPTY : 0) |
@@ -957,17 +982,17 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 		ring = gpusys_count_and_ring(dev->submitted);
 		if (async && !(flags & GPUSYS_REQ_NOREPLY)) {
 			slot = gpusys_warp_future_take(dev);
-			if (slot == ~0u || gpusys_port_trylock_async(dev, &must_wait, &p, &seq) < 0) {
+			if (slot == ~0u ||
+			    ((!window || gpusys_port_trylock_async_window(dev, &must_wait, &p, &seq) < 0) &&
+			     gpusys_port_trylock_async(dev, &must_wait, &p, &seq) < 0)) {
 				if (slot != ~0u)
 					gpusys_count_sub_u32(&dev->warp_futures[slot], 1u);
 				slot = ~0u;
 				sync = 1;
 			}
 		}
-		if (window)
-			p = gpusys_port_lock_window(dev, &must_wait, &seq);
-		else if (!async || sync || (flags & GPUSYS_REQ_NOREPLY))
-			p = gpusys_port_lock(dev, &must_wait, &seq);
+		if (!async || sync || (flags & GPUSYS_REQ_NOREPLY))
+			p = window ? gpusys_port_lock_window(dev, &must_wait, &seq) : gpusys_port_lock(dev, &must_wait, &seq);
 		GPUSYS_LOCK_TRACE(p, must_wait);
 		if (must_wait) {
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);

@@ -143,9 +143,10 @@
  * ones a 32 x 64 KiB call spent more in its per-packet work than the
  * second slot saved, bench/RESULTS.md "Fifth session"). At most
  * GPUSYS_MAX_WINDOWS (8 MiB a channel), and never more than a quarter of
- * the ports: the windows
- * belong to ports that futures never hold (device/port_client.h), so a warp
- * that waits for a window port waits only for calls that finish. */
+ * the ports: the windows are among the last quarter, of which futures hold
+ * only the first half of the windows, and only by trying
+ * (device/port_client.h), so a warp that waits for a window port always
+ * has some that only calls which finish hold. */
 #define GPUSYS_WINDOW_BYTES (128u * 1024u)
 #define GPUSYS_MAX_WINDOWS 64u
 #define GPUSYS_HEADER_BYTES 8192u /* struct gpusys_channel_header, padded */

@@ -147,6 +147,48 @@ static void test_echo_futures_reverse(void **state)
 	assert_true(gpusys_emu_query(emu_));
 }
 
+/* Futures whose message is large take the window ports futures may hold
+ * (the first half of the windows: 64 KiB a packet), from several warps;
+ * once those are all held, the next takes a plain asynchronous port, and a
+ * synchronous call of the same size still finds a window (the other half)
+ * and completes while they are held. Every lane's bytes checked. */
+static void test_large_futures_take_windows(void **state)
+{
+	(void)state;
+	const gpusys_dev_t *dev = gpusys_emu_dev(emu_);
+	const uint32_t nw = dev->num_windows, first = dev->num_ports - nw, held = nw / 2;
+	const uint64_t one = 1; /* one lane: 64 KiB through a window is one packet each way */
+	assert_true(held >= 2 && held + 1 <= 64);
+	struct echo_call c[64];
+	struct gpusys_emu_future f[64];
+	for (uint32_t i = 0; i <= held; i++) {
+		gpusys_emu_set_warp(i); /* each warp below its bound */
+		echo_prepare(&c[i], one, 65536, i);
+		assert_int_equal(echo_start(dev, one, &c[i], &f[i]), 0);
+		assert_int_equal(f[i].pd.sync, 0);
+		if (i < held) {
+			if (f[i].pd.port < first || f[i].pd.port >= first + held)
+				fail_msg("future %u: port %u, not one of the windows futures hold [%u, %u)", i, f[i].pd.port,
+					 first, first + held);
+		} else if (f[i].pd.port >= GPUSYS_ASYNC_PORTS(dev->num_ports)) {
+			fail_msg("future %u, the windows futures hold all taken: port %u, not a plain asynchronous one", i,
+				 f[i].pd.port);
+		}
+	}
+	struct echo_call sync_call;
+	echo_prepare(&sync_call, one, 65536, 99);
+	gpusys_emu_set_warp(held + 1);
+	assert_int_equal(gpusys_emu_rpc(dev, GPUSYS_OP_ECHO, 0, one, sync_call.inp, sync_call.in_len, sync_call.outp,
+					sync_call.cap, sync_call.got, sync_call.st),
+			 0);
+	assert_int_equal(echo_check(&sync_call, one), 0);
+	for (uint32_t i = 0; i <= held; i++) {
+		assert_int_equal(gpusys_emu_wait(dev, &f[i]), 0);
+		assert_int_equal(echo_check(&c[i], one), 0);
+	}
+	assert_int_equal(gpusys_emu_synchronize(emu_, 5000), 0);
+}
+
 /* gpusys_emu_test polls without waiting; NOOP futures too. */
 static void test_test_until_done(void **state)
 {
@@ -523,6 +565,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_echo_futures_reverse),
+		cmocka_unit_test(test_large_futures_take_windows),
 		cmocka_unit_test(test_test_until_done),
 		cmocka_unit_test(test_file_futures),
 		cmocka_unit_test(test_noreply),
