@@ -252,6 +252,26 @@ static unsigned scan_range(struct poller *pl, struct pass_tally *tl, struct port
 	return work;
 }
 
+/* The window ports (the last num_windows; abi.h) of share j: windows j,
+ * j + count, ... Every large stream goes through them, 64 KiB a packet
+ * copied by the poller that serves the port: in one poller's range, as the
+ * last of the equal ranges, they bounded the whole GPU's large calls to
+ * what one thread copies (bench/RESULTS.md "Ninth session"). */
+static unsigned scan_windows(struct poller *pl, struct pass_tally *tl, struct port_table *t, uint32_t j,
+			     uint32_t count)
+{
+	unsigned work = 0;
+	uint32_t first = t->num_ports - t->num_windows;
+	for (uint32_t w = j; w < t->num_windows; w += count) {
+		tl->ports++;
+		if (serve_port(pl, tl, t, first + w)) {
+			work++;
+			remember_hot(pl, t, first + w);
+		}
+	}
+	return work;
+}
+
 /* Single writer (the poller): a plain load and store, relaxed, so that a
  * reader on another thread sees whole values; no locked instruction. */
 static inline void ctr_add(uint64_t *v, uint64_t by)
@@ -288,8 +308,10 @@ static void tally_flush(struct poller *pl, const struct pass_tally *tl, unsigned
 }
 
 /* The ports of every channel are shared out: poller k owns the k-th of
- * count equal ranges, so pollers do not read (and bounce) each other's
- * seen[] and claim[] lines, and a pass costs 1/count of the ports. Poller 0
+ * count equal ranges of the plain ports, so pollers do not read (and
+ * bounce) each other's seen[] and claim[] lines, and a pass costs 1/count
+ * of the ports; the window ports are dealt out one by one instead
+ * (scan_windows), so that large streams are copied by every poller. Poller 0
  * also covers the ranges of pollers that are parked. A poller coming back
  * may overlap with poller 0 for a pass: the claim keeps that safe. Returns
  * the number of ports that made progress. */
@@ -322,7 +344,7 @@ static unsigned scan(struct poller *pl, const struct snapshot *s)
 	uint64_t shares = (uint64_t)__builtin_popcountll(cover);
 	for (uint32_t i = 0; i < s->n; i++) {
 		struct port_table *t = s->t[i];
-		uint64_t n = t->num_ports;
+		uint64_t n = t->num_ports - t->num_windows; /* the plain ports */
 		/* The hot ports matter when a pass is long and finds little:
 		 * few warps calling, each waiting a whole pass for its next
 		 * call to be seen. Under load they are a loss: the checks cost
@@ -336,6 +358,7 @@ static unsigned scan(struct poller *pl, const struct snapshot *s)
 			unsigned j = (unsigned)__builtin_ctzll(m);
 			work += scan_range(pl, &tl, t, (uint32_t)(j * n / count), (uint32_t)((j + 1) * n / count),
 					   use_hot);
+			work += scan_windows(pl, &tl, t, j, count);
 		}
 	}
 	tally_flush(pl, &tl, work, t0);
