@@ -19,11 +19,15 @@
 
 /* Whether a stream of total bytes over shares lanes' shares, in a call of
  * lanes lanes, goes by the copy engine: the leader asks (one read of
- * pinned memory). An agent that dozes is woken for the calls that follow;
- * this one copies for itself. */
+ * pinned memory, two of the ring's device memory). An agent that dozes is
+ * woken for the calls that follow; this one copies for itself, as does one
+ * whose backlog is past GPUSYS_DMA_MAX_BACKLOG asks. */
 GPUSYS_FN int gpusys_dma_wanted(const struct gpusys_dma *d, uint32_t total, uint32_t shares, uint32_t lanes)
 {
 	if (!d || !gpusys_dma_worth(d, total, shares, lanes))
+		return 0;
+	if (gpusys_load_shared_u32(&d->priv->tail) - gpusys_load_shared_u32(&d->priv->completed) >
+	    GPUSYS_DMA_MAX_BACKLOG)
 		return 0;
 	struct gpusys_dma_host *h = d->host;
 	if (gpusys_load_shared_u64(&h->awake))

@@ -85,6 +85,13 @@ struct gpusys_dma {
 #define GPUSYS_DMA_MIN_SHARE_LANE 512u
 /* No stream below this goes by the copy engine, whatever the settings. */
 #define GPUSYS_DMA_MIN_STREAM_FLOOR 4096u
+/* A stream goes by the copy engine only while the agent has at most this
+ * many asks taken and not done: past it the agent is the bound, and the
+ * warps copy faster themselves (H200, 132 warps x 32 x 64 KiB ECHO at
+ * once: 5.5-5.7 GB/s each way by the agent, 15-20 GB/s by the warps; one
+ * warp alone: 0.98 by the agent, 0.58 by itself; bench/RESULTS.md "Ninth
+ * session"). */
+#define GPUSYS_DMA_MAX_BACKLOG 8u
 
 /* Whether a stream (a request's or an answer's) of total bytes in shares
  * lanes' shares, in a call of lanes lanes, is worth the copy engine: at

@@ -5,6 +5,7 @@
  * streams on the warp, the agent's dozing and waking, and an engine that
  * refuses copies, which the warp must notice and make good. */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -396,6 +397,85 @@ static void test_dma_batches_by_way(void **state)
 	gpusys_dma_agent_stop(agent);
 }
 
+/* A warp's call, run on a thread of its own so that the test can wait for
+ * it with a limit. */
+struct echo_job {
+	gpusys_dev_t dev;
+	uint64_t mask;
+	uint32_t len[GPUSYS_WARP_LANES];
+	uint64_t rng;
+	int done;
+};
+
+static void *echo_job_main(void *arg)
+{
+	struct echo_job *j = arg;
+	echo_and_check(&j->dev, j->mask, j->len, &j->rng);
+	__atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* An agent with more than GPUSYS_DMA_MAX_BACKLOG asks taken and not done is
+ * the bound: a large call then copies with the warp and finishes while the
+ * agent is still held at the gate (it would wait for it otherwise). */
+static void test_dma_backlog_copies_itself(void **state)
+{
+	(void)state;
+	enum { ASKS = GPUSYS_DMA_MAX_BACKLOG + 2, LEN = 4096 };
+	struct inproc *s = inproc_start(16, 1);
+	struct gpusys_emu *emu = open_emu(s, "10000");
+	static struct gpusys_dma_host host __attribute__((aligned(64)));
+	static struct gpusys_dma_priv priv __attribute__((aligned(64)));
+	memset(&host, 0, sizeof(host));
+	memset(&priv, 0, sizeof(priv));
+	struct gpusys_dma dma = { &host, &priv, GPUSYS_DMA_MIN_STREAM_LANE, GPUSYS_DMA_MIN_SHARE_LANE };
+	struct echo_job j = { .dev = *gpusys_emu_dev(emu), .mask = 0xf, .rng = 12 };
+	uint8_t *chan = (uint8_t *)j.dev.hdr;
+	struct gated g = { .priv = &priv, .chan = chan, .chan_bytes = j.dev.hdr->total_bytes };
+	struct gpusys_dma_engine e = { .ctx = &g, .copy = gated_copy, .complete = gated_complete };
+	struct gpusys_dma_agent *agent;
+	assert_int_equal(gpusys_dma_agent_start(&e, &host, 10000, &agent), 0);
+	assert_int_equal(gpusys_dma_agent_allow(agent, (uint64_t)(uintptr_t)chan, j.dev.hdr->total_bytes), 0);
+	j.dev.dma = &dma;
+
+	/* the backlog: copies out of the channel's first bytes into a buffer
+	 * of the test's own, the first held at the gate */
+	uint8_t *buf = malloc((size_t)ASKS * LEN);
+	uint32_t last = 0;
+	for (uint32_t i = 0; i < ASKS; i++) {
+		last = gpusys_dma_post(&dma, buf + (size_t)i * LEN, chan, LEN);
+		if (i == 0)
+			while (!__atomic_load_n(&g.at_gate, __ATOMIC_ACQUIRE))
+				sched_yield();
+	}
+	/* The agent took ask 0 before it woke (it takes asks dozing too) and
+	 * is held with it: say it is awake, as it would be once it had
+	 * seen the ask that wanted it, so that only the backlog is left to
+	 * keep the call's copies from it. */
+	__atomic_store_n(&host.awake, 1, __ATOMIC_RELEASE);
+
+	all_lanes(j.len, 200 * 1024); /* worth the copy engine, but for the backlog */
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, echo_job_main, &j), 0);
+	int done = 0;
+	for (int ms = 0; ms < 10000 && !(done = __atomic_load_n(&j.done, __ATOMIC_ACQUIRE)); ms++) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	__atomic_store_n(&g.open, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	gpusys_dma_wait(&dma, last);
+	if (!done)
+		fail_msg("the call waited for an agent %u asks behind", ASKS);
+	struct gpusys_dma_agent_stats st;
+	gpusys_dma_agent_stats(agent, &st);
+	assert_int_equal(st.asks, ASKS); /* none of the call's */
+	gpusys_dma_agent_stop(agent);
+	free(buf);
+	gpusys_emu_close(emu);
+	inproc_stop(s);
+}
+
 /* The agent copies only between a channel it was given and a buffer: an
  * ask a scribbling kernel could write with both sides elsewhere, both in
  * the channel, or running past the channel's end, is refused and counted
@@ -470,7 +550,7 @@ int main(void)
 		cmocka_unit_test(test_dma_copies_streams),  cmocka_unit_test(test_dma_thresholds),
 		cmocka_unit_test(test_dma_dozes_and_wakes), cmocka_unit_test(test_dma_refused_copies),
 		cmocka_unit_test(test_dma_asks_outside_channels), cmocka_unit_test(test_dma_off),
-		cmocka_unit_test(test_dma_batches_by_way),
+		cmocka_unit_test(test_dma_batches_by_way), cmocka_unit_test(test_dma_backlog_copies_itself),
 	};
 	return cmocka_run_group_tests_name("dma", tests, NULL, NULL);
 }
