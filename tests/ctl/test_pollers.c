@@ -43,6 +43,7 @@ struct totals {
 	long long passes, empty, scanned, found, served, collisions, held, hot, timed, pass_ns, serve_ns;
 	long long answer_ns, count_ns, timed_served;
 	size_t pollers;
+	size_t serving; /* pollers that served a step */
 };
 
 static struct totals read_totals(const struct gd *d)
@@ -71,6 +72,7 @@ static struct totals read_totals(const struct gd *d)
 		t.answer_ns += F("timed_answer_ns");
 		t.count_ns += F("timed_count_ns");
 		t.timed_served += F("timed_served");
+		t.serving += F("served") > 0;
 #undef F
 	}
 	t.pollers = json_array_size(json_object_get(r, "pollers"));
@@ -107,9 +109,9 @@ static void echo_n(const gpusys_dev_t *dev, int n)
 	}
 }
 
-static void attach(const struct gd *d, gpusys_t **c, struct gpusys_emu **emu)
+static void attach(const struct gd *d, uint32_t num_ports, gpusys_t **c, struct gpusys_emu **emu)
 {
-	struct gpusys_options o = { .runtime_dir = d->runtime, .num_ports = 8,
+	struct gpusys_options o = { .runtime_dir = d->runtime, .num_ports = num_ports,
 		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
 			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
 	assert_int_equal(gpusys_attach(&o, c), 0);
@@ -130,7 +132,7 @@ static void test_counters_add_up(void **state)
 	assert_int_equal(t.found, 0);
 	assert_int_equal(t.served, 0);
 
-	attach(&d, &c, &emu);
+	attach(&d, 8, &c, &emu);
 	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
 	echo_n(dev, ECHOES);
 	t = wait_served(&d, ECHOES);
@@ -228,11 +230,7 @@ static void test_windows_served_by_every_poller(void **state)
 	 * between one warp's steps on a loaded machine (a parked poller's
 	 * share is poller 0's). */
 	gd_start(&d, "pollers = 4\nidle_spin_us = 1000000\n");
-	struct gpusys_options o = { .runtime_dir = d.runtime, .num_ports = 64,
-		.flags = GPUSYS_ATTACH_EMULATED | GPUSYS_ATTACH_NO_BULK |
-			  GPUSYS_ATTACH_NO_STDIO | GPUSYS_ATTACH_NO_CWD };
-	assert_int_equal(gpusys_attach(&o, &c), 0);
-	assert_int_equal(gpusys_emu_open(gpusys_host_channel(c), &emu), 0);
+	attach(&d, 64, &c, &emu);
 	const gpusys_dev_t *dev = gpusys_emu_dev(emu);
 	assert_int_equal(dev->num_windows, 16);
 
@@ -240,9 +238,8 @@ static void test_windows_served_by_every_poller(void **state)
 	 * loaded machine leaves unscheduled for a round gets another): with
 	 * the windows in one poller's share, two of the four never serve. */
 	enum { WARPS = 16, ROUNDS = 10 };
-	size_t serving = 0;
-	long long served = 0;
-	for (int round = 0; round < ROUNDS && serving < 4; round++) {
+	struct totals t = { 0 };
+	for (int round = 0; round < ROUNDS && t.serving < 4; round++) {
 		struct window_warp w[WARPS];
 		pthread_t th[WARPS];
 		for (uint32_t i = 0; i < WARPS; i++) {
@@ -253,24 +250,10 @@ static void test_windows_served_by_every_poller(void **state)
 			pthread_join(th[i], NULL);
 			assert_int_equal(w[i].bad, 0);
 		}
-		char *out = ctl(&d, "pollers", "--json");
-		json_error_t jerr;
-		json_t *r = json_loads(out, 0, &jerr), *p;
-		assert_non_null(r);
-		size_t i;
-		serving = 0;
-		served = 0;
-		json_array_foreach(json_object_get(r, "pollers"), i, p)
-		{
-			long long n = (long long)json_integer_value(json_object_get(p, "served"));
-			served += n;
-			serving += n > 0;
-		}
-		json_decref(r);
-		free(out);
+		t = read_totals(&d);
 	}
-	if (serving < 4)
-		fail_msg("%zu of 4 pollers served the window ports (%lld steps, %d rounds)", serving, served, ROUNDS);
+	if (t.serving < 4)
+		fail_msg("%zu of 4 pollers served the window ports (%lld steps, %d rounds)", t.serving, t.served, ROUNDS);
 
 	gpusys_emu_close(emu);
 	gpusys_detach(c);
@@ -286,7 +269,7 @@ static void test_untimed_when_stats_off(void **state)
 
 	(void)state;
 	gd_start(&d, "stats = 0\npollers = 1\n");
-	attach(&d, &c, &emu);
+	attach(&d, 8, &c, &emu);
 	echo_n(gpusys_emu_dev(emu), 500);
 	struct totals t = wait_served(&d, 500);
 	assert_int_equal(t.pollers, 1);

@@ -233,11 +233,43 @@ static void test_dma_dozes_and_wakes(void **state)
 	inproc_stop(s);
 }
 
+/* A ring of the test's own (the emulator's agent left aside), served by an
+ * agent over a test engine. The engines' contexts begin with the ring's
+ * private half: completing is a store into it. */
+struct own_ring {
+	struct gpusys_dma_host host __attribute__((aligned(64)));
+	struct gpusys_dma_priv priv __attribute__((aligned(64)));
+	struct gpusys_dma dma;
+	struct gpusys_dma_agent *agent;
+};
+
+static int complete_by_store(void *ctx, uint32_t n)
+{
+	struct gpusys_dma_priv *priv = *(struct gpusys_dma_priv **)ctx;
+	__atomic_store_n(&priv->completed, n, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Start r (zeroed first)'s agent over copy with ctx, whose first member
+ * is set to the ring's private half; the channel it may copy to and from
+ * is [base, base + bytes). */
+static void own_ring_start(struct own_ring *r, void *ctx,
+			   int (*copy)(void *, enum gpusys_dma_way, const struct gpusys_dma_copy *, uint32_t),
+			   const void *base, uint64_t bytes)
+{
+	memset(r, 0, sizeof(*r));
+	r->dma = (struct gpusys_dma){ &r->host, &r->priv, GPUSYS_DMA_MIN_STREAM_LANE, GPUSYS_DMA_MIN_SHARE_LANE };
+	*(struct gpusys_dma_priv **)ctx = &r->priv;
+	struct gpusys_dma_engine e = { .ctx = ctx, .copy = copy, .complete = complete_by_store };
+	assert_int_equal(gpusys_dma_agent_start(&e, &r->host, 10000, &r->agent), 0);
+	assert_int_equal(gpusys_dma_agent_allow(r->agent, (uint64_t)(uintptr_t)base, bytes), 0);
+}
+
 /* An engine that refuses every other batch of copies (as CUDA refuses an
  * address it cannot reach): the warp sees the failure count move and copies
  * the packet itself, so every byte still arrives. */
 struct refusing {
-	struct gpusys_dma_priv *priv;
+	struct gpusys_dma_priv *priv; /* first: own_ring_start */
 	unsigned n;
 };
 
@@ -252,13 +284,6 @@ static int refusing_copy(void *ctx, enum gpusys_dma_way way, const struct gpusys
 	return 0;
 }
 
-static int refusing_complete(void *ctx, uint32_t n)
-{
-	struct refusing *r = ctx;
-	__atomic_store_n(&r->priv->completed, n, __ATOMIC_RELEASE);
-	return 0;
-}
-
 static void test_dma_refused_copies(void **state)
 {
 	(void)state;
@@ -267,31 +292,26 @@ static void test_dma_refused_copies(void **state)
 	struct gpusys_emu *emu = open_emu(s, "10000");
 	gpusys_dev_t dev = *gpusys_emu_dev(emu);
 
-	static struct gpusys_dma_host host __attribute__((aligned(64)));
-	static struct gpusys_dma_priv priv __attribute__((aligned(64)));
-	struct gpusys_dma dma = { &host, &priv, GPUSYS_DMA_MIN_STREAM_LANE, GPUSYS_DMA_MIN_SHARE_LANE };
-	struct refusing r = { &priv, 0 };
-	struct gpusys_dma_engine e = { .ctx = &r, .copy = refusing_copy, .complete = refusing_complete };
-	struct gpusys_dma_agent *agent;
-	assert_int_equal(gpusys_dma_agent_start(&e, &host, 10000, &agent), 0);
-	assert_int_equal(gpusys_dma_agent_allow(agent, (uint64_t)(uintptr_t)dev.hdr, dev.hdr->total_bytes), 0);
-	dev.dma = &dma;
+	static struct own_ring ring;
+	struct refusing r = { NULL, 0 };
+	own_ring_start(&ring, &r, refusing_copy, dev.hdr, dev.hdr->total_bytes);
+	dev.dma = &ring.dma;
 
 	uint32_t len[GPUSYS_WARP_LANES];
 	all_lanes(len, 200 * 1024);
 	echo_and_check(&dev, 0xf, len, &rng); /* wakes it */
-	for (int i = 0; i < 2000 && !__atomic_load_n(&host.awake, __ATOMIC_ACQUIRE); i++) {
+	for (int i = 0; i < 2000 && !__atomic_load_n(&ring.host.awake, __ATOMIC_ACQUIRE); i++) {
 		struct timespec ts = { 0, 1000000 };
 		nanosleep(&ts, NULL);
 	}
 	for (int i = 0; i < 4; i++)
 		echo_and_check(&dev, 0xf, len, &rng);
 	struct gpusys_dma_agent_stats st;
-	gpusys_dma_agent_stats(agent, &st);
+	gpusys_dma_agent_stats(ring.agent, &st);
 	assert_true(st.asks >= 4 * 4);
 	assert_true(st.failures >= 4 * 2);
-	assert_int_equal(__atomic_load_n(&host.failures, __ATOMIC_ACQUIRE), st.failures);
-	gpusys_dma_agent_stop(agent);
+	assert_int_equal(__atomic_load_n(&ring.host.failures, __ATOMIC_ACQUIRE), st.failures);
+	gpusys_dma_agent_stop(ring.agent);
 	gpusys_emu_close(emu);
 	inproc_stop(s);
 }
@@ -301,7 +321,7 @@ static void test_dma_refused_copies(void **state)
  * as one batch a way (a request's packets into the channel, an answer's out
  * of it), each copy with the way the ask's sides give. */
 struct gated {
-	struct gpusys_dma_priv *priv;
+	struct gpusys_dma_priv *priv; /* first: own_ring_start */
 	uint8_t *chan;
 	uint64_t chan_bytes;
 	int open;                /* the gate */
@@ -332,29 +352,15 @@ static int gated_copy(void *ctx, enum gpusys_dma_way way, const struct gpusys_dm
 	return 0;
 }
 
-static int gated_complete(void *ctx, uint32_t n)
-{
-	struct gated *g = ctx;
-	__atomic_store_n(&g->priv->completed, n, __ATOMIC_RELEASE);
-	return 0;
-}
-
 static void test_dma_batches_by_way(void **state)
 {
 	(void)state;
 	enum { N = 40, LEN = 4096 };
-	static struct gpusys_dma_host host __attribute__((aligned(64)));
-	static struct gpusys_dma_priv priv __attribute__((aligned(64)));
+	static struct own_ring ring;
 	static uint8_t chan[N * LEN], buf[N * LEN];
-	struct gpusys_dma dma = { &host, &priv, GPUSYS_DMA_MIN_STREAM_LANE, GPUSYS_DMA_MIN_SHARE_LANE };
-	struct gated g = { .priv = &priv, .chan = chan, .chan_bytes = sizeof(chan) };
-	struct gpusys_dma_engine e = { .ctx = &g, .copy = gated_copy, .complete = gated_complete };
-	struct gpusys_dma_agent *agent;
-	memset(&host, 0, sizeof(host));
-	memset(&priv, 0, sizeof(priv));
-	host.wanted = 1; /* awake at once */
-	assert_int_equal(gpusys_dma_agent_start(&e, &host, 10000, &agent), 0);
-	assert_int_equal(gpusys_dma_agent_allow(agent, (uint64_t)(uintptr_t)chan, sizeof(chan)), 0);
+	struct gated g = { .chan = chan, .chan_bytes = sizeof(chan) };
+	own_ring_start(&ring, &g, gated_copy, chan, sizeof(chan)); /* it takes asks dozing too */
+	struct gpusys_dma *dma = &ring.dma;
 	for (size_t i = 0; i < sizeof(buf); i++) {
 		buf[i] = (uint8_t)(i * 7 + 1);
 		chan[i] = (uint8_t)(i * 13 + 5);
@@ -370,31 +376,31 @@ static void test_dma_batches_by_way(void **state)
 		uint8_t *c = chan + i * LEN, *b = buf + i * LEN;
 		if (i % 2) {
 			memcpy(want_chan + i * LEN, b, LEN);
-			last = gpusys_dma_post(&dma, c, b, LEN);
+			last = gpusys_dma_post(dma, c, b, LEN);
 		} else {
 			memcpy(want_buf + i * LEN, c, LEN);
-			last = gpusys_dma_post(&dma, b, c, LEN);
+			last = gpusys_dma_post(dma, b, c, LEN);
 		}
 		if (i == 0) /* the agent has taken ask 0 and waits at the gate */
 			while (!__atomic_load_n(&g.at_gate, __ATOMIC_ACQUIRE))
 				sched_yield();
 	}
 	__atomic_store_n(&g.open, 1, __ATOMIC_RELEASE);
-	gpusys_dma_wait(&dma, last);
+	gpusys_dma_wait(dma, last);
 	assert_memory_equal(chan, want_chan, sizeof(chan));
 	assert_memory_equal(buf, want_buf, sizeof(buf));
 	assert_int_equal(g.copies[GPUSYS_DMA_INTO_CHANNEL], N / 2);
 	assert_int_equal(g.copies[GPUSYS_DMA_OUT_OF_CHANNEL], N / 2);
 	assert_int_equal(g.wrong_way, 0);
 	struct gpusys_dma_agent_stats st;
-	gpusys_dma_agent_stats(agent, &st);
+	gpusys_dma_agent_stats(ring.agent, &st);
 	assert_int_equal(st.asks, N);
 	assert_int_equal(st.failures, 0);
 	/* ask 0 alone, then the asks made at the gate: one batch a way */
 	if (g.biggest != N / 2 || g.calls != 3)
 		fail_msg("batches: %u, the largest %u copies (expected 3: ask 0, then %d a way)", g.calls, g.biggest,
 			 N / 2);
-	gpusys_dma_agent_stop(agent);
+	gpusys_dma_agent_stop(ring.agent);
 }
 
 /* A warp's call, run on a thread of its own so that the test can wait for
@@ -424,26 +430,19 @@ static void test_dma_backlog_copies_itself(void **state)
 	enum { ASKS = GPUSYS_DMA_MAX_BACKLOG + 2, LEN = 4096 };
 	struct inproc *s = inproc_start(16, 1);
 	struct gpusys_emu *emu = open_emu(s, "10000");
-	static struct gpusys_dma_host host __attribute__((aligned(64)));
-	static struct gpusys_dma_priv priv __attribute__((aligned(64)));
-	memset(&host, 0, sizeof(host));
-	memset(&priv, 0, sizeof(priv));
-	struct gpusys_dma dma = { &host, &priv, GPUSYS_DMA_MIN_STREAM_LANE, GPUSYS_DMA_MIN_SHARE_LANE };
+	static struct own_ring ring;
 	struct echo_job j = { .dev = *gpusys_emu_dev(emu), .mask = 0xf, .rng = 12 };
 	uint8_t *chan = (uint8_t *)j.dev.hdr;
-	struct gated g = { .priv = &priv, .chan = chan, .chan_bytes = j.dev.hdr->total_bytes };
-	struct gpusys_dma_engine e = { .ctx = &g, .copy = gated_copy, .complete = gated_complete };
-	struct gpusys_dma_agent *agent;
-	assert_int_equal(gpusys_dma_agent_start(&e, &host, 10000, &agent), 0);
-	assert_int_equal(gpusys_dma_agent_allow(agent, (uint64_t)(uintptr_t)chan, j.dev.hdr->total_bytes), 0);
-	j.dev.dma = &dma;
+	struct gated g = { .chan = chan, .chan_bytes = j.dev.hdr->total_bytes };
+	own_ring_start(&ring, &g, gated_copy, chan, j.dev.hdr->total_bytes);
+	j.dev.dma = &ring.dma;
 
 	/* the backlog: copies out of the channel's first bytes into a buffer
 	 * of the test's own, the first held at the gate */
 	uint8_t *buf = malloc((size_t)ASKS * LEN);
 	uint32_t last = 0;
 	for (uint32_t i = 0; i < ASKS; i++) {
-		last = gpusys_dma_post(&dma, buf + (size_t)i * LEN, chan, LEN);
+		last = gpusys_dma_post(&ring.dma, buf + (size_t)i * LEN, chan, LEN);
 		if (i == 0)
 			while (!__atomic_load_n(&g.at_gate, __ATOMIC_ACQUIRE))
 				sched_yield();
@@ -452,7 +451,7 @@ static void test_dma_backlog_copies_itself(void **state)
 	 * is held with it: say it is awake, as it would be once it had
 	 * seen the ask that wanted it, so that only the backlog is left to
 	 * keep the call's copies from it. */
-	__atomic_store_n(&host.awake, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&ring.host.awake, 1, __ATOMIC_RELEASE);
 
 	all_lanes(j.len, 200 * 1024); /* worth the copy engine, but for the backlog */
 	pthread_t th;
@@ -464,13 +463,13 @@ static void test_dma_backlog_copies_itself(void **state)
 	}
 	__atomic_store_n(&g.open, 1, __ATOMIC_RELEASE);
 	pthread_join(th, NULL);
-	gpusys_dma_wait(&dma, last);
+	gpusys_dma_wait(&ring.dma, last);
 	if (!done)
 		fail_msg("the call waited for an agent %u asks behind", ASKS);
 	struct gpusys_dma_agent_stats st;
-	gpusys_dma_agent_stats(agent, &st);
+	gpusys_dma_agent_stats(ring.agent, &st);
 	assert_int_equal(st.asks, ASKS); /* none of the call's */
-	gpusys_dma_agent_stop(agent);
+	gpusys_dma_agent_stop(ring.agent);
 	free(buf);
 	gpusys_emu_close(emu);
 	inproc_stop(s);
