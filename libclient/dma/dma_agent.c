@@ -255,14 +255,26 @@ int gpusys_dma_disabled(void)
 	return v && !strcmp(v, "0");
 }
 
-uint32_t gpusys_dma_spin_ms(uint32_t dflt)
+/* A setting of the environment, 0 .. max, else dflt. */
+static uint32_t env_u32(const char *name, uint32_t dflt, uint32_t max)
 {
-	const char *v = getenv("GPUSYS_DMA_SPIN_MS");
+	const char *v = getenv(name);
 	char *end;
 	if (!v || !*v)
 		return dflt;
 	unsigned long n = strtoul(v, &end, 10);
-	return *end || n > 60000 ? dflt : (uint32_t)n;
+	return *end || n > max ? dflt : (uint32_t)n;
+}
+
+uint32_t gpusys_dma_spin_ms(uint32_t dflt)
+{
+	return env_u32("GPUSYS_DMA_SPIN_MS", dflt, 60000);
+}
+
+void gpusys_dma_thresholds(struct gpusys_dma *d)
+{
+	d->min_stream_lane = env_u32("GPUSYS_DMA_MIN_STREAM", GPUSYS_DMA_MIN_STREAM_LANE, GPUSYS_MAX_LANE_PAYLOAD);
+	d->min_share_lane = env_u32("GPUSYS_DMA_MIN_SHARE", GPUSYS_DMA_MIN_SHARE_LANE, GPUSYS_MAX_LANE_PAYLOAD);
 }
 
 /* ---------------------------------------------------------- the memcpy engine */

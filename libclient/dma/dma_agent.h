@@ -83,5 +83,9 @@ void gpusys_dma_agent_stats(const struct gpusys_dma_agent *a, struct gpusys_dma_
 int gpusys_dma_disabled(void);
 /* GPUSYS_DMA_SPIN_MS from the environment (0 .. 60000), else dflt. */
 uint32_t gpusys_dma_spin_ms(uint32_t dflt);
+/* d's thresholds (gpusys_dma_worth): GPUSYS_DMA_MIN_STREAM and
+ * GPUSYS_DMA_MIN_SHARE from the environment (bytes a lane of the call),
+ * else GPUSYS_DMA_MIN_STREAM_LANE and GPUSYS_DMA_MIN_SHARE_LANE. */
+void gpusys_dma_thresholds(struct gpusys_dma *d);
 
 #endif /* GPUSYS_DMA_AGENT_H */

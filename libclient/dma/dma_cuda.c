@@ -189,9 +189,8 @@ int gpusys_dma_cuda_start(const struct gpusys_cuda *cu, CUcontext ctx, struct gp
 	struct gpusys_dma d = {
 		.host = (struct gpusys_dma_host *)(uintptr_t)host_dev,
 		.priv = (struct gpusys_dma_priv *)(uintptr_t)c->priv,
-		.min_stream_lane = GPUSYS_DMA_MIN_STREAM_LANE,
-		.min_share_lane = GPUSYS_DMA_MIN_SHARE_LANE,
 	};
+	gpusys_dma_thresholds(&d);
 	if ((r = cu->cuMemAlloc(&c->dma, sizeof(d))) != CUDA_SUCCESS) {
 		c->dma = 0;
 		what = "cuMemAlloc";

@@ -48,8 +48,7 @@ static int emu_dma_start(struct gpusys_emu *emu)
 	memset(d, 0, sizeof(*d));
 	d->dma.host = &d->host;
 	d->dma.priv = &d->priv;
-	d->dma.min_stream_lane = GPUSYS_DMA_MIN_STREAM_LANE;
-	d->dma.min_share_lane = GPUSYS_DMA_MIN_SHARE_LANE;
+	gpusys_dma_thresholds(&d->dma);
 	struct gpusys_dma_engine e;
 	gpusys_dma_memcpy_engine(&e, &d->priv);
 	int r = gpusys_dma_agent_start(&e, &d->host, gpusys_dma_spin_ms(EMU_DMA_SPIN_MS), &d->agent);
