@@ -56,6 +56,11 @@
 #define WORKER_SPIN_NS (100u * 1000u)  /* a worker waits this long for more */
 #define FULL_SCAN_NS (50u * 1000u)     /* spinning: every port at least this often */
 #define MAX_THREADS 32u
+/* A call of heads whose heads have not landed this long after its word
+ * never will: its kernel scribbled the word or died (the heads are stored
+ * before the word, and land within the bus's latency, microseconds). It is
+ * answered -EPROTO, so that the worker is not held for ever. */
+#define HEADS_LATE_MAX_NS (1000u * 1000u * 1000u)
 #define USER_OPS (0x10000u - GPUSYS_OP_USER_FIRST)
 
 struct cb_entry {
@@ -196,6 +201,7 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 	/* PORT_HOST_NOT_YET is a positive "look again", never a status: the
 	 * loop once ended at the first one, and answered it (tests/callback
 	 * test_heads_land_late). */
+	uint64_t late_since = 0;
 	for (unsigned spins = 0; !status; spins++) {
 		status = port_host_take_request(port, word, len, cap, &in_bytes);
 		if (status != PORT_HOST_NOT_YET)
@@ -203,10 +209,15 @@ static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
 		status = 0;
 		if (atomic_load_explicit(&cb->stop, memory_order_relaxed))
 			goto out;
-		if (spins < 4096)
+		if (spins < 4096) {
 			cpu_relax();
-		else
-			nanosleep(&(struct timespec){ .tv_nsec = 1000 }, NULL);
+			continue;
+		}
+		if (!late_since)
+			late_since = now_ns();
+		else if (now_ns() - late_since > HEADS_LATE_MAX_NS)
+			status = -EPROTO;
+		nanosleep(&(struct timespec){ .tv_nsec = 1000 }, NULL);
 	}
 	if (status && heads) {
 		/* The heads carry the refusal, as the daemon's do. */

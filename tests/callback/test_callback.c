@@ -952,6 +952,46 @@ static void test_heads_land_late(void **state)
 	gpusys_callbacks_expect(cb_, 0);
 }
 
+/* A call of heads whose heads never land (its kernel scribbled the word,
+ * or died between): the server answers it -EPROTO in its heads after
+ * HEADS_LATE_MAX_NS (1 s), instead of holding a worker for ever; the port
+ * then serves honest calls. */
+static void test_heads_never_land(void **state)
+{
+	(void)state;
+	struct raw_client c;
+	raw_client_init(&c, gpusys_callbacks_channel(cb_, NULL));
+	gpusys_callbacks_expect(cb_, now_ns() + UINT64_C(60000000000));
+	const uint32_t p = 6;
+	uint32_t seq = (uint32_t)(__atomic_exchange_n((uint64_t *)&dev_->locks[p], 1, __ATOMIC_ACQUIRE) >> 32);
+	assert_true(raw_wait(&c, p, seq)); /* ours */
+	struct gpusys_port *port = &c.ports[p];
+
+	/* Lane 2's head is an old request's, and stays so. */
+	put_head(port, 2, gpusys_head_tag(seq - 6, GPUSYS_HEAD_REQUEST, 3), 8, "abc\0\0\0\0");
+	const uint64_t t0 = now_ns();
+	raw_publish(&c, p, &seq, 1, gpusys_client_word(0, GPUSYS_CW_HEADS, OP_SMALL, 1u << 2));
+	uint64_t w = 0;
+	assert_true(raw_wait_word(&c, p, seq, &w));
+	const uint64_t waited = now_ns() - t0;
+	assert_int_equal(GPUSYS_WORD_SEQ(w), seq & GPUSYS_SEQ_MASK);
+	assert_int_equal(GPUSYS_SW_STATUS(w), -EPROTO);
+	assert_int_equal(port->heads[2].tag, gpusys_head_tag(seq, GPUSYS_HEAD_ANSWER | GPUSYS_HEAD_FAILED, 0));
+	assert_int_equal((int32_t)port->heads[2].aux, -EPROTO);
+	if (waited < UINT64_C(1000000000))
+		fail_msg("answered after %llu ms, before the heads could be called lost",
+			 (unsigned long long)(waited / 1000000));
+
+	/* The port goes back to the emulated warps, and serves them. */
+	__atomic_store_n((uint64_t *)&dev_->locks[p], (uint64_t)seq << 32, __ATOMIC_RELEASE);
+	gpusys_callbacks_expect(cb_, 0);
+	uint32_t lens[LANES];
+	for (uint32_t l = 0; l < LANES; l++)
+		lens[l] = 3 + l % 5;
+	gpusys_emu_set_warp(p);
+	xform_call(ALL_LANES, lens, 0);
+}
+
 /* ------------------------------------------------------------- idle */
 
 static double cpu_ms(void)
@@ -1003,6 +1043,7 @@ int main(void)
 		cmocka_unit_test(test_async_out_of_order),
 		cmocka_unit_test(test_heads_futures_ports_scarce),
 		cmocka_unit_test(test_heads_land_late),
+		cmocka_unit_test(test_heads_never_land),
 		cmocka_unit_test(test_heads_late),
 		cmocka_unit_test(test_two_in_flight_raw),
 		cmocka_unit_test(test_idle_and_wakeup),
