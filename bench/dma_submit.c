@@ -4,9 +4,11 @@
  * for it, the way libgpusys's DMA agent asks (libclient/dma/): many small
  * copies between pinned host memory and device memory on a stream of its
  * own, then one cuStreamWriteValue32. A probe for issue 27's "10 GB/s from
- * all SMs": 132 warps' 32 x 64 KiB echoes are 2 KiB shares, about 1,000
- * copies a call each way, and the agent moved 2.6-3.4 GB/s, one copy every
- * 0.7 us (bench/RESULTS.md "Eighth session").
+ * all SMs", where 132 warps' 32 x 64 KiB echoes went at 2.6-3.4 GB/s through
+ * the agent (bench/RESULTS.md "Eighth session"; a 64 KiB packet is about one
+ * lane's share, so 33 copies a call each way). It showed what batches and a
+ * stream a way are worth; the bound at 132 warps turned out to be elsewhere
+ * (one poller copied every window: "Ninth session").
  *
  * Rows, for copies host to device, device to host, and both alternating
  * (an echo's): one thread with cuMemcpyAsync a copy, with and without the
