@@ -863,23 +863,32 @@ struct gpusys_rpc_pending {
 	uint32_t sync;    /* start could not make it asynchronous: finish it now */
 };
 
+/* Leader: try to lock one of the n ports from first, at most probes of
+ * them from the warp's hint on, without waiting. 0 and *ret_port, or
+ * -EBUSY. */
+GPUSYS_FN int gpusys_port_try_among(const gpusys_dev_t *dev, uint32_t first, uint32_t n, uint32_t probes,
+				    int *must_wait, uint32_t *ret_port, uint32_t *seq)
+{
+	if (n == 0)
+		return -EBUSY;
+	uint32_t i = gpusys_port_hint() % n;
+	for (uint32_t k = 0; k < probes; k++) {
+		if (gpusys_port_take(dev, first + i, must_wait, seq)) {
+			*ret_port = first + i;
+			return 0;
+		}
+		i = i + 1 == n ? 0 : i + 1;
+	}
+	return -EBUSY;
+}
+
 /* Leader: try to lock one of the asynchronous ports near the warp's hint,
  * without waiting. 0 and *ret_port, or -EBUSY. */
 GPUSYS_FN int gpusys_port_trylock_async(const gpusys_dev_t *dev, int *must_wait, uint32_t *ret_port, uint32_t *seq)
 {
 	uint32_t n = GPUSYS_ASYNC_PORTS(dev->num_ports);
-	if (n == 0)
-		return -EBUSY;
-	uint32_t p = gpusys_port_hint() % n;
-	uint32_t probes = n < GPUSYS_ASYNC_PROBES ? n : GPUSYS_ASYNC_PROBES;
-	for (uint32_t i = 0; i < probes; i++) {
-		if (gpusys_port_take(dev, p, must_wait, seq)) {
-			*ret_port = p;
-			return 0;
-		}
-		p = p + 1 == n ? 0 : p + 1;
-	}
-	return -EBUSY;
+	return gpusys_port_try_among(dev, 0, n, n < GPUSYS_ASYNC_PROBES ? n : GPUSYS_ASYNC_PROBES, must_wait, ret_port,
+				     seq);
 }
 
 /* Leader: try to lock one of the window ports a future may hold (the
@@ -890,16 +899,8 @@ GPUSYS_FN int gpusys_port_trylock_async(const gpusys_dev_t *dev, int *must_wait,
 GPUSYS_FN int gpusys_port_trylock_async_window(const gpusys_dev_t *dev, int *must_wait, uint32_t *ret_port,
 					       uint32_t *seq)
 {
-	uint32_t n = dev->num_windows / 2u, first = dev->num_ports - dev->num_windows;
-	uint32_t i = n ? gpusys_port_hint() % n : 0;
-	for (uint32_t k = 0; k < n; k++) {
-		if (gpusys_port_take(dev, first + i, must_wait, seq)) {
-			*ret_port = first + i;
-			return 0;
-		}
-		i = i + 1 == n ? 0 : i + 1;
-	}
-	return -EBUSY;
+	uint32_t n = dev->num_windows / 2u;
+	return gpusys_port_try_among(dev, dev->num_ports - dev->num_windows, n, n, must_wait, ret_port, seq);
 }
 
 /* Leader: count a future for this warp; ~0u when the warp is at its bound

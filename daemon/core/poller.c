@@ -233,6 +233,16 @@ static void remember_hot(struct poller *pl, struct port_table *t, uint32_t p)
 	pl->hot[i].p = p;
 }
 
+/* Serve port p; one that made progress is remembered among the hot ones.
+ * 1 or 0: whether it made progress. */
+static inline unsigned serve_remembered(struct poller *pl, struct pass_tally *tl, struct port_table *t, uint32_t p)
+{
+	if (!serve_port(pl, tl, t, p))
+		return 0;
+	remember_hot(pl, t, p);
+	return 1;
+}
+
 static unsigned scan_range(struct poller *pl, struct pass_tally *tl, struct port_table *t, uint32_t lo, uint32_t hi,
 			   bool use_hot)
 {
@@ -242,12 +252,8 @@ static unsigned scan_range(struct poller *pl, struct pass_tally *tl, struct port
 		uint32_t end = hi - c > SCAN_CHUNK ? c + SCAN_CHUNK : hi;
 		if (use_hot)
 			work += serve_hot(pl, tl);
-		for (uint32_t p = c; p < end; p++) {
-			if (serve_port(pl, tl, t, p)) {
-				work++;
-				remember_hot(pl, t, p);
-			}
-		}
+		for (uint32_t p = c; p < end; p++)
+			work += serve_remembered(pl, tl, t, p);
 	}
 	return work;
 }
@@ -264,10 +270,7 @@ static unsigned scan_windows(struct poller *pl, struct pass_tally *tl, struct po
 	uint32_t first = t->num_ports - t->num_windows;
 	for (uint32_t w = j; w < t->num_windows; w += count) {
 		tl->ports++;
-		if (serve_port(pl, tl, t, first + w)) {
-			work++;
-			remember_hot(pl, t, first + w);
-		}
+		work += serve_remembered(pl, tl, t, first + w);
 	}
 	return work;
 }

@@ -447,9 +447,10 @@ again:
 		g->copy_stream = NULL;
 		rc = cu_err(g, r, "cuStreamCreate");
 	}
-	/* The DMA agent: large response streams into global memory are copied
-	 * by the copy engine (include/gpusys/dma.h). Without it the warps copy
-	 * them, as before: a failure here is said, not fatal. */
+	/* The DMA agent: large streams between global memory and the channel
+	 * (requests' and answers') are copied by the copy engine
+	 * (include/gpusys/dma.h). Without it the warps copy them, as before: a
+	 * failure here is said, not fatal. */
 	if (rc == 0 && !gpusys_dma_disabled()) {
 		char why[256];
 		if (gpusys_dma_cuda_start(cu, g->ctx, &g->dma, why, sizeof(why)) < 0) {

@@ -914,15 +914,32 @@ static void put_head(struct gpusys_port *port, uint32_t l, uint32_t tag, uint32_
 	__atomic_store_n(&port->heads[l].tag, tag, __ATOMIC_RELEASE);
 }
 
+/* Port p of the callback channel taken from the emulated warps (its lock
+ * held) for a client written by hand; the poller kept awake meanwhile (the
+ * test does not wake it through the pipe as emulated warps do). Its
+ * sequence, once the server has handed it back. */
+static uint32_t take_port_by_hand(struct raw_client *c, uint32_t p)
+{
+	raw_client_init(c, gpusys_callbacks_channel(cb_, NULL));
+	gpusys_callbacks_expect(cb_, now_ns() + UINT64_C(60000000000));
+	uint32_t seq = (uint32_t)(__atomic_exchange_n((uint64_t *)&dev_->locks[p], 1, __ATOMIC_ACQUIRE) >> 32);
+	assert_true(raw_wait(c, p, seq)); /* ours */
+	return seq;
+}
+
+/* Port p back to the emulated warps at seq. */
+static void give_port_back(uint32_t p, uint32_t seq)
+{
+	__atomic_store_n((uint64_t *)&dev_->locks[p], (uint64_t)seq << 32, __ATOMIC_RELEASE);
+	gpusys_callbacks_expect(cb_, 0);
+}
+
 static void test_heads_land_late(void **state)
 {
 	(void)state;
 	struct raw_client c;
-	raw_client_init(&c, gpusys_callbacks_channel(cb_, NULL));
-	gpusys_callbacks_expect(cb_, now_ns() + UINT64_C(60000000000));
 	const uint32_t p = 5;
-	uint32_t seq = (uint32_t)(__atomic_exchange_n((uint64_t *)&dev_->locks[p], 1, __ATOMIC_ACQUIRE) >> 32);
-	assert_true(raw_wait(&c, p, seq)); /* ours */
+	uint32_t seq = take_port_by_hand(&c, p);
 	struct gpusys_port *port = &c.ports[p];
 
 	/* Lane 0's head has landed; lane 2's is still the last call's answer. */
@@ -948,8 +965,7 @@ static void test_heads_land_late(void **state)
 	for (uint32_t b = 0; b < 8; b++)
 		assert_int_equal(port->heads[2].bytes[b], "12345678"[7 - b] ^ 0x5a);
 
-	__atomic_store_n((uint64_t *)&dev_->locks[p], (uint64_t)seq << 32, __ATOMIC_RELEASE);
-	gpusys_callbacks_expect(cb_, 0);
+	give_port_back(p, seq);
 }
 
 /* A call of heads whose heads never land (its kernel scribbled the word,
@@ -960,11 +976,8 @@ static void test_heads_never_land(void **state)
 {
 	(void)state;
 	struct raw_client c;
-	raw_client_init(&c, gpusys_callbacks_channel(cb_, NULL));
-	gpusys_callbacks_expect(cb_, now_ns() + UINT64_C(60000000000));
 	const uint32_t p = 6;
-	uint32_t seq = (uint32_t)(__atomic_exchange_n((uint64_t *)&dev_->locks[p], 1, __ATOMIC_ACQUIRE) >> 32);
-	assert_true(raw_wait(&c, p, seq)); /* ours */
+	uint32_t seq = take_port_by_hand(&c, p);
 	struct gpusys_port *port = &c.ports[p];
 
 	/* Lane 2's head is an old request's, and stays so. */
@@ -983,8 +996,7 @@ static void test_heads_never_land(void **state)
 			 (unsigned long long)(waited / 1000000));
 
 	/* The port goes back to the emulated warps, and serves them. */
-	__atomic_store_n((uint64_t *)&dev_->locks[p], (uint64_t)seq << 32, __ATOMIC_RELEASE);
-	gpusys_callbacks_expect(cb_, 0);
+	give_port_back(p, seq);
 	uint32_t lens[LANES];
 	for (uint32_t l = 0; l < LANES; l++)
 		lens[l] = 3 + l % 5;
