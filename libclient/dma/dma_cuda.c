@@ -4,8 +4,9 @@
  * engine: each way's batch of copies by cuMemcpyBatchAsync (one call for
  * the batch; cuMemcpyAsync a copy where the driver predates it) on a
  * stream of that way's own, and after them cuStreamWriteValue32 of the
- * count into `completed`, device memory the warps poll, on the first
- * stream once it has waited for an event of the second. A stream runs its
+ * count into `completed`, device memory the warps poll, on the stream that
+ * dma_order.h chooses, after an event of the other where that must wait
+ * for its copies or its last count. A stream runs its
  * work in order and the write's default flags put a memory barrier before
  * it, so a warp that sees the count sees every byte of every copy before it
  * (CUDA driver API, "Stream Memory Operations").
@@ -24,6 +25,7 @@
 #include "common/cuda_driver.h"
 #include "libclient/dma/dma_agent.h"
 #include "libclient/dma/dma_cuda.h"
+#include "libclient/dma/dma_order.h"
 
 /* A GPU's agent spins this long with nothing to do before it dozes (a
  * core of the client's while its kernels make large calls): a dozing agent
@@ -35,8 +37,8 @@ struct gpusys_dma_cuda {
 	const struct gpusys_cuda *cu;
 	CUcontext ctx;
 	CUstream stream[GPUSYS_DMA_WAYS];
-	CUevent into_done;     /* recorded on the into-channel stream before a count */
-	int into_started;      /* into-channel copies since the last count */
+	CUevent done[GPUSYS_DMA_WAYS]; /* recorded on a way's stream for a count on the other */
+	struct gpusys_dma_order order; /* which stream a count goes on (dma_order.h) */
 	int batch;             /* cuMemcpyBatchAsync is there and not turned off (GPUSYS_DMA_BATCH=0) */
 	struct gpusys_dma_host *host; /* cuMemHostAlloc: the agent's view */
 	CUdeviceptr priv;             /* struct gpusys_dma_priv */
@@ -97,24 +99,22 @@ static int cuda_copy(void *ctx, enum gpusys_dma_way way, const struct gpusys_dma
 {
 	struct gpusys_dma_cuda *c = ctx;
 	CUresult r = batch_async(c, c->stream[way], cp, n);
-	if (way == GPUSYS_DMA_INTO_CHANNEL)
-		c->into_started = 1;
+	gpusys_dma_order_copied(&c->order, way); /* even a failed call may have started some */
 	return r == CUDA_SUCCESS ? 0 : gpusys_cuda_errno(r);
 }
 
-/* The count is written on the out-of-channel stream, after the copies of
- * the other stream too. */
+/* The count goes after every copy started so far and after the last
+ * count, on the stream dma_order.h picks. */
 static int cuda_complete(void *ctx, uint32_t n)
 {
 	struct gpusys_dma_cuda *c = ctx;
-	CUstream st = c->stream[GPUSYS_DMA_OUT_OF_CHANNEL];
+	struct gpusys_dma_count_step s = gpusys_dma_order_count(&c->order);
+	CUstream st = c->stream[s.on];
 	CUresult r = CUDA_SUCCESS;
-	if (c->into_started) {
-		if ((r = c->cu->cuEventRecord(c->into_done, c->stream[GPUSYS_DMA_INTO_CHANNEL])) != CUDA_SUCCESS ||
-		    (r = c->cu->cuStreamWaitEvent(st, c->into_done, 0)) != CUDA_SUCCESS)
-			return gpusys_cuda_errno(r);
-		c->into_started = 0;
-	}
+	if (s.wait_for >= 0 &&
+	    ((r = c->cu->cuEventRecord(c->done[s.wait_for], c->stream[s.wait_for])) != CUDA_SUCCESS ||
+	     (r = c->cu->cuStreamWaitEvent(st, c->done[s.wait_for], 0)) != CUDA_SUCCESS))
+		return gpusys_cuda_errno(r);
 	r = c->cu->cuStreamWriteValue32(st, c->priv + offsetof(struct gpusys_dma_priv, completed), n, 0);
 	return r == CUDA_SUCCESS ? 0 : gpusys_cuda_errno(r);
 }
@@ -128,8 +128,9 @@ static void release(struct gpusys_dma_cuda *c)
 			cu->cuStreamSynchronize(c->stream[w]);
 			cu->cuStreamDestroy(c->stream[w]);
 		}
-	if (c->into_done)
-		cu->cuEventDestroy(c->into_done);
+	for (int w = 0; w < GPUSYS_DMA_WAYS; w++)
+		if (c->done[w])
+			cu->cuEventDestroy(c->done[w]);
 	if (c->dma)
 		cu->cuMemFree(c->dma);
 	if (c->priv)
@@ -161,11 +162,13 @@ int gpusys_dma_cuda_start(const struct gpusys_cuda *cu, CUcontext ctx, struct gp
 			what = "cuStreamCreate";
 			goto fail;
 		}
-	if ((r = cu->cuEventCreate(&c->into_done, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
-		c->into_done = NULL;
-		what = "cuEventCreate";
-		goto fail;
-	}
+	for (int w = 0; w < GPUSYS_DMA_WAYS; w++)
+		if ((r = cu->cuEventCreate(&c->done[w], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+			c->done[w] = NULL;
+			what = "cuEventCreate";
+			goto fail;
+		}
+	gpusys_dma_order_init(&c->order);
 	if ((r = cu->cuMemHostAlloc(&host, sizeof(struct gpusys_dma_host),
 				    CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE)) != CUDA_SUCCESS) {
 		what = "cuMemHostAlloc";

@@ -23,6 +23,7 @@
 #include "echo_check.h"
 #include "inproc_server.h"
 #include "libclient/dma/dma_agent.h"
+#include "libclient/dma/dma_order.h"
 #include "libclient/emulator/emu_dma.h"
 
 
@@ -543,6 +544,73 @@ static void test_dma_off(void **state)
 	inproc_stop(s);
 }
 
+/* The CUDA engine's count ordering (libclient/dma/dma_order.h) against a
+ * model of two streams: every operation gets a vector clock (its position
+ * on each stream it depends on); an event wait joins the waited stream's
+ * clock into the waiter's. Over random runs of copies of either way and
+ * counts, each count must come after every copy started before it and
+ * after the count before it, whichever streams they were on; and a run of
+ * counts after copies of one way only must need no event (the point of
+ * the module: one warp's request stream made 32 cross-stream waits). */
+struct model_op {
+	int stream;
+	unsigned clock[GPUSYS_DMA_WAYS];
+};
+
+static void model_push(unsigned clock[GPUSYS_DMA_WAYS][GPUSYS_DMA_WAYS], int stream, struct model_op *op)
+{
+	clock[stream][stream]++;
+	op->stream = stream;
+	memcpy(op->clock, clock[stream], sizeof(op->clock));
+}
+
+static int model_before(const struct model_op *a, const struct model_op *b)
+{
+	return a->clock[a->stream] <= b->clock[a->stream];
+}
+
+static void test_dma_count_order(void **state)
+{
+	(void)state;
+	enum { OPS = 4000 };
+	static struct model_op copies[OPS], counts[OPS];
+	unsigned seed = 12345;
+	for (int run = 0; run < 50; run++) {
+		struct gpusys_dma_order o;
+		gpusys_dma_order_init(&o);
+		unsigned clock[GPUSYS_DMA_WAYS][GPUSYS_DMA_WAYS] = { { 0 } };
+		int ncopies = 0, ncounts = 0, copies_before[OPS];
+		bool settled = false; /* a count after copies was written */
+		for (int i = 0; i < OPS / 2; i++) {
+			unsigned r = rand_r(&seed) % 7;
+			if (r < 4) { /* copies of one way, often several in a row */
+				int way = run % 3 == 0 ? GPUSYS_DMA_INTO_CHANNEL : (int)(r & 1);
+				gpusys_dma_order_copied(&o, (enum gpusys_dma_way)way);
+				model_push(clock, way, &copies[ncopies++]);
+				continue;
+			}
+			struct gpusys_dma_count_step s = gpusys_dma_order_count(&o);
+			assert_true(s.on == GPUSYS_DMA_INTO_CHANNEL || s.on == GPUSYS_DMA_OUT_OF_CHANNEL);
+			assert_true(s.wait_for == -1 || (s.wait_for != s.on && s.wait_for < GPUSYS_DMA_WAYS));
+			if (run % 3 == 0 && settled)
+				assert_int_equal(s.wait_for, -1); /* one way only: no more events */
+			settled |= ncopies > 0;
+			if (s.wait_for >= 0)
+				for (int k = 0; k < GPUSYS_DMA_WAYS; k++)
+					if (clock[s.wait_for][k] > clock[s.on][k])
+						clock[s.on][k] = clock[s.wait_for][k];
+			model_push(clock, s.on, &counts[ncounts]);
+			copies_before[ncounts++] = ncopies;
+		}
+		for (int c = 0; c < ncounts; c++) {
+			if (c)
+				assert_true(model_before(&counts[c - 1], &counts[c]));
+			for (int k = 0; k < copies_before[c]; k++)
+				assert_true(model_before(&copies[k], &counts[c]));
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -550,6 +618,7 @@ int main(void)
 		cmocka_unit_test(test_dma_dozes_and_wakes), cmocka_unit_test(test_dma_refused_copies),
 		cmocka_unit_test(test_dma_asks_outside_channels), cmocka_unit_test(test_dma_off),
 		cmocka_unit_test(test_dma_batches_by_way), cmocka_unit_test(test_dma_backlog_copies_itself),
+		cmocka_unit_test(test_dma_count_order),
 	};
 	return cmocka_run_group_tests_name("dma", tests, NULL, NULL);
 }
