@@ -8,9 +8,8 @@
  * What is here is what both must do alike: take a request's packet 0 out of
  * shared memory once and bound it, lay out and copy the streams of packets
  * beyond it, write a response's packet 0, hand the port back. How each
- * server waits for packets (the daemon steps a port per client flip and
- * never waits; the callback server follows one message to its end) stays
- * with it.
+ * server keeps a message's state between packets (both step a port per
+ * client flip and never wait for it) stays with it.
  *
  * All static inline: the daemon's fast path (every NOOP) runs through these
  * and was tuned instruction by instruction (bench/RESULTS.md); a call out of

@@ -5,11 +5,12 @@
  * process, over a channel of its own that gpusysd never maps.
  *
  * Threads: one poller and a pool of workers. The poller finds a port whose
- * client word moved, claims it and hands it to a worker, which serves the
- * whole message (request stream, the callback for each lane, response
- * stream) and counts the completion in its progress slot of the channel
- * header (gpusys_synchronize and gpusys_query add those up). A slow
- * callback holds its worker only; the poller and the other workers go on.
+ * client word moved, claims it and hands it to a worker, which does what
+ * that word allows (step: packet 0, stream packets, the callback once the
+ * request is whole, response packets) and lets the port go; whoever ends a
+ * message counts the completion in its progress slot of the channel header
+ * (gpusys_synchronize and gpusys_query add those up). A slow callback holds
+ * its worker only; the poller and the other workers go on.
  *
  * Idle policy, after the daemon's poller (daemon/core/poller.c):
  *   - work seen in the last SPIN_NS: the poller spins (a hand-off to a
@@ -23,10 +24,9 @@
  * Workers spin WORKER_SPIN_NS for the next job after one, then sleep on a
  * condition variable; the poller signals only when none spins.
  *
- * The kernels writing this channel are the process's own, so unlike the
- * daemon this code may wait for the client within a message (a stream); it
- * still copies every length out once and bounds it, so a scribbled channel
- * fails the call, never this process.
+ * The kernels writing this channel are the process's own; still, every
+ * length is copied out once and bounded, so a scribbled channel fails the
+ * call, never this process.
  */
 
 #include <errno.h>
@@ -63,6 +63,34 @@
 #define HEADS_LATE_MAX_NS (1000u * 1000u * 1000u)
 #define USER_OPS (0x10000u - GPUSYS_OP_USER_FIRST)
 
+/* Where a port's message stands between steps. */
+enum cb_phase {
+	CB_IDLE, /* the next client word starts a message (packet 0) */
+	CB_RECV, /* request stream packets are arriving */
+	CB_SEND, /* response stream packets are being asked for */
+};
+
+/* A port's message, kept between steps (each step is one worker's, under
+ * the port's claim). Lengths are the copies taken out of packet 0 once. */
+struct cb_msg {
+	uint8_t phase; /* enum cb_phase */
+	bool noreply, heads;
+	uint16_t opcode;
+	uint64_t mask;
+	int32_t status;     /* the request failed as a whole (it still takes its stream) */
+	uint32_t seq;       /* the last packet taken or sent */
+	uint32_t chunk, chunks; /* stream packets done, and in all */
+	uint64_t late_since; /* a call of heads whose heads have not landed: first look */
+	uint32_t len[GPUSYS_WARP_LANES], cap[GPUSYS_WARP_LANES];
+	uint32_t off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES]; /* the stream's layout */
+	uint32_t res_len[GPUSYS_WARP_LANES];
+	int32_t lane_status[GPUSYS_WARP_LANES];
+	uint8_t *arg[GPUSYS_WARP_LANES], *res[GPUSYS_WARP_LANES];
+	uint8_t *req_buf, *res_buf;
+	/* Packet-0-sized messages (the common case) need no allocation. */
+	uint8_t small_req[GPUSYS_PACKET_BYTES], small_res[GPUSYS_PACKET_BYTES];
+};
+
 struct cb_entry {
 	struct gpusys_callback_desc d; /* name copied */
 	atomic_uint_fast64_t calls;
@@ -82,7 +110,8 @@ struct gpusys_callbacks {
 
 	/* Private server state per port. */
 	uint16_t *seen;       /* the sequence we last acknowledged; workers write it */
-	atomic_uchar *claim;  /* 1 from the poller's claim to the worker's release */
+	atomic_uchar *claim;  /* 1 from a claim to the end of that thread's step */
+	struct cb_msg **msg;  /* each port's, from its first message on */
 
 	_Atomic(struct cb_entry *) *ops; /* USER_OPS entries, published once */
 	pthread_mutex_t reg_lock;
@@ -138,26 +167,6 @@ static void ack(struct gpusys_callbacks *cb, uint32_t p, uint32_t seq, uint32_t 
 	port_host_hand_back(&cb->server_word[p], seq, sw_flags, status);
 }
 
-/* Wait for the client's next packet on p (its sequence moves past seen).
- * The client is streaming, so this is short; false on stop. */
-static bool wait_client(struct gpusys_callbacks *cb, uint32_t p, uint64_t *ret_word)
-{
-	for (unsigned spins = 0;; spins++) {
-		uint64_t w = __atomic_load_n(&cb->client_word[p], __ATOMIC_RELAXED);
-		if (GPUSYS_WORD_SEQ(w) != __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED)) {
-			gpusys_host_acquire_after(&cb->client_word[p]);
-			*ret_word = w;
-			return true;
-		}
-		if (atomic_load_explicit(&cb->stop, memory_order_relaxed))
-			return false;
-		if (spins < 4096)
-			cpu_relax();
-		else
-			nanosleep(&(struct timespec){ .tv_nsec = spins < 65536 ? 1000 : 100000 }, NULL);
-	}
-}
-
 static void count_completion(struct gpusys_callbacks *cb, unsigned slot)
 {
 	/* This worker is the only writer of its progress word. */
@@ -166,216 +175,273 @@ static void count_completion(struct gpusys_callbacks *cb, unsigned slot)
 	__atomic_store_n(&cb->hdr->progress[slot].completed, n, __ATOMIC_RELAXED);
 }
 
-/* Serve the message that starts with word on port p, from packet 0 to the
- * last response packet. */
-static void serve(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
+/* Serve what the client word of port p allows now, from where its message
+ * stands (struct cb_msg): packet 0, request stream packets, the callback,
+ * response stream packets. Nothing here waits for the kernel between
+ * packets, as the daemon's port_server_step does not: a worker that waited
+ * held the whole message, so the default 4 workers let 4 large calls
+ * progress at once, 2.5-2.8 GB/s from 132 warps against the daemon's 16
+ * (bench/RESULTS.md, "Tenth session"). */
+
+/* The message is over: its buffers go, the port is idle, the call counts. */
+static void msg_done(struct gpusys_callbacks *cb, struct cb_msg *m, unsigned slot)
+{
+	if (m->req_buf != m->small_req)
+		free(m->req_buf);
+	if (m->res_buf != m->small_res)
+		free(m->res_buf);
+	m->req_buf = m->res_buf = NULL;
+	m->phase = CB_IDLE;
+	count_completion(cb, slot);
+}
+
+/* Run the callback for each lane of the assembled request (m->seq: its
+ * last packet), then answer: packet 0 or heads, and the response stream
+ * if there is one (the port stays in CB_SEND for it). */
+static void msg_answer(struct gpusys_callbacks *cb, uint32_t p, struct cb_msg *m, unsigned slot)
 {
 	struct gpusys_port *port = &cb->ports[p];
-	uint64_t word = __atomic_load_n(&cb->client_word[p], __ATOMIC_RELAXED);
-	gpusys_host_acquire_after(&cb->client_word[p]);
-	uint32_t cs = GPUSYS_WORD_SEQ(word);
-	uint64_t mask = GPUSYS_CW_MASK(word);
-	uint16_t opcode = GPUSYS_CW_OPCODE(word);
-	bool noreply = GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_NOREPLY;
-	uint32_t len[GPUSYS_WARP_LANES], cap[GPUSYS_WARP_LANES], off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES];
-	uint32_t res_len[GPUSYS_WARP_LANES];
-	int32_t lane_status[GPUSYS_WARP_LANES];
-	uint8_t *arg[GPUSYS_WARP_LANES], *res[GPUSYS_WARP_LANES];
-	uint8_t *req_buf = NULL, *res_buf = NULL;
-	/* Packet-0-sized messages (the common case) need no allocation. */
-	uint8_t small_req[GPUSYS_PACKET_BYTES], small_res[GPUSYS_PACKET_BYTES];
-	int32_t status = 0;
-
-	/* Copy out once and bound (common/port_host.h, as the daemon does).
-	 * A call of heads may show its word before its heads (abi.h): the
-	 * client is a kernel of this process that just published, so they
-	 * land within the bus's latency; wait for them here. */
-	const bool heads = GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_HEADS;
-	/* How far the word moved past the last packet we took: 1, or 2 with
-	 * the first stream packet behind packet 0 (abi.h, checked below once
-	 * the stream is known); heads and empty requests never stream. */
-	const uint32_t d = (cs - __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED)) & GPUSYS_SEQ_MASK;
-	uint64_t in_bytes;
-	if (!port_host_first_word_ok(word, d))
-		status = -EINVAL;
-	/* PORT_HOST_NOT_YET is a positive "look again", never a status: the
-	 * loop once ended at the first one, and answered it (tests/callback
-	 * test_heads_land_late). */
-	uint64_t late_since = 0;
-	for (unsigned spins = 0; !status; spins++) {
-		status = port_host_take_request(port, word, len, cap, &in_bytes);
-		if (status != PORT_HOST_NOT_YET)
-			break;
-		status = 0;
-		if (atomic_load_explicit(&cb->stop, memory_order_relaxed))
-			goto out;
-		if (spins < 4096) {
-			cpu_relax();
-			continue;
-		}
-		if (!late_since)
-			late_since = now_ns();
-		else if (now_ns() - late_since > HEADS_LATE_MAX_NS)
-			status = -EPROTO;
-		nanosleep(&(struct timespec){ .tv_nsec = 1000 }, NULL);
-	}
-	if (status && heads) {
-		/* The heads carry the refusal, as the daemon's do. */
-		port_host_put_heads(port, mask, cs, NULL, NULL, NULL, status);
-		ack(cb, p, cs, 0, noreply ? 0 : status);
-		count_completion(cb, slot);
-		return;
-	}
-	if (status) {
-		/* Lengths not to be trusted: no stream layout, answer now. */
-		ack(cb, p, cs, 0, noreply ? 0 : status);
-		count_completion(cb, slot);
-		return;
-	}
-
-	/* The request, in private memory. A failed allocation still takes
-	 * the stream (so its packets are not taken for a new request). */
-	req_buf = in_bytes <= sizeof(small_req) ? small_req : malloc(in_bytes);
-	if (!req_buf)
-		status = -ENOMEM;
-	uint64_t at = 0;
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-		arg[l] = req_buf ? req_buf + at : NULL;
-		at += len[l];
-	}
-	if (req_buf)
-		port_host_take_inline(port, word, len, arg);
-	uint32_t pkt;
-	uint8_t *stream = gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
-	uint32_t chunks = port_host_packets_for(port_host_stream_layout(mask, len, off, part), pkt);
-	if (d > port_host_first_flip_max(port, stream, chunks)) {
-		ack(cb, p, cs, GPUSYS_SW_TRIVIAL, noreply ? 0 : -EINVAL);
-		goto out;
-	}
-	/* The request stream, two packets in flight (abi.h): packet 0 is
-	 * acknowledged first (through data[] the client waits for it), then
-	 * each packet but the last as soon as it is copied out; a word covers
-	 * one or two packets (port_host_flip_packets), and any other move
-	 * ends the call -EINVAL. seq: the last packet taken. */
-	uint32_t seq = cs - (d - 1), have = d - 1;
-	if (chunks)
-		ack(cb, p, seq, 0, 0);
-	for (uint32_t k = 0; k < chunks; k++) {
-		if (k == have) {
-			if (!wait_client(cb, p, &word))
-				goto out;
-			cs = GPUSYS_WORD_SEQ(word);
-			uint32_t n = port_host_flip_packets(cs, seq, chunks - k);
-			if (!n) {
-				ack(cb, p, cs, GPUSYS_SW_TRIVIAL, noreply ? 0 : -EINVAL);
-				goto out;
-			}
-			have = k + n;
-		}
-		seq++;
-		if (req_buf)
-			port_host_stream_copy(stream, pkt, k, off, part, arg, 0);
-		if (k + 1 < chunks)
-			ack(cb, p, seq, 0, 0);
-	}
-	cs = seq; /* the answer acknowledges the last packet */
-
-	/* The callback, once per lane. */
 	struct cb_entry *e = NULL;
-	if (opcode >= GPUSYS_OP_USER_FIRST)
-		e = atomic_load_explicit(&cb->ops[opcode - GPUSYS_OP_USER_FIRST], memory_order_acquire);
+	int32_t status = m->status;
+	if (m->opcode >= GPUSYS_OP_USER_FIRST)
+		e = atomic_load_explicit(&cb->ops[m->opcode - GPUSYS_OP_USER_FIRST], memory_order_acquire);
 	if (!e && !status)
 		status = -ENOSYS;
 	uint64_t out_bytes = 0;
 	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-		res_len[l] = 0;
-		lane_status[l] = 0;
-		res[l] = NULL;
-		if (e && (mask >> l & 1))
-			out_bytes += cap[l] < e->d.res_max ? cap[l] : e->d.res_max;
+		m->res_len[l] = 0;
+		m->lane_status[l] = 0;
+		m->res[l] = NULL;
+		if (e && (m->mask >> l & 1))
+			out_bytes += m->cap[l] < e->d.res_max ? m->cap[l] : e->d.res_max;
 	}
 	if (!status && out_bytes) {
-		res_buf = out_bytes <= sizeof(small_res) ? small_res : malloc(out_bytes);
-		if (!res_buf)
+		m->res_buf = out_bytes <= sizeof(m->small_res) ? m->small_res : malloc(out_bytes);
+		if (!m->res_buf)
 			status = -ENOMEM;
 	}
 	if (!status) {
 		atomic_fetch_add_explicit(&cb->running, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&e->calls, 1, memory_order_relaxed);
-		at = 0;
+		uint64_t at = 0;
 		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-			if (!(mask >> l & 1))
+			if (!(m->mask >> l & 1))
 				continue;
-			uint32_t room = cap[l] < e->d.res_max ? cap[l] : e->d.res_max;
-			res[l] = res_buf ? res_buf + at : NULL;
+			uint32_t room = m->cap[l] < e->d.res_max ? m->cap[l] : e->d.res_max;
+			m->res[l] = m->res_buf ? m->res_buf + at : NULL;
 			at += room;
-			if (len[l] > e->d.arg_max) {
-				lane_status[l] = -E2BIG;
+			if (m->len[l] > e->d.arg_max) {
+				m->lane_status[l] = -E2BIG;
 				continue;
 			}
 			uint32_t n = 0;
-			int r = e->d.fn(e->d.user, arg[l], len[l], res[l], room, &n);
+			int r = e->d.fn(e->d.user, m->arg[l], m->len[l], m->res[l], room, &n);
 			if (n > room) {
 				/* It wrote past what it was given: the best we can do is not send it. */
 				n = 0;
 				r = -EMSGSIZE;
 			}
-			lane_status[l] = r > 0 ? 0 : r;
-			res_len[l] = r < 0 ? 0 : n;
+			m->lane_status[l] = r > 0 ? 0 : r;
+			m->res_len[l] = r < 0 ? 0 : n;
 		}
 		atomic_fetch_sub_explicit(&cb->running, 1, memory_order_relaxed);
 	}
 
-	/* Response packet 0, then its stream as the client asks for it. A
-	 * call of heads is answered in heads, fire-and-forget too (they
+	/* A call of heads is answered in heads, fire-and-forget too (they
 	 * overwrite the request's, as the daemon's do). res_len is bounded by
 	 * the lane's capacity (room above), which take_request bounded. */
-	if (heads) {
-		port_host_put_heads(port, mask, cs, res_len, lane_status, res, status);
-		ack(cb, p, cs, 0, noreply ? 0 : status);
-		goto out;
+	if (m->heads) {
+		port_host_put_heads(port, m->mask, m->seq, m->res_len, m->lane_status, m->res, status);
+		ack(cb, p, m->seq, 0, m->noreply ? 0 : status);
+		msg_done(cb, m, slot);
+		return;
 	}
-	if (noreply) {
-		ack(cb, p, cs, 0, 0);
-		goto out;
+	if (m->noreply) {
+		ack(cb, p, m->seq, 0, 0);
+		msg_done(cb, m, slot);
+		return;
 	}
 	uint32_t trivial = 1;
 	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
 		if (status)
-			res_len[l] = 0, lane_status[l] = 0;
-		trivial &= res_len[l] == 0 && lane_status[l] == 0;
+			m->res_len[l] = 0, m->lane_status[l] = 0;
+		trivial &= m->res_len[l] == 0 && m->lane_status[l] == 0;
 	}
-	chunks = 0;
+	m->chunk = m->chunks = 0;
 	if (!trivial) {
-		port_host_put_response(port, mask, res_len, lane_status, res);
-		chunks = port_host_packets_for(port_host_stream_layout(mask, res_len, off, part), pkt);
+		uint32_t pkt;
+		gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
+		port_host_put_response(port, m->mask, m->res_len, m->lane_status, m->res);
+		m->chunks = port_host_packets_for(port_host_stream_layout(m->mask, m->res_len, m->off, m->part), pkt);
 	}
-	ack(cb, p, cs, trivial ? GPUSYS_SW_TRIVIAL : 0, status);
-	/* The response stream: each word asks for one or two packets
-	 * (port_host_flip_packets), each written into its slot and
-	 * acknowledged at once, so the client reads one while we copy the
-	 * next; any other move ends the call -EINVAL. */
-	seq = cs;
-	for (uint32_t k = 0; k < chunks;) {
-		if (!wait_client(cb, p, &word))
-			goto out;
-		cs = GPUSYS_WORD_SEQ(word);
-		uint32_t n = port_host_flip_packets(cs, seq, chunks - k);
-		if (!n) {
-			ack(cb, p, cs, GPUSYS_SW_TRIVIAL, -EINVAL);
-			goto out;
+	ack(cb, p, m->seq, trivial ? GPUSYS_SW_TRIVIAL : 0, status);
+	if (m->chunks)
+		m->phase = CB_SEND;
+	else
+		msg_done(cb, m, slot);
+}
+
+/* Take n request stream packets (port_host_flip_packets), in order, each
+ * from its slot (abi.h): each but the stream's last is acknowledged as
+ * soon as it is copied out, so the client writes the next into its slot
+ * while we copy the other; the last goes to the callback, whose answer
+ * acknowledges it. */
+static void msg_take_packets(struct gpusys_callbacks *cb, uint32_t p, struct cb_msg *m, uint32_t n, unsigned slot)
+{
+	uint32_t pkt;
+	uint8_t *stream = gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
+	for (; n; n--) {
+		m->seq++;
+		if (m->req_buf)
+			port_host_stream_copy(stream, pkt, m->chunk, m->off, m->part, m->arg, 0);
+		if (++m->chunk == m->chunks) {
+			msg_answer(cb, p, m, slot);
+			return;
 		}
-		for (; n; n--, k++) {
-			port_host_stream_copy(stream, pkt, k, off, part, res, 1);
-			ack(cb, p, ++seq, 0, 0);
-		}
+		ack(cb, p, m->seq, 0, 0);
 	}
-out:
-	if (req_buf != small_req)
-		free(req_buf);
-	if (res_buf != small_res)
-		free(res_buf);
+}
+
+/* Write the n response stream packets the client asked for, each into its
+ * slot and acknowledged at once, so the client reads one while we copy the
+ * next; the stream's last ends the message. */
+static void msg_send_packets(struct gpusys_callbacks *cb, uint32_t p, struct cb_msg *m, uint32_t n, unsigned slot)
+{
+	uint32_t pkt;
+	uint8_t *stream = gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
+	for (; n; n--) {
+		port_host_stream_copy(stream, pkt, m->chunk, m->off, m->part, m->res, 1);
+		ack(cb, p, ++m->seq, 0, 0);
+		if (++m->chunk == m->chunks)
+			msg_done(cb, m, slot);
+	}
+}
+
+/* A request that cannot be taken (status): answered at once, in heads for
+ * a call of heads, as the daemon's refusals are. */
+static void msg_refuse(struct gpusys_callbacks *cb, uint32_t p, uint64_t word, uint32_t sw_flags, int32_t status,
+		       unsigned slot)
+{
+	uint32_t cs = GPUSYS_WORD_SEQ(word);
+	bool noreply = GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_NOREPLY;
+	if (GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_HEADS)
+		port_host_put_heads(&cb->ports[p], GPUSYS_CW_MASK(word), cs, NULL, NULL, NULL, status);
+	ack(cb, p, cs, sw_flags, noreply ? 0 : status);
 	count_completion(cb, slot);
+}
+
+/* Packet 0 of a request (word; d: how far it moved past seen, 1, or 2 with
+ * the first stream packet behind packet 0, abi.h). Copied out once and
+ * bounded (common/port_host.h), as the daemon does. */
+static void msg_start(struct gpusys_callbacks *cb, uint32_t p, struct cb_msg *m, uint64_t word, uint32_t d,
+		      unsigned slot)
+{
+	struct gpusys_port *port = &cb->ports[p];
+	uint64_t in_bytes = 0;
+	int32_t status = port_host_first_word_ok(word, d) ? 0 : -EINVAL;
+	if (!status) {
+		/* A call of heads may show its word before its heads (abi.h):
+		 * the client is a kernel of this process that just
+		 * published, so they land within the bus's latency. Spin a
+		 * little the first time; after that the port is looked at
+		 * again on later passes, until HEADS_LATE_MAX_NS. A
+		 * PORT_HOST_NOT_YET is a positive "look again", never a status
+		 * (tests/callback test_heads_land_late). */
+		for (unsigned spins = m->late_since ? 4095 : 0;; spins++) {
+			status = port_host_take_request(port, word, m->len, m->cap, &in_bytes);
+			if (status != PORT_HOST_NOT_YET || spins >= 4095)
+				break;
+			cpu_relax();
+		}
+		if (status == PORT_HOST_NOT_YET) {
+			uint64_t now = now_ns();
+			if (!m->late_since)
+				m->late_since = now;
+			if (now - m->late_since <= HEADS_LATE_MAX_NS)
+				return; /* seen[] unchanged: the port is looked at again */
+			status = -EPROTO;
+		}
+	}
+	m->late_since = 0;
+	if (status) {
+		/* Lengths not to be trusted: no stream layout, answer now. */
+		msg_refuse(cb, p, word, 0, status, slot);
+		return;
+	}
+	m->mask = GPUSYS_CW_MASK(word);
+	m->opcode = GPUSYS_CW_OPCODE(word);
+	m->noreply = GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_NOREPLY;
+	m->heads = GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_HEADS;
+	m->status = 0;
+	/* The request, in private memory. A failed allocation still takes
+	 * the stream (so its packets are not taken for a new request). */
+	m->req_buf = in_bytes <= sizeof(m->small_req) ? m->small_req : malloc(in_bytes);
+	if (!m->req_buf)
+		m->status = -ENOMEM;
+	uint64_t at = 0;
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		m->arg[l] = m->req_buf ? m->req_buf + at : NULL;
+		at += m->len[l];
+	}
+	if (m->req_buf)
+		port_host_take_inline(port, word, m->len, m->arg);
+	uint32_t pkt;
+	uint8_t *stream = gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
+	m->chunk = 0;
+	m->chunks = port_host_packets_for(port_host_stream_layout(m->mask, m->len, m->off, m->part), pkt);
+	if (d > port_host_first_flip_max(port, stream, m->chunks)) {
+		if (m->req_buf != m->small_req)
+			free(m->req_buf);
+		m->req_buf = NULL;
+		msg_refuse(cb, p, word, GPUSYS_SW_TRIVIAL, -EINVAL, slot);
+		return;
+	}
+	m->seq = GPUSYS_WORD_SEQ(word) - (d - 1); /* packet 0's */
+	if (!m->chunks) {
+		msg_answer(cb, p, m, slot);
+		return;
+	}
+	/* Packet 0 taken: through data[] the client waits for this before
+	 * its first stream packet. */
+	m->phase = CB_RECV;
+	ack(cb, p, m->seq, 0, 0);
+	if (d > 1)
+		msg_take_packets(cb, p, m, d - 1, slot);
+}
+
+/* One step of port p, claimed by the caller. */
+static void step(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
+{
+	uint64_t word = __atomic_load_n(&cb->client_word[p], __ATOMIC_RELAXED);
+	uint32_t cs = GPUSYS_WORD_SEQ(word), seen = __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED);
+	if (cs == seen)
+		return;
+	gpusys_host_acquire_after(&cb->client_word[p]);
+	struct cb_msg *m = cb->msg[p];
+	if (!m) {
+		m = cb->msg[p] = calloc(1, sizeof(*m));
+		if (!m) {
+			/* Nowhere to keep the message: refuse it whole. */
+			msg_refuse(cb, p, word, GPUSYS_SW_TRIVIAL, -ENOMEM, slot);
+			return;
+		}
+	}
+	if (m->phase == CB_IDLE) {
+		msg_start(cb, p, m, word, (cs - seen) & GPUSYS_SEQ_MASK, slot);
+		return;
+	}
+	/* One or two stream packets (abi.h): taken, or asked for; any other
+	 * move ends the call -EINVAL. */
+	uint32_t n = port_host_flip_packets(cs, m->seq, m->chunks - m->chunk);
+	if (!n) {
+		bool noreply = m->phase == CB_RECV && m->noreply;
+		ack(cb, p, cs, GPUSYS_SW_TRIVIAL, noreply ? 0 : -EINVAL);
+		msg_done(cb, m, slot);
+	} else if (m->phase == CB_RECV) {
+		msg_take_packets(cb, p, m, n, slot);
+	} else {
+		msg_send_packets(cb, p, m, n, slot);
+	}
 }
 
 /* Claim port p if it holds a request nobody has claimed: true with the
@@ -467,6 +533,9 @@ static void *worker_main(void *arg)
 	/* The last ring this worker looked at, kept across jobs: a ring that
 	 * came while it served is seen when it spins again. */
 	uint64_t bell = 0;
+	/* A port whose message this worker left part way: its next packet
+	 * comes within microseconds, so it is looked at first. */
+	uint32_t hot = UINT32_MAX;
 	free(wa);
 
 	for (;;) {
@@ -478,15 +547,25 @@ static void *worker_main(void *arg)
 		uint64_t until = now_ns() + WORKER_SPIN_NS;
 		bool got = false;
 		for (unsigned i = 1;; i++) {
+			uint64_t w;
+			if (hot != UINT32_MAX && claim_port(cb, hot, &w)) {
+				p = hot;
+				stop_spinning(cb);
+				got = true;
+				break;
+			}
 			got = take_job(cb, &p, true);
 			if (got || atomic_load_explicit(&cb->stop, memory_order_relaxed))
 				break;
 			/* While spinners exist the poller leaves rings to them:
-			 * claiming the port here saves the hand-off. */
+			 * claiming the port here saves the hand-off. The ring
+			 * names its port (abi.h): that one first. */
 			uint64_t b = __atomic_load_n(&cb->hdr->doorbell, __ATOMIC_RELAXED);
 			if (b != bell) {
 				bell = b;
-				if (claim_any(cb, &cursor, &p)) {
+				uint32_t named = gpusys_ring_port(b);
+				if ((named < cb->num_ports && claim_port(cb, named, &w) && (p = named, true)) ||
+				    claim_any(cb, &cursor, &p)) {
 					stop_spinning(cb);
 					got = true;
 					break;
@@ -509,6 +588,7 @@ static void *worker_main(void *arg)
 			/* Sleep; the re-check under the lock pairs with the
 			 * poller's push (which signals when jobs outnumber
 			 * spinners). */
+			hot = UINT32_MAX;
 			pthread_mutex_lock(&cb->q_lock);
 			while (!cb->q_len && !atomic_load(&cb->stop))
 				pthread_cond_wait(&cb->q_cond, &cb->q_lock);
@@ -518,7 +598,8 @@ static void *worker_main(void *arg)
 			if (!take_job(cb, &p, false))
 				continue;
 		}
-		serve(cb, p, slot);
+		step(cb, p, slot);
+		hot = cb->msg[p] && cb->msg[p]->phase != CB_IDLE ? p : UINT32_MAX;
 		atomic_store_explicit(&cb->claim[p], 0, memory_order_release);
 	}
 }
@@ -535,10 +616,12 @@ static void push_job(struct gpusys_callbacks *cb, uint32_t p)
 		pthread_cond_signal(&cb->q_cond);
 }
 
-/* Whether the request that word starts is for a QUICK callback. */
-static bool quick(struct gpusys_callbacks *cb, uint64_t word)
+/* Whether port p (claimed), whose client word is word, serves a QUICK
+ * callback: its message's, or the one word starts. */
+static bool quick(struct gpusys_callbacks *cb, uint32_t p, uint64_t word)
 {
-	uint16_t op = GPUSYS_CW_OPCODE(word);
+	const struct cb_msg *m = cb->msg[p];
+	uint16_t op = m && m->phase != CB_IDLE ? m->opcode : GPUSYS_CW_OPCODE(word);
 	if (op < GPUSYS_OP_USER_FIRST)
 		return false;
 	struct cb_entry *e = atomic_load_explicit(&cb->ops[op - GPUSYS_OP_USER_FIRST], memory_order_acquire);
@@ -554,8 +637,8 @@ static unsigned scan(struct gpusys_callbacks *cb, unsigned poller_slot)
 		uint64_t w;
 		if (!claim_port(cb, p, &w))
 			continue;
-		if (quick(cb, w)) {
-			serve(cb, p, poller_slot);
+		if (quick(cb, p, w)) {
+			step(cb, p, poller_slot);
 			atomic_store_explicit(&cb->claim[p], 0, memory_order_release);
 		} else {
 			push_job(cb, p);
@@ -672,13 +755,14 @@ int gpusys_callbacks_create(const struct gpusys_callbacks_opts *opts, struct gpu
 	cb->windows = l.num_windows ? cb->base + l.window_offset : NULL;
 	cb->seen = calloc(ports, sizeof(*cb->seen));
 	cb->claim = calloc(ports, sizeof(*cb->claim));
+	cb->msg = calloc(ports, sizeof(*cb->msg));
 	cb->queue = calloc(ports, sizeof(*cb->queue));
 	cb->ops = calloc(USER_OPS, sizeof(*cb->ops));
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) == 0)
 		cb->efd = pfd[0], cb->efd_w = pfd[1];
 	int rc = 0;
-	if (!cb->seen || !cb->claim || !cb->queue || !cb->ops || cb->efd < 0) {
+	if (!cb->seen || !cb->claim || !cb->msg || !cb->queue || !cb->ops || cb->efd < 0) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -742,6 +826,16 @@ void gpusys_callbacks_destroy(struct gpusys_callbacks *cb)
 	free((void *)cb->ops);
 	free(cb->seen);
 	free((void *)cb->claim);
+	for (uint32_t p = 0; cb->msg && p < cb->num_ports; p++)
+		if (cb->msg[p]) {
+			/* A message the kernels left part way. */
+			if (cb->msg[p]->req_buf != cb->msg[p]->small_req)
+				free(cb->msg[p]->req_buf);
+			if (cb->msg[p]->res_buf != cb->msg[p]->small_res)
+				free(cb->msg[p]->res_buf);
+			free(cb->msg[p]);
+		}
+	free(cb->msg);
 	free(cb->queue);
 	free(cb->emu_locks);
 	free(cb->emu_warp_futures);

@@ -343,19 +343,38 @@ static void test_heads_futures_ports_scarce(void **state)
  * fix (f3c8f73) the server answered such a word with status 1 and the late
  * heads overwrote the answer: a lane waited for ever. The watchdog turns
  * that into a failure that says so. */
-static atomic_int late_done;
+/* A watchdog for a test whose failure is a wait that never ends: it turns
+ * that into a failure that says what was waited for. */
+static atomic_int watch_done;
+static const char *watch_what;
 
-static void *late_watchdog(void *arg)
+static void *watchdog_main(void *arg)
 {
 	(void)arg;
-	for (int i = 0; i < 600 && !atomic_load(&late_done); i++)
+	for (int i = 0; i < 600 && !atomic_load(&watch_done); i++)
 		usleep(50000);
-	if (!atomic_load(&late_done)) {
-		fprintf(stderr, "test_heads_late: warps still waiting after 30 s: a late head's call answered "
-				"before its heads landed?\n");
+	if (!atomic_load(&watch_done)) {
+		fprintf(stderr, "%s\n", watch_what);
 		_exit(1);
 	}
 	return NULL;
+}
+
+/* Fail the whole test program with the message what unless
+ * watchdog_stop comes within 30 s. */
+static pthread_t watchdog_start(const char *what)
+{
+	pthread_t dog;
+	watch_what = what;
+	atomic_store(&watch_done, 0);
+	assert_int_equal(pthread_create(&dog, NULL, watchdog_main, NULL), 0);
+	return dog;
+}
+
+static void watchdog_stop(pthread_t dog)
+{
+	atomic_store(&watch_done, 1);
+	pthread_join(dog, NULL);
 }
 
 static void test_heads_late(void **state)
@@ -363,13 +382,11 @@ static void test_heads_late(void **state)
 	(void)state;
 	enum { WARPS = 8, ROUNDS = 200 };
 	uint32_t bad = 0;
-	pthread_t dog;
-	atomic_store(&late_done, 0);
-	pthread_create(&dog, NULL, late_watchdog, NULL);
+	pthread_t dog = watchdog_start("test_heads_late: warps still waiting after 30 s: a late head's call answered "
+				       "before its heads landed?");
 	gpusys_emu_set_heads_late(1);
 	int rc = run_heads_warps(WARPS, ROUNDS, &bad);
-	atomic_store(&late_done, 1);
-	pthread_join(dog, NULL);
+	watchdog_stop(dog);
 	gpusys_emu_set_heads_late(0);
 	if (rc)
 		fail_msg("warp %u: %s", bad, gpusys_strerror(rc));
@@ -1004,6 +1021,111 @@ static void test_heads_never_land(void **state)
 	xform_call(ALL_LANES, lens, 0);
 }
 
+/* Kernels that stop part way through a message (a stream's next packet
+ * late, a warp descheduled, a kernel that died) hold no worker: the server
+ * steps each port as far as its client word allows and lets it go, as the
+ * daemon does. Before, a worker followed one message to its end, so as
+ * many stalled streams as workers (4 here) stopped every other call of the
+ * process; at scale, 4 workers let only 4 large calls progress at once
+ * (bench/RESULTS.md, "Tenth session"). The stalled calls then finish, with
+ * their bytes checked. */
+struct stalled_call {
+	uint32_t p, seq;
+	struct raw_client c;
+	pthread_mutex_t *lock;
+	pthread_cond_t *cond;
+	unsigned *paused;
+	bool *go;
+	int32_t rc;
+	int bad;
+};
+
+static void stall_here(void *arg)
+{
+	struct stalled_call *s = arg;
+	pthread_mutex_lock(s->lock);
+	(*s->paused)++;
+	pthread_cond_broadcast(s->cond);
+	while (!*s->go)
+		pthread_cond_wait(s->cond, s->lock);
+	pthread_mutex_unlock(s->lock);
+}
+
+static void *stalled_caller(void *arg)
+{
+	struct stalled_call *s = arg;
+	enum { N = 64 + 5 * GPUSYS_PACKET_BYTES + 17 }; /* several stream packets */
+	uint8_t *in[LANES] = { 0 }, *out[LANES] = { 0 };
+	uint32_t len[LANES] = { 0 }, cap[LANES] = { 0 }, got[LANES];
+	const uint64_t mask = 0x81u;
+	for (uint32_t l = 0; l < LANES; l++) {
+		if (!(mask >> l & 1))
+			continue;
+		len[l] = cap[l] = N + l;
+		in[l] = malloc(len[l]);
+		out[l] = malloc(cap[l]);
+		for (uint32_t b = 0; b < len[l]; b++)
+			in[l][b] = (uint8_t)(mix64(b + (uint64_t)s->p * 131u + l) >> 17);
+	}
+	s->rc = raw_call_paused(&s->c, s->p, &s->seq, OP_XFORM, mask, len, cap, in, out, got, stall_here, s);
+	for (uint32_t l = 0; l < LANES; l++) {
+		if (!(mask >> l & 1))
+			continue;
+		if (!s->rc && got[l] != len[l])
+			s->bad++;
+		for (uint32_t b = 0; !s->rc && b < got[l]; b++)
+			s->bad += out[l][b] != (in[l][len[l] - 1 - b] ^ 0x5a);
+		free(in[l]);
+		free(out[l]);
+	}
+	return NULL;
+}
+
+static void test_stalled_streams_hold_no_worker(void **state)
+{
+	(void)state;
+	enum { STALLED = 4 }; /* the setup's workers */
+	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+	unsigned paused = 0;
+	bool go = false;
+	struct stalled_call s[STALLED];
+	pthread_t th[STALLED];
+	for (uint32_t i = 0; i < STALLED; i++) {
+		s[i] = (struct stalled_call){ .p = 8 + i, .lock = &lock, .cond = &cond, .paused = &paused, .go = &go };
+		s[i].seq = take_port_by_hand(&s[i].c, s[i].p);
+		assert_int_equal(pthread_create(&th[i], NULL, stalled_caller, &s[i]), 0);
+	}
+	pthread_mutex_lock(&lock);
+	while (paused < STALLED)
+		pthread_cond_wait(&cond, &lock);
+	pthread_mutex_unlock(&lock);
+
+	/* Every stalled call has had its first packets taken; the other
+	 * calls of the process flow meanwhile. */
+	pthread_t dog = watchdog_start("test_stalled_streams_hold_no_worker: a call waited 30 s behind stalled "
+				       "streams: each holds a worker?");
+	uint32_t lens[LANES];
+	for (uint32_t l = 0; l < LANES; l++)
+		lens[l] = 3 + 700 * (l % 4);
+	gpusys_emu_set_warp(20);
+	xform_call(ALL_LANES, lens, 0);
+	xform_call(0x30, lens, 1);
+	watchdog_stop(dog);
+
+	pthread_mutex_lock(&lock);
+	go = true;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+	for (uint32_t i = 0; i < STALLED; i++) {
+		pthread_join(th[i], NULL);
+		if (s[i].rc || s[i].bad)
+			fail_msg("stalled call on port %u: status %d, %d bytes wrong", s[i].p, s[i].rc, s[i].bad);
+		give_port_back(s[i].p, s[i].seq);
+	}
+	sync_callbacks();
+}
+
 /* ------------------------------------------------------------- idle */
 
 static double cpu_ms(void)
@@ -1058,6 +1180,7 @@ int main(void)
 		cmocka_unit_test(test_heads_never_land),
 		cmocka_unit_test(test_heads_late),
 		cmocka_unit_test(test_two_in_flight_raw),
+		cmocka_unit_test(test_stalled_streams_hold_no_worker),
 		cmocka_unit_test(test_idle_and_wakeup),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

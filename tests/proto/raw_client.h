@@ -107,11 +107,14 @@ static inline void raw_packet0(const struct raw_client *c, uint32_t p, uint64_t 
  * two stream packets in flight wherever allowed, each pair under one word:
  * through a window packet 0 goes with stream packet 0; then, each time
  * the server has taken everything, the next two; the response's packets
- * are asked for two at a time. Returns the request's status (the answer's
- * server word), 0 with got[l] and out[l] (room for cap[l]) filled. */
-static inline int32_t raw_call(const struct raw_client *c, uint32_t p, uint32_t *seq, uint16_t opcode, uint64_t mask,
-			       const uint32_t *len, const uint32_t *cap, uint8_t *const *in, uint8_t *const *out,
-			       uint32_t *got)
+ * are asked for two at a time. pause (NULL: none) is called once, with
+ * pause_arg, when the server has taken the request's first flip and more
+ * stream packets are to come: a client stalled part way. Returns the
+ * request's status (the answer's server word), 0 with got[l] and out[l]
+ * (room for cap[l]) filled. */
+static inline int32_t raw_call_paused(const struct raw_client *c, uint32_t p, uint32_t *seq, uint16_t opcode,
+				      uint64_t mask, const uint32_t *len, const uint32_t *cap, uint8_t *const *in,
+				      uint8_t *const *out, uint32_t *got, void (*pause)(void *), void *pause_arg)
 {
 	struct gpusys_port *port = &c->ports[p];
 	uint32_t off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES], pkt;
@@ -127,6 +130,10 @@ static inline int32_t raw_call(const struct raw_client *c, uint32_t p, uint32_t 
 		uint32_t m = n - k < 2 ? n - k : 2;
 		if (!raw_wait(c, p, *seq))
 			return -ETIMEDOUT;
+		if (pause) {
+			pause(pause_arg);
+			pause = NULL;
+		}
 		for (uint32_t i = 0; i < m; i++)
 			port_host_stream_copy(stream, pkt, k + i, off, part, in, 1);
 		raw_publish(c, p, seq, m, word);
@@ -154,6 +161,13 @@ static inline int32_t raw_call(const struct raw_client *c, uint32_t p, uint32_t 
 			port_host_stream_copy(stream, pkt, k, off, part, out, 0);
 	}
 	return 0;
+}
+
+static inline int32_t raw_call(const struct raw_client *c, uint32_t p, uint32_t *seq, uint16_t opcode, uint64_t mask,
+			       const uint32_t *len, const uint32_t *cap, uint8_t *const *in, uint8_t *const *out,
+			       uint32_t *got)
+{
+	return raw_call_paused(c, p, seq, opcode, mask, len, cap, in, out, got, NULL, NULL);
 }
 
 #endif /* GPUSYS_TEST_RAW_CLIENT_H */
