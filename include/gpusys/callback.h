@@ -78,7 +78,7 @@ struct gpusys_callbacks;
 
 struct gpusys_callbacks_opts {
 	uint32_t num_ports; /* 0: 64 */
-	uint32_t threads;   /* pool threads that run callbacks; 0: 4 ($GPUSYS_CALLBACK_THREADS) */
+	uint32_t threads;   /* pool threads that run callbacks; 0: $GPUSYS_CALLBACK_THREADS, else 3/4 of the CPUs, 4 to 16 */
 };
 
 /* A server whose channel is plain memory of this process (emulated warps;

@@ -716,6 +716,19 @@ static void *poller_main(void *arg)
 
 /* ------------------------------------------------------------- the API */
 
+/* Workers when the caller names no number: three in four of the CPUs, 4 to
+ * DEFAULT_THREADS_MAX. Large calls from the whole GPU are bound by them
+ * (132 warps' 64 KiB bytes callbacks on a 16-core H200 host: 6.6 GB/s
+ * with 4, 13.1 with 12; bench/RESULTS.md, "Tenth session"), and an idle
+ * worker costs nothing: it sleeps after WORKER_SPIN_NS. */
+#define DEFAULT_THREADS_MAX 16u
+static unsigned default_threads(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned n = cpus > 0 ? (unsigned)cpus * 3 / 4 : 4;
+	return n < 4 ? 4 : n > DEFAULT_THREADS_MAX ? DEFAULT_THREADS_MAX : n;
+}
+
 int gpusys_callbacks_create(const struct gpusys_callbacks_opts *opts, struct gpusys_callbacks **ret)
 {
 	gpusys_cache_push_init();
@@ -725,7 +738,7 @@ int gpusys_callbacks_create(const struct gpusys_callbacks_opts *opts, struct gpu
 		const char *e = getenv("GPUSYS_CALLBACK_THREADS");
 		threads = e ? (unsigned)strtoul(e, NULL, 10) : 0;
 		if (!threads)
-			threads = 4;
+			threads = default_threads();
 	}
 	if (ports > GPUSYS_MAX_PORTS || threads > MAX_THREADS || threads + 1 > GPUSYS_PROGRESS_SLOTS)
 		return -EINVAL;
