@@ -11,7 +11,7 @@
 #   streams   gpusys-bench trace --streams (one warp's 32 x 4 KiB and
 #             32 x 64 KiB ECHO, where each packet's time goes), then
 #             gpusys-bench calls (the stream rows against the NOOP; issue 27),
-#             then its stream rows with GPUSYS_DMA=0 and with 12 callback
+#             then its stream rows with GPUSYS_DMA=0 and with 4 callback
 #             workers
 #   twogpu    gpusys-bench multigpu --op file, then --op noop, with both
 #             GPUs (issue 34), on a gpusysd with the budgets of
@@ -75,10 +75,9 @@ if has streams && fits 150 streams; then
 	timeout 100 $B/bench/gpusys-bench calls --daemon $D --iters 500 2>&1 | grep -v "^gpusysd:" |
 		tee "$OUT/calls.log" | tail -40
 	# The stream rows again: the warps copying everything (GPUSYS_DMA=0),
-	# and the callback server with 12 workers, not 4 (each holds a whole
-	# message: the 132-warp bytes callback row's suspected bound, ninth
-	# session's note).
-	for v in GPUSYS_DMA=0 GPUSYS_CALLBACK_THREADS=12; do
+	# and the callback server with 4 workers, the default before the tenth
+	# session (now three in four of the CPUs: 12 on these machines).
+	for v in GPUSYS_DMA=0 GPUSYS_CALLBACK_THREADS=4; do
 		fits 40 "calls with $v" || break
 		echo "-- calls, $v:"
 		env $v timeout 40 $B/bench/gpusys-bench calls --daemon $D --iters 200 2>&1 | grep -E "^  stream,"

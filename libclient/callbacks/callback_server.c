@@ -112,6 +112,13 @@ struct gpusys_callbacks {
 	uint16_t *seen;       /* the sequence we last acknowledged; workers write it */
 	atomic_uchar *claim;  /* 1 from a claim to the end of that thread's step */
 	struct cb_msg **msg;  /* each port's, from its first message on */
+	/* The spinning worker (its slot + 1; 0: none) that left the port's
+	 * message part way and watches for its next packet: other spinners
+	 * leave the port to it, so that a message's steps stay on one core
+	 * (12 workers racing for one warp's 32 x 4 KiB callback made it 27%
+	 * slower than 4, bench/RESULTS.md "Tenth session"). The poller's
+	 * passes do not look: a worker that stops watching clears it. */
+	atomic_uchar *watched_by;
 
 	_Atomic(struct cb_entry *) *ops; /* USER_OPS entries, published once */
 	pthread_mutex_t reg_lock;
@@ -463,14 +470,22 @@ static bool claim_port(struct gpusys_callbacks *cb, uint32_t p, uint64_t *ret_wo
 	return true;
 }
 
+/* claim_port for a spinning worker (me: its slot + 1): not a port another
+ * worker watches. */
+static bool claim_unwatched(struct gpusys_callbacks *cb, uint32_t p, unsigned me)
+{
+	unsigned by = atomic_load_explicit(&cb->watched_by[p], memory_order_relaxed);
+	uint64_t w;
+	return (!by || by == me) && claim_port(cb, p, &w);
+}
+
 /* A spinning worker's look for work of its own: the first unclaimed
  * request, claimed. The scan starts where the last one found work (a warp
  * that calls again usually takes the same port). */
-static bool claim_any(struct gpusys_callbacks *cb, uint32_t *cursor, uint32_t *ret_port)
+static bool claim_any(struct gpusys_callbacks *cb, uint32_t *cursor, uint32_t *ret_port, unsigned me)
 {
-	uint64_t w;
 	for (uint32_t i = 0, p = *cursor; i < cb->num_ports; i++, p = p + 1 == cb->num_ports ? 0 : p + 1) {
-		if (claim_port(cb, p, &w)) {
+		if (claim_unwatched(cb, p, me)) {
 			*cursor = *ret_port = p;
 			return true;
 		}
@@ -524,6 +539,21 @@ struct worker_arg {
 	unsigned slot;
 };
 
+/* Watch port p (UINT32_MAX: none) instead of *hot: the mark moves. */
+static void watch(struct gpusys_callbacks *cb, uint32_t *hot, uint32_t p, unsigned me)
+{
+	if (*hot == p)
+		return;
+	if (*hot != UINT32_MAX) {
+		unsigned char mine = (unsigned char)me;
+		atomic_compare_exchange_strong_explicit(&cb->watched_by[*hot], &mine, 0, memory_order_relaxed,
+							memory_order_relaxed);
+	}
+	if (p != UINT32_MAX)
+		atomic_store_explicit(&cb->watched_by[p], (unsigned char)me, memory_order_relaxed);
+	*hot = p;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker_arg *wa = arg;
@@ -534,8 +564,10 @@ static void *worker_main(void *arg)
 	 * came while it served is seen when it spins again. */
 	uint64_t bell = 0;
 	/* A port whose message this worker left part way: its next packet
-	 * comes within microseconds, so it is looked at first. */
+	 * comes within microseconds, so it is looked at first, and it is
+	 * marked watched (watched_by) while this worker spins. */
 	uint32_t hot = UINT32_MAX;
+	const unsigned me = slot + 1;
 	free(wa);
 
 	for (;;) {
@@ -547,8 +579,7 @@ static void *worker_main(void *arg)
 		uint64_t until = now_ns() + WORKER_SPIN_NS;
 		bool got = false;
 		for (unsigned i = 1;; i++) {
-			uint64_t w;
-			if (hot != UINT32_MAX && claim_port(cb, hot, &w)) {
+			if (hot != UINT32_MAX && claim_unwatched(cb, hot, me)) {
 				p = hot;
 				stop_spinning(cb);
 				got = true;
@@ -564,8 +595,8 @@ static void *worker_main(void *arg)
 			if (b != bell) {
 				bell = b;
 				uint32_t named = gpusys_ring_port(b);
-				if ((named < cb->num_ports && claim_port(cb, named, &w) && (p = named, true)) ||
-				    claim_any(cb, &cursor, &p)) {
+				if ((named < cb->num_ports && claim_unwatched(cb, named, me) && (p = named, true)) ||
+				    claim_any(cb, &cursor, &p, me)) {
 					stop_spinning(cb);
 					got = true;
 					break;
@@ -582,13 +613,13 @@ static void *worker_main(void *arg)
 			stop_spinning(cb);
 			/* Rings the poller left to spinners before this one
 			 * stopped counting as one: look once more. */
-			got = claim_any(cb, &cursor, &p);
+			got = claim_any(cb, &cursor, &p, me);
 		}
 		if (!got) {
 			/* Sleep; the re-check under the lock pairs with the
 			 * poller's push (which signals when jobs outnumber
-			 * spinners). */
-			hot = UINT32_MAX;
+			 * spinners). Nobody watches for us meanwhile. */
+			watch(cb, &hot, UINT32_MAX, me);
 			pthread_mutex_lock(&cb->q_lock);
 			while (!cb->q_len && !atomic_load(&cb->stop))
 				pthread_cond_wait(&cb->q_cond, &cb->q_lock);
@@ -599,7 +630,10 @@ static void *worker_main(void *arg)
 				continue;
 		}
 		step(cb, p, slot);
-		hot = cb->msg[p] && cb->msg[p]->phase != CB_IDLE ? p : UINT32_MAX;
+		if (cb->msg[p] && cb->msg[p]->phase != CB_IDLE)
+			watch(cb, &hot, p, me);
+		else if (p == hot)
+			watch(cb, &hot, UINT32_MAX, me);
 		atomic_store_explicit(&cb->claim[p], 0, memory_order_release);
 	}
 }
@@ -769,13 +803,14 @@ int gpusys_callbacks_create(const struct gpusys_callbacks_opts *opts, struct gpu
 	cb->seen = calloc(ports, sizeof(*cb->seen));
 	cb->claim = calloc(ports, sizeof(*cb->claim));
 	cb->msg = calloc(ports, sizeof(*cb->msg));
+	cb->watched_by = calloc(ports, sizeof(*cb->watched_by));
 	cb->queue = calloc(ports, sizeof(*cb->queue));
 	cb->ops = calloc(USER_OPS, sizeof(*cb->ops));
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) == 0)
 		cb->efd = pfd[0], cb->efd_w = pfd[1];
 	int rc = 0;
-	if (!cb->seen || !cb->claim || !cb->msg || !cb->queue || !cb->ops || cb->efd < 0) {
+	if (!cb->seen || !cb->claim || !cb->msg || !cb->watched_by || !cb->queue || !cb->ops || cb->efd < 0) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -849,6 +884,7 @@ void gpusys_callbacks_destroy(struct gpusys_callbacks *cb)
 			free(cb->msg[p]);
 		}
 	free(cb->msg);
+	free((void *)cb->watched_by);
 	free(cb->queue);
 	free(cb->emu_locks);
 	free(cb->emu_warp_futures);
