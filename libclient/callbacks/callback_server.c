@@ -54,6 +54,12 @@
 #define NAP_FOR_NS (2u * 1000u * 1000u) /* for this long after work */
 #define SAFETY_MS 1000                 /* deep sleep: rescan anyway */
 #define WORKER_SPIN_NS (100u * 1000u)  /* a worker waits this long for more */
+/* Workers spinning for a job with no port to watch, at most: each more one
+ * slowed small calls (one warp's 32 x 4 KiB callback 282 us with 4 workers,
+ * 365 with 12; the storm's typed calls 1.1 against 3.1-3.3 ms; one H200,
+ * bench/RESULTS.md "Tenth session"), while large calls from many warps
+ * need the workers (7.0-7.2 GB/s with 4, 13.2-13.4 with 12). */
+#define SPINNERS_MAX 4u
 #define FULL_SCAN_NS (50u * 1000u)     /* spinning: every port at least this often */
 #define MAX_THREADS 32u
 /* A call of heads whose heads have not landed this long after its word
@@ -554,6 +560,50 @@ static void watch(struct gpusys_callbacks *cb, uint32_t *hot, uint32_t p, unsign
 	*hot = p;
 }
 
+/* A spinning worker's wait for its next job (it counts itself in
+ * cb->spinning; true: *ret_port claimed or taken, and it no longer counts):
+ * the port it watches, the queue, the port a new ring names, then any port
+ * not watched, until WORKER_SPIN_NS pass. */
+static bool spin_for_job(struct gpusys_callbacks *cb, uint32_t *ret_port, uint32_t *cursor, uint64_t *bell,
+			 uint32_t hot, unsigned me)
+{
+	uint64_t until = now_ns() + WORKER_SPIN_NS;
+	for (unsigned i = 1;; i++) {
+		if (hot != UINT32_MAX && claim_unwatched(cb, hot, me)) {
+			*ret_port = hot;
+			stop_spinning(cb);
+			return true;
+		}
+		if (take_job(cb, ret_port, true))
+			return true;
+		if (atomic_load_explicit(&cb->stop, memory_order_relaxed))
+			return false;
+		/* While spinners exist the poller leaves rings to them:
+		 * claiming the port here saves the hand-off. The ring names
+		 * its port (abi.h): that one first. */
+		uint64_t b = __atomic_load_n(&cb->hdr->doorbell, __ATOMIC_RELAXED);
+		if (b != *bell) {
+			*bell = b;
+			uint32_t named = gpusys_ring_port(b);
+			if (named < cb->num_ports && claim_unwatched(cb, named, me)) {
+				*ret_port = named;
+				stop_spinning(cb);
+				return true;
+			}
+			if (claim_any(cb, cursor, ret_port, me)) {
+				stop_spinning(cb);
+				return true;
+			}
+		}
+		cpu_relax();
+		if ((i & 63) == 0) {
+			sched_yield();
+			if (now_ns() > until)
+				return false;
+		}
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker_arg *wa = arg;
@@ -572,48 +622,23 @@ static void *worker_main(void *arg)
 
 	for (;;) {
 		uint32_t p;
+		bool got = false;
 		/* Spin a while for the next job: under load the poller hands
 		 * over without a system call. Yield now and then: on a small
-		 * machine the thread that will post the job may need this core. */
-		atomic_fetch_add(&cb->spinning, 1);
-		uint64_t until = now_ns() + WORKER_SPIN_NS;
-		bool got = false;
-		for (unsigned i = 1;; i++) {
-			if (hot != UINT32_MAX && claim_unwatched(cb, hot, me)) {
-				p = hot;
+		 * machine the thread that will post the job may need this core.
+		 * At most SPINNERS_MAX spin with nothing to watch; the others
+		 * sleep until jobs outnumber the spinners. */
+		if (hot != UINT32_MAX || atomic_load(&cb->spinning) < SPINNERS_MAX) {
+			atomic_fetch_add(&cb->spinning, 1);
+			got = spin_for_job(cb, &p, &cursor, &bell, hot, me);
+			if (!got) {
 				stop_spinning(cb);
-				got = true;
-				break;
+				/* Rings the poller left to spinners before this
+				 * one stopped counting as one: look once more. */
+				got = claim_any(cb, &cursor, &p, me);
 			}
-			got = take_job(cb, &p, true);
-			if (got || atomic_load_explicit(&cb->stop, memory_order_relaxed))
-				break;
-			/* While spinners exist the poller leaves rings to them:
-			 * claiming the port here saves the hand-off. The ring
-			 * names its port (abi.h): that one first. */
-			uint64_t b = __atomic_load_n(&cb->hdr->doorbell, __ATOMIC_RELAXED);
-			if (b != bell) {
-				bell = b;
-				uint32_t named = gpusys_ring_port(b);
-				if ((named < cb->num_ports && claim_unwatched(cb, named, me) && (p = named, true)) ||
-				    claim_any(cb, &cursor, &p, me)) {
-					stop_spinning(cb);
-					got = true;
-					break;
-				}
-			}
-			cpu_relax();
-			if ((i & 63) == 0) {
-				sched_yield();
-				if (now_ns() > until)
-					break;
-			}
-		}
-		if (!got) {
-			stop_spinning(cb);
-			/* Rings the poller left to spinners before this one
-			 * stopped counting as one: look once more. */
-			got = claim_any(cb, &cursor, &p, me);
+		} else {
+			got = take_job(cb, &p, false);
 		}
 		if (!got) {
 			/* Sleep; the re-check under the lock pairs with the

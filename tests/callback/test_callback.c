@@ -46,6 +46,7 @@ enum {
 };
 
 static struct gpusys_callbacks *cb_;
+static unsigned workers_; /* the server's */
 static const gpusys_dev_t *dev_;
 static atomic_uint_fast64_t counter_;
 
@@ -114,7 +115,13 @@ static int cb_count(void *user, const void *arg, uint32_t arg_len, void *res, ui
 static int setup(void **state)
 {
 	(void)state;
-	struct gpusys_callbacks_opts o = { .num_ports = 32, .threads = 4 };
+	/* TEST_CALLBACK_THREADS: meson runs the program again with more
+	 * workers than spin at once (SPINNERS_MAX, 4), so that the others'
+	 * sleeping and waking is tested too. */
+	const char *t = getenv("TEST_CALLBACK_THREADS");
+	workers_ = t ? (unsigned)atoi(t) : 4;
+	assert_true(workers_ >= 1 && workers_ <= 16);
+	struct gpusys_callbacks_opts o = { .num_ports = 32, .threads = workers_ };
 	assert_int_equal(gpusys_callbacks_create(&o, &cb_), 0);
 	const struct gpusys_callback_desc d[] = {
 		{ .opcode = OP_MIX, .name = "mix", .arg_max = 16, .res_max = 8, .fn = cb_mix },
@@ -1025,7 +1032,7 @@ static void test_heads_never_land(void **state)
  * late, a warp descheduled, a kernel that died) hold no worker: the server
  * steps each port as far as its client word allows and lets it go, as the
  * daemon does. Before, a worker followed one message to its end, so as
- * many stalled streams as workers (4 here) stopped every other call of the
+ * many stalled streams as workers (one for each of the setup's) stopped every other call of the
  * process; at scale, 4 workers let only 4 large calls progress at once
  * (bench/RESULTS.md, "Tenth session"). The stalled calls then finish, with
  * their bytes checked. */
@@ -1084,13 +1091,14 @@ static void *stalled_caller(void *arg)
 static void test_stalled_streams_hold_no_worker(void **state)
 {
 	(void)state;
-	enum { STALLED = 4 }; /* the setup's workers */
+	enum { STALLED_MAX = 16 };
+	const uint32_t STALLED = workers_; /* one for each worker: ports 8 .. 23 */
 	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 	unsigned paused = 0;
 	bool go = false;
-	struct stalled_call s[STALLED];
-	pthread_t th[STALLED];
+	struct stalled_call s[STALLED_MAX];
+	pthread_t th[STALLED_MAX];
 	for (uint32_t i = 0; i < STALLED; i++) {
 		s[i] = (struct stalled_call){ .p = 8 + i, .lock = &lock, .cond = &cond, .paused = &paused, .go = &go };
 		s[i].seq = take_port_by_hand(&s[i].c, s[i].p);
@@ -1108,7 +1116,7 @@ static void test_stalled_streams_hold_no_worker(void **state)
 	uint32_t lens[LANES];
 	for (uint32_t l = 0; l < LANES; l++)
 		lens[l] = 3 + 700 * (l % 4);
-	gpusys_emu_set_warp(20);
+	gpusys_emu_set_warp(26);
 	xform_call(ALL_LANES, lens, 0);
 	xform_call(0x30, lens, 1);
 	watchdog_stop(dog);
