@@ -50,6 +50,11 @@ static const struct {
 
 int main(int argc, char **argv)
 {
+	/* Whole lines: a gpusysd started by the bench writes its log to the
+	 * same pipe, and landed in the middle of a row whose start sat in a
+	 * full buffer (the storm's 0..2048 B row, bench/RESULTS.md "Tenth
+	 * session"). */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc < 2) {
 		usage();
 		return 2;
