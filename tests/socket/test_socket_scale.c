@@ -32,6 +32,7 @@
 #include "gpusys/emulator.h"
 #include "gpusys/gpusys.h"
 #include "gpusys/emulator/socket.h"
+#include "gpusys/device/sock_client.h"
 #include "../daemon/emu_client.h"
 #include "../daemon/harness.h"
 
@@ -342,6 +343,95 @@ static void test_receive_waits_for_room(void **s)
 	assert_int_equal(w[0].rc, 0);
 	assert_int_equal(w[1].rc, 0);
 	assert_int_equal(ok, N);
+	own_server_stop(&o);
+}
+
+/* A poll asking for the bytes whose time runs out while other calls hold
+ * the budget answers that nothing is ready, once: it receives nothing, so
+ * it needs no room. Before, it had to take back the room it let go while
+ * it waited, got GPUSYS_STATUS_NO_ROOM, was sent again (and again: its
+ * whole room no longer fit at the start either) until -ENOMEM after
+ * GPUSYS_NO_ROOM_WAIT_NS: 21-22 s and -ENOMEM on the VM, not 300 ms. */
+enum { POLL_TIMEOUT_MS = 300 };
+
+struct timed_poll {
+	int64_t *hs;
+	uint8_t (*bufs)[IDLE_LANE_BYTES];
+	struct gpusys_pollfd pf[LANES];
+	struct gpusys_emu_sock_lane lanes[LANES];
+	int rc;
+	long took;
+};
+
+static void *timed_poll_run(void *arg)
+{
+	struct timed_poll *tp = arg;
+	memset(tp->lanes, 0, sizeof(tp->lanes));
+	for (unsigned i = 0; i < LANES; i++) {
+		tp->pf[i] = (struct gpusys_pollfd){ .handle = (int32_t)tp->hs[i], .events = POLLIN | GPUSYS_POLL_RECV };
+		tp->lanes[i].q.a = 1;
+		tp->lanes[i].q.count = IDLE_ROOM;
+		tp->lanes[i].q.timeout_ms = POLL_TIMEOUT_MS;
+		tp->lanes[i].body = &tp->pf[i];
+		tp->lanes[i].body_len = sizeof(tp->pf[i]);
+		tp->lanes[i].out = tp->bufs[i];
+		tp->lanes[i].out_cap = IDLE_LANE_BYTES;
+	}
+	gpusys_emu_set_warp(1);
+	long t0 = ms_now();
+	tp->rc = gpusys_emu_sock_call(D, GPUSYS_OP_SOCK_POLL, UINT32_MAX, tp->lanes);
+	tp->took = ms_now() - t0;
+	return NULL;
+}
+
+static void test_poll_timeout_needs_no_room(void **s)
+{
+	(void)s;
+	enum { N = 2 * LANES };
+	struct own_server o;
+	int fds[N];
+	int64_t hs[N];
+	own_server_start(&o, "workers = 4\nclient_mem_budget = 3M\n", 64, N, fds, hs);
+	struct idle_warp a;
+	pthread_t ta, tq;
+	idle_warps_start(&a, &ta, 1, hs, false);
+	usleep(200000); /* A's receive waits, holding no room */
+	/* 32 polls of 64 KiB of room each, on connections where nothing comes:
+	 * they start (the budget has room) and wait, holding none. */
+	static uint8_t bufs[LANES][IDLE_LANE_BYTES];
+	struct timed_poll tp = { .hs = hs + LANES, .bufs = bufs };
+	assert_int_equal(pthread_create(&tq, NULL, timed_poll_run, &tp), 0);
+	usleep(100000);
+	uint64_t v = 0x5eed0000u;
+	assert_int_equal(send(fds[0], &v, 8, 0), 8); /* A takes its 2 MiB back */
+	pthread_join(tq, NULL); /* the polls' time runs out with no room beside A's */
+	print_message("a poll that timed out without room answered after %ld ms (its timeout %d ms)\n", tp.took,
+		      POLL_TIMEOUT_MS);
+
+	for (unsigned i = 1; i < LANES; i++) { /* A completes, and lets its room go */
+		v = 0x5eed0000u + i;
+		assert_int_equal(send(fds[i], &v, 8, 0), 8);
+	}
+	unsigned failed;
+	unsigned ok = idle_warps_join(&a, &ta, 1, &failed);
+	assert_int_equal(tp.rc, 0);
+	for (unsigned i = 0; i < LANES; i++) {
+		/* Nothing ready: no revents, no bytes (an answer of revents and
+		 * lengths, or none at all). */
+		struct gpusys_pollfd got = tp.pf[i];
+		int32_t len;
+		uint32_t off;
+		if (tp.lanes[i].ret < 0)
+			fail_msg("poll lane %u: %s", i, strerror((int)-tp.lanes[i].ret));
+		assert_int_equal(gpusys_poll_recv_parse(bufs[i], (uint32_t)tp.lanes[i].ret, &got, 1, &len, &off), 0);
+		assert_int_equal(got.revents, 0);
+		assert_int_equal(len, -EAGAIN);
+	}
+	assert_true(tp.took >= POLL_TIMEOUT_MS - 20);
+	if (tp.took >= 2 * POLL_TIMEOUT_MS)
+		fail_msg("the poll waited %ld ms, its timeout %d ms more than once", tp.took, POLL_TIMEOUT_MS);
+	assert_int_equal(failed, 0);
+	assert_int_equal(ok, LANES);
 	own_server_stop(&o);
 }
 
@@ -1009,6 +1099,7 @@ int main(void)
 		cmocka_unit_test(test_idle_receives_within_budget),
 		cmocka_unit_test(test_idle_poll_recv_within_budget),
 		cmocka_unit_test(test_receive_waits_for_room),
+		cmocka_unit_test(test_poll_timeout_needs_no_room),
 		cmocka_unit_test(test_deadline_keeps_bytes),
 		cmocka_unit_test(test_thousand_connections_echo),
 		cmocka_unit_test(test_thousand_connections_echo_poll_recv),
