@@ -48,7 +48,7 @@
 #include "libclient/attach/dev_handle.h"
 #include "libclient/attach/channel_dump.h"
 #include "libclient/callbacks/callback_dump.h"
-
+#include "libclient/callbacks/callback_internal.h"
 #define SPIN_NS (200u * 1000u)         /* poller spins this long after work */
 #define NAP_NS (50u * 1000u)           /* then naps this long at a time */
 #define NAP_FOR_NS (2u * 1000u * 1000u) /* for this long after work */
@@ -61,401 +61,6 @@
  * need the workers (7.0-7.2 GB/s with 4, 13.2-13.4 with 12). */
 #define SPINNERS_MAX 4u
 #define FULL_SCAN_NS (50u * 1000u)     /* spinning: every port at least this often */
-#define MAX_THREADS 32u
-/* A call of heads whose heads have not landed this long after its word
- * never will: its kernel scribbled the word or died (the heads are stored
- * before the word, and land within the bus's latency, microseconds). It is
- * answered -EPROTO, so that the worker is not held for ever. */
-#define HEADS_LATE_MAX_NS (1000u * 1000u * 1000u)
-#define USER_OPS (0x10000u - GPUSYS_OP_USER_FIRST)
-
-/* Where a port's message stands between steps. */
-enum cb_phase {
-	CB_IDLE, /* the next client word starts a message (packet 0) */
-	CB_RECV, /* request stream packets are arriving */
-	CB_SEND, /* response stream packets are being asked for */
-};
-
-/* A port's message, kept between steps (each step is one worker's, under
- * the port's claim). Lengths are the copies taken out of packet 0 once. */
-struct cb_msg {
-	uint8_t phase; /* enum cb_phase */
-	bool noreply, heads;
-	uint16_t opcode;
-	uint64_t mask;
-	int32_t status;     /* the request failed as a whole (it still takes its stream) */
-	uint32_t seq;       /* the last packet taken or sent */
-	uint32_t chunk, chunks; /* stream packets done, and in all */
-	uint64_t late_since; /* a call of heads whose heads have not landed: first look */
-	uint32_t len[GPUSYS_WARP_LANES], cap[GPUSYS_WARP_LANES];
-	uint32_t off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES]; /* the stream's layout */
-	uint32_t res_len[GPUSYS_WARP_LANES];
-	int32_t lane_status[GPUSYS_WARP_LANES];
-	uint8_t *arg[GPUSYS_WARP_LANES], *res[GPUSYS_WARP_LANES];
-	uint8_t *req_buf, *res_buf;
-	/* Packet-0-sized messages (the common case) need no allocation. */
-	uint8_t small_req[GPUSYS_PACKET_BYTES], small_res[GPUSYS_PACKET_BYTES];
-};
-
-struct cb_entry {
-	struct gpusys_callback_desc d; /* name copied */
-	atomic_uint_fast64_t calls;
-};
-
-struct gpusys_callbacks {
-	/* The channel, host view. */
-	uint8_t *base;
-	size_t bytes;
-	struct gpusys_channel_header *hdr;
-	volatile uint64_t *client_word;
-	volatile uint64_t *server_word;
-	struct gpusys_port *ports;
-	uint32_t num_ports;
-	uint8_t *windows; /* the last num_windows ports' stream packets (abi.h) */
-	uint32_t num_windows;
-
-	/* Private server state per port. */
-	uint16_t *seen;       /* the sequence we last acknowledged; workers write it */
-	atomic_uchar *claim;  /* 1 from a claim to the end of that thread's step */
-	struct cb_msg **msg;  /* each port's, from its first message on */
-	/* The spinning worker (its slot + 1; 0: none) that left the port's
-	 * message part way and watches for its next packet: other spinners
-	 * leave the port to it, so that a message's steps stay on one core
-	 * (12 workers racing for one warp's 32 x 4 KiB callback made it 27%
-	 * slower than 4, bench/RESULTS.md "Tenth session"). The poller's
-	 * passes do not look: a worker that stops watching clears it. */
-	atomic_uchar *watched_by;
-
-	_Atomic(struct cb_entry *) *ops; /* USER_OPS entries, published once */
-	pthread_mutex_t reg_lock;
-	struct cb_entry **list; /* registration order, for info */
-	unsigned nlist, caplist;
-
-	/* Job queue: ports claimed by the poller, for the workers. */
-	pthread_mutex_t q_lock;
-	pthread_cond_t q_cond;
-	uint32_t *queue; /* num_ports entries, ring */
-	uint32_t q_head, q_len;
-	atomic_uint q_count;    /* q_len, readable without the lock */
-	atomic_uint spinning;   /* workers spinning for a job */
-	atomic_uint running;    /* callbacks running now */
-
-	pthread_t poller;
-	pthread_t workers[MAX_THREADS];
-	unsigned nworkers;
-	int efd;    /* the wake pipe's read end (a pipe, not an eventfd: emulated
-		       warps write one byte, device/lane.h gpusys_wake_daemon) */
-	int efd_w;  /* its write end: emulated warps' wake_fd */
-	atomic_int stop;
-	_Atomic uint64_t expect_until;
-
-	/* For emulated warps: a handle over the host view. */
-	gpusys_dev_t emu_dev;
-	struct gpusys_port_lock *emu_locks;
-	unsigned long long emu_submitted;
-	uint32_t *emu_warp_futures;
-};
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ volatile("yield");
-#endif
-}
-
-/* ------------------------------------------------------------ protocol */
-
-static void ack(struct gpusys_callbacks *cb, uint32_t p, uint32_t seq, uint32_t sw_flags, int32_t status)
-{
-	__atomic_store_n(&cb->seen[p], (uint16_t)(seq & GPUSYS_SEQ_MASK), __ATOMIC_RELAXED);
-	port_host_hand_back(&cb->server_word[p], seq, sw_flags, status);
-}
-
-static void count_completion(struct gpusys_callbacks *cb, unsigned slot)
-{
-	/* This worker is the only writer of its progress word. */
-	uint64_t n = __atomic_load_n(&cb->hdr->progress[slot].completed, __ATOMIC_RELAXED) + 1;
-	gpusys_host_release_before(&cb->hdr->progress[slot].completed);
-	__atomic_store_n(&cb->hdr->progress[slot].completed, n, __ATOMIC_RELAXED);
-}
-
-/* Serve what the client word of port p allows now, from where its message
- * stands (struct cb_msg): packet 0, request stream packets, the callback,
- * response stream packets. Nothing here waits for the kernel between
- * packets, as the daemon's port_server_step does not: a worker that waited
- * held the whole message, so the default 4 workers let 4 large calls
- * progress at once, 2.5-2.8 GB/s from 132 warps against the daemon's 16
- * (bench/RESULTS.md, "Tenth session"). */
-
-/* The message is over: its buffers go, the port is idle, the call counts. */
-static void msg_done(struct gpusys_callbacks *cb, struct cb_msg *m, unsigned slot)
-{
-	if (m->req_buf != m->small_req)
-		free(m->req_buf);
-	if (m->res_buf != m->small_res)
-		free(m->res_buf);
-	m->req_buf = m->res_buf = NULL;
-	m->phase = CB_IDLE;
-	count_completion(cb, slot);
-}
-
-/* Run the callback for each lane of the assembled request (m->seq: its
- * last packet), then answer: packet 0 or heads, and the response stream
- * if there is one (the port stays in CB_SEND for it). */
-static void msg_answer(struct gpusys_callbacks *cb, uint32_t p, struct cb_msg *m, unsigned slot)
-{
-	struct gpusys_port *port = &cb->ports[p];
-	struct cb_entry *e = NULL;
-	int32_t status = m->status;
-	if (m->opcode >= GPUSYS_OP_USER_FIRST)
-		e = atomic_load_explicit(&cb->ops[m->opcode - GPUSYS_OP_USER_FIRST], memory_order_acquire);
-	if (!e && !status)
-		status = -ENOSYS;
-	uint64_t out_bytes = 0;
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-		m->res_len[l] = 0;
-		m->lane_status[l] = 0;
-		m->res[l] = NULL;
-		if (e && (m->mask >> l & 1))
-			out_bytes += m->cap[l] < e->d.res_max ? m->cap[l] : e->d.res_max;
-	}
-	if (!status && out_bytes) {
-		m->res_buf = out_bytes <= sizeof(m->small_res) ? m->small_res : malloc(out_bytes);
-		if (!m->res_buf)
-			status = -ENOMEM;
-	}
-	if (!status) {
-		atomic_fetch_add_explicit(&cb->running, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&e->calls, 1, memory_order_relaxed);
-		uint64_t at = 0;
-		for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-			if (!(m->mask >> l & 1))
-				continue;
-			uint32_t room = m->cap[l] < e->d.res_max ? m->cap[l] : e->d.res_max;
-			m->res[l] = m->res_buf ? m->res_buf + at : NULL;
-			at += room;
-			if (m->len[l] > e->d.arg_max) {
-				m->lane_status[l] = -E2BIG;
-				continue;
-			}
-			uint32_t n = 0;
-			int r = e->d.fn(e->d.user, m->arg[l], m->len[l], m->res[l], room, &n);
-			if (n > room) {
-				/* It wrote past what it was given: the best we can do is not send it. */
-				n = 0;
-				r = -EMSGSIZE;
-			}
-			m->lane_status[l] = r > 0 ? 0 : r;
-			m->res_len[l] = r < 0 ? 0 : n;
-		}
-		atomic_fetch_sub_explicit(&cb->running, 1, memory_order_relaxed);
-	}
-
-	/* A call of heads is answered in heads, fire-and-forget too (they
-	 * overwrite the request's, as the daemon's do). res_len is bounded by
-	 * the lane's capacity (room above), which take_request bounded. */
-	if (m->heads) {
-		port_host_put_heads(port, m->mask, m->seq, m->res_len, m->lane_status, m->res, status);
-		ack(cb, p, m->seq, 0, m->noreply ? 0 : status);
-		msg_done(cb, m, slot);
-		return;
-	}
-	if (m->noreply) {
-		ack(cb, p, m->seq, 0, 0);
-		msg_done(cb, m, slot);
-		return;
-	}
-	uint32_t trivial = 1;
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-		if (status)
-			m->res_len[l] = 0, m->lane_status[l] = 0;
-		trivial &= m->res_len[l] == 0 && m->lane_status[l] == 0;
-	}
-	m->chunk = m->chunks = 0;
-	if (!trivial) {
-		uint32_t pkt;
-		gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
-		port_host_put_response(port, m->mask, m->res_len, m->lane_status, m->res);
-		m->chunks = port_host_packets_for(port_host_stream_layout(m->mask, m->res_len, m->off, m->part), pkt);
-	}
-	ack(cb, p, m->seq, trivial ? GPUSYS_SW_TRIVIAL : 0, status);
-	if (m->chunks)
-		m->phase = CB_SEND;
-	else
-		msg_done(cb, m, slot);
-}
-
-/* Take n request stream packets (port_host_flip_packets), in order, each
- * from its slot (abi.h): each but the stream's last is acknowledged as
- * soon as it is copied out, so the client writes the next into its slot
- * while we copy the other; the last goes to the callback, whose answer
- * acknowledges it. */
-static void msg_take_packets(struct gpusys_callbacks *cb, uint32_t p, struct cb_msg *m, uint32_t n, unsigned slot)
-{
-	uint32_t pkt;
-	uint8_t *stream = gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
-	for (; n; n--) {
-		m->seq++;
-		if (m->req_buf)
-			port_host_stream_copy(stream, pkt, m->chunk, m->off, m->part, m->arg, 0);
-		if (++m->chunk == m->chunks) {
-			msg_answer(cb, p, m, slot);
-			return;
-		}
-		ack(cb, p, m->seq, 0, 0);
-	}
-}
-
-/* Write the n response stream packets the client asked for, each into its
- * slot and acknowledged at once, so the client reads one while we copy the
- * next; the stream's last ends the message. */
-static void msg_send_packets(struct gpusys_callbacks *cb, uint32_t p, struct cb_msg *m, uint32_t n, unsigned slot)
-{
-	uint32_t pkt;
-	uint8_t *stream = gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
-	for (; n; n--) {
-		port_host_stream_copy(stream, pkt, m->chunk, m->off, m->part, m->res, 1);
-		ack(cb, p, ++m->seq, 0, 0);
-		if (++m->chunk == m->chunks)
-			msg_done(cb, m, slot);
-	}
-}
-
-/* A request that cannot be taken (status): answered at once, in heads for
- * a call of heads, as the daemon's refusals are. */
-static void msg_refuse(struct gpusys_callbacks *cb, uint32_t p, uint64_t word, uint32_t sw_flags, int32_t status,
-		       unsigned slot)
-{
-	uint32_t cs = GPUSYS_WORD_SEQ(word);
-	bool noreply = GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_NOREPLY;
-	if (GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_HEADS)
-		port_host_put_heads(&cb->ports[p], GPUSYS_CW_MASK(word), cs, NULL, NULL, NULL, status);
-	ack(cb, p, cs, sw_flags, noreply ? 0 : status);
-	count_completion(cb, slot);
-}
-
-/* Packet 0 of a request (word; d: how far it moved past seen, 1, or 2 with
- * the first stream packet behind packet 0, abi.h). Copied out once and
- * bounded (common/port_host.h), as the daemon does. */
-static void msg_start(struct gpusys_callbacks *cb, uint32_t p, struct cb_msg *m, uint64_t word, uint32_t d,
-		      unsigned slot)
-{
-	struct gpusys_port *port = &cb->ports[p];
-	uint64_t in_bytes = 0;
-	int32_t status = port_host_first_word_ok(word, d) ? 0 : -EINVAL;
-	if (!status) {
-		/* A call of heads may show its word before its heads (abi.h):
-		 * the client is a kernel of this process that just
-		 * published, so they land within the bus's latency. Spin a
-		 * little the first time; after that the port is looked at
-		 * again on later passes, until HEADS_LATE_MAX_NS. A
-		 * PORT_HOST_NOT_YET is a positive "look again", never a status
-		 * (tests/callback test_heads_land_late). */
-		for (unsigned spins = m->late_since ? 4095 : 0;; spins++) {
-			status = port_host_take_request(port, word, m->len, m->cap, &in_bytes);
-			if (status != PORT_HOST_NOT_YET || spins >= 4095)
-				break;
-			cpu_relax();
-		}
-		if (status == PORT_HOST_NOT_YET) {
-			uint64_t now = now_ns();
-			if (!m->late_since)
-				m->late_since = now;
-			if (now - m->late_since <= HEADS_LATE_MAX_NS)
-				return; /* seen[] unchanged: the port is looked at again */
-			status = -EPROTO;
-		}
-	}
-	m->late_since = 0;
-	if (status) {
-		/* Lengths not to be trusted: no stream layout, answer now. */
-		msg_refuse(cb, p, word, 0, status, slot);
-		return;
-	}
-	m->mask = GPUSYS_CW_MASK(word);
-	m->opcode = GPUSYS_CW_OPCODE(word);
-	m->noreply = GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_NOREPLY;
-	m->heads = GPUSYS_WORD_FLAGS(word) & GPUSYS_CW_HEADS;
-	m->status = 0;
-	/* The request, in private memory. A failed allocation still takes
-	 * the stream (so its packets are not taken for a new request). */
-	m->req_buf = in_bytes <= sizeof(m->small_req) ? m->small_req : malloc(in_bytes);
-	if (!m->req_buf)
-		m->status = -ENOMEM;
-	uint64_t at = 0;
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
-		m->arg[l] = m->req_buf ? m->req_buf + at : NULL;
-		at += m->len[l];
-	}
-	if (m->req_buf)
-		port_host_take_inline(port, word, m->len, m->arg);
-	uint32_t pkt;
-	uint8_t *stream = gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
-	m->chunk = 0;
-	m->chunks = port_host_packets_for(port_host_stream_layout(m->mask, m->len, m->off, m->part), pkt);
-	if (d > port_host_first_flip_max(port, stream, m->chunks)) {
-		if (m->req_buf != m->small_req)
-			free(m->req_buf);
-		m->req_buf = NULL;
-		msg_refuse(cb, p, word, GPUSYS_SW_TRIVIAL, -EINVAL, slot);
-		return;
-	}
-	m->seq = GPUSYS_WORD_SEQ(word) - (d - 1); /* packet 0's */
-	if (!m->chunks) {
-		msg_answer(cb, p, m, slot);
-		return;
-	}
-	/* Packet 0 taken: through data[] the client waits for this before
-	 * its first stream packet. */
-	m->phase = CB_RECV;
-	ack(cb, p, m->seq, 0, 0);
-	if (d > 1)
-		msg_take_packets(cb, p, m, d - 1, slot);
-}
-
-/* One step of port p, claimed by the caller. */
-static void step(struct gpusys_callbacks *cb, uint32_t p, unsigned slot)
-{
-	uint64_t word = __atomic_load_n(&cb->client_word[p], __ATOMIC_RELAXED);
-	uint32_t cs = GPUSYS_WORD_SEQ(word), seen = __atomic_load_n(&cb->seen[p], __ATOMIC_RELAXED);
-	if (cs == seen)
-		return;
-	gpusys_host_acquire_after(&cb->client_word[p]);
-	struct cb_msg *m = cb->msg[p];
-	if (!m) {
-		m = cb->msg[p] = calloc(1, sizeof(*m));
-		if (!m) {
-			/* Nowhere to keep the message: refuse it whole. */
-			msg_refuse(cb, p, word, GPUSYS_SW_TRIVIAL, -ENOMEM, slot);
-			return;
-		}
-	}
-	if (m->phase == CB_IDLE) {
-		msg_start(cb, p, m, word, (cs - seen) & GPUSYS_SEQ_MASK, slot);
-		return;
-	}
-	/* One or two stream packets (abi.h): taken, or asked for; any other
-	 * move ends the call -EINVAL. */
-	uint32_t n = port_host_flip_packets(cs, m->seq, m->chunks - m->chunk);
-	if (!n) {
-		bool noreply = m->phase == CB_RECV && m->noreply;
-		ack(cb, p, cs, GPUSYS_SW_TRIVIAL, noreply ? 0 : -EINVAL);
-		msg_done(cb, m, slot);
-	} else if (m->phase == CB_RECV) {
-		msg_take_packets(cb, p, m, n, slot);
-	} else {
-		msg_send_packets(cb, p, m, n, slot);
-	}
-}
 
 /* Claim port p if it holds a request nobody has claimed: true with the
  * client word in *ret_word. */
@@ -567,7 +172,7 @@ static void watch(struct gpusys_callbacks *cb, uint32_t *hot, uint32_t p, unsign
 static bool spin_for_job(struct gpusys_callbacks *cb, uint32_t *ret_port, uint32_t *cursor, uint64_t *bell,
 			 uint32_t hot, unsigned me)
 {
-	uint64_t until = now_ns() + WORKER_SPIN_NS;
+	uint64_t until = cb_now_ns() + WORKER_SPIN_NS;
 	for (unsigned i = 1;; i++) {
 		if (hot != UINT32_MAX && claim_unwatched(cb, hot, me)) {
 			*ret_port = hot;
@@ -595,10 +200,10 @@ static bool spin_for_job(struct gpusys_callbacks *cb, uint32_t *ret_port, uint32
 				return true;
 			}
 		}
-		cpu_relax();
+		cb_cpu_relax();
 		if ((i & 63) == 0) {
 			sched_yield();
-			if (now_ns() > until)
+			if (cb_now_ns() > until)
 				return false;
 		}
 	}
@@ -654,7 +259,7 @@ static void *worker_main(void *arg)
 			if (!take_job(cb, &p, false))
 				continue;
 		}
-		step(cb, p, slot);
+		cb_step(cb, p, slot);
 		if (cb->msg[p] && cb->msg[p]->phase != CB_IDLE)
 			watch(cb, &hot, p, me);
 		else if (p == hot)
@@ -697,7 +302,7 @@ static unsigned scan(struct gpusys_callbacks *cb, unsigned poller_slot)
 		if (!claim_port(cb, p, &w))
 			continue;
 		if (quick(cb, p, w)) {
-			step(cb, p, poller_slot);
+			cb_step(cb, p, poller_slot);
 			atomic_store_explicit(&cb->claim[p], 0, memory_order_release);
 		} else {
 			push_job(cb, p);
@@ -725,11 +330,11 @@ static void kick(struct gpusys_callbacks *cb)
 static void *poller_main(void *arg)
 {
 	struct gpusys_callbacks *cb = arg;
-	uint64_t bell = __atomic_load_n(&cb->hdr->doorbell, __ATOMIC_RELAXED), last_work = now_ns(), last_full = 0;
+	uint64_t bell = __atomic_load_n(&cb->hdr->doorbell, __ATOMIC_RELAXED), last_work = cb_now_ns(), last_full = 0;
 	unsigned spins = 0;
 
 	while (!atomic_load_explicit(&cb->stop, memory_order_relaxed)) {
-		uint64_t now = now_ns();
+		uint64_t now = cb_now_ns();
 		uint64_t b = __atomic_load_n(&cb->hdr->doorbell, __ATOMIC_RELAXED);
 		bool rang = b != bell;
 		bell = b;
@@ -744,7 +349,7 @@ static void *poller_main(void *arg)
 				last_work = now;
 		}
 		if (now - last_work < SPIN_NS) {
-			cpu_relax();
+			cb_cpu_relax();
 			/* Let a worker have the core on a small machine. */
 			if ((++spins & 63) == 0)
 				sched_yield();
@@ -760,14 +365,14 @@ static void *poller_main(void *arg)
 		gpusys_host_full_fence();
 		if (__atomic_load_n(&cb->hdr->doorbell, __ATOMIC_RELAXED) == bell && !scan(cb, cb->nworkers)) {
 			until = atomic_load_explicit(&cb->expect_until, memory_order_relaxed);
-			if (!(until > now_ns()) && !atomic_load(&cb->stop)) {
+			if (!(until > cb_now_ns()) && !atomic_load(&cb->stop)) {
 				struct pollfd pf = { .fd = cb->efd, .events = POLLIN };
 				if (poll(&pf, 1, SAFETY_MS) > 0)
 					drain_efd(cb);
 			}
 		}
 		__atomic_store_n(&cb->hdr->dozing, 0, __ATOMIC_RELAXED);
-		last_work = now_ns();
+		last_work = cb_now_ns();
 		last_full = 0;
 	}
 	return NULL;
@@ -900,14 +505,7 @@ void gpusys_callbacks_destroy(struct gpusys_callbacks *cb)
 	free(cb->seen);
 	free((void *)cb->claim);
 	for (uint32_t p = 0; cb->msg && p < cb->num_ports; p++)
-		if (cb->msg[p]) {
-			/* A message the kernels left part way. */
-			if (cb->msg[p]->req_buf != cb->msg[p]->small_req)
-				free(cb->msg[p]->req_buf);
-			if (cb->msg[p]->res_buf != cb->msg[p]->small_res)
-				free(cb->msg[p]->res_buf);
-			free(cb->msg[p]);
-		}
+		cb_msg_free(cb->msg[p]); /* with a message the kernels left part way */
 	free(cb->msg);
 	free((void *)cb->watched_by);
 	free(cb->queue);
