@@ -29,7 +29,7 @@
 #include "core/client.h"
 #include "core/later.h"
 #include "core/pending.h"
-#include "util/clock.h"
+#include "common/clock.h"
 
 struct later_global {
 	struct event_base *base;

@@ -80,7 +80,7 @@
 #include <time.h>
 
 #include "util/log.h"
-#include "util/clock.h"
+#include "common/clock.h"
 #include "core/port_server.h"
 #include "core/poller.h"
 #include "core/wake.h"

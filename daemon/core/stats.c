@@ -7,7 +7,7 @@
 #include "core/port_server.h"
 #include "core/service.h"
 #include "core/stats.h"
-#include "util/clock.h"
+#include "common/clock.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>

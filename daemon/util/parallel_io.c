@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "util/parallel_io.h"
-#include "util/clock.h"
+#include "common/clock.h"
 
 /*
  * One thread copies page cache to memory at about 10 GB/s; the link to the

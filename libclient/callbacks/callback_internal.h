@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "gpusys/abi.h"
 #include "gpusys/callback.h"
 #include "gpusys/dev.h"
@@ -111,22 +112,6 @@ struct gpusys_callbacks {
 	unsigned long long emu_submitted;
 	uint32_t *emu_warp_futures;
 };
-
-static inline uint64_t cb_now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static inline void cb_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ volatile("yield");
-#endif
-}
 
 /* Do what port p's client word allows now (the caller holds the port's
  * claim), counting a message that ends in progress slot slot. */

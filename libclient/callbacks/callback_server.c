@@ -172,7 +172,7 @@ static void watch(struct gpusys_callbacks *cb, uint32_t *hot, uint32_t p, unsign
 static bool spin_for_job(struct gpusys_callbacks *cb, uint32_t *ret_port, uint32_t *cursor, uint64_t *bell,
 			 uint32_t hot, unsigned me)
 {
-	uint64_t until = cb_now_ns() + WORKER_SPIN_NS;
+	uint64_t until = now_ns() + WORKER_SPIN_NS;
 	for (unsigned i = 1;; i++) {
 		if (hot != UINT32_MAX && claim_unwatched(cb, hot, me)) {
 			*ret_port = hot;
@@ -200,10 +200,10 @@ static bool spin_for_job(struct gpusys_callbacks *cb, uint32_t *ret_port, uint32
 				return true;
 			}
 		}
-		cb_cpu_relax();
+		cpu_relax();
 		if ((i & 63) == 0) {
 			sched_yield();
-			if (cb_now_ns() > until)
+			if (now_ns() > until)
 				return false;
 		}
 	}
@@ -330,11 +330,11 @@ static void kick(struct gpusys_callbacks *cb)
 static void *poller_main(void *arg)
 {
 	struct gpusys_callbacks *cb = arg;
-	uint64_t bell = __atomic_load_n(&cb->hdr->doorbell, __ATOMIC_RELAXED), last_work = cb_now_ns(), last_full = 0;
+	uint64_t bell = __atomic_load_n(&cb->hdr->doorbell, __ATOMIC_RELAXED), last_work = now_ns(), last_full = 0;
 	unsigned spins = 0;
 
 	while (!atomic_load_explicit(&cb->stop, memory_order_relaxed)) {
-		uint64_t now = cb_now_ns();
+		uint64_t now = now_ns();
 		uint64_t b = __atomic_load_n(&cb->hdr->doorbell, __ATOMIC_RELAXED);
 		bool rang = b != bell;
 		bell = b;
@@ -349,7 +349,7 @@ static void *poller_main(void *arg)
 				last_work = now;
 		}
 		if (now - last_work < SPIN_NS) {
-			cb_cpu_relax();
+			cpu_relax();
 			/* Let a worker have the core on a small machine. */
 			if ((++spins & 63) == 0)
 				sched_yield();
@@ -365,14 +365,14 @@ static void *poller_main(void *arg)
 		gpusys_host_full_fence();
 		if (__atomic_load_n(&cb->hdr->doorbell, __ATOMIC_RELAXED) == bell && !scan(cb, cb->nworkers)) {
 			until = atomic_load_explicit(&cb->expect_until, memory_order_relaxed);
-			if (!(until > cb_now_ns()) && !atomic_load(&cb->stop)) {
+			if (!(until > now_ns()) && !atomic_load(&cb->stop)) {
 				struct pollfd pf = { .fd = cb->efd, .events = POLLIN };
 				if (poll(&pf, 1, SAFETY_MS) > 0)
 					drain_efd(cb);
 			}
 		}
 		__atomic_store_n(&cb->hdr->dozing, 0, __ATOMIC_RELAXED);
-		last_work = cb_now_ns();
+		last_work = now_ns();
 		last_full = 0;
 	}
 	return NULL;

@@ -201,10 +201,10 @@ static void msg_start(struct gpusys_callbacks *cb, uint32_t p, struct cb_msg *m,
 			status = port_host_take_request(port, word, m->len, m->cap, &in_bytes);
 			if (status != PORT_HOST_NOT_YET || spins >= 4095)
 				break;
-			cb_cpu_relax();
+			cpu_relax();
 		}
 		if (status == PORT_HOST_NOT_YET) {
-			uint64_t now = cb_now_ns();
+			uint64_t now = now_ns();
 			if (!m->late_since)
 				m->late_since = now;
 			if (now - m->late_since <= HEADS_LATE_MAX_NS)

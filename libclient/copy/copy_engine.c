@@ -16,6 +16,7 @@
 
 #include "copy_adapt.h"
 #include "copy_engine.h"
+#include "common/clock.h"
 
 enum stage {
 	ST_COPY_IN,  /* producer: caller's memory -> staging buffer */
@@ -115,13 +116,6 @@ struct copy_engine {
 	bool consumer_running;
 	struct copy_engine_stats stats;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 static bool first_stage_is_producer(const struct copy_job *j)
 {

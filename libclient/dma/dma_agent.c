@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "libclient/dma/dma_agent.h"
+#include "common/clock.h"
 
 /* Dozing: a look every 200 us for the first 100 ms, every 2 ms after that
  * (a warp that finds the agent dozing copies for itself and sets wanted,
@@ -45,13 +46,6 @@ struct gpusys_dma_agent {
 	int stop;
 	struct gpusys_dma_agent_stats st; /* written by the thread, read with atomics */
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void nap(uint64_t ns)
 {
@@ -168,9 +162,7 @@ static void *agent_main(void *arg)
 		}
 		uint64_t idle = now_ns() - idle_since;
 		if (awake && idle < a->spin_ns) {
-#if defined(__x86_64__) || defined(__i386__)
-			__builtin_ia32_pause();
-#endif
+			cpu_relax();
 			continue;
 		}
 		if (awake) {

@@ -28,6 +28,7 @@
 
 #include "gpusys/heap.h"
 #include "../common/cuda_driver.h"
+#include "common/clock.h"
 
 struct gpusys_heap {
 	gpusys_t *g;
@@ -54,13 +55,6 @@ struct gpusys_heap {
 	atomic_uint maps;
 	atomic_uint_fast64_t last_map_ns;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void say(const struct gpusys_heap *h, CUresult r, const char *what)
 {

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "services/basic/service_basic.h"
-#include "util/clock.h"
+#include "common/clock.h"
 
 static struct event_base *loop; /* the main loop (start hook); NULL: no SLEEP */
 

@@ -62,7 +62,7 @@
 #include "services/socket/sock_obj.h"
 #include "services/socket/sock_policy.h"
 #include "services/socket/sock_unix_path.h"
-#include "util/clock.h"
+#include "common/clock.h"
 
 /* ------------------------------------------------------------ settings */
 

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 
 #include "services/socket/sock_call.h"
-#include "util/clock.h"
+#include "common/clock.h"
 
 #define LOOPS_MAX 64
 

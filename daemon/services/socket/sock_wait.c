@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "services/socket/sock_call.h"
-#include "util/clock.h"
+#include "common/clock.h"
 #include "util/creds.h"
 
 /* -------------------------------------------------- finishing a lane */

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The daemon's monotonic clock in nanoseconds and its spin-wait hint: one
- * copy for the pollers, the I/O threads, the socket service and the stats.
+ * The monotonic clock in nanoseconds and the spin-wait hint: one copy for
+ * gpusysd (pollers, I/O threads, the socket service, the stats) and
+ * libgpusys (the callback server, the DMA agent, the heap's mapping thread,
+ * the copy engine).
  */
-#ifndef GPUSYSD_UTIL_CLOCK_H
-#define GPUSYSD_UTIL_CLOCK_H
+#ifndef GPUSYS_COMMON_CLOCK_H
+#define GPUSYS_COMMON_CLOCK_H
 
 #include <stdint.h>
 #include <time.h>
