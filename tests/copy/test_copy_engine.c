@@ -858,8 +858,12 @@ static void test_ordered_cancel_stuck(void **state)
 	atomic_store(&r.f.gpu_stuck, true);
 	struct copy_job *j = submit_ordered(&r, COPY_HTOD, src, 0, 100000, &arg_ordered);
 	assert_int_equal(copy_job_timedwait(j, 20 * 1000 * 1000), 0); /* stuck, as it should be */
-	atomic_store(&r.f.abandoned, true);
+	/* Cancel first, then let the stuck stream give up: the other way
+	 * round the engine's poll could see the stream fail (-ECANCELED)
+	 * before the cancel, and the first error wins (CI saw it once under
+	 * ThreadSanitizer on a loaded machine). */
 	copy_job_cancel(j, -EIO);
+	atomic_store(&r.f.abandoned, true);
 	assert_int_equal(copy_job_timedwait(j, 5000000000ull), 1);
 	assert_int_equal(copy_job_release(j), -EIO);
 	free(src);
