@@ -231,7 +231,8 @@ int gpusys_emu_sock_call(const gpusys_dev_t *dev, uint16_t op, uint64_t mask, st
 		} else if (c->resp_len[l] > c->cap[l]) {
 			a->ret = -EMSGSIZE;
 		} else if (data) {
-			memcpy(a->out, c->resp_data[l], c->resp_len[l]);
+			if (c->resp_len[l]) /* an answer of no bytes may have no data (a poll that timed out) */
+				memcpy(a->out, c->resp_data[l], c->resp_len[l]);
 			a->ret = c->resp_len[l];
 		} else {
 			memcpy(&val[l], c->resp_data[l], sizeof(int64_t));
