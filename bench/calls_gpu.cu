@@ -254,15 +254,21 @@ static __device__ __noinline__ float compute(long long iters, float seed)
  * every lane issues, together (one warp-aggregated request per call). Each
  * warp starts K calls, computes, waits them, rounds times. */
 #define K_CALLS 4
+/* phase[warp * 3 + i]: lane 0's nanoseconds in the starts (i = 0), the
+ * compute (1) and the waits (2), summed over the rounds: where a round's
+ * time goes when the calls do not hide behind the compute. */
 static __global__ void k_overlap(gpusys_dev_t dev, int mode, int kind, int all, int rounds, long long work,
-				 unsigned us, long long h, uint8_t *bufs, unsigned bytes, float *sink, int *err)
+				 unsigned us, long long h, uint8_t *bufs, unsigned bytes, float *sink, int *err,
+				 unsigned long long *phase)
 {
 	unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
 	bool issues = mode != 1 && (all || lane == 0);
 	float acc = 0;
+	unsigned long long spent[3] = { 0, 0, 0 };
 	for (int r = 0; r < rounds; r++) {
 		gpusys_future_t f[K_CALLS];
 		unsigned res[K_CALLS];
+		unsigned long long t0 = gtimer();
 		if (issues) {
 			for (int k = 0; k < K_CALLS; k++) {
 				if (kind == 0)
@@ -274,6 +280,7 @@ static __global__ void k_overlap(gpusys_dev_t dev, int mode, int kind, int all, 
 			}
 		}
 		__syncwarp();
+		unsigned long long t1 = gtimer();
 		/* The seed comes out of memory after the starts, and acc is
 		 * materialized before the waits: the compiler may not move the
 		 * register-only compute past either. */
@@ -283,6 +290,7 @@ static __global__ void k_overlap(gpusys_dev_t dev, int mode, int kind, int all, 
 			acc += compute(work, seed);
 		gpusys_materialize(acc);
 		__syncwarp();
+		unsigned long long t2 = gtimer();
 		if (issues) {
 			for (int k = 0; k < K_CALLS; k++) {
 				long long v = gpusys_wait(dev, f[k]);
@@ -290,8 +298,14 @@ static __global__ void k_overlap(gpusys_dev_t dev, int mode, int kind, int all, 
 					atomicCAS(err, 0, v < 0 ? (int)v : -EBADMSG);
 			}
 		}
+		__syncwarp();
+		unsigned long long t3 = gtimer();
+		spent[0] += t1 - t0, spent[1] += t2 - t1, spent[2] += t3 - t2;
 	}
 	sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+	if (lane == 0)
+		for (int i = 0; i < 3; i++)
+			phase[warp * 3 + i] = spent[i];
 }
 
 static __global__ void k_open(gpusys_dev_t dev, const char *path, long long *out)
@@ -344,7 +358,8 @@ static void CUDART_CB host_fn(void *arg)
 
 /* Milliseconds of one k_overlap launch (median of 3). */
 static double overlap_ms(gpusys_t *g, int grid, int mode, int kind, int all, int rounds, long long work,
-			 unsigned us, long long h, uint8_t *bufs, unsigned bytes, float *sink, int *derr)
+			 unsigned us, long long h, uint8_t *bufs, unsigned bytes, float *sink, int *derr,
+			 unsigned long long *phase)
 {
 	double t[3];
 	for (int i = 0; i < 3; i++) {
@@ -352,7 +367,8 @@ static double overlap_ms(gpusys_t *g, int grid, int mode, int kind, int all, int
 		CK(cudaEventCreate(&a));
 		CK(cudaEventCreate(&b));
 		CK(cudaEventRecord(a));
-		k_overlap<<<grid, 32>>>(gpusys_device(g), mode, kind, all, rounds, work, us, h, bufs, bytes, sink, derr);
+		k_overlap<<<grid, 32>>>(gpusys_device(g), mode, kind, all, rounds, work, us, h, bufs, bytes, sink, derr,
+					phase);
 		CK(cudaEventRecord(b));
 		int rc = gpusys_synchronize(g, NULL, 60000);
 		if (rc) {
@@ -377,7 +393,9 @@ static void overlap(gpusys_t *g, int kind, int all, unsigned us, unsigned bytes,
 	long long h = -1;
 	uint8_t *bufs = NULL;
 	float *sink;
+	unsigned long long *phase, spent[3 * 16];
 	CK(cudaMalloc(&sink, sizeof(float) * grid * 32));
+	CK(cudaMalloc(&phase, sizeof(spent)));
 	if (kind == 1) {
 		/* The file: K_CALLS x 32 x bytes of data, in the page cache. */
 		size_t fbytes = (size_t)K_CALLS * 32 * bytes;
@@ -406,16 +424,24 @@ static void overlap(gpusys_t *g, int kind, int all, unsigned us, unsigned bytes,
 		}
 	}
 	/* Calibrate the compute to ~1.3x the call time of a round. */
-	double calls = overlap_ms(g, grid, 0, kind, all, rounds, 0, us, h, bufs, bytes, sink, derr);
+	double calls = overlap_ms(g, grid, 0, kind, all, rounds, 0, us, h, bufs, bytes, sink, derr, phase);
 	long long work = 1000;
-	double comp = overlap_ms(g, grid, 1, kind, all, rounds, work, us, h, bufs, bytes, sink, derr);
+	double comp = overlap_ms(g, grid, 1, kind, all, rounds, work, us, h, bufs, bytes, sink, derr, phase);
 	for (int i = 0; i < 6 && comp < 1.3 * calls; i++) {
 		work = (long long)(work * (1.3 * calls / (comp > 0.01 ? comp : 0.01)));
-		comp = overlap_ms(g, grid, 1, kind, all, rounds, work, us, h, bufs, bytes, sink, derr);
+		comp = overlap_ms(g, grid, 1, kind, all, rounds, work, us, h, bufs, bytes, sink, derr, phase);
 	}
-	double both = overlap_ms(g, grid, 2, kind, all, rounds, work, us, h, bufs, bytes, sink, derr);
+	double both = overlap_ms(g, grid, 2, kind, all, rounds, work, us, h, bufs, bytes, sink, derr, phase);
 	int err = 0;
 	CK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
+	/* Where "both"'s rounds went (its last launch), lane 0 of each warp:
+	 * starts that take the calls' time mean the futures ran one at a time
+	 * at their start; waits that do, that they did not run meanwhile. */
+	CK(cudaMemcpy(spent, phase, sizeof(spent), cudaMemcpyDeviceToHost));
+	double mean[3] = { 0, 0, 0 };
+	for (int w = 0; w < grid; w++)
+		for (int i = 0; i < 3; i++)
+			mean[i] += (double)spent[w * 3 + i] / 1e3 / grid / rounds;
 	double hidden = (calls + comp - both) / calls;
 	char what[64];
 	if (kind == 0)
@@ -426,9 +452,12 @@ static void overlap(gpusys_t *g, int kind, int all, unsigned us, unsigned bytes,
 	       "both %.2f ms (serial %.2f): %.0f%% of the call time hidden%s\n",
 	       what, all ? "all 32 lanes issue" : "lane 0 issues", grid, rounds, K_CALLS, calls, comp, both,
 	       calls + comp, 100 * hidden, err ? " (A CALL FAILED)" : "");
+	printf("  %-36s both, a warp's round: starts %.1f us, compute %.1f us, waits %.1f us\n", "", mean[0], mean[1],
+	       mean[2]);
 	if (kind == 1)
 		unlink(file);
 	cudaFree(sink);
+	cudaFree(phase);
 	if (bufs)
 		cudaFree(bufs);
 }
