@@ -206,6 +206,19 @@ char *gd_log(const struct gd *d)
 	return s;
 }
 
+char *gd_log_tail(const struct gd *d, size_t max)
+{
+	char *log = gd_log(d);
+	size_t n = strlen(log);
+	if (n <= max)
+		return log;
+	const char *from = log + n - max;
+	const char *nl = strchr(from, '\n');
+	char *tail = strdup(nl ? nl + 1 : from);
+	free(log);
+	return tail;
+}
+
 int run_capture(const char *const *argv, char **ret_out, char **ret_err)
 {
 	int st = run_capture_ms(argv, 10000, ret_out, ret_err);
@@ -293,7 +306,7 @@ void gd_wait_up(const struct gd *d)
 			return;
 		}
 		if (now_ms() - t0 > 5000)
-			fail_msg("restarted gpusysd not up within 5 s");
+			fail_msg("restarted gpusysd not up within 5 s; the end of its log:\n%s", gd_log_tail(d, 4000));
 		usleep(2000);
 	}
 }

@@ -47,6 +47,8 @@ void gd_cleanup(struct gd *d);
 
 /* The daemon's log so far (malloc'd). */
 char *gd_log(const struct gd *d);
+/* Its last lines, at most max bytes (malloc'd): for a failure's message. */
+char *gd_log_tail(const struct gd *d, size_t max);
 
 /* Wait up to ms for a process to exit; its wait status or -1 on timeout. */
 int wait_exit(pid_t pid, int ms);

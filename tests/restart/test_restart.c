@@ -197,11 +197,18 @@ static void wait_load(struct worker *w, unsigned r)
 	long t0 = now_ms();
 	for (int i = 0; i < NCLIENTS; i++)
 		while (atomic_load(&w[i].restarts_seen) < r || atomic_load(&w[i].ok_since_restart) < 50) {
+			/* With the daemons' log, which the test's stderr does
+			 * not carry: CI saw a client's -ESHUTDOWN here and a
+			 * slow start in gd_wait_up, twice in six runs
+			 * (2026-11-29), never a run alone. */
 			if (w[i].fatal)
-				fail_msg("client %d: %s (%s: %d)", i, w[i].fatal, w[i].last_other_op ? w[i].last_other_op : "-",
-					 w[i].last_other);
+				fail_msg("client %d: %s (%s: %d); the end of gpusysd's log:\n%s", i, w[i].fatal,
+					 w[i].last_other_op ? w[i].last_other_op : "-", w[i].last_other,
+					 gd_log_tail(w[i].d, 4000));
 			if (now_ms() - t0 > 10000)
-				fail_msg("client %d did no calls on the daemon of restart %u within 10 s", i, r);
+				fail_msg("client %d did no calls on the daemon of restart %u within 10 s; the end of "
+					 "gpusysd's log:\n%s",
+					 i, r, gd_log_tail(w[i].d, 4000));
 			usleep(1000);
 		}
 }
