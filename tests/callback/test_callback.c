@@ -994,7 +994,7 @@ static void test_heads_land_late(void **state)
 
 /* A call of heads whose heads never land (its kernel scribbled the word,
  * or died between): the server answers it -EPROTO in its heads after
- * HEADS_LATE_MAX_NS (1 s), instead of holding a worker for ever; the port
+ * HEADS_LATE_MAX_NS (1 s), instead of looking at its port for ever; the port
  * then serves honest calls. */
 static void test_heads_never_land(void **state)
 {
