@@ -414,24 +414,36 @@ GPUSYS_SLAB_LEADER_FN int gpusys_slab_chunk_or_trim_leader(const gpusys_dev_t *d
 }
 
 /* The pool chunk at off, just granted (gpusys_slab_chunk_or_trim_leader),
- * cut into 64 KiB slabs, all on the free list. The leader, alone. */
-GPUSYS_SLAB_LEADER_FN void gpusys_slab_grow_leader(const gpusys_heap_dev_t *hp, uint64_t off)
+ * cut into 64 KiB slabs: the first is the caller's (returned, its number),
+ * the others go on the free list. They are linked to each other before the
+ * pool lock is taken, with stores only, and the chain is put on the list
+ * with one load of its head: pushed one at a time under the lock, each
+ * slab was three loads of pool words that the next push waited for. The
+ * caller keeps a slab, so the SM that waited on gpusysd for the chunk is
+ * served even when SMs waiting on the list take the rest first. The
+ * leader, alone. */
+GPUSYS_SLAB_LEADER_FN uint32_t gpusys_slab_grow_leader(const gpusys_heap_dev_t *hp, uint64_t off)
 {
 	struct gpusys_alloc_pool *po = hp->pool;
-	uint32_t first = (uint32_t)(off >> GPUSYS_ALLOC_SLAB_SHIFT);
-	for (uint32_t i = 0; i < GPUSYS_ALLOC_CHUNK_SLABS; i++) {
+	uint32_t first = (uint32_t)(off >> GPUSYS_ALLOC_SLAB_SHIFT), n = GPUSYS_ALLOC_CHUNK_SLABS;
+	for (uint32_t i = 0; i < n; i++) {
 		struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, first + i);
 		gpusys_slab_fresh(hp, first + i);
 		gpusys_slab_store32(&sl->hint, 0);
 		gpusys_slab_store(&sl->since, 0);
+		/* slab number + 1 of the next; the first is not listed */
+		gpusys_slab_store32(&sl->next, i > 0 && i + 1 < n ? first + i + 2 : 0);
 	}
+	struct gpusys_alloc_slab *last = gpusys_slab_at(hp, first + n - 1);
 	gpusys_alloc_lock(&po->lock);
-	gpusys_slab_store32(&hp->chunk_of[off >> GPUSYS_ALLOC_CHUNK_SHIFT], 1);
-	for (uint32_t i = GPUSYS_ALLOC_CHUNK_SLABS; i-- > 0;)
-		gpusys_slab_push_free_locked(hp, first + i);
+	gpusys_slab_store32(&last->next, gpusys_slab_load32(&po->free_head));
+	gpusys_slab_store32(&po->free_head, first + 2);
+	gpusys_slab_store32(&po->free_slabs, gpusys_slab_load32(&po->free_slabs) + n - 1);
+	gpusys_slab_store32(&hp->chunk_of[off >> GPUSYS_ALLOC_CHUNK_SHIFT], n); /* 1 + its n - 1 free slabs */
 	gpusys_slab_store32(&po->chunks, gpusys_slab_load32(&po->chunks) + 1);
 	gpusys_slab_store(&po->chunks_got, gpusys_slab_load(&po->chunks_got) + 1);
 	gpusys_lock_release(&po->lock);
+	return first;
 }
 
 /* Cut free slab s for class c: its bitmap with the header's own slots (and
@@ -457,6 +469,28 @@ GPUSYS_FN void gpusys_slab_cut(const gpusys_heap_dev_t *hp, uint32_t s, uint32_t
 	 * CAS orders the bitmap's stores before the state others test; the
 	 * new generation tells a free that read the old cut it is stale. */
 	gpusys_slab_move(gpusys_slab_ctl(hp, s), GPUSYS_SLAB_FREE, GPUSYS_SLAB_ACTIVE, c, 0, 1);
+}
+
+/* Another SM is getting the pool a chunk: wait until it is done. 1 to
+ * take from the free list again; 0 when the wait has lasted past the
+ * mapping wait's bound since *since (set at the first wait): then the
+ * caller asks for a chunk of its own. */
+GPUSYS_FN int gpusys_slab_wait_growth(const gpusys_heap_dev_t *hp, uint64_t *since)
+{
+	struct gpusys_alloc_pool *po = hp->pool;
+	if (!*since) {
+		*since = gpusys_alloc_now_ns();
+		gpusys_slab_add(&po->growths_waited, 1);
+	}
+	for (uint32_t spins = 1; gpusys_slab_load32(&po->growing); spins++) {
+		gpusys_spin_pause();
+		if (spins % GPUSYS_SPIN_CHECK_EVERY == 0) {
+			if (gpusys_alloc_now_ns() - *since > GPUSYS_ALLOC_MAP_WAIT_NS)
+				return 0;
+			gpusys_spin_yield();
+		}
+	}
+	return 1;
 }
 
 /* A slab for an SM's class c: one from its group's partial list of the class, else a
@@ -493,6 +527,7 @@ GPUSYS_SLAB_LEADER_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const
 	 * (where it is inlined, each call was a copy of the request and of
 	 * trim). */
 	int whole = gpusys_slab_whole(c);
+	uint64_t waited_since = 0;
 	for (uint32_t trimmed = 0;;) {
 		if (!whole) {
 			gpusys_alloc_lock(&po->lock);
@@ -529,14 +564,33 @@ GPUSYS_SLAB_LEADER_FN int gpusys_slab_take_leader(const gpusys_dev_t *dev, const
 					continue;
 			}
 		}
+		/* The free list is empty. One SM at a time asks gpusysd for a
+		 * chunk of slabs; the others wait for its 32 slabs and take
+		 * from the list again (132 SMs starting together took a 2 MiB
+		 * chunk each, 264 MiB for 132 slabs, each SM waiting on its
+		 * own request and the mappings they made). A grower that
+		 * holds the flag past the mapping wait's bound (a scribbled
+		 * flag) no longer holds the others back. */
+		int grower = 1;
+		if (!whole && !gpusys_lock_try(&po->growing)) {
+			if (gpusys_slab_wait_growth(hp, &waited_since))
+				continue;
+			grower = 0;
+		}
 		uint64_t off = 0;
 		int r = gpusys_slab_chunk_or_trim_leader(dev, hp, l, &off);
+		if (!whole) {
+			uint32_t s = r ? 0 : gpusys_slab_grow_leader(hp, off);
+			if (grower)
+				gpusys_lock_release(&po->growing);
+			if (r)
+				return r;
+			gpusys_slab_cut(hp, s, c);
+			*ret_s = s;
+			return 0;
+		}
 		if (r)
 			return r;
-		if (!whole) {
-			gpusys_slab_grow_leader(hp, off);
-			continue;
-		}
 		uint32_t s = (uint32_t)(off >> GPUSYS_ALLOC_SLAB_SHIFT);
 		struct gpusys_alloc_slab *sl = gpusys_slab_at(hp, s);
 		gpusys_slab_fresh(hp, s);

@@ -296,6 +296,12 @@ struct gpusys_alloc_pool {
 	 * inside a held pool chunk, or past pool_hi / the mapped prefix). */
 	unsigned long long corrupt_slabs, wild_blocks;
 	unsigned long long pool_hi;                  /* end (offset) of the highest chunk granted: mapped below */
+	/* One chunk request for the free list at a time: SMs that find it
+	 * empty together wait for the grower's 32 slabs instead of each
+	 * asking gpusysd for a chunk of its own (device/alloc_slab.h). */
+	uint32_t growing;
+	uint32_t pad;
+	unsigned long long growths_waited;           /* takes that waited for another SM's chunk */
 };
 
 /* What a kernel (or an emulated warp) needs to use the heap: pass by value. */

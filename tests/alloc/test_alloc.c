@@ -1630,6 +1630,63 @@ static void test_retired_on_reservations(void **unused)
 	cl_detach(&k);
 }
 
+/* SMs that find the slab pool empty together: one asks gpusysd for a
+ * chunk, the others take its slabs. 64 "SMs" (groups, a thread each)
+ * taking their first slab at once need 64 slabs: two chunks of 32. Before,
+ * each SM that found the list empty asked for a chunk of its own (132 SMs
+ * of an H200 took 132 chunks, 264 MiB, for 132 slabs). */
+#define FIRST_SMS 64
+
+struct first_job {
+	const struct cl *k;
+	uint32_t warp;
+	pthread_barrier_t *go;
+	void *p;
+	int32_t err;
+};
+
+static void *first_main(void *arg)
+{
+	struct first_job *j = arg;
+	gpusys_emu_set_warp(j->warp);
+	pthread_barrier_wait(j->go);
+	j->p = one_malloc(j->k, 16, &j->err);
+	return NULL;
+}
+
+static void test_first_slabs_share_a_chunk(void **unused)
+{
+	(void)unused;
+	struct cl k;
+	cl_attach_groups(&k, FIRST_SMS, 256 * MiB, FIRST_SMS);
+	struct first_job jobs[FIRST_SMS];
+	pthread_t th[FIRST_SMS];
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, FIRST_SMS);
+	for (uint32_t w = 0; w < FIRST_SMS; w++) {
+		jobs[w] = (struct first_job){ .k = &k, .warp = w, .go = &go };
+		assert_int_equal(pthread_create(&th[w], NULL, first_main, &jobs[w]), 0);
+	}
+	for (uint32_t w = 0; w < FIRST_SMS; w++)
+		pthread_join(th[w], NULL);
+	pthread_barrier_destroy(&go);
+	/* each SM its own slab: 64 distinct 64 KiB slabs */
+	for (uint32_t w = 0; w < FIRST_SMS; w++) {
+		assert_int_equal(jobs[w].err, 0);
+		assert_non_null(jobs[w].p);
+		for (uint32_t v = 0; v < w; v++)
+			assert_int_not_equal((uint64_t)((uint8_t *)jobs[w].p - k.hp->base) >> GPUSYS_ALLOC_SLAB_SHIFT,
+					     (uint64_t)((uint8_t *)jobs[v].p - k.hp->base) >> GPUSYS_ALLOC_SLAB_SHIFT);
+	}
+	struct gpusys_alloc_stat st = stat_of(&k);
+	printf("# %d SMs' first slabs: %llu pool chunks, %llu takes waited for another SM's chunk\n", FIRST_SMS,
+	       (unsigned long long)st.pool_chunks_got, (unsigned long long)k.hp->pool->growths_waited);
+	assert_int_equal(st.pool_chunks_got, FIRST_SMS / GPUSYS_ALLOC_CHUNK_SLABS);
+	for (uint32_t w = 0; w < FIRST_SMS; w++)
+		assert_int_equal(one_free(&k, jobs[w].p), 0);
+	cl_detach(&k);
+}
+
 static int setup(void **unused)
 {
 	(void)unused;
@@ -1682,6 +1739,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_small_growth_8x),
 		cmocka_unit_test(test_trim),
 		cmocka_unit_test(test_whole_chunk_classes),
+		cmocka_unit_test(test_first_slabs_share_a_chunk),
 		cmocka_unit_test(test_spare_bit_scribbled),
 		cmocka_unit_test(test_retired_on_reservations),
 		cmocka_unit_test(test_limit_trims),
