@@ -28,9 +28,10 @@ GPUSYS_FN void gpusys_alloc_report_lanes(const gpusys_dev_t *dev, const gpusys_h
  * (host memory: only then) before a block is refused. */
 GPUSYS_FN int gpusys_alloc_large_ok(const gpusys_heap_dev_t *hp, uint64_t off, uint64_t size, uint64_t mapped)
 {
+	mapped = gpusys_alloc_word_bytes(mapped);
 	if (off <= mapped && size <= mapped - off)
 		return 1;
-	mapped = gpusys_load_shared_u64(&hp->ctl->mapped);
+	mapped = gpusys_alloc_word_bytes(gpusys_load_shared_u64(&hp->ctl->mapped));
 	return off <= mapped && size <= mapped - off;
 }
 

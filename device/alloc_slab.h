@@ -776,6 +776,31 @@ GPUSYS_SLAB_LEADER_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const
 	uint64_t now = gpusys_alloc_now_ns(), delay = force ? 0 : gpusys_slab_load(&po->trim_delay_ns);
 	uint32_t marked = 0;
 	uint32_t groups = gpusys_slab_load32(&po->groups);
+	/* Current slabs with no block: detached and listed, so that the walk
+	 * below frees them and their chunks can go back (an SM's current
+	 * slab was never trimmed: the last slabs a kernel used pinned their
+	 * chunks, most often the heap's top, until the heap closed). A warp
+	 * that read the slab as current finds it DETACHED, gives its
+	 * reservation back and takes another; the next malloc of the SM
+	 * takes a slab as after a full one. At most once a trim, which runs
+	 * at most once in a quarter of the delay. */
+	for (uint32_t gc = 0; gc < groups * GPUSYS_SLAB_CLASSES; gc++) {
+		uint32_t g = gc / GPUSYS_SLAB_CLASSES, c = gc % GPUSYS_SLAB_CLASSES;
+		if (gpusys_slab_whole(c) && g >= GPUSYS_SLAB_WHOLE_GROUPS)
+			continue;
+		uint32_t *cur = gpusys_slab_cur(hp, g, c);
+		uint32_t s1 = gpusys_slab_load32(cur);
+		if (!s1 || !gpusys_slab_valid(hp, s1 - 1) ||
+		    !gpusys_slab_ctl_is(gpusys_slab_load(gpusys_slab_ctl(hp, s1 - 1)), GPUSYS_SLAB_ACTIVE, c, 0))
+			continue;
+		gpusys_alloc_lock(&cur[1]);
+		if (gpusys_slab_load32(cur) == s1 &&
+		    gpusys_slab_move(gpusys_slab_ctl(hp, s1 - 1), GPUSYS_SLAB_ACTIVE, GPUSYS_SLAB_DETACHED, c, 1, 0)) {
+			gpusys_slab_store32(cur, 0);
+			gpusys_slab_put_back_leader(hp, gpusys_slab_at(hp, s1 - 1), 0);
+		}
+		gpusys_lock_release(&cur[1]);
+	}
 	for (uint32_t gc = 0; gc < groups * GPUSYS_SLAB_CLASSES; gc++) {
 		uint32_t g = gc / GPUSYS_SLAB_CLASSES, c = gc % GPUSYS_SLAB_CLASSES;
 		if (gpusys_slab_whole(c) && g >= GPUSYS_SLAB_WHOLE_GROUPS)
@@ -867,15 +892,28 @@ GPUSYS_SLAB_LEADER_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const
 	 * goes to the daemon, which refuses it. */
 	uint32_t nchunks = (uint32_t)(hp->reserve >> GPUSYS_ALLOC_CHUNK_SHIFT), back = 0;
 	int err = 0;
+	uint64_t grant = 0;
 	for (uint32_t ci = 0; ci < nchunks && back < marked; ci++) {
 		if (gpusys_slab_load32(&hp->chunk_of[ci]) != GONE)
 			continue;
 		gpusys_slab_store32(&hp->chunk_of[ci], 0);
 		back++;
+		struct gpusys_alloc_resp a;
+		a.grant = 0;
 		int r = gpusys_alloc_rpc_one(dev, hp, l, GPUSYS_OP_ALLOC_FREE, (uint64_t)ci << GPUSYS_ALLOC_CHUNK_SHIFT,
-					     0, GPUSYS_ALLOC_F_POOL, NULL);
+					     0, GPUSYS_ALLOC_F_POOL | GPUSYS_ALLOC_F_SHRINKS, &a);
 		if (r && !err)
 			err = r;
+		if (!r && a.grant > grant)
+			grant = a.grant;
+	}
+	/* gpusysd may have shrunk the heap (the top of it was free): the
+	 * grant of the new epoch tells the mapping thread to unmap what lies
+	 * above it. No block of this pool is there: the chunks went back
+	 * after their slabs left every list. */
+	if (grant > gpusys_load_shared_u64(&hp->ctl->want)) {
+		gpusys_store_shared_u64(&hp->ctl->want, grant);
+		gpusys_fence_flush();
 	}
 	gpusys_alloc_lock(&po->lock);
 	gpusys_slab_store(&po->chunks_trimmed, gpusys_slab_load(&po->chunks_trimmed) + back);

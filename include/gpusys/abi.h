@@ -123,8 +123,11 @@
  * the client word may run 2 packets ahead of the server word, and a
  * response's first two packets are asked for with one word.
  * 11: a print record's header is 2 bytes (3 for a format over 255 bytes),
- * not 4 (include/gpusys/print.h). */
-#define GPUSYS_ABI_VERSION 11u
+ * not 4 (include/gpusys/print.h).
+ * 12: heap words: the alloc service's grant, mapped and want figures carry
+ * a shrink epoch above bit 40; a FREE of a pool chunk with
+ * GPUSYS_ALLOC_F_SHRINKS is answered with the grant (include/gpusys/alloc.h). */
+#define GPUSYS_ABI_VERSION 12u
 
 
 #define GPUSYS_WARP_LANES 32u     /* lanes per packet (one NVIDIA warp) */

@@ -169,11 +169,12 @@ static __device__ int gpusys_free(const gpusys_heap_t &h, void *p)
 }
 
 /* Bytes of the heap mapped right now, as the host's mapping thread last
- * wrote them: no request, a figure that only grows while the heap is open
- * (the device side of gpusys_heap_mapped). */
+ * wrote them: no request; it grows with the heap and drops when gpusysd
+ * shrinks a heap whose top was given back (the device side of
+ * gpusys_heap_mapped). */
 static __device__ __forceinline__ uint64_t gpusys_heap_mapped_bytes(const gpusys_heap_t &h)
 {
-	return gpusys_load_shared_u64(&h.heap.ctl->mapped);
+	return gpusys_alloc_word_bytes(gpusys_load_shared_u64(&h.heap.ctl->mapped));
 }
 
 /* Give back what is empty (also done whenever a free empties a slab): the

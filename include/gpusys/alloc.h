@@ -152,9 +152,11 @@ struct gpusys_alloc_stat {
  * reach (pinned host memory mapped for the device; plain memory in the
  * emulator). Each word has one writer. */
 struct gpusys_alloc_ctl {
-	volatile uint64_t mapped;   /* written by the mapping thread: bytes mapped from offset 0 */
+	volatile uint64_t mapped;   /* written by the mapping thread: bytes mapped from offset 0, and
+				       the shrink epoch they belong to (a heap word, below) */
 	uint64_t pad0[7];
-	volatile uint64_t want;     /* written by device code: the largest grant it has seen */
+	volatile uint64_t want;     /* written by device code: the largest grant it has seen (a heap
+				       word: a grant of a newer epoch is larger than any older one) */
 	uint64_t pad1[7];
 	volatile uint64_t failed;   /* written by the mapping thread: -errno of a mapping that failed, or 0 */
 	uint64_t pad2[7];
@@ -197,7 +199,37 @@ GPUSYS_STATIC_ASSERT((UINT64_C(1) << GPUSYS_ALLOC_CHUNK_SHIFT) == GPUSYS_ALLOC_C
 #define GPUSYS_ALLOC_TRIM_DELAY_NS (UINT64_C(1000) * 1000000u)
 
 /* gpusys_alloc_req.flags */
-#define GPUSYS_ALLOC_F_POOL 1u /* MALLOC / FREE of a whole pool chunk */
+#define GPUSYS_ALLOC_F_POOL 1u    /* MALLOC / FREE of a whole pool chunk */
+#define GPUSYS_ALLOC_F_SHRINKS 2u /* FREE of a pool chunk: the client can unmap what gpusysd no
+				     longer grants, and wants the grant in the answer */
+
+/*
+ * Heap words: the grant (gpusys_alloc_resp.grant), what the client mapped
+ * (gpusys_alloc_req.mapped, ctl->mapped) and what it wants mapped
+ * (ctl->want) are bytes in the low 40 bits and a shrink epoch above them.
+ * gpusysd shrinks a heap whose top has been given back (docs/ALLOC.md,
+ * "Trim"): it lowers the grant and starts a new epoch; the mapping thread
+ * unmaps what lies above the new grant and reports its mapping in the new
+ * epoch. A report of an older epoch (a request that read ctl->mapped
+ * before the unmap) is ignored, so gpusysd never hands out memory that a
+ * stale figure said was mapped. Compared as whole words, a newer epoch is
+ * larger; a client that never sends GPUSYS_ALLOC_F_SHRINKS stays in epoch
+ * 0, where a heap word is plain bytes.
+ */
+#define GPUSYS_ALLOC_EPOCH_SHIFT 40
+#define GPUSYS_ALLOC_EPOCH_MAX 8191u /* the device reduces grants >> 21 in 32 bits */
+GPUSYS_ABI_FN uint64_t gpusys_alloc_word_bytes(uint64_t w)
+{
+	return w & ((UINT64_C(1) << GPUSYS_ALLOC_EPOCH_SHIFT) - 1);
+}
+GPUSYS_ABI_FN uint32_t gpusys_alloc_word_epoch(uint64_t w)
+{
+	return (uint32_t)(w >> GPUSYS_ALLOC_EPOCH_SHIFT);
+}
+GPUSYS_ABI_FN uint64_t gpusys_alloc_word(uint32_t epoch, uint64_t bytes)
+{
+	return (uint64_t)epoch << GPUSYS_ALLOC_EPOCH_SHIFT | bytes;
+}
 
 /* The header at the start of every slab of a pool chunk (heap memory).
  * Each slab's ctl word is in the pool's private memory (slab_ctl[] of

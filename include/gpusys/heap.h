@@ -50,11 +50,13 @@ int gpusys_heap_open(gpusys_t *g, const struct gpusys_heap_options *o, struct gp
 /* The handle for a launch (calls gpusys_device(g), which it contains). */
 gpusys_heap_t gpusys_heap_device(struct gpusys_heap *h);
 
-/* Bytes mapped so far, mappings made, and the time the last one took (ns,
- * from seeing the request to publishing it: cuMemCreate + cuMemMap +
- * cuMemSetAccess). */
+/* Bytes mapped now, mappings made, mappings unmapped again (gpusysd shrank
+ * a heap whose top the device had given back: docs/ALLOC.md, "Trim"), and
+ * the time the last mapping took (ns, from seeing the request to publishing
+ * it: cuMemCreate + cuMemMap + cuMemSetAccess). */
 uint64_t gpusys_heap_mapped(const struct gpusys_heap *h);
 uint32_t gpusys_heap_maps(const struct gpusys_heap *h);
+uint32_t gpusys_heap_unmaps(const struct gpusys_heap *h);
 uint64_t gpusys_heap_last_map_ns(const struct gpusys_heap *h);
 
 /* Stop the mapping thread, unmap and free. Kernels using the heap must be

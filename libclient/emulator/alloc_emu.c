@@ -23,28 +23,45 @@ struct gpusys_emu_heap {
 	struct gpusys_alloc_ctl ctl;
 	pthread_t thread;
 	atomic_bool stop;
-	atomic_uint maps;
+	atomic_uint maps, unmaps;
 	uint64_t mapped; /* the thread's own figure */
+	uint32_t epoch;  /* the shrink epoch of that figure */
 };
 
 /* Poll want; open up [mapped, want) when it grows. 100 us between looks: a
  * warp that waits for memory waits at most that long for the thread to
- * notice (the daemon grants ahead, so warps rarely wait at all). */
+ * notice (the daemon grants ahead, so warps rarely wait at all). A want of
+ * a newer epoch is a shrink (include/gpusys/alloc.h, "Heap words"): what
+ * lies above its bytes is closed again (PROT_NONE, its pages dropped), as
+ * the CUDA heap unmaps it, so a block used past a shrink faults here too. */
 static void *map_thread(void *arg)
 {
 	struct gpusys_emu_heap *h = arg;
 	while (!atomic_load_explicit(&h->stop, memory_order_acquire)) {
-		uint64_t want = __atomic_load_n(&h->ctl.want, __ATOMIC_ACQUIRE);
+		uint64_t word = __atomic_load_n(&h->ctl.want, __ATOMIC_ACQUIRE);
+		uint32_t epoch = gpusys_alloc_word_epoch(word);
+		uint64_t want = gpusys_alloc_word_bytes(word);
 		if (want > h->hd.reserve)
 			want = h->hd.reserve;
 		want -= want % GPUSYS_ALLOC_MAP_ALIGN;
-		if (want > h->mapped) {
+		if (epoch > h->epoch) {
+			if (want < h->mapped) {
+				mprotect(h->hd.base + want, h->mapped - want, PROT_NONE);
+				madvise(h->hd.base + want, h->mapped - want, MADV_DONTNEED);
+				h->mapped = want;
+				atomic_fetch_add_explicit(&h->unmaps, 1, memory_order_relaxed);
+			}
+			h->epoch = epoch;
+			__atomic_store_n(&h->ctl.mapped, gpusys_alloc_word(h->epoch, h->mapped), __ATOMIC_RELEASE);
+			continue;
+		}
+		if (epoch == h->epoch && want > h->mapped) {
 			if (mprotect(h->hd.base + h->mapped, want - h->mapped, PROT_READ | PROT_WRITE) < 0) {
 				__atomic_store_n(&h->ctl.failed, (uint64_t)(int64_t)-errno, __ATOMIC_RELEASE);
 			} else {
 				h->mapped = want;
 				atomic_fetch_add_explicit(&h->maps, 1, memory_order_relaxed);
-				__atomic_store_n(&h->ctl.mapped, want, __ATOMIC_RELEASE);
+				__atomic_store_n(&h->ctl.mapped, gpusys_alloc_word(h->epoch, want), __ATOMIC_RELEASE);
 			}
 			continue;
 		}
@@ -131,7 +148,12 @@ const gpusys_heap_dev_t *gpusys_emu_heap_dev(const struct gpusys_emu_heap *h)
 
 uint64_t gpusys_emu_heap_mapped(const struct gpusys_emu_heap *h)
 {
-	return __atomic_load_n(&h->ctl.mapped, __ATOMIC_ACQUIRE);
+	return gpusys_alloc_word_bytes(__atomic_load_n(&h->ctl.mapped, __ATOMIC_ACQUIRE));
+}
+
+uint32_t gpusys_emu_heap_unmaps(const struct gpusys_emu_heap *h)
+{
+	return atomic_load_explicit(&((struct gpusys_emu_heap *)h)->unmaps, memory_order_relaxed);
 }
 
 uint32_t gpusys_emu_heap_maps(const struct gpusys_emu_heap *h)

@@ -45,6 +45,7 @@ struct gpusys_heap {
 	uint32_t groups;                /* SMs: each has its current slabs */
 	uint32_t err_slots;
 	uint64_t mapped;                /* the thread's own figure */
+	uint32_t epoch;                 /* the shrink epoch of that figure */
 	/* One handle per mapping, released (and unmapped) at close. */
 	CUmemGenericAllocationHandle *handles;
 	uint64_t *handle_off, *handle_bytes;
@@ -52,7 +53,7 @@ struct gpusys_heap {
 	pthread_t thread;
 	bool have_thread;
 	atomic_bool stop;
-	atomic_uint maps;
+	atomic_uint maps, unmaps;
 	atomic_uint_fast64_t last_map_ns;
 };
 
@@ -118,6 +119,23 @@ static int map_more(struct gpusys_heap *h, uint64_t to)
 	return 0;
 }
 
+/* Unmap and release the mappings that start at or above keep (a shrink of
+ * gpusysd's: nothing of the heap is there, include/gpusys/alloc.h "Heap
+ * words"). Mappings are whole growth steps: one that straddles keep stays. */
+static void unmap_above(struct gpusys_heap *h, uint64_t keep)
+{
+	const struct gpusys_cuda *cu = h->cu;
+	while (h->nhandles && h->handle_off[h->nhandles - 1] >= keep) {
+		uint32_t i = --h->nhandles;
+		CUresult r = cu->cuMemUnmap(h->base + h->handle_off[i], h->handle_bytes[i]);
+		if (r != CUDA_SUCCESS)
+			say(h, r, "cuMemUnmap");
+		cu->cuMemRelease(h->handles[i]);
+		h->mapped = h->handle_off[i];
+		atomic_fetch_add_explicit(&h->unmaps, 1, memory_order_relaxed);
+	}
+}
+
 /* Poll want (a PCIe-free read: the ctl is host memory); map when it grows.
  * 20 us between looks while idle: a warp that waits for memory loses at
  * most that on top of the mapping itself (milliseconds while kernels run),
@@ -127,17 +145,28 @@ static void *map_thread(void *arg)
 	struct gpusys_heap *h = arg;
 	h->cu->cuCtxSetCurrent(h->ctx);
 	while (!atomic_load_explicit(&h->stop, memory_order_acquire)) {
-		uint64_t want = __atomic_load_n(&h->ctl->want, __ATOMIC_ACQUIRE);
+		uint64_t word = __atomic_load_n(&h->ctl->want, __ATOMIC_ACQUIRE);
+		uint32_t epoch = gpusys_alloc_word_epoch(word);
+		uint64_t want = gpusys_alloc_word_bytes(word);
 		if (want > h->reserve)
 			want = h->reserve;
+		if (epoch > h->epoch) {
+			/* A shrink: gpusysd grants no more than want now and
+			 * believes no report of the old epoch. */
+			unmap_above(h, gpusys_align_up(want, h->granularity));
+			h->epoch = epoch;
+			__atomic_store_n(&h->ctl->mapped, gpusys_alloc_word(h->epoch, h->mapped), __ATOMIC_RELEASE);
+			continue;
+		}
 		want -= want % h->granularity;
-		if (want > h->mapped && !__atomic_load_n(&h->ctl->failed, __ATOMIC_RELAXED)) {
+		if (epoch == h->epoch && want > h->mapped && !__atomic_load_n(&h->ctl->failed, __ATOMIC_RELAXED)) {
 			uint64_t t0 = now_ns();
 			int r = map_more(h, want);
 			if (r < 0) {
 				__atomic_store_n(&h->ctl->failed, (uint64_t)(int64_t)r, __ATOMIC_RELEASE);
 			} else {
-				__atomic_store_n(&h->ctl->mapped, h->mapped, __ATOMIC_RELEASE);
+				__atomic_store_n(&h->ctl->mapped, gpusys_alloc_word(h->epoch, h->mapped),
+						 __ATOMIC_RELEASE);
 				atomic_store_explicit(&h->last_map_ns, now_ns() - t0, memory_order_relaxed);
 				atomic_fetch_add_explicit(&h->maps, 1, memory_order_relaxed);
 			}
@@ -307,12 +336,17 @@ gpusys_heap_t gpusys_heap_device(struct gpusys_heap *h)
 
 uint64_t gpusys_heap_mapped(const struct gpusys_heap *h)
 {
-	return __atomic_load_n(&h->ctl->mapped, __ATOMIC_ACQUIRE);
+	return gpusys_alloc_word_bytes(__atomic_load_n(&h->ctl->mapped, __ATOMIC_ACQUIRE));
 }
 
 uint32_t gpusys_heap_maps(const struct gpusys_heap *h)
 {
 	return atomic_load_explicit(&((struct gpusys_heap *)h)->maps, memory_order_relaxed);
+}
+
+uint32_t gpusys_heap_unmaps(const struct gpusys_heap *h)
+{
+	return atomic_load_explicit(&((struct gpusys_heap *)h)->unmaps, memory_order_relaxed);
 }
 
 uint64_t gpusys_heap_last_map_ns(const struct gpusys_heap *h)

@@ -908,12 +908,13 @@ static void test_trim(void **unused)
 	       2 * TRIM_DELAY_MS, back, (unsigned long long)(full.pool_bytes >> 20),
 	       (unsigned long long)(after.pool_bytes >> 20), (unsigned long long)(full.used_bytes >> 20),
 	       (unsigned long long)(after.used_bytes >> 20));
-	/* every chunk but the one holding the warp's current slab */
-	assert_int_equal(now.pool_chunks_back + (uint64_t)back, 3);
-	assert_int_equal(after.pool_chunks_back, 3);
-	assert_int_equal(after.pool_bytes, GPUSYS_ALLOC_CHUNK_BYTES);
-	assert_int_equal(full.used_bytes - after.used_bytes, 3 * GPUSYS_ALLOC_CHUNK_BYTES);
-	assert_int_equal(po->chunks, 1);
+	/* every chunk: the warp's current slab, empty, was detached by the
+	 * first trim and went with the others */
+	assert_int_equal(now.pool_chunks_back + (uint64_t)back, 4);
+	assert_int_equal(after.pool_chunks_back, 4);
+	assert_int_equal(after.pool_bytes, 0);
+	assert_int_equal(full.used_bytes - after.used_bytes, 4 * GPUSYS_ALLOC_CHUNK_BYTES);
+	assert_int_equal(po->chunks, 0);
 
 	/* gpusysctl's view */
 	json_t *status = daemon_status(daemon_.runtime), *cl, *mine = NULL;
@@ -925,8 +926,8 @@ static void test_trim(void **unused)
 			mine = json_object_get(cl, "alloc");
 	}
 	assert_non_null(mine);
-	assert_int_equal(json_integer_value(json_object_get(mine, "pool_chunks_back")), 3);
-	assert_int_equal(json_integer_value(json_object_get(mine, "pool_bytes")), (json_int_t)GPUSYS_ALLOC_CHUNK_BYTES);
+	assert_int_equal(json_integer_value(json_object_get(mine, "pool_chunks_back")), 4);
+	assert_int_equal(json_integer_value(json_object_get(mine, "pool_bytes")), 0);
 	json_decref(status);
 
 	/* and the pool grows again when asked */
@@ -942,7 +943,94 @@ static void test_trim(void **unused)
 			assert_true(check(keep[n][l], 2000, (uint64_t)n * L + l));
 		gpusys_emu_free(k.dev, k.hp, 0xffffffffu, keep[n], e);
 	}
-	assert_int_equal(stat_of(&k).pool_chunks_got, 7);
+	assert_int_equal(stat_of(&k).pool_chunks_got, 8);
+	cl_detach(&k);
+}
+
+/* A heap that grew and was emptied shrinks: once trim has given its chunks
+ * back, gpusysd lowers the grant below the free top and starts a new
+ * epoch; the mapping thread closes what lies above (PROT_NONE here,
+ * cuMemUnmap on a GPU) and reports in the new epoch. A block kept low
+ * stays whole, and the heap grows again when asked. */
+static json_t *alloc_json_of(const struct cl *k, json_t **status)
+{
+	json_t *cl, *mine = NULL;
+	size_t i;
+	*status = daemon_status(daemon_.runtime);
+	assert_non_null(*status);
+	json_array_foreach(json_object_get(*status, "clients"), i, cl)
+	{
+		if (json_integer_value(json_object_get(cl, "id")) == (json_int_t)gpusys_client_id(k->c))
+			mine = json_object_get(cl, "alloc");
+	}
+	assert_non_null(mine);
+	return mine;
+}
+
+static void test_trim_unmaps(void **unused)
+{
+	(void)unused;
+	struct cl k;
+	cl_attach(&k, 1, 256 * MiB);
+	enum { CALLS = 480 }; /* 15,360 blocks of 2 KiB: 16 chunks */
+	void *(*keep)[L] = calloc(CALLS, sizeof(*keep));
+	uint64_t s[L];
+	int32_t e[L], err;
+	uint8_t *low = one_malloc(&k, 16, &err);
+	assert_non_null(low);
+	fill(low, 16, 77);
+	for (uint32_t l = 0; l < L; l++)
+		s[l] = 2000;
+	json_int_t shrinks_before = 0;
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < CALLS; i++) {
+			gpusys_emu_malloc(k.dev, k.hp, 0xffffffffu, s, keep[i], e);
+			for (uint32_t l = 0; l < L; l++) {
+				assert_int_equal(e[l], 0);
+				fill(keep[i][l], 2000, (uint64_t)i * L + l + round);
+			}
+		}
+		uint64_t grown = gpusys_emu_heap_mapped(k.heap);
+		for (int i = 0; i < CALLS; i++) {
+			for (uint32_t l = 0; l < L; l++)
+				assert_true(check(keep[i][l], 2000, (uint64_t)i * L + l + round));
+			gpusys_emu_free(k.dev, k.hp, 0xffffffffu, keep[i], e);
+			for (uint32_t l = 0; l < L; l++)
+				assert_int_equal(e[l], 0);
+		}
+		uint32_t unmaps = gpusys_emu_heap_unmaps(k.heap);
+		/* the first trim frees the slabs and starts the chunks' clocks;
+		 * after the delay the next gives the chunks back */
+		assert_true(gpusys_emu_heap_trim(k.dev, k.hp) >= 0);
+		usleep(2 * TRIM_DELAY_MS * 1000);
+		int back = gpusys_emu_heap_trim(k.dev, k.hp);
+		uint64_t m = grown;
+		for (int w = 0; w < 200 && (m = gpusys_emu_heap_mapped(k.heap)) == grown; w++)
+			usleep(5000);
+		json_t *status, *mine = alloc_json_of(&k, &status);
+		printf("# round %d: mapped %llu MiB with 16 chunks of 2 KiB blocks; after the frees and trims (%d chunks back) "
+		       "%llu MiB; unmaps %u, gpusysd: shrinks %lld, mapped %lld MiB, grant %lld MiB\n",
+		       round, (unsigned long long)(grown >> 20), back, (unsigned long long)(m >> 20),
+		       gpusys_emu_heap_unmaps(k.heap), json_integer_value(json_object_get(mine, "shrinks")),
+		       json_integer_value(json_object_get(mine, "mapped_bytes")) >> 20,
+		       json_integer_value(json_object_get(mine, "granted_bytes")) >> 20);
+		assert_true(grown >= 32 * MiB);
+		assert_true(back >= 1);
+		assert_true(m <= grown / 2);
+		assert_true(m >= CHUNK);
+		assert_int_equal(gpusys_emu_heap_unmaps(k.heap), unmaps + 1);
+		/* one shrink at least (the chunks go back one FREE at a time:
+		 * the top may be half free before the last) */
+		json_int_t shrinks = json_integer_value(json_object_get(mine, "shrinks"));
+		assert_true(shrinks > shrinks_before);
+		shrinks_before = shrinks;
+		/* gpusysd uses no more than what stays mapped */
+		assert_true((uint64_t)json_integer_value(json_object_get(mine, "mapped_bytes")) <= m);
+		json_decref(status);
+		assert_true(check(low, 16, 77));
+	}
+	assert_int_equal(one_free(&k, low), 0);
+	free(keep);
 	cl_detach(&k);
 }
 
@@ -1090,7 +1178,7 @@ static void test_limit_trims(void **unused)
 	       p ? "succeeded" : "failed", (unsigned long long)st.pool_chunks_back);
 	assert_int_equal(err, 0);
 	assert_non_null(p);
-	assert_int_equal(st.pool_chunks_back, 3);
+	assert_int_equal(st.pool_chunks_back, 4); /* the current slab's too: it was empty */
 	assert_int_equal(one_free(&k, p), 0);
 	for (int i = 0; i < n; i++)
 		assert_int_equal(one_free(&k, blk[i]), 0);
@@ -1155,9 +1243,9 @@ static void test_whole_chunk_classes(void **unused)
 	st = stat_of(&k);
 	printf("# whole-chunk slabs: trim gave back %d, %llu in all; pool %llu MiB\n", back,
 	       (unsigned long long)st.pool_chunks_back, (unsigned long long)(st.pool_bytes >> 20));
-	/* all but the warp's current slab's chunk */
-	assert_int_equal(st.pool_chunks_back, 4);
-	assert_int_equal(st.pool_bytes, GPUSYS_ALLOC_CHUNK_BYTES);
+	/* all, the warp's current slab's chunk too: it was empty */
+	assert_int_equal(st.pool_chunks_back, 5);
+	assert_int_equal(st.pool_bytes, 0);
 	(void)one_malloc(&k, 5000, &err); /* 8 KiB: another class, another chunk */
 	assert_int_equal(err, 0);
 	cl_detach(&k);
@@ -1738,6 +1826,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_small_growth_8x),
 		cmocka_unit_test(test_trim),
+		cmocka_unit_test(test_trim_unmaps),
 		cmocka_unit_test(test_whole_chunk_classes),
 		cmocka_unit_test(test_first_slabs_share_a_chunk),
 		cmocka_unit_test(test_spare_bit_scribbled),

@@ -242,6 +242,76 @@ static void test_refill(void **unused)
 	alloc_heap_destroy(h);
 }
 
+/* The heap shrinks when its top half is free again: the grant drops, a new
+ * epoch begins, and a report of what was mapped read before the shrink is
+ * not believed (the client may have unmapped it since), while one of the
+ * new epoch is. A live block at the top keeps the heap. */
+static void test_shrink(void **unused)
+{
+	(void)unused;
+	struct alloc_heap *h;
+	assert_int_equal(alloc_heap_create(UINT64_C(1) << 30, 512 * MiB, 4 * MiB, &h), 0);
+	map_all(h);
+	uint64_t low, off[64];
+	assert_int_equal(xmalloc(h, MiB, 0, &low), 0);
+	int n = 0;
+	while (gpusys_alloc_word_bytes(alloc_heap_grant(h)) < 128 * MiB) {
+		assert_true(n < 64);
+		assert_int_equal(xmalloc(h, 8 * MiB, 0, &off[n]), 0);
+		n++;
+	}
+	map_all(h);
+	struct gpusys_alloc_stat st;
+	alloc_heap_stat(h, &st);
+	uint64_t stale = gpusys_alloc_word(0, st.mapped);
+	assert_true(st.mapped >= 128 * MiB);
+	/* One block still live: a shrink may take the free run above it,
+	 * never the block. */
+	uint64_t top = off[0];
+	int ti = 0;
+	for (int i = 1; i < n; i++)
+		if (off[i] > top)
+			top = off[i], ti = i;
+	for (int i = 0; i < n; i++)
+		if (i != ti)
+			assert_int_equal(alloc_heap_free(h, off[i]), 0);
+	uint32_t epoch = alloc_heap_shrink(h);
+	alloc_heap_stat(h, &st);
+	assert_true(st.mapped >= top + 8 * MiB);
+	assert_int_equal(gpusys_alloc_word_epoch(alloc_heap_grant(h)), epoch);
+	assert_int_equal(alloc_heap_free(h, top), 0);
+	assert_int_equal(alloc_heap_shrink(h), 1);
+	uint64_t g = alloc_heap_grant(h);
+	assert_int_equal(gpusys_alloc_word_epoch(g), epoch + 1);
+	alloc_heap_stat(h, &st);
+	assert_true(st.mapped < 128 * MiB);
+	assert_true(st.mapped >= low + MiB && st.mapped >= 4 * MiB);
+	assert_int_equal(gpusys_alloc_word_bytes(g), st.mapped);
+	uint64_t bytes = 0;
+	assert_int_equal(alloc_heap_shrinks(h, &bytes), epoch + 1);
+	assert_true(bytes >= 64 * MiB);
+	/* nothing more to take */
+	assert_int_equal(alloc_heap_shrink(h), 0);
+
+	/* A large block no longer fits: the grant grows, but a report read
+	 * before the shrink is not believed. */
+	uint64_t big;
+	assert_int_equal(alloc_heap_malloc(h, 64 * MiB, 0, &big), -EAGAIN);
+	alloc_heap_set_mapped(h, stale);
+	assert_int_equal(alloc_heap_malloc(h, 64 * MiB, 0, &big), -EAGAIN);
+	struct gpusys_alloc_stat st2;
+	alloc_heap_stat(h, &st2);
+	assert_int_equal(st2.mapped, st.mapped);
+	/* the client maps in the new epoch: now it fits, below the mapping */
+	map_all(h);
+	assert_int_equal(alloc_heap_malloc(h, 64 * MiB, 0, &big), 0);
+	alloc_heap_stat(h, &st2);
+	assert_true(big + 64 * MiB <= st2.mapped);
+	assert_int_equal(alloc_heap_free(h, big), 0);
+	assert_int_equal(alloc_heap_free(h, low), 0);
+	alloc_heap_destroy(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -249,6 +319,7 @@ int main(void)
 		cmocka_unit_test(test_bad_frees),
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_refill),
+		cmocka_unit_test(test_shrink),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -645,14 +645,38 @@ int main(void)
 		GT_CHECK(gpusys_heap_mapped(heap) >= 8 * CHUNK_MIB * MiB, "the heap did not grow 8x during the kernel");
 	}
 
-	/* 3. The limit: ENOMEM, then recovery. Trim first: the random run's
-	 * small blocks are all freed, so its pool chunks go back to the daemon
-	 * (the delay is 1 ms here), except those holding an SM's current slab. */
-	usleep(10000);
-	k_trim<<<1, 32>>>(gpusys_heap_device(heap), src);
-	GT_CHECK(gpusys_synchronize(g, NULL, 30000) == 0, "synchronize");
-	printf("trim: %d pool chunks back to gpusysd\n", *src);
-	GT_CHECK(*src >= 0, "trim: %d", *src);
+	/* 3. Trim: the random run's blocks are all freed, so its pool chunks
+	 * go back to the daemon (the delay is 1 ms here): the first trim frees
+	 * the slabs (SMs' current ones too) and starts the chunks' clocks, the
+	 * second gives the chunks back. The heap's top is then free: gpusysd
+	 * shrinks it and the mapping thread unmaps it, and the GPU has the
+	 * memory back. Then the limit (step 4) grows the heap again. */
+	uint64_t grown = gpusys_heap_mapped(heap);
+	uint32_t unmaps0 = gpusys_heap_unmaps(heap);
+	size_t free0 = free_mem();
+	int back[2];
+	for (int t = 0; t < 2; t++) {
+		usleep(10000);
+		k_trim<<<1, 32>>>(gpusys_heap_device(heap), src);
+		GT_CHECK(gpusys_synchronize(g, NULL, 30000) == 0, "synchronize");
+		back[t] = *src;
+		GT_CHECK(*src >= 0, "trim: %d", *src);
+	}
+	double w0 = gt_now();
+	while (gpusys_heap_mapped(heap) == grown && gt_now() - w0 < 2.0)
+		usleep(1000);
+	double unmap_ms = (gt_now() - w0) * 1e3;
+	uint64_t shrunk = gpusys_heap_mapped(heap);
+	size_t free1 = free_mem();
+	printf("trim: %d + %d pool chunks back to gpusysd; heap mapped %llu -> %llu MiB (%u unmaps, seen %.1f ms after "
+	       "the trim); GPU free memory %zu -> %zu MiB\n",
+	       back[0], back[1], (unsigned long long)(grown >> 20), (unsigned long long)(shrunk >> 20),
+	       gpusys_heap_unmaps(heap) - unmaps0, unmap_ms, free0 >> 20, free1 >> 20);
+	GT_CHECK(shrunk <= grown / 2, "trim: the heap was not unmapped (%llu of %llu MiB still mapped)",
+		 (unsigned long long)(shrunk >> 20), (unsigned long long)(grown >> 20));
+	GT_CHECK(free1 >= free0 + (grown - shrunk) / 2, "trim: the GPU did not get the memory back");
+
+	/* 4. The limit: ENOMEM, then recovery. */
 	memset(res, 0, sizeof(*res));
 	k_limit<<<1, 32>>>(gpusys_heap_device(heap), res);
 	GT_CHECK(gpusys_synchronize(g, NULL, 120000) == 0, "synchronize");
@@ -665,7 +689,7 @@ int main(void)
 	GT_CHECK(res->count >= LIMIT_MIB / 2 && res->count <= LIMIT_MIB, "limit: %llu blocks", res->count);
 	GT_CHECK(st->grant == LIMIT_MIB * MiB && st->enomem >= 32, "limit: grant/enomem");
 
-	/* 4. Bad frees. */
+	/* 5. Bad frees. */
 	void *foreign;
 	GT_CUDA(cudaMalloc(&foreign, 4096));
 	memset(res, 0, sizeof(*res));

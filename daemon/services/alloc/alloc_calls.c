@@ -273,6 +273,7 @@ void alloc_call_malloc(struct alloc_client *c, struct port_call *call)
 
 void alloc_call_free(struct alloc_client *c, struct port_call *call)
 {
+	struct gpusys_alloc_resp *out = NULL;
 	int r = heap_enter(c, call);
 	if (r < 0) {
 		call->status = r;
@@ -282,7 +283,9 @@ void alloc_call_free(struct alloc_client *c, struct port_call *call)
 		struct gpusys_alloc_req q;
 		if (!(call->lane_mask >> l & 1u))
 			continue;
-		r = lane_req(call, l, &q, GPUSYS_ALLOC_F_POOL);
+		r = lane_req(call, l, &q, GPUSYS_ALLOC_F_POOL | GPUSYS_ALLOC_F_SHRINKS);
+		if (r == 0 && (q.flags & GPUSYS_ALLOC_F_SHRINKS) && !(q.flags & GPUSYS_ALLOC_F_POOL))
+			r = -EINVAL;
 		if (r == 0 && q.flags & GPUSYS_ALLOC_F_POOL) {
 			/* Only a live block of a chunk's size counts as one. */
 			uint64_t usable = 0;
@@ -294,6 +297,19 @@ void alloc_call_free(struct alloc_client *c, struct port_call *call)
 			if (r == 0) {
 				c->pool_chunks -= c->pool_chunks > 0;
 				c->pool_chunks_back++;
+			}
+			/* A chunk the device kept empty for the trim delay: the
+			 * top of the heap may now be free. A client that can
+			 * unmap gets the grant (and a new epoch) back. */
+			if (q.flags & GPUSYS_ALLOC_F_SHRINKS) {
+				if (r == 0)
+					alloc_heap_shrink(c->heap);
+				if (!out && !(out = resp_slots(call)))
+					r = r ? r : -ENOMEM;
+				if (out) {
+					out[l].grant = alloc_heap_grant(c->heap);
+					lane_answer(call, l, &out[l]);
+				}
 			}
 		} else if (r == 0) {
 			r = alloc_heap_free(c->heap, q.arg);
@@ -394,6 +410,17 @@ bool alloc_client_figures(struct alloc_client *c, struct gpusys_alloc_stat *st)
 	client_figures(c, st);
 	pthread_mutex_unlock(&c->lock);
 	return have;
+}
+
+uint64_t alloc_client_shrinks(struct alloc_client *c, uint64_t *ret_bytes)
+{
+	uint64_t n = 0;
+	*ret_bytes = 0;
+	pthread_mutex_lock(&c->lock);
+	if (c->heap)
+		n = alloc_heap_shrinks(c->heap, ret_bytes);
+	pthread_mutex_unlock(&c->lock);
+	return n;
 }
 
 void alloc_daemon_figures(struct gpusys_alloc_stat *st)

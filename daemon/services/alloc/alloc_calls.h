@@ -27,6 +27,8 @@ void alloc_client_free(struct alloc_client *c);
  * yet), and the daemon-wide ones (all_* fields). */
 struct gpusys_alloc_stat;
 bool alloc_client_figures(struct alloc_client *c, struct gpusys_alloc_stat *st);
+/* The heap's shrinks (alloc_heap_shrink) and the bytes they unmapped. */
+uint64_t alloc_client_shrinks(struct alloc_client *c, uint64_t *ret_bytes);
 void alloc_daemon_figures(struct gpusys_alloc_stat *st);
 
 /* Handlers: cheap, never block (a lock held for microseconds). */

@@ -39,6 +39,8 @@ struct alloc_heap {
 	uint64_t reserve, limit, chunk;
 	uint64_t grant;        /* the client may map [0, grant) */
 	uint64_t mapped;       /* usable: min(reported, grant), whole pages */
+	uint32_t epoch;        /* shrinks so far: reports of older epochs are stale */
+	uint64_t shrinks, shrunk_bytes;
 	struct span **map;     /* one entry per page, map_pages entries */
 	uint64_t map_pages;
 	struct span *bins[NBINS];
@@ -216,8 +218,13 @@ void alloc_heap_destroy(struct alloc_heap *h)
 	free(h);
 }
 
-void alloc_heap_set_mapped(struct alloc_heap *h, uint64_t mapped)
+void alloc_heap_set_mapped(struct alloc_heap *h, uint64_t word)
 {
+	/* Read before the client unmapped what the last shrink took: what it
+	 * says is mapped may not be. */
+	if (gpusys_alloc_word_epoch(word) != h->epoch)
+		return;
+	uint64_t mapped = gpusys_alloc_word_bytes(word);
 	if (mapped > h->grant)
 		mapped = h->grant;
 	mapped -= mapped % PAGE;
@@ -238,7 +245,49 @@ void alloc_heap_set_mapped(struct alloc_heap *h, uint64_t mapped)
 
 uint64_t alloc_heap_grant(const struct alloc_heap *h)
 {
-	return h->grant;
+	return gpusys_alloc_word(h->epoch, h->grant);
+}
+
+/* Shrink when the free run at the top of the mapping is at least half of
+ * it: the growth doubles, so a heap that grows and shrinks by small steps
+ * does not map and unmap at every one. The first grant always stays. */
+int alloc_heap_shrink(struct alloc_heap *h)
+{
+	if (!h->map_pages || h->epoch >= GPUSYS_ALLOC_EPOCH_MAX)
+		return 0;
+	struct span *s = h->map[h->map_pages - 1];
+	if (!s || s->kind != SPAN_FREE)
+		return 0;
+	uint64_t first = h->chunk < h->limit ? h->chunk : h->limit;
+	uint64_t to = round_up(s->page * PAGE, GPUSYS_ALLOC_MAP_ALIGN);
+	if (to < first)
+		to = first;
+	if (to >= h->mapped || (h->mapped - to) * 2 < h->mapped)
+		return 0;
+	uint64_t start = s->page, pages = to / PAGE;
+	list_remove(&h->bins[bin_of(s->npages)], s);
+	h->map[s->page] = NULL;
+	h->map[s->page + s->npages - 1] = NULL;
+	span_free(h, s);
+	struct span **m = realloc(h->map, pages * sizeof(*m));
+	if (m)
+		h->map = m; /* else the old array stays, larger than needed */
+	h->meta_bytes -= (h->map_pages - pages) * sizeof(*m);
+	h->map_pages = pages;
+	if (start < pages)
+		add_free(h, start, pages - start); /* its neighbour below is not free */
+	h->shrunk_bytes += h->mapped - to;
+	h->shrinks++;
+	h->mapped = to;
+	h->grant = to;
+	h->epoch++;
+	return 1;
+}
+
+uint64_t alloc_heap_shrinks(const struct alloc_heap *h, uint64_t *ret_bytes)
+{
+	*ret_bytes = h->shrunk_bytes;
+	return h->shrinks;
 }
 
 void alloc_heap_count_enomem(struct alloc_heap *h)

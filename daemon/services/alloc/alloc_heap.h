@@ -15,7 +15,8 @@
  * Growth: the daemon grants bytes (grant <= limit), the client maps them
  * and reports how much it mapped; blocks come only from
  * min(mapped, grant). When free granted room runs low the grant grows ahead
- * of demand, doubling, by at least one chunk.
+ * of demand, doubling, by at least one chunk. Shrink: when the top half of
+ * the mapping is free again the grant drops below it (alloc_heap_shrink).
  *
  * Not thread-safe: the service holds a lock around each call.
  */
@@ -33,9 +34,11 @@ struct alloc_heap;
 int alloc_heap_create(uint64_t reserve, uint64_t limit, uint64_t chunk, struct alloc_heap **ret);
 void alloc_heap_destroy(struct alloc_heap *h);
 
-/* The client says it has mapped [0, mapped). Only the granted part is used;
- * a smaller figure than before is ignored (mappings only grow). */
-void alloc_heap_set_mapped(struct alloc_heap *h, uint64_t mapped);
+/* The client says it has mapped [0, bytes) (a heap word: bytes and the
+ * shrink epoch they were read in, include/gpusys/alloc.h). Only the granted
+ * part is used; a smaller figure than before, or one of another epoch, is
+ * ignored (within an epoch mappings only grow). */
+void alloc_heap_set_mapped(struct alloc_heap *h, uint64_t word);
 
 /* A block of size bytes aligned to align (0 or a power of two up to
  * GPUSYS_ALLOC_MAX_ALIGN): 0 and *ret_off, -EINVAL, -EAGAIN (it will fit once
@@ -55,7 +58,18 @@ int alloc_heap_free(struct alloc_heap *h, uint64_t off);
  * the same way). */
 int alloc_heap_usable(struct alloc_heap *h, uint64_t off, uint64_t *ret_size);
 
+/* The grant as a heap word: bytes and the current epoch. */
 uint64_t alloc_heap_grant(const struct alloc_heap *h);
+
+/* Give the top of the mapping back when it is a free run of at least half
+ * of it (never below the first grant): the grant and the usable mapping
+ * drop to where the run starts (2 MiB aligned) and a new epoch begins; the
+ * client unmaps what lies above and reports in the new epoch. 1 when it
+ * shrank. */
+int alloc_heap_shrink(struct alloc_heap *h);
+
+/* Shrinks so far, and the bytes they took off the mapping. */
+uint64_t alloc_heap_shrinks(const struct alloc_heap *h, uint64_t *ret_bytes);
 
 /* A malloc refused from outside the heap (the client's memory budget):
  * counted with those refused at the limit. */

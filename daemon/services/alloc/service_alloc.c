@@ -89,12 +89,14 @@ json_t *service_alloc_status_json(void)
 json_t *service_alloc_client_json(void *state)
 {
 	struct gpusys_alloc_stat st;
+	uint64_t shrunk = 0, shrinks;
 	if (!state || !alloc_client_figures(state, &st))
 		return NULL;
+	shrinks = alloc_client_shrinks(state, &shrunk);
 	/* refused_*: every refused free, the daemon's and the device's;
 	 * device_refused_*: the part the device found and reported (small
 	 * blocks: a double free is a bit already clear). */
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+	json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 			 "limit_bytes", (json_int_t)st.limit, "granted_bytes", (json_int_t)st.grant, "mapped_bytes",
 			 (json_int_t)st.mapped, "used_bytes", (json_int_t)st.used_bytes, "live_blocks",
 			 (json_int_t)st.live_blocks, "mallocs", (json_int_t)st.mallocs, "frees", (json_int_t)st.frees,
@@ -106,4 +108,9 @@ json_t *service_alloc_client_json(void *state)
 			 "device_refused_unallocated", (json_int_t)st.dev_refused_unallocated, "pool_bytes",
 			 (json_int_t)st.pool_bytes, "pool_chunks_got", (json_int_t)st.pool_chunks_got,
 			 "pool_chunks_back", (json_int_t)st.pool_chunks_back);
+	if (o) {
+		json_object_set_new(o, "shrinks", json_integer((json_int_t)shrinks));
+		json_object_set_new(o, "shrunk_bytes", json_integer((json_int_t)shrunk));
+	}
+	return o;
 }

@@ -29,9 +29,11 @@ int gpusys_emu_heap_open(uint64_t reserve, uint32_t groups, struct gpusys_emu_he
 /* Stops the mapping thread and unmaps everything. */
 void gpusys_emu_heap_close(struct gpusys_emu_heap *h);
 const gpusys_heap_dev_t *gpusys_emu_heap_dev(const struct gpusys_emu_heap *h);
-/* Bytes the mapping thread has opened up, and how many times it did. */
+/* Bytes the mapping thread has opened up, how many times it did, and how
+ * many times it closed the top again for a shrink of gpusysd's. */
 uint64_t gpusys_emu_heap_mapped(const struct gpusys_emu_heap *h);
 uint32_t gpusys_emu_heap_maps(const struct gpusys_emu_heap *h);
+uint32_t gpusys_emu_heap_unmaps(const struct gpusys_emu_heap *h);
 
 void gpusys_emu_malloc(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
 		       const uint64_t size[GPUSYS_WARP_LANES], void *ret[GPUSYS_WARP_LANES],
