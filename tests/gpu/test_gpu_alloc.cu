@@ -490,6 +490,7 @@ int main(void)
 	 * from one without it. */
 	const char *td = getenv("GT_ALLOC_TRIM_DELAY_MS");
 	setenv("GPUSYSD_ALLOC_TRIM_DELAY_MS", td && *td ? td : "1", 1);
+	const int trim_delay_ms = td && *td ? atoi(td) : 1;
 	gt_start_daemon(NULL);
 
 	/* 1. A killed client: fork before this process touches CUDA. First a
@@ -646,9 +647,10 @@ int main(void)
 	}
 
 	/* 3. Trim: the random run's blocks are all freed, so its pool chunks
-	 * go back to the daemon (the delay is 1 ms here): the first trim frees
-	 * the slabs (SMs' current ones too) and starts the chunks' clocks, the
-	 * second gives the chunks back. The heap's top is then free: gpusysd
+	 * go back to the daemon (the delay is 1 ms here, unless
+	 * GT_ALLOC_TRIM_DELAY_MS says otherwise): the first trim frees the
+	 * slabs (SMs' current ones too) and starts the chunks' clocks, the
+	 * second, a delay later, gives the chunks back. The heap's top is then free: gpusysd
 	 * shrinks it and the mapping thread unmaps it, and the GPU has the
 	 * memory back. Then the limit (step 4) grows the heap again. */
 	uint64_t grown = gpusys_heap_mapped(heap);
@@ -656,7 +658,7 @@ int main(void)
 	size_t free0 = free_mem();
 	int back[2];
 	for (int t = 0; t < 2; t++) {
-		usleep(10000);
+		usleep(t ? (useconds_t)trim_delay_ms * 1000u + 10000u : 10000u);
 		k_trim<<<1, 32>>>(gpusys_heap_device(heap), src);
 		GT_CHECK(gpusys_synchronize(g, NULL, 30000) == 0, "synchronize");
 		back[t] = *src;
