@@ -343,6 +343,15 @@ static __global__ void k_stat(gpusys_heap_t h, struct gpusys_alloc_stat *st, int
 	*rc = gpusys_alloc_stat(h, st);
 }
 
+/* Runs until the host says stop: a kernel that is still running while the
+ * mapping thread unmaps the heap's top (a shrink must not wait for the
+ * kernels). */
+static __global__ void k_spin(volatile int *stop)
+{
+	while (!*stop)
+		__nanosleep(1000);
+}
+
 static __global__ void k_trim(gpusys_heap_t h, int *rc)
 {
 	int r = gpusys_heap_trim(h);
@@ -657,10 +666,19 @@ int main(void)
 	uint32_t unmaps0 = gpusys_heap_unmaps(heap);
 	size_t free0 = free_mem();
 	int back[2];
+	/* A kernel runs all through the trims and the unmap, on a stream of
+	 * its own: the unmap must not wait for it. */
+	int *stop;
+	cudaStream_t s_spin, s_trim;
+	GT_CUDA(cudaHostAlloc((void **)&stop, sizeof(int), cudaHostAllocMapped));
+	*stop = 0;
+	GT_CUDA(cudaStreamCreateWithFlags(&s_spin, cudaStreamNonBlocking));
+	GT_CUDA(cudaStreamCreateWithFlags(&s_trim, cudaStreamNonBlocking));
+	k_spin<<<1, 1, 0, s_spin>>>(stop);
 	for (int t = 0; t < 2; t++) {
 		usleep(t ? (useconds_t)trim_delay_ms * 1000u + 10000u : 10000u);
-		k_trim<<<1, 32>>>(gpusys_heap_device(heap), src);
-		GT_CHECK(gpusys_synchronize(g, NULL, 30000) == 0, "synchronize");
+		k_trim<<<1, 32, 0, s_trim>>>(gpusys_heap_device(heap), src);
+		GT_CUDA(cudaStreamSynchronize(s_trim));
 		back[t] = *src;
 		GT_CHECK(*src >= 0, "trim: %d", *src);
 	}
@@ -669,8 +687,14 @@ int main(void)
 		usleep(1000);
 	double unmap_ms = (gt_now() - w0) * 1e3;
 	uint64_t shrunk = gpusys_heap_mapped(heap);
+	GT_CHECK(cudaStreamQuery(s_spin) == cudaErrorNotReady, "trim: the spinning kernel ended early");
+	*(volatile int *)stop = 1;
+	GT_CUDA(cudaStreamSynchronize(s_spin));
+	GT_CUDA(cudaStreamDestroy(s_spin));
+	GT_CUDA(cudaStreamDestroy(s_trim));
+	GT_CUDA(cudaFreeHost(stop));
 	size_t free1 = free_mem();
-	printf("trim: %d + %d pool chunks back to gpusysd; heap mapped %llu -> %llu MiB (%u unmaps, seen %.1f ms after "
+	printf("trim: %d + %d pool chunks back to gpusysd; heap mapped %llu -> %llu MiB with a kernel running (%u unmaps, seen %.1f ms after "
 	       "the trim); GPU free memory %zu -> %zu MiB\n",
 	       back[0], back[1], (unsigned long long)(grown >> 20), (unsigned long long)(shrunk >> 20),
 	       gpusys_heap_unmaps(heap) - unmaps0, unmap_ms, free0 >> 20, free1 >> 20);
