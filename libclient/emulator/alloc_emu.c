@@ -33,7 +33,8 @@ struct gpusys_emu_heap {
  * notice (the daemon grants ahead, so warps rarely wait at all). A want of
  * a newer epoch is a shrink (include/gpusys/alloc.h, "Heap words"): what
  * lies above its bytes is closed again (PROT_NONE, its pages dropped), as
- * the CUDA heap unmaps it, so a block used past a shrink faults here too. */
+ * the CUDA heap unmaps it with GPUSYS_HEAP_UNMAP=1 (here always: the strict
+ * case, where a block handed out past a shrink faults). */
 static void *map_thread(void *arg)
 {
 	struct gpusys_emu_heap *h = arg;

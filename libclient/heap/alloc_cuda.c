@@ -46,6 +46,7 @@ struct gpusys_heap {
 	uint32_t err_slots;
 	uint64_t mapped;                /* the thread's own figure */
 	uint32_t epoch;                 /* the shrink epoch of that figure */
+	bool unmap;                     /* GPUSYS_HEAP_UNMAP=1: a shrink unmaps (see map_thread) */
 	/* One handle per mapping, released (and unmapped) at close. */
 	CUmemGenericAllocationHandle *handles;
 	uint64_t *handle_off, *handle_bytes;
@@ -152,8 +153,18 @@ static void *map_thread(void *arg)
 			want = h->reserve;
 		if (epoch > h->epoch) {
 			/* A shrink: gpusysd grants no more than want now and
-			 * believes no report of the old epoch. */
-			unmap_above(h, gpusys_align_up(want, h->granularity));
+			 * believes no report of the old epoch. cuMemUnmap
+			 * waits for the kernels that are running (on an H200
+			 * it had not returned 2 s into a kernel that ran on):
+			 * unmapping here would stall every warp that waits
+			 * for this thread to grow the heap, until its kernel
+			 * ends, which it cannot while they wait. So the
+			 * memory stays mapped, and is reported in the new
+			 * epoch, unless GPUSYS_HEAP_UNMAP=1 says this
+			 * program's kernels do not grow a heap after trimming
+			 * it (docs/ALLOC.md, "Trim"). */
+			if (h->unmap)
+				unmap_above(h, gpusys_align_up(want, h->granularity));
 			h->epoch = epoch;
 			__atomic_store_n(&h->ctl->mapped, gpusys_alloc_word(h->epoch, h->mapped), __ATOMIC_RELEASE);
 			continue;
@@ -253,6 +264,8 @@ int gpusys_heap_open(gpusys_t *g, const struct gpusys_heap_options *o, struct gp
 	int sms = 0;
 	cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, h->cudev);
 	h->groups = (uint32_t)(sms > 0 ? sms : 1);
+	const char *um = getenv("GPUSYS_HEAP_UNMAP");
+	h->unmap = um && !strcmp(um, "1");
 	h->err_slots = h->groups * 64u; /* one per (SM, warp slot): gpusys_port_hint */
 	h->pool_bytes = gpusys_align_up(gpusys_alloc_pool_bytes(h->reserve, h->groups), 16);
 	/* the lanes' last errors, then a lock word per warp slot */

@@ -343,15 +343,6 @@ static __global__ void k_stat(gpusys_heap_t h, struct gpusys_alloc_stat *st, int
 	*rc = gpusys_alloc_stat(h, st);
 }
 
-/* Runs until the host says stop: a kernel that is still running while the
- * mapping thread unmaps the heap's top (a shrink must not wait for the
- * kernels). */
-static __global__ void k_spin(volatile int *stop)
-{
-	while (!*stop)
-		__nanosleep(1000);
-}
-
 static __global__ void k_trim(gpusys_heap_t h, int *rc)
 {
 	int r = gpusys_heap_trim(h);
@@ -659,48 +650,48 @@ int main(void)
 	 * go back to the daemon (the delay is 1 ms here, unless
 	 * GT_ALLOC_TRIM_DELAY_MS says otherwise): the first trim frees the
 	 * slabs (SMs' current ones too) and starts the chunks' clocks, the
-	 * second, a delay later, gives the chunks back. The heap's top is then free: gpusysd
-	 * shrinks it and the mapping thread unmaps it, and the GPU has the
-	 * memory back. Then the limit (step 4) grows the heap again. */
+	 * second, a delay later, gives the chunks back. The heap's top is then
+	 * free: gpusysd shrinks it (its grant drops). With GPUSYS_HEAP_UNMAP=1
+	 * the mapping thread unmaps the top and the GPU has the memory back;
+	 * by default it stays mapped (cuMemUnmap waits for running kernels:
+	 * docs/ALLOC.md). Nothing runs on the GPU meanwhile. Then the limit
+	 * (step 4) grows the heap again. */
 	uint64_t grown = gpusys_heap_mapped(heap);
 	uint32_t unmaps0 = gpusys_heap_unmaps(heap);
 	size_t free0 = free_mem();
+	const char *um = getenv("GPUSYS_HEAP_UNMAP");
+	const int unmap = um && !strcmp(um, "1");
 	int back[2];
-	/* A kernel runs all through the trims and the unmap, on a stream of
-	 * its own: the unmap must not wait for it. */
-	int *stop;
-	cudaStream_t s_spin, s_trim;
-	GT_CUDA(cudaHostAlloc((void **)&stop, sizeof(int), cudaHostAllocMapped));
-	*stop = 0;
-	GT_CUDA(cudaStreamCreateWithFlags(&s_spin, cudaStreamNonBlocking));
-	GT_CUDA(cudaStreamCreateWithFlags(&s_trim, cudaStreamNonBlocking));
-	k_spin<<<1, 1, 0, s_spin>>>(stop);
 	for (int t = 0; t < 2; t++) {
 		usleep(t ? (useconds_t)trim_delay_ms * 1000u + 10000u : 10000u);
-		k_trim<<<1, 32, 0, s_trim>>>(gpusys_heap_device(heap), src);
-		GT_CUDA(cudaStreamSynchronize(s_trim));
+		k_trim<<<1, 32>>>(gpusys_heap_device(heap), src);
+		GT_CHECK(gpusys_synchronize(g, NULL, 30000) == 0, "synchronize");
 		back[t] = *src;
 		GT_CHECK(*src >= 0, "trim: %d", *src);
 	}
 	double w0 = gt_now();
-	while (gpusys_heap_mapped(heap) == grown && gt_now() - w0 < 2.0)
+	while (unmap && gpusys_heap_mapped(heap) == grown && gt_now() - w0 < 2.0)
 		usleep(1000);
 	double unmap_ms = (gt_now() - w0) * 1e3;
 	uint64_t shrunk = gpusys_heap_mapped(heap);
-	GT_CHECK(cudaStreamQuery(s_spin) == cudaErrorNotReady, "trim: the spinning kernel ended early");
-	*(volatile int *)stop = 1;
-	GT_CUDA(cudaStreamSynchronize(s_spin));
-	GT_CUDA(cudaStreamDestroy(s_spin));
-	GT_CUDA(cudaStreamDestroy(s_trim));
-	GT_CUDA(cudaFreeHost(stop));
 	size_t free1 = free_mem();
-	printf("trim: %d + %d pool chunks back to gpusysd; heap mapped %llu -> %llu MiB with a kernel running (%u unmaps, seen %.1f ms after "
-	       "the trim); GPU free memory %zu -> %zu MiB\n",
-	       back[0], back[1], (unsigned long long)(grown >> 20), (unsigned long long)(shrunk >> 20),
-	       gpusys_heap_unmaps(heap) - unmaps0, unmap_ms, free0 >> 20, free1 >> 20);
-	GT_CHECK(shrunk <= grown / 2, "trim: the heap was not unmapped (%llu of %llu MiB still mapped)",
-		 (unsigned long long)(shrunk >> 20), (unsigned long long)(grown >> 20));
-	GT_CHECK(free1 >= free0 + (grown - shrunk) / 2, "trim: the GPU did not get the memory back");
+	k_stat<<<1, 1>>>(gpusys_heap_device(heap), st, src);
+	GT_CHECK(gpusys_synchronize(g, NULL, 30000) == 0 && *src == 0, "stat");
+	printf("trim: %d + %d pool chunks back to gpusysd; grant %llu MiB; heap mapped %llu -> %llu MiB (%u unmaps, "
+	       "GPUSYS_HEAP_UNMAP=%d, seen %.1f ms after the trim); GPU free memory %zu -> %zu MiB\n",
+	       back[0], back[1], (unsigned long long)(st->grant >> 20), (unsigned long long)(grown >> 20),
+	       (unsigned long long)(shrunk >> 20), gpusys_heap_unmaps(heap) - unmaps0, unmap, unmap_ms, free0 >> 20,
+	       free1 >> 20);
+	GT_CHECK(back[0] + back[1] > 0, "trim: no chunk went back");
+	GT_CHECK(st->grant <= grown / 2, "trim: gpusysd did not shrink the heap (grant %llu MiB of %llu mapped)",
+		 (unsigned long long)(st->grant >> 20), (unsigned long long)(grown >> 20));
+	if (unmap) {
+		GT_CHECK(shrunk <= grown / 2, "trim: the heap was not unmapped (%llu of %llu MiB still mapped)",
+			 (unsigned long long)(shrunk >> 20), (unsigned long long)(grown >> 20));
+		GT_CHECK(free1 >= free0 + (grown - shrunk) / 2, "trim: the GPU did not get the memory back");
+	} else {
+		GT_CHECK(shrunk == grown && gpusys_heap_unmaps(heap) == unmaps0, "trim: unmapped without GPUSYS_HEAP_UNMAP");
+	}
 
 	/* 4. The limit: ENOMEM, then recovery. */
 	memset(res, 0, sizeof(*res));
