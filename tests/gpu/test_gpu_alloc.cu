@@ -447,6 +447,8 @@ static void dump_trace(const uint64_t *tr, uint32_t nthreads, const uint8_t *bas
 
 int main(void)
 {
+	/* line by line: a run killed by a timeout keeps what it printed */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	gt_name = "test_gpu_alloc";
 	gt_require_gpu_forked();
 	char v[64];
