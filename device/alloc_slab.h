@@ -793,7 +793,11 @@ GPUSYS_SLAB_LEADER_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const
 		if (!s1 || !gpusys_slab_valid(hp, s1 - 1) ||
 		    !gpusys_slab_ctl_is(gpusys_slab_load(gpusys_slab_ctl(hp, s1 - 1)), GPUSYS_SLAB_ACTIVE, c, 0))
 			continue;
-		gpusys_alloc_lock(&cur[1]);
+		/* Tried, never waited for: its holder is retiring this slab
+		 * anyway, and may itself be waiting for a chunk that this
+		 * trim's warp is getting (the forced trim at the limit). */
+		if (!gpusys_lock_try(&cur[1]))
+			continue;
 		if (gpusys_slab_load32(cur) == s1 &&
 		    gpusys_slab_move(gpusys_slab_ctl(hp, s1 - 1), GPUSYS_SLAB_ACTIVE, GPUSYS_SLAB_DETACHED, c, 1, 0)) {
 			gpusys_slab_store32(cur, 0);

@@ -845,6 +845,22 @@ static void test_small_growth_8x(void **unused)
 	cl_detach(&k);
 }
 
+/* This client's alloc figures in gpusysctl's JSON (status: free it). */
+static json_t *alloc_json_of(const struct cl *k, json_t **status)
+{
+	json_t *cl, *mine = NULL;
+	size_t i;
+	*status = daemon_status(daemon_.runtime);
+	assert_non_null(*status);
+	json_array_foreach(json_object_get(*status, "clients"), i, cl)
+	{
+		if (json_integer_value(json_object_get(cl, "id")) == (json_int_t)gpusys_client_id(k->c))
+			mine = json_object_get(cl, "alloc");
+	}
+	assert_non_null(mine);
+	return mine;
+}
+
 /* Trim: a warp's slabs emptied go back to the pool, and chunks that stay
  * empty for alloc_trim_delay_ms go back to gpusysd, which shows it. */
 static void test_trim(void **unused)
@@ -917,15 +933,7 @@ static void test_trim(void **unused)
 	assert_int_equal(po->chunks, 0);
 
 	/* gpusysctl's view */
-	json_t *status = daemon_status(daemon_.runtime), *cl, *mine = NULL;
-	size_t i;
-	assert_non_null(status);
-	json_array_foreach(json_object_get(status, "clients"), i, cl)
-	{
-		if (json_integer_value(json_object_get(cl, "id")) == (json_int_t)gpusys_client_id(k.c))
-			mine = json_object_get(cl, "alloc");
-	}
-	assert_non_null(mine);
+	json_t *status, *mine = alloc_json_of(&k, &status);
 	assert_int_equal(json_integer_value(json_object_get(mine, "pool_chunks_back")), 4);
 	assert_int_equal(json_integer_value(json_object_get(mine, "pool_bytes")), 0);
 	json_decref(status);
@@ -952,21 +960,6 @@ static void test_trim(void **unused)
  * epoch; the mapping thread closes what lies above (PROT_NONE here,
  * cuMemUnmap on a GPU) and reports in the new epoch. A block kept low
  * stays whole, and the heap grows again when asked. */
-static json_t *alloc_json_of(const struct cl *k, json_t **status)
-{
-	json_t *cl, *mine = NULL;
-	size_t i;
-	*status = daemon_status(daemon_.runtime);
-	assert_non_null(*status);
-	json_array_foreach(json_object_get(*status, "clients"), i, cl)
-	{
-		if (json_integer_value(json_object_get(cl, "id")) == (json_int_t)gpusys_client_id(k->c))
-			mine = json_object_get(cl, "alloc");
-	}
-	assert_non_null(mine);
-	return mine;
-}
-
 static void test_trim_unmaps(void **unused)
 {
 	(void)unused;
