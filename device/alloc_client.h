@@ -215,7 +215,7 @@ GPUSYS_FN void gpusys_alloc_malloc_lanes(const gpusys_dev_t *dev, const gpusys_h
 			if (w)
 				wr = gpusys_alloc_wait_mapped(dev, hp, grant, mapped);
 			else if (grant > mapped)
-				gpusys_store_shared_u64(&hp->ctl->want, grant), gpusys_fence_flush();
+				gpusys_alloc_want(hp, grant);
 		}
 		wr = (int)GPUSYS_ALLOC_BCAST(mask, (uint32_t)wr, gpusys_lane_leader_of(mask));
 		if (wr) {
@@ -614,7 +614,7 @@ GPUSYS_FN void gpusys_alloc_realloc_lanes(const gpusys_dev_t *dev, const gpusys_
 			if (w)
 				wr = gpusys_alloc_wait_mapped(dev, hp, grant, mapped);
 			else if (grant > mapped)
-				gpusys_store_shared_u64(&hp->ctl->want, grant), gpusys_fence_flush();
+				gpusys_alloc_want(hp, grant);
 		}
 		wr = (int)GPUSYS_ALLOC_BCAST(mask, (uint32_t)wr, gpusys_lane_leader_of(mask));
 		if (wr) {

@@ -151,15 +151,26 @@ GPUSYS_FN uint64_t gpusys_alloc_mapped(const gpusys_heap_dev_t *hp, uint64_t mas
 	return m;
 }
 
-/* Ask the mapping thread for grant bytes and wait until it has mapped more
- * than seen (or failed, or the daemon went away). 0 or -errno. Leader only. */
-GPUSYS_FN int gpusys_alloc_wait_mapped(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t grant,
-				       uint64_t seen)
+/* Tell the mapping thread about grant (a heap word) unless want already
+ * says as much. Warps store want without a lock: a warp answered before a
+ * shrink can write a grant of the old epoch over a newer one. */
+GPUSYS_FN void gpusys_alloc_want(const gpusys_heap_dev_t *hp, uint64_t grant)
 {
-	if (grant > seen) {
+	if (grant > gpusys_load_shared_u64(&hp->ctl->want)) {
 		gpusys_store_shared_u64(&hp->ctl->want, grant);
 		gpusys_fence_flush();
 	}
+}
+
+/* Ask the mapping thread for grant bytes and wait until it has mapped more
+ * than seen (or failed, or the daemon went away). 0 or -errno. Leader only.
+ * The ask is made again while it waits: another warp may have written an
+ * older grant over it, which the mapping thread would never act on. */
+GPUSYS_FN int gpusys_alloc_wait_mapped(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t grant,
+				       uint64_t seen)
+{
+	if (grant > seen)
+		gpusys_alloc_want(hp, grant);
 	uint64_t t0 = gpusys_alloc_now_ns();
 	for (uint32_t spins = 1;; spins++) {
 		if (gpusys_load_shared_u64(&hp->ctl->mapped) > seen)
@@ -174,6 +185,8 @@ GPUSYS_FN int gpusys_alloc_wait_mapped(const gpusys_dev_t *dev, const gpusys_hea
 				return dead;
 			if (gpusys_alloc_now_ns() - t0 > GPUSYS_ALLOC_MAP_WAIT_NS)
 				return -ETIMEDOUT;
+			if (grant > seen)
+				gpusys_alloc_want(hp, grant);
 			gpusys_spin_yield();
 		}
 	}

@@ -373,10 +373,7 @@ GPUSYS_SLAB_LEADER_FN int gpusys_slab_chunk_leader(const gpusys_dev_t *dev, cons
 			return r;
 		/* Ask for the grant ahead of need: the mapping is made before
 		 * the next chunk is wanted. */
-		if (a.grant > gpusys_load_shared_u64(&hp->ctl->want)) {
-			gpusys_store_shared_u64(&hp->ctl->want, a.grant);
-			gpusys_fence_flush();
-		}
+		gpusys_alloc_want(hp, a.grant);
 		break;
 	}
 	/* gpusysd is trusted for this: a chunk, aligned, inside the range. */
@@ -915,10 +912,7 @@ GPUSYS_SLAB_LEADER_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const
 	 * grant of the new epoch tells the mapping thread to unmap what lies
 	 * above it. No block of this pool is there: the chunks went back
 	 * after their slabs left every list. */
-	if (grant > gpusys_load_shared_u64(&hp->ctl->want)) {
-		gpusys_store_shared_u64(&hp->ctl->want, grant);
-		gpusys_fence_flush();
-	}
+	gpusys_alloc_want(hp, grant);
 	gpusys_alloc_lock(&po->lock);
 	gpusys_slab_store(&po->chunks_trimmed, gpusys_slab_load(&po->chunks_trimmed) + back);
 	gpusys_lock_release(&po->lock);

@@ -59,6 +59,15 @@ uint32_t gpusys_heap_maps(const struct gpusys_heap *h);
 uint32_t gpusys_heap_unmaps(const struct gpusys_heap *h);
 uint64_t gpusys_heap_last_map_ns(const struct gpusys_heap *h);
 
+/* Give the GPU back what gpusysd's last shrink took off the heap (its top,
+ * given back by the device's trim: docs/ALLOC.md, "Trim"), unless the heap
+ * has grown again since. Call it only while no kernel uses the heap (after
+ * gpusys_synchronize of every stream that runs one): cuMemUnmap waits for
+ * running kernels, and the heap cannot grow meanwhile. The bytes unmapped
+ * (0: no shrink waited). GPUSYS_HEAP_UNMAP=1 makes the mapping thread do
+ * this at every shrink, without being asked. */
+int64_t gpusys_heap_release(struct gpusys_heap *h);
+
 /* Stop the mapping thread, unmap and free. Kernels using the heap must be
  * done. */
 void gpusys_heap_close(struct gpusys_heap *h);

@@ -17,53 +17,53 @@
 
 #include "gpusys/emulator/alloc.h"
 #include "../device/alloc_client.h"
+#include "../heap/heap_map.h"
 
 struct gpusys_emu_heap {
 	gpusys_heap_dev_t hd;
 	struct gpusys_alloc_ctl ctl;
 	pthread_t thread;
 	atomic_bool stop;
+	struct heap_map hm; /* what is open, and the shrinks (heap_map.h) */
 	atomic_uint maps, unmaps;
-	uint64_t mapped; /* the thread's own figure */
-	uint32_t epoch;  /* the shrink epoch of that figure */
 };
 
-/* Poll want; open up [mapped, want) when it grows. 100 us between looks: a
- * warp that waits for memory waits at most that long for the thread to
- * notice (the daemon grants ahead, so warps rarely wait at all). A want of
- * a newer epoch is a shrink (include/gpusys/alloc.h, "Heap words"): what
- * lies above its bytes is closed again (PROT_NONE, its pages dropped), as
- * the CUDA heap unmaps it with GPUSYS_HEAP_UNMAP=1 (here always: the strict
- * case, where a block handed out past a shrink faults). */
+/* heap_map's operations: open up with mprotect; a shrink closes the top
+ * again (PROT_NONE, its pages dropped), as the CUDA heap unmaps it, so a
+ * block used past a shrink faults here too. */
+static int op_map(void *arg, uint64_t from, uint64_t to)
+{
+	struct gpusys_emu_heap *h = arg;
+	if (mprotect(h->hd.base + from, to - from, PROT_READ | PROT_WRITE) < 0)
+		return -errno;
+	atomic_fetch_add_explicit(&h->maps, 1, memory_order_relaxed);
+	return 0;
+}
+
+static uint64_t op_unmap_above(void *arg, uint64_t keep, uint64_t mapped)
+{
+	struct gpusys_emu_heap *h = arg;
+	mprotect(h->hd.base + keep, mapped - keep, PROT_NONE);
+	madvise(h->hd.base + keep, mapped - keep, MADV_DONTNEED);
+	atomic_fetch_add_explicit(&h->unmaps, 1, memory_order_relaxed);
+	return keep;
+}
+
+static const struct heap_map_ops emu_ops = { op_map, op_unmap_above };
+
+/* Poll want; open up what is granted, take shrinks (heap_map.h). 100 us
+ * between looks: a warp that waits for memory waits at most that long for
+ * the thread to notice (the daemon grants ahead, so warps rarely wait). */
 static void *map_thread(void *arg)
 {
 	struct gpusys_emu_heap *h = arg;
 	while (!atomic_load_explicit(&h->stop, memory_order_acquire)) {
-		uint64_t word = __atomic_load_n(&h->ctl.want, __ATOMIC_ACQUIRE);
-		uint32_t epoch = gpusys_alloc_word_epoch(word);
-		uint64_t want = gpusys_alloc_word_bytes(word);
-		if (want > h->hd.reserve)
-			want = h->hd.reserve;
-		want -= want % GPUSYS_ALLOC_MAP_ALIGN;
-		if (epoch > h->epoch) {
-			if (want < h->mapped) {
-				mprotect(h->hd.base + want, h->mapped - want, PROT_NONE);
-				madvise(h->hd.base + want, h->mapped - want, MADV_DONTNEED);
-				h->mapped = want;
-				atomic_fetch_add_explicit(&h->unmaps, 1, memory_order_relaxed);
-			}
-			h->epoch = epoch;
-			__atomic_store_n(&h->ctl.mapped, gpusys_alloc_word(h->epoch, h->mapped), __ATOMIC_RELEASE);
-			continue;
-		}
-		if (epoch == h->epoch && want > h->mapped) {
-			if (mprotect(h->hd.base + h->mapped, want - h->mapped, PROT_READ | PROT_WRITE) < 0) {
-				__atomic_store_n(&h->ctl.failed, (uint64_t)(int64_t)-errno, __ATOMIC_RELEASE);
-			} else {
-				h->mapped = want;
-				atomic_fetch_add_explicit(&h->maps, 1, memory_order_relaxed);
-				__atomic_store_n(&h->ctl.mapped, gpusys_alloc_word(h->epoch, want), __ATOMIC_RELEASE);
-			}
+		uint64_t want = __atomic_load_n(&h->ctl.want, __ATOMIC_ACQUIRE), word = 0;
+		int r = __atomic_load_n(&h->ctl.failed, __ATOMIC_RELAXED) ? 0 : heap_map_step(&h->hm, want, &word);
+		if (r < 0)
+			__atomic_store_n(&h->ctl.failed, (uint64_t)(int64_t)r, __ATOMIC_RELEASE);
+		if (r) {
+			__atomic_store_n(&h->ctl.mapped, word, __ATOMIC_RELEASE);
 			continue;
 		}
 		nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
@@ -118,8 +118,11 @@ int gpusys_emu_heap_open(uint64_t reserve, uint32_t groups, struct gpusys_emu_he
 	h->hd.ctl = &h->ctl;
 	h->hd.err_slots = groups;
 	h->hd.warp_locks = (uint32_t *)(h->hd.last_err + (size_t)groups * GPUSYS_WARP_LANES);
+	const char *um = getenv("GPUSYS_HEAP_UNMAP");
+	heap_map_init(&h->hm, &emu_ops, h, reserve, GPUSYS_ALLOC_MAP_ALIGN, 0, um && !strcmp(um, "1"));
 	int r = pthread_create(&h->thread, NULL, map_thread, h);
 	if (r) {
+		heap_map_fini(&h->hm);
 		munmap(base, reserve);
 		free(h->hd.pool);
 		free(h->hd.last_err);
@@ -136,6 +139,7 @@ void gpusys_emu_heap_close(struct gpusys_emu_heap *h)
 		return;
 	atomic_store_explicit(&h->stop, true, memory_order_release);
 	pthread_join(h->thread, NULL);
+	heap_map_fini(&h->hm);
 	munmap(h->hd.base, h->hd.reserve);
 	free(h->hd.pool);
 	free(h->hd.last_err);
@@ -149,7 +153,14 @@ const gpusys_heap_dev_t *gpusys_emu_heap_dev(const struct gpusys_emu_heap *h)
 
 uint64_t gpusys_emu_heap_mapped(const struct gpusys_emu_heap *h)
 {
-	return gpusys_alloc_word_bytes(__atomic_load_n(&h->ctl.mapped, __ATOMIC_ACQUIRE));
+	return heap_map_mapped(&((struct gpusys_emu_heap *)h)->hm);
+}
+
+int64_t gpusys_emu_heap_release(struct gpusys_emu_heap *h)
+{
+	uint64_t word = 0, bytes = heap_map_release(&h->hm, &word);
+	__atomic_store_n(&h->ctl.mapped, word, __ATOMIC_RELEASE);
+	return (int64_t)bytes;
 }
 
 uint32_t gpusys_emu_heap_unmaps(const struct gpusys_emu_heap *h)

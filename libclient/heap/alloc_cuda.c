@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "gpusys/heap.h"
+#include "heap_map.h"
 #include "../common/cuda_driver.h"
 #include "common/clock.h"
 
@@ -44,9 +45,8 @@ struct gpusys_heap {
 	uint64_t pool_bytes;
 	uint32_t groups;                /* SMs: each has its current slabs */
 	uint32_t err_slots;
-	uint64_t mapped;                /* the thread's own figure */
-	uint32_t epoch;                 /* the shrink epoch of that figure */
-	bool unmap;                     /* GPUSYS_HEAP_UNMAP=1: a shrink unmaps (see map_thread) */
+	struct heap_map hm;             /* what is mapped, and the shrinks (heap_map.h) */
+	bool have_hm;
 	/* One handle per mapping, released (and unmapped) at close. */
 	CUmemGenericAllocationHandle *handles;
 	uint64_t *handle_off, *handle_bytes;
@@ -65,11 +65,11 @@ static void say(const struct gpusys_heap *h, CUresult r, const char *what)
 		fprintf(stderr, "libgpusys heap: %s\n", gpusys_cuda_describe(h->cu, r, what, buf, sizeof(buf)));
 }
 
-/* Map [mapped, to) with one new allocation. 0 or -errno. */
-static int map_more(struct gpusys_heap *h, uint64_t to)
+/* Map [from, to) with one new allocation. 0 or -errno. */
+static int map_more(struct gpusys_heap *h, uint64_t from, uint64_t to)
 {
 	const struct gpusys_cuda *cu = h->cu;
-	uint64_t bytes = to - h->mapped;
+	uint64_t bytes = to - from;
 	CUmemAllocationProp prop;
 	memset(&prop, 0, sizeof(prop));
 	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -96,7 +96,7 @@ static int map_more(struct gpusys_heap *h, uint64_t to)
 		say(h, r, "cuMemCreate");
 		return gpusys_cuda_errno(r);
 	}
-	if ((r = cu->cuMemMap(h->base + h->mapped, bytes, 0, hd, 0)) != CUDA_SUCCESS) {
+	if ((r = cu->cuMemMap(h->base + from, bytes, 0, hd, 0)) != CUDA_SUCCESS) {
 		say(h, r, "cuMemMap");
 		cu->cuMemRelease(hd);
 		return gpusys_cuda_errno(r);
@@ -106,25 +106,39 @@ static int map_more(struct gpusys_heap *h, uint64_t to)
 	acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	acc.location.id = (int)h->cudev;
 	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	if ((r = cu->cuMemSetAccess(h->base + h->mapped, bytes, &acc, 1)) != CUDA_SUCCESS) {
+	if ((r = cu->cuMemSetAccess(h->base + from, bytes, &acc, 1)) != CUDA_SUCCESS) {
 		say(h, r, "cuMemSetAccess");
-		cu->cuMemUnmap(h->base + h->mapped, bytes);
+		cu->cuMemUnmap(h->base + from, bytes);
 		cu->cuMemRelease(hd);
 		return gpusys_cuda_errno(r);
 	}
 	h->handles[h->nhandles] = hd;
-	h->handle_off[h->nhandles] = h->mapped;
+	h->handle_off[h->nhandles] = from;
 	h->handle_bytes[h->nhandles] = bytes;
 	h->nhandles++;
-	h->mapped = to;
 	return 0;
 }
 
-/* Unmap and release the mappings that start at or above keep (a shrink of
- * gpusysd's: nothing of the heap is there, include/gpusys/alloc.h "Heap
- * words"). Mappings are whole growth steps: one that straddles keep stays. */
-static void unmap_above(struct gpusys_heap *h, uint64_t keep)
+/* heap_map's operations: a mapping per growth step, timed. */
+static int op_map(void *arg, uint64_t from, uint64_t to)
 {
+	struct gpusys_heap *h = arg;
+	uint64_t t0 = now_ns();
+	int r = map_more(h, from, to);
+	if (r == 0) {
+		atomic_store_explicit(&h->last_map_ns, now_ns() - t0, memory_order_relaxed);
+		atomic_fetch_add_explicit(&h->maps, 1, memory_order_relaxed);
+	}
+	return r;
+}
+
+/* Unmap and release the mappings that start at or above keep. Mappings
+ * are whole growth steps: one that straddles keep stays. cuMemUnmap waits
+ * for running kernels: heap_map calls this only when told no kernel uses
+ * the heap (gpusys_heap_release, GPUSYS_HEAP_UNMAP=1). */
+static uint64_t op_unmap_above(void *arg, uint64_t keep, uint64_t mapped)
+{
+	struct gpusys_heap *h = arg;
 	const struct gpusys_cuda *cu = h->cu;
 	while (h->nhandles && h->handle_off[h->nhandles - 1] >= keep) {
 		uint32_t i = --h->nhandles;
@@ -132,55 +146,30 @@ static void unmap_above(struct gpusys_heap *h, uint64_t keep)
 		if (r != CUDA_SUCCESS)
 			say(h, r, "cuMemUnmap");
 		cu->cuMemRelease(h->handles[i]);
-		h->mapped = h->handle_off[i];
+		mapped = h->handle_off[i];
 		atomic_fetch_add_explicit(&h->unmaps, 1, memory_order_relaxed);
 	}
+	return mapped;
 }
 
-/* Poll want (a PCIe-free read: the ctl is host memory); map when it grows.
- * 20 us between looks while idle: a warp that waits for memory loses at
- * most that on top of the mapping itself (milliseconds while kernels run),
- * and the daemon grants ahead, so warps rarely wait. */
+static const struct heap_map_ops cuda_ops = { op_map, op_unmap_above };
+
+/* Poll want (a PCIe-free read: the ctl is host memory); map when it grows,
+ * and take shrinks (heap_map.h). 20 us between looks while idle: a warp
+ * that waits for memory loses at most that on top of the mapping itself
+ * (milliseconds while kernels run), and the daemon grants ahead, so warps
+ * rarely wait. */
 static void *map_thread(void *arg)
 {
 	struct gpusys_heap *h = arg;
 	h->cu->cuCtxSetCurrent(h->ctx);
 	while (!atomic_load_explicit(&h->stop, memory_order_acquire)) {
-		uint64_t word = __atomic_load_n(&h->ctl->want, __ATOMIC_ACQUIRE);
-		uint32_t epoch = gpusys_alloc_word_epoch(word);
-		uint64_t want = gpusys_alloc_word_bytes(word);
-		if (want > h->reserve)
-			want = h->reserve;
-		if (epoch > h->epoch) {
-			/* A shrink: gpusysd grants no more than want now and
-			 * believes no report of the old epoch. cuMemUnmap
-			 * waits for the kernels that are running (on an H200
-			 * it had not returned 2 s into a kernel that ran on):
-			 * unmapping here would stall every warp that waits
-			 * for this thread to grow the heap, until its kernel
-			 * ends, which it cannot while they wait. So the
-			 * memory stays mapped, and is reported in the new
-			 * epoch, unless GPUSYS_HEAP_UNMAP=1 says this
-			 * program's kernels do not grow a heap after trimming
-			 * it (docs/ALLOC.md, "Trim"). */
-			if (h->unmap)
-				unmap_above(h, gpusys_align_up(want, h->granularity));
-			h->epoch = epoch;
-			__atomic_store_n(&h->ctl->mapped, gpusys_alloc_word(h->epoch, h->mapped), __ATOMIC_RELEASE);
-			continue;
-		}
-		want -= want % h->granularity;
-		if (epoch == h->epoch && want > h->mapped && !__atomic_load_n(&h->ctl->failed, __ATOMIC_RELAXED)) {
-			uint64_t t0 = now_ns();
-			int r = map_more(h, want);
-			if (r < 0) {
-				__atomic_store_n(&h->ctl->failed, (uint64_t)(int64_t)r, __ATOMIC_RELEASE);
-			} else {
-				__atomic_store_n(&h->ctl->mapped, gpusys_alloc_word(h->epoch, h->mapped),
-						 __ATOMIC_RELEASE);
-				atomic_store_explicit(&h->last_map_ns, now_ns() - t0, memory_order_relaxed);
-				atomic_fetch_add_explicit(&h->maps, 1, memory_order_relaxed);
-			}
+		uint64_t want = __atomic_load_n(&h->ctl->want, __ATOMIC_ACQUIRE), word = 0;
+		int r = __atomic_load_n(&h->ctl->failed, __ATOMIC_RELAXED) ? 0 : heap_map_step(&h->hm, want, &word);
+		if (r < 0)
+			__atomic_store_n(&h->ctl->failed, (uint64_t)(int64_t)r, __ATOMIC_RELEASE);
+		if (r) {
+			__atomic_store_n(&h->ctl->mapped, word, __ATOMIC_RELEASE);
 			continue;
 		}
 		nanosleep(&(struct timespec){ .tv_nsec = 20000 }, NULL);
@@ -213,6 +202,8 @@ static void heap_free(struct gpusys_heap *h)
 	free(h->handles);
 	free(h->handle_off);
 	free(h->handle_bytes);
+	if (h->have_hm)
+		heap_map_fini(&h->hm);
 	free(h);
 }
 
@@ -264,8 +255,6 @@ int gpusys_heap_open(gpusys_t *g, const struct gpusys_heap_options *o, struct gp
 	int sms = 0;
 	cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, h->cudev);
 	h->groups = (uint32_t)(sms > 0 ? sms : 1);
-	const char *um = getenv("GPUSYS_HEAP_UNMAP");
-	h->unmap = um && !strcmp(um, "1");
 	h->err_slots = h->groups * 64u; /* one per (SM, warp slot): gpusys_port_hint */
 	h->pool_bytes = gpusys_align_up(gpusys_alloc_pool_bytes(h->reserve, h->groups), 16);
 	/* the lanes' last errors, then a lock word per warp slot */
@@ -300,14 +289,18 @@ int gpusys_heap_open(gpusys_t *g, const struct gpusys_heap_options *o, struct gp
 	if ((r = cu->cuMemHostGetDevicePointer(&h->ctl_dev, h->ctl, 0)) != CUDA_SUCCESS)
 		goto cuda_fail;
 
+	uint64_t first = 0;
 	if (o && o->initial_bytes) {
-		uint64_t first = gpusys_align_up(o->initial_bytes, h->granularity);
+		first = gpusys_align_up(o->initial_bytes, h->granularity);
 		if (first > h->reserve)
 			first = h->reserve;
-		if ((rc = map_more(h, first)) < 0)
+		if ((rc = map_more(h, 0, first)) < 0)
 			goto fail;
-		h->ctl->mapped = h->mapped;
+		h->ctl->mapped = first;
 	}
+	const char *um = getenv("GPUSYS_HEAP_UNMAP");
+	heap_map_init(&h->hm, &cuda_ops, h, h->reserve, h->granularity, first, um && !strcmp(um, "1"));
+	h->have_hm = true;
 	cu->cuCtxPopCurrent(&c);
 	rc = pthread_create(&h->thread, NULL, map_thread, h);
 	if (rc) {
@@ -349,12 +342,23 @@ gpusys_heap_t gpusys_heap_device(struct gpusys_heap *h)
 
 uint64_t gpusys_heap_mapped(const struct gpusys_heap *h)
 {
-	return gpusys_alloc_word_bytes(__atomic_load_n(&h->ctl->mapped, __ATOMIC_ACQUIRE));
+	return heap_map_mapped(&((struct gpusys_heap *)h)->hm);
 }
 
 uint32_t gpusys_heap_maps(const struct gpusys_heap *h)
 {
 	return atomic_load_explicit(&((struct gpusys_heap *)h)->maps, memory_order_relaxed);
+}
+
+int64_t gpusys_heap_release(struct gpusys_heap *h)
+{
+	uint64_t word = 0;
+	h->cu->cuCtxPushCurrent(h->ctx);
+	uint64_t bytes = heap_map_release(&h->hm, &word);
+	CUcontext c;
+	h->cu->cuCtxPopCurrent(&c);
+	__atomic_store_n(&h->ctl->mapped, word, __ATOMIC_RELEASE);
+	return (int64_t)bytes;
 }
 
 uint32_t gpusys_heap_unmaps(const struct gpusys_heap *h)

@@ -957,74 +957,115 @@ static void test_trim(void **unused)
 
 /* A heap that grew and was emptied shrinks: once trim has given its chunks
  * back, gpusysd lowers the grant below the free top and starts a new
- * epoch; the mapping thread closes what lies above (PROT_NONE here,
- * cuMemUnmap on a GPU) and reports in the new epoch. A block kept low
- * stays whole, and the heap grows again when asked. */
+ * epoch. The mapping thread then keeps the top until the program says no
+ * kernel uses the heap (gpusys_emu_heap_release, as gpusys_heap_release),
+ * or until the heap grows again, which cancels the shrink; with
+ * GPUSYS_HEAP_UNMAP=1 it closes the top at once. Closed means PROT_NONE
+ * here (cuMemUnmap on a GPU): a block handed out there would fault. A
+ * block kept low stays whole through all of it. */
+#define SHRINK_CALLS 480 /* 15,360 blocks of 2 KiB: 16 chunks */
+
+/* Fill the heap with 2 KiB blocks (16 chunks), check and free them, and
+ * trim twice a delay apart: the chunks go back. Returns what was mapped
+ * at the fullest. */
+static uint64_t grow_free_trim(const struct cl *k, struct gpusys_emu_heap *heap, void *(*keep)[L], int tag)
+{
+	uint64_t s[L];
+	int32_t e[L];
+	for (uint32_t l = 0; l < L; l++)
+		s[l] = 2000;
+	for (int i = 0; i < SHRINK_CALLS; i++) {
+		gpusys_emu_malloc(k->dev, k->hp, 0xffffffffu, s, keep[i], e);
+		for (uint32_t l = 0; l < L; l++) {
+			assert_int_equal(e[l], 0);
+			fill(keep[i][l], 2000, (uint64_t)i * L + l + (uint64_t)tag);
+		}
+	}
+	uint64_t grown = gpusys_emu_heap_mapped(heap);
+	for (int i = 0; i < SHRINK_CALLS; i++) {
+		for (uint32_t l = 0; l < L; l++)
+			assert_true(check(keep[i][l], 2000, (uint64_t)i * L + l + (uint64_t)tag));
+		gpusys_emu_free(k->dev, k->hp, 0xffffffffu, keep[i], e);
+		for (uint32_t l = 0; l < L; l++)
+			assert_int_equal(e[l], 0);
+	}
+	assert_true(gpusys_emu_heap_trim(k->dev, k->hp) >= 0);
+	usleep(2 * TRIM_DELAY_MS * 1000);
+	assert_true(gpusys_emu_heap_trim(k->dev, k->hp) >= 1);
+	usleep(20000); /* the mapping thread's look (100 us) at the shrink */
+	return grown;
+}
+
+static json_int_t alloc_num(const struct cl *k, const char *key)
+{
+	json_t *status, *mine = alloc_json_of(k, &status);
+	json_int_t v = json_integer_value(json_object_get(mine, key));
+	json_decref(status);
+	return v;
+}
+
 static void test_trim_unmaps(void **unused)
 {
 	(void)unused;
-	struct cl k;
-	cl_attach(&k, 1, 256 * MiB);
-	enum { CALLS = 480 }; /* 15,360 blocks of 2 KiB: 16 chunks */
-	void *(*keep)[L] = calloc(CALLS, sizeof(*keep));
-	uint64_t s[L];
-	int32_t e[L], err;
-	uint8_t *low = one_malloc(&k, 16, &err);
-	assert_non_null(low);
-	fill(low, 16, 77);
-	for (uint32_t l = 0; l < L; l++)
-		s[l] = 2000;
-	json_int_t shrinks_before = 0;
-	for (int round = 0; round < 2; round++) {
-		for (int i = 0; i < CALLS; i++) {
-			gpusys_emu_malloc(k.dev, k.hp, 0xffffffffu, s, keep[i], e);
-			for (uint32_t l = 0; l < L; l++) {
-				assert_int_equal(e[l], 0);
-				fill(keep[i][l], 2000, (uint64_t)i * L + l + round);
+	void *(*keep)[L] = calloc(SHRINK_CALLS, sizeof(*keep));
+	int32_t err;
+	for (int now = 0; now < 2; now++) {
+		if (now)
+			setenv("GPUSYS_HEAP_UNMAP", "1", 1);
+		struct cl k;
+		cl_attach(&k, 1, 256 * MiB);
+		if (now)
+			unsetenv("GPUSYS_HEAP_UNMAP");
+		uint8_t *low = one_malloc(&k, 16, &err);
+		assert_non_null(low);
+		fill(low, 16, 77);
+		for (int round = 0; round < (now ? 1 : 2); round++) {
+			json_int_t shrinks0 = alloc_num(&k, "shrinks");
+			uint32_t unmaps0 = gpusys_emu_heap_unmaps(k.heap);
+			uint64_t grown = grow_free_trim(&k, k.heap, keep, round);
+			uint64_t m = gpusys_emu_heap_mapped(k.heap);
+			json_int_t shrinks = alloc_num(&k, "shrinks"), dmapped = alloc_num(&k, "mapped_bytes");
+			int64_t released = now ? 0 : round == 0 ? gpusys_emu_heap_release(k.heap) : 0;
+			uint64_t after = gpusys_emu_heap_mapped(k.heap);
+			printf("# %s, round %d: mapped %llu MiB with 16 chunks of 2 KiB blocks; after the frees and trims "
+			       "%llu MiB, gpusysd's %lld MiB (shrinks %lld); released %lld MiB: %llu MiB mapped; unmaps %u\n",
+			       now ? "GPUSYS_HEAP_UNMAP=1" : "default", round, (unsigned long long)(grown >> 20),
+			       (unsigned long long)(m >> 20), (long long)(dmapped >> 20), (long long)shrinks,
+			       (long long)(released >> 20), (unsigned long long)(after >> 20),
+			       gpusys_emu_heap_unmaps(k.heap) - unmaps0);
+			assert_true(grown >= 32 * MiB);
+			/* one shrink at least (the chunks go back one FREE at a
+			 * time: the top may be half free before the last) */
+			assert_true(shrinks > shrinks0);
+			/* gpusysd hands out nothing above what stays mapped */
+			assert_true((uint64_t)dmapped <= grown / 2);
+			if (now) {
+				/* closed at once */
+				assert_true(m <= grown / 2 && m >= CHUNK);
+				assert_int_equal(gpusys_emu_heap_unmaps(k.heap), unmaps0 + 1);
+			} else {
+				/* kept until released */
+				assert_int_equal(m, grown);
+				assert_int_equal(gpusys_emu_heap_unmaps(k.heap), unmaps0 + (round == 0));
+				if (round == 0) {
+					assert_int_equal((uint64_t)released, grown - after);
+					assert_true(after <= grown / 2 && after >= CHUNK);
+				} else {
+					/* round 1 is not released: the next growth
+					 * cancels the shrink, and a release then finds
+					 * nothing */
+					void *(*more)[L] = calloc(SHRINK_CALLS, sizeof(*more));
+					(void)grow_free_trim(&k, k.heap, more, 7);
+					free(more);
+					assert_int_equal(gpusys_emu_heap_unmaps(k.heap), unmaps0);
+				}
 			}
+			assert_true(check(low, 16, 77));
 		}
-		uint64_t grown = gpusys_emu_heap_mapped(k.heap);
-		for (int i = 0; i < CALLS; i++) {
-			for (uint32_t l = 0; l < L; l++)
-				assert_true(check(keep[i][l], 2000, (uint64_t)i * L + l + round));
-			gpusys_emu_free(k.dev, k.hp, 0xffffffffu, keep[i], e);
-			for (uint32_t l = 0; l < L; l++)
-				assert_int_equal(e[l], 0);
-		}
-		uint32_t unmaps = gpusys_emu_heap_unmaps(k.heap);
-		/* the first trim frees the slabs and starts the chunks' clocks;
-		 * after the delay the next gives the chunks back */
-		assert_true(gpusys_emu_heap_trim(k.dev, k.hp) >= 0);
-		usleep(2 * TRIM_DELAY_MS * 1000);
-		int back = gpusys_emu_heap_trim(k.dev, k.hp);
-		uint64_t m = grown;
-		for (int w = 0; w < 200 && (m = gpusys_emu_heap_mapped(k.heap)) == grown; w++)
-			usleep(5000);
-		json_t *status, *mine = alloc_json_of(&k, &status);
-		printf("# round %d: mapped %llu MiB with 16 chunks of 2 KiB blocks; after the frees and trims (%d chunks back) "
-		       "%llu MiB; unmaps %u, gpusysd: shrinks %lld, mapped %lld MiB, grant %lld MiB\n",
-		       round, (unsigned long long)(grown >> 20), back, (unsigned long long)(m >> 20),
-		       gpusys_emu_heap_unmaps(k.heap), json_integer_value(json_object_get(mine, "shrinks")),
-		       json_integer_value(json_object_get(mine, "mapped_bytes")) >> 20,
-		       json_integer_value(json_object_get(mine, "granted_bytes")) >> 20);
-		assert_true(grown >= 32 * MiB);
-		assert_true(back >= 1);
-		assert_true(m <= grown / 2);
-		assert_true(m >= CHUNK);
-		assert_int_equal(gpusys_emu_heap_unmaps(k.heap), unmaps + 1);
-		/* one shrink at least (the chunks go back one FREE at a time:
-		 * the top may be half free before the last) */
-		json_int_t shrinks = json_integer_value(json_object_get(mine, "shrinks"));
-		assert_true(shrinks > shrinks_before);
-		shrinks_before = shrinks;
-		/* gpusysd uses no more than what stays mapped */
-		assert_true((uint64_t)json_integer_value(json_object_get(mine, "mapped_bytes")) <= m);
-		json_decref(status);
-		assert_true(check(low, 16, 77));
+		assert_int_equal(one_free(&k, low), 0);
+		cl_detach(&k);
 	}
-	assert_int_equal(one_free(&k, low), 0);
 	free(keep);
-	cl_detach(&k);
 }
 
 /* Small blocks only, from 8 warps on 2 groups' slabs: every block passes

@@ -653,11 +653,11 @@ int main(void)
 	 * GT_ALLOC_TRIM_DELAY_MS says otherwise): the first trim frees the
 	 * slabs (SMs' current ones too) and starts the chunks' clocks, the
 	 * second, a delay later, gives the chunks back. The heap's top is then
-	 * free: gpusysd shrinks it (its grant drops). With GPUSYS_HEAP_UNMAP=1
-	 * the mapping thread unmaps the top and the GPU has the memory back;
-	 * by default it stays mapped (cuMemUnmap waits for running kernels:
-	 * docs/ALLOC.md). Nothing runs on the GPU meanwhile. Then the limit
-	 * (step 4) grows the heap again. */
+	 * free: gpusysd shrinks it (its grant drops). By default the mapping
+	 * thread keeps the memory until gpusys_heap_release (no kernel runs:
+	 * cuMemUnmap waits for running kernels, docs/ALLOC.md); with
+	 * GPUSYS_HEAP_UNMAP=1 it unmaps at once. Either way the GPU has the
+	 * memory back. Then the limit (step 4) grows the heap again. */
 	uint64_t grown = gpusys_heap_mapped(heap);
 	uint32_t unmaps0 = gpusys_heap_unmaps(heap);
 	size_t free0 = free_mem();
@@ -671,29 +671,35 @@ int main(void)
 		back[t] = *src;
 		GT_CHECK(*src >= 0, "trim: %d", *src);
 	}
-	double w0 = gt_now();
-	while (unmap && gpusys_heap_mapped(heap) == grown && gt_now() - w0 < 2.0)
-		usleep(1000);
-	double unmap_ms = (gt_now() - w0) * 1e3;
-	uint64_t shrunk = gpusys_heap_mapped(heap);
-	size_t free1 = free_mem();
 	k_stat<<<1, 1>>>(gpusys_heap_device(heap), st, src);
 	GT_CHECK(gpusys_synchronize(g, NULL, 30000) == 0 && *src == 0, "stat");
-	printf("trim: %d + %d pool chunks back to gpusysd; grant %llu MiB; heap mapped %llu -> %llu MiB (%u unmaps, "
-	       "GPUSYS_HEAP_UNMAP=%d, seen %.1f ms after the trim); GPU free memory %zu -> %zu MiB\n",
-	       back[0], back[1], (unsigned long long)(st->grant >> 20), (unsigned long long)(grown >> 20),
-	       (unsigned long long)(shrunk >> 20), gpusys_heap_unmaps(heap) - unmaps0, unmap, unmap_ms, free0 >> 20,
-	       free1 >> 20);
 	GT_CHECK(back[0] + back[1] > 0, "trim: no chunk went back");
 	GT_CHECK(st->grant <= grown / 2, "trim: gpusysd did not shrink the heap (grant %llu MiB of %llu mapped)",
 		 (unsigned long long)(st->grant >> 20), (unsigned long long)(grown >> 20));
+	double w0 = gt_now();
+	int64_t released = 0;
 	if (unmap) {
-		GT_CHECK(shrunk <= grown / 2, "trim: the heap was not unmapped (%llu of %llu MiB still mapped)",
-			 (unsigned long long)(shrunk >> 20), (unsigned long long)(grown >> 20));
-		GT_CHECK(free1 >= free0 + (grown - shrunk) / 2, "trim: the GPU did not get the memory back");
+		while (gpusys_heap_mapped(heap) == grown && gt_now() - w0 < 2.0)
+			usleep(1000);
 	} else {
-		GT_CHECK(shrunk == grown && gpusys_heap_unmaps(heap) == unmaps0, "trim: unmapped without GPUSYS_HEAP_UNMAP");
+		usleep(20000); /* the mapping thread's look at the shrink */
+		GT_CHECK(gpusys_heap_mapped(heap) == grown && gpusys_heap_unmaps(heap) == unmaps0,
+			 "trim: unmapped without GPUSYS_HEAP_UNMAP or gpusys_heap_release");
+		released = gpusys_heap_release(heap);
 	}
+	double unmap_ms = (gt_now() - w0) * 1e3;
+	uint64_t shrunk = gpusys_heap_mapped(heap);
+	size_t free1 = free_mem();
+	printf("trim: %d + %d pool chunks back to gpusysd; grant %llu MiB; heap mapped %llu -> %llu MiB (%u unmaps, "
+	       "%s, %.1f ms; %lld MiB released); GPU free memory %zu -> %zu MiB\n",
+	       back[0], back[1], (unsigned long long)(st->grant >> 20), (unsigned long long)(grown >> 20),
+	       (unsigned long long)(shrunk >> 20), gpusys_heap_unmaps(heap) - unmaps0,
+	       unmap ? "GPUSYS_HEAP_UNMAP=1, seen after the trim" : "gpusys_heap_release", unmap_ms,
+	       (long long)(released >> 20), free0 >> 20, free1 >> 20);
+	GT_CHECK(shrunk <= grown / 2, "trim: the heap was not unmapped (%llu of %llu MiB still mapped)",
+		 (unsigned long long)(shrunk >> 20), (unsigned long long)(grown >> 20));
+	GT_CHECK(unmap || (uint64_t)released == grown - shrunk, "trim: released %lld bytes", (long long)released);
+	GT_CHECK(free1 >= free0 + (grown - shrunk) / 2, "trim: the GPU did not get the memory back");
 
 	/* 4. The limit: ENOMEM, then recovery. */
 	memset(res, 0, sizeof(*res));

@@ -40,6 +40,7 @@ struct alloc_heap {
 	uint64_t grant;        /* the client may map [0, grant) */
 	uint64_t mapped;       /* usable: min(reported, grant), whole pages */
 	uint32_t epoch;        /* shrinks so far: reports of older epochs are stale */
+	uint64_t reported;     /* the largest mapped figure of this epoch (may pass the grant) */
 	uint64_t shrinks, shrunk_bytes;
 	struct span **map;     /* one entry per page, map_pages entries */
 	uint64_t map_pages;
@@ -225,6 +226,8 @@ void alloc_heap_set_mapped(struct alloc_heap *h, uint64_t word)
 	if (gpusys_alloc_word_epoch(word) != h->epoch)
 		return;
 	uint64_t mapped = gpusys_alloc_word_bytes(word);
+	if (mapped > h->reported)
+		h->reported = mapped;
 	if (mapped > h->grant)
 		mapped = h->grant;
 	mapped -= mapped % PAGE;
@@ -280,6 +283,7 @@ int alloc_heap_shrink(struct alloc_heap *h)
 	h->shrinks++;
 	h->mapped = to;
 	h->grant = to;
+	h->reported = to;
 	h->epoch++;
 	return 1;
 }
@@ -369,6 +373,7 @@ int alloc_heap_malloc(struct alloc_heap *h, uint64_t size, uint64_t align, uint6
 	uint32_t cls = gpusys_alloc_class_of(size, align);
 	uint64_t need;
 	int r;
+again:
 	if (cls < GPUSYS_ALLOC_CLASSES) {
 		need = GPUSYS_ALLOC_SLAB_BYTES;
 		r = slot_take(h, cls, ret_off);
@@ -398,6 +403,16 @@ int alloc_heap_malloc(struct alloc_heap *h, uint64_t size, uint64_t align, uint6
 	if (r != -ENOSPC)
 		return r;
 	grow_ahead(h, need);
+	/* The client may have mapped more than the grant was (after a shrink
+	 * it cancelled, its mapping reaches past the grant): what it reported
+	 * counts up to the new grant at once, or it would wait for a mapping
+	 * it never needs to make. */
+	if (h->reported > h->mapped && h->mapped < h->grant) {
+		uint64_t was = h->mapped;
+		alloc_heap_set_mapped(h, gpusys_alloc_word(h->epoch, h->reported));
+		if (h->mapped > was)
+			goto again;
+	}
 	if (h->mapped < h->grant) {
 		h->eagain++;
 		return -EAGAIN;

@@ -34,6 +34,9 @@ const gpusys_heap_dev_t *gpusys_emu_heap_dev(const struct gpusys_emu_heap *h);
 uint64_t gpusys_emu_heap_mapped(const struct gpusys_emu_heap *h);
 uint32_t gpusys_emu_heap_maps(const struct gpusys_emu_heap *h);
 uint32_t gpusys_emu_heap_unmaps(const struct gpusys_emu_heap *h);
+/* gpusys_heap_release for this heap: close what gpusysd's last shrink
+ * took (unless the heap grew again since); the bytes closed. */
+int64_t gpusys_emu_heap_release(struct gpusys_emu_heap *h);
 
 void gpusys_emu_malloc(const gpusys_dev_t *dev, const gpusys_heap_dev_t *hp, uint64_t mask,
 		       const uint64_t size[GPUSYS_WARP_LANES], void *ret[GPUSYS_WARP_LANES],
