@@ -27,6 +27,11 @@
 #   async     test_gpu_async ASYNC_RUNS (10) times with GPUSYS_DEBUG=1 (it hung in 4 of 9
 #             runs on 2026-11-28: bench/RESULTS.md, "Sixth session"), stopping
 #             at the first failure with its dump. Not in the default steps.
+#   heap      test_gpu_alloc three ways (issue 29, the heap's shrink): by
+#             default (the memory back at gpusys_heap_release), with
+#             GPUSYS_HEAP_UNMAP=1 (back at the shrink), and with a kernel
+#             left running through the unmap (GT_ALLOC_SPIN=1: does
+#             cuMemUnmap wait for it?). Not in the default steps.
 #   sockets   bench/socket-matrix.sh: one connection's echo with 1 and 1056
 #             warps and gpu_httpd under wrk, over gpusysd settings and device
 #             sleep caps, with the CPU peers (issue 28). Not in the default
@@ -123,6 +128,15 @@ if has print && fits 100 print; then
 	rm -f /dev/shm/gpusys-print.txt
 	stamp print
 fi
+if has heap && fits 200 heap; then
+	for how in "" "GPUSYS_HEAP_UNMAP=1" "GPUSYS_HEAP_UNMAP=1 GT_ALLOC_SPIN=1"; do
+		env $how timeout -k 5 60 $B/tests/alloc/gpu_test_gpu_alloc > "$OUT/heap.log" 2>&1
+		echo "test_gpu_alloc ${how:-(default)}: rc=$?"
+		grep -E "^trim|^spin|^limit|FAIL" "$OUT/heap.log" | head -6
+	done
+	stamp heap
+fi
+
 if has async && fits 200 async; then
 	for i in $(seq "${ASYNC_RUNS:-10}"); do
 		GPUSYS_DEBUG=1 timeout -k 5 100 meson test -C $B --suite gpu test_gpu_async --print-errorlogs \

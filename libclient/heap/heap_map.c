@@ -30,7 +30,7 @@ static uint64_t shrink_to(struct heap_map *m, uint64_t keep)
 	if (keep >= m->mapped)
 		return 0;
 	uint64_t was = m->mapped;
-	m->mapped = m->ops->unmap_above(m->arg, keep, m->mapped);
+	__atomic_store_n(&m->mapped, m->ops->unmap_above(m->arg, keep, m->mapped), __ATOMIC_RELAXED);
 	m->unmaps++;
 	m->released += was - m->mapped;
 	return was - m->mapped;
@@ -83,7 +83,7 @@ int heap_map_step(struct heap_map *m, uint64_t want_word, uint64_t *ret_word)
 			r = e;
 			goto out;
 		}
-		m->mapped = want;
+		__atomic_store_n(&m->mapped, want, __ATOMIC_RELAXED);
 		m->maps++;
 		r = 1;
 	}
@@ -106,10 +106,9 @@ uint64_t heap_map_release(struct heap_map *m, uint64_t *ret_word)
 	return bytes;
 }
 
+/* Without the lock: the thread holds it through a mapping (milliseconds)
+ * or an unmap (as long as a kernel runs), and a figure must not wait. */
 uint64_t heap_map_mapped(struct heap_map *m)
 {
-	pthread_mutex_lock(&m->lock);
-	uint64_t v = m->mapped;
-	pthread_mutex_unlock(&m->lock);
-	return v;
+	return __atomic_load_n(&m->mapped, __ATOMIC_RELAXED);
 }

@@ -42,7 +42,7 @@ struct heap_map {
 	uint64_t reserve, granularity;
 	bool unmap_now;
 	pthread_mutex_t lock;
-	uint64_t mapped;        /* bytes mapped now */
+	uint64_t mapped;        /* bytes mapped now (written under lock, atomically: read without) */
 	uint32_t epoch;         /* of the last figure published */
 	bool pending;           /* a shrink (of epoch) waits for heap_map_release */
 	uint64_t pending_keep;

@@ -343,6 +343,18 @@ static __global__ void k_stat(gpusys_heap_t h, struct gpusys_alloc_stat *st, int
 	*rc = gpusys_alloc_stat(h, st);
 }
 
+/* GT_ALLOC_SPIN: runs on a stream of its own until the host says stop (or
+ * 10 s pass), so that a shrink's unmap happens while a kernel runs. */
+static __global__ void k_spin(volatile int *stop)
+{
+	unsigned long long t0, t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	do {
+		__nanosleep(10000);
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	} while (!*stop && t - t0 < 10000000000ull);
+}
+
 static __global__ void k_trim(gpusys_heap_t h, int *rc)
 {
 	int r = gpusys_heap_trim(h);
@@ -471,7 +483,10 @@ int main(void)
 	 *                            __syncwarp between mallocs, reallocs and
 	 *                            frees) or one call at a time (2: a lock)
 	 *   GT_ALLOC_BLOCKS_PER_SM=N (default 2), GT_ALLOC_THREADS=N (256),
-	 *   GT_ALLOC_ITERS=N */
+	 *   GT_ALLOC_ITERS=N
+	 * And GT_ALLOC_SPIN=1 with GPUSYS_HEAP_UNMAP=1: a kernel keeps running
+	 * through part 3's trims; the test says whether the unmap happened
+	 * while it ran (does cuMemUnmap wait for running kernels?). */
 	const char *knobs[] = { "GT_ALLOC_SKIP_KILL", "GT_ALLOC_ONLY_RANDOM", "GT_ALLOC_OPS", "GT_ALLOC_SIZES",
 				"GT_ALLOC_UNIFORM", "GT_ALLOC_CHECK", "GT_ALLOC_TRACE", "GT_ALLOC_INITIAL_MIB",
 				"GT_ALLOC_CHUNK_MIB", "GT_ALLOC_BLOCKS_PER_SM", "GT_ALLOC_ITERS",
@@ -664,12 +679,42 @@ int main(void)
 	const char *um = getenv("GPUSYS_HEAP_UNMAP");
 	const int unmap = um && !strcmp(um, "1");
 	int back[2];
+	/* GT_ALLOC_SPIN=1 (an experiment, with GPUSYS_HEAP_UNMAP=1): a kernel
+	 * runs on a stream of its own through the trims; does the unmap wait
+	 * for it? Watched through the unmap counter, which does not wait. */
+	const int spin = unmap && env_int("GT_ALLOC_SPIN", 0);
+	int *stop = NULL;
+	cudaStream_t s_spin = NULL;
+	if (spin) {
+		GT_CUDA(cudaHostAlloc((void **)&stop, sizeof(int), cudaHostAllocMapped));
+		*(volatile int *)stop = 0;
+		GT_CUDA(cudaStreamCreateWithFlags(&s_spin, cudaStreamNonBlocking));
+		k_spin<<<1, 1, 0, s_spin>>>(stop);
+	}
 	for (int t = 0; t < 2; t++) {
 		usleep(t ? (useconds_t)trim_delay_ms * 1000u + 10000u : 10000u);
 		k_trim<<<1, 32>>>(gpusys_heap_device(heap), src);
 		GT_CHECK(gpusys_synchronize(g, NULL, 30000) == 0, "synchronize");
 		back[t] = *src;
 		GT_CHECK(*src >= 0, "trim: %d", *src);
+	}
+	if (spin) {
+		double s0 = gt_now();
+		while (gpusys_heap_unmaps(heap) == unmaps0 && gt_now() - s0 < 3.0)
+			usleep(1000);
+		int during = gpusys_heap_unmaps(heap) != unmaps0, running = cudaStreamQuery(s_spin) == cudaErrorNotReady;
+		double during_ms = (gt_now() - s0) * 1e3;
+		*(volatile int *)stop = 1;
+		GT_CUDA(cudaStreamSynchronize(s_spin));
+		double s1 = gt_now();
+		while (gpusys_heap_unmaps(heap) == unmaps0 && gt_now() - s1 < 3.0)
+			usleep(1000);
+		printf("spin: with a kernel running (still running at the end: %d), the unmap %s (%.1f ms); after it "
+		       "ended: %s (%.1f ms)\n",
+		       running, during ? "happened" : "did not happen", during_ms,
+		       gpusys_heap_unmaps(heap) != unmaps0 ? "unmapped" : "not unmapped", (gt_now() - s1) * 1e3);
+		GT_CUDA(cudaStreamDestroy(s_spin));
+		GT_CUDA(cudaFreeHost(stop));
 	}
 	k_stat<<<1, 1>>>(gpusys_heap_device(heap), st, src);
 	GT_CHECK(gpusys_synchronize(g, NULL, 30000) == 0 && *src == 0, "stat");
