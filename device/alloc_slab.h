@@ -909,9 +909,10 @@ GPUSYS_SLAB_LEADER_FN int gpusys_slab_trim_leader(const gpusys_dev_t *dev, const
 			grant = a.grant;
 	}
 	/* gpusysd may have shrunk the heap (the top of it was free): the
-	 * grant of the new epoch tells the mapping thread to unmap what lies
-	 * above it. No block of this pool is there: the chunks went back
-	 * after their slabs left every list. */
+	 * grant of the new epoch tells the mapping thread, which may unmap
+	 * what lies above it (libclient/heap/heap_map.h). No block of this
+	 * pool is there: the chunks went back after their slabs left every
+	 * list. */
 	gpusys_alloc_want(hp, grant);
 	gpusys_alloc_lock(&po->lock);
 	gpusys_slab_store(&po->chunks_trimmed, gpusys_slab_load(&po->chunks_trimmed) + back);

@@ -168,10 +168,11 @@ static __device__ int gpusys_free(const gpusys_heap_t &h, void *p)
 	return e[0];
 }
 
-/* Bytes of the heap mapped right now, as the host's mapping thread last
- * wrote them: no request; it grows with the heap and drops when gpusysd
- * shrinks a heap whose top was given back (the device side of
- * gpusys_heap_mapped). */
+/* Bytes of the heap the host's mapping thread last reported mapped: no
+ * request. It grows with the heap and drops when gpusysd shrinks a heap
+ * whose top was given back; while such a shrink waits for
+ * gpusys_heap_release it counts only what the shrink keeps, so it can be
+ * less than the host's gpusys_heap_mapped. */
 static __device__ __forceinline__ uint64_t gpusys_heap_mapped_bytes(const gpusys_heap_t &h)
 {
 	return gpusys_alloc_word_bytes(gpusys_load_shared_u64(&h.heap.ctl->mapped));

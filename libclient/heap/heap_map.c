@@ -31,8 +31,6 @@ static uint64_t shrink_to(struct heap_map *m, uint64_t keep)
 		return 0;
 	uint64_t was = m->mapped;
 	__atomic_store_n(&m->mapped, m->ops->unmap_above(m->arg, keep, m->mapped), __ATOMIC_RELAXED);
-	m->unmaps++;
-	m->released += was - m->mapped;
 	return was - m->mapped;
 }
 
@@ -84,7 +82,6 @@ int heap_map_step(struct heap_map *m, uint64_t want_word, uint64_t *ret_word)
 			goto out;
 		}
 		__atomic_store_n(&m->mapped, want, __ATOMIC_RELAXED);
-		m->maps++;
 		r = 1;
 	}
 out:

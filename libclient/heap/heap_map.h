@@ -46,8 +46,6 @@ struct heap_map {
 	uint32_t epoch;         /* of the last figure published */
 	bool pending;           /* a shrink (of epoch) waits for heap_map_release */
 	uint64_t pending_keep;
-	uint32_t maps, unmaps;
-	uint64_t released;      /* bytes unmapped by shrinks */
 };
 
 void heap_map_init(struct heap_map *m, const struct heap_map_ops *ops, void *arg, uint64_t reserve,
