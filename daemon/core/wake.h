@@ -92,12 +92,12 @@ bool wake_gpu_arm(struct wake_chan *c, uint64_t seen);
  * false: one may (the GPU did not finish it): keep the memory. */
 bool wake_gpu_close(struct wake_chan *c, const struct channel *ch);
 
-/* Main thread, around CUDA calls that a doorbell wait pending on another
- * GPU could stall (mapping and unmapping channel memory, contexts): with
- * more than one GPU, hold ends every pending wait (the daemon stores a
- * value that fires it, wake_cuda.c) and waits, up to a second, for each
+/* Main thread, around CUDA calls that a pending doorbell wait could stall
+ * (mapping and unmapping channel memory, streams, contexts), on another
+ * GPU or on the same one: hold ends every pending wait (the daemon stores
+ * a value that fires it, wake_cuda.c) and waits, up to a second, for each
  * to finish; no poller arms a new one until unhold (they nap on a timer
- * meanwhile). With one GPU both do nothing. Not nested. */
+ * meanwhile). Not nested. */
 void wake_gpu_hold(void);
 void wake_gpu_unhold(void);
 
