@@ -413,7 +413,8 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 		o.cuda_device = 0;
 		o.runtime_dir = runtime_dir;
 		o.num_ports = 0;
-		o.bulk_bytes = (uint64_t)blocks * GPUSYS_BULK_SLOT_BYTES;
+		/* a slot for each block, of the size libgpusys picks */
+		o.bulk_bytes = (uint64_t)blocks * GPUSYS_BULK_PREFERRED_SLOT_BYTES;
 		int rc = gpusys_attach(&o, &g);
 		if (rc) {
 			fprintf(stderr, "gpusys-bench: attach: %s\n", gpusys_last_error());

@@ -95,6 +95,7 @@ int main(int argc, char **argv)
 	o.cuda_device = 0;
 	o.num_ports = 256;
 	o.bulk_bytes = (uint64_t)BLOCKS * GPUSYS_BULK_SLOT_BYTES;
+	o.bulk_slot_bytes = GPUSYS_BULK_SLOT_BYTES; /* a slot for each block */
 	gpusys_t *g;
 	int rc = gpusys_attach(&o, &g);
 	if (rc) {

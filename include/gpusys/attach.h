@@ -41,9 +41,10 @@ extern "C" {
 typedef struct gpusys gpusys_t;
 struct gpusys_callbacks;
 
-/* Two 16 MiB slots: one block call streams through them at full speed
- * (bench/RESULTS.md, "file"). Pinned host memory, per client. */
-#define GPUSYS_DEFAULT_BULK_BYTES (UINT64_C(32) << 20)
+/* Two slots of 32 MiB, each one block call's two halves of 16 MiB
+ * (include/gpusys/file.h, GPUSYS_BULK_PREFERRED_SLOT_BYTES). Pinned host
+ * memory, per client. */
+#define GPUSYS_DEFAULT_BULK_BYTES (UINT64_C(64) << 20)
 
 /* All zero (or a NULL pointer) is the usual choice: GPU 0, the default
  * runtime directory, port count and bulk area, stdio and working directory
@@ -67,8 +68,10 @@ struct gpusys_options {
 	uint64_t bulk_slot_bytes; /* how the bulk area is divided among block
 				     calls (include/gpusys/file.h,
 				     gpusys_bulk_slot_size); 0:
-				     $GPUSYS_BULK_SLOT_BYTES, else 16 MiB (halves
-				     of 8 MiB). Larger slots: fewer of them */
+				     $GPUSYS_BULK_SLOT_BYTES, else 32 MiB (halves
+				     of 16 MiB) where the area holds two such
+				     slots, else 16 MiB. Larger slots: fewer of
+				     them */
 };
 
 enum gpusys_attach_flags {

@@ -136,6 +136,12 @@ GPUSYS_STATIC_ASSERT(sizeof(struct gpusys_dirent) == 272, "gpusys_dirent layout"
  * bench/RESULTS.md: "GPU-initiated reads and what bounds them"); never
  * smaller, as the slot locks are counted with the default size. */
 #define GPUSYS_BULK_SLOT_BYTES (UINT64_C(16) << 20)
+/* The division a client gets when it names none, where the area holds two
+ * such slots (libclient/attach/dev_handle.c): one block's halves of 16 MiB
+ * read a file 1.8x faster than halves of 8 MiB (38.6 against 21.7 GB/s,
+ * H200, bench/RESULTS.md "Twelfth session"); a smaller area keeps
+ * GPUSYS_BULK_SLOT_BYTES. */
+#define GPUSYS_BULK_PREFERRED_SLOT_BYTES (UINT64_C(32) << 20)
 #define GPUSYS_BULK_MAX_SLOT_BYTES (UINT64_C(256) << 20)
 #define GPUSYS_BULK_MIN_SLOT (UINT64_C(64) << 10)
 #define GPUSYS_BULK_MAX_SLOTS 1024u

@@ -57,6 +57,8 @@ void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks, uint64_t
 		const char *v = getenv("GPUSYS_BULK_SLOT_BYTES");
 		slot_bytes = v ? strtoull(v, NULL, 0) : 0;
 	}
+	if (!slot_bytes && dev->bulk_bytes >= 2 * GPUSYS_BULK_PREFERRED_SLOT_BYTES)
+		slot_bytes = GPUSYS_BULK_PREFERRED_SLOT_BYTES;
 	/* Never smaller than the default: bulk_locks holds gpusys_bulk_slots()
 	 * words, the count at the default size. */
 	slot_bytes = gpusys_bulk_slot_size(slot_bytes);

@@ -19,7 +19,8 @@ void gpusys_dev_fill(gpusys_dev_t *dev, void *base, const struct gpusys_channel_
  * words of private memory (device memory for a GPU), the last part of
  * gpusys_dev_private_bytes(). Without them bulk calls use packets.
  * slot_bytes: the division of the area (gpusys_options.bulk_slot_bytes; 0:
- * $GPUSYS_BULK_SLOT_BYTES, else the default). */
+ * $GPUSYS_BULK_SLOT_BYTES, else GPUSYS_BULK_PREFERRED_SLOT_BYTES where the
+ * area holds two, else GPUSYS_BULK_SLOT_BYTES). */
 void gpusys_dev_set_bulk_locks(gpusys_dev_t *dev, uint32_t *bulk_locks, uint64_t slot_bytes);
 
 /* The channels of this process's attachments (dev_handle.c): the attach

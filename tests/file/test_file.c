@@ -873,7 +873,7 @@ static void test_concurrent_blocks(void **state)
  * 32 MiB slots make two of a 64 MiB area, and block calls through them move
  * the right bytes, from more threads than slots and in one call longer
  * than a slot; a wish below the default gives the default, one above the
- * area one slot of the whole area. */
+ * area one slot of the whole area; no wish, 32 MiB slots where two fit. */
 static void test_larger_slots(void **state)
 {
 	(void)state;
@@ -938,6 +938,17 @@ static void test_larger_slots(void **state)
 	assert_int_equal(rc, 0);
 	assert_int_equal(k.dev->bulk_slots, 1);
 	assert_int_equal(k.dev->bulk_slot_bytes, 64u << 20);
+	emu_client_detach(&k);
+	/* No wish: 32 MiB slots where the area holds two, else 16 MiB. */
+	rc = cl_attach(&k, true, 64u << 20);
+	assert_int_equal(rc, 0);
+	assert_int_equal(k.dev->bulk_slots, 2);
+	assert_int_equal(k.dev->bulk_slot_bytes, 32u << 20);
+	emu_client_detach(&k);
+	rc = cl_attach(&k, true, (64u << 20) - 4096);
+	assert_int_equal(rc, 0);
+	assert_int_equal(k.dev->bulk_slots, 3);
+	assert_int_equal(k.dev->bulk_slot_bytes, 16u << 20);
 	emu_client_detach(&k);
 }
 
