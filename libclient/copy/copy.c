@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "gpusys/copy.h"
+#include "copy_bytes.h"
 #include "copy_engine.h"
 #include "copy_report.h"
 #include "../common/cuda_driver.h"
@@ -81,6 +82,7 @@ struct gpusys_copy {
 	CUevent *slot_ev;         /* in place: a slot's DMA done */
 	void **bufs;
 	unsigned nbuf, nprod;
+	bool streaming; /* producers copy into staging with streaming stores (copy_bytes.h) */
 	size_t chunk;
 	size_t page;
 	struct copy_engine *engine;
@@ -581,6 +583,7 @@ struct rate_run {
 	pthread_cond_t cv;
 	unsigned ready, done;
 	bool go;
+	bool streaming; /* copy as the producers copy into staging */
 };
 
 struct rate_thread {
@@ -602,7 +605,7 @@ static void *rate_main(void *arg)
 		pthread_cond_wait(&run->cv, &run->lk);
 	pthread_mutex_unlock(&run->lk);
 	for (int i = 0; i < 3; i++)
-		memcpy(t->dst, t->src, t->n);
+		copy_into_staging(t->dst, t->src, t->n, run->streaming);
 	pthread_mutex_lock(&run->lk);
 	run->done++;
 	pthread_cond_broadcast(&run->cv);
@@ -610,15 +613,18 @@ static void *rate_main(void *arg)
 	return NULL;
 }
 
-/* GB/s of k threads each memcpy'ing its own region of mem three times
- * (pages touched first; best of 2 runs). 0 if threads cannot start. */
-static double host_copy_rate(char *mem, unsigned k)
+/* GB/s of k threads each copying its own region of mem three times, as
+ * producers copy into staging (pages touched first; best of 2 runs). 0 if
+ * threads cannot start. */
+static double host_copy_rate(char *mem, unsigned k, bool streaming)
 {
 	double best = 0;
 	struct rate_thread *t = calloc(k, sizeof(*t));
 	pthread_t *th = calloc(k, sizeof(*th));
 	for (int rep = 0; rep < 2 && t && th; rep++) {
-		struct rate_run run = { .lk = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+		struct rate_run run = { .lk = PTHREAD_MUTEX_INITIALIZER,
+					.cv = PTHREAD_COND_INITIALIZER,
+					.streaming = streaming };
 		unsigned started = 0;
 		for (unsigned i = 0; i < k; i++) {
 			t[i] = (struct rate_thread){ mem + 2 * i * CAL_THREAD_BYTES, mem + (2 * i + 1) * CAL_THREAD_BYTES,
@@ -664,7 +670,7 @@ static unsigned choose_producers(gpusys_copy_t *c, double link, unsigned maxk)
 	kk[n++] = maxk;
 	double best = 0;
 	for (unsigned i = 0; i < n; i++) {
-		double r = host_copy_rate(mem, kk[i]);
+		double r = host_copy_rate(mem, kk[i], c->streaming);
 		if (kk[i] == 1)
 			c->info.host_copy_gbps_1 = r;
 		eff[i] = r < link || link <= 0 ? r : link;
@@ -788,6 +794,8 @@ int gpusys_copy_open(const struct gpusys_copy_options *opts, gpusys_copy_t **ret
 	ctx_push(c);
 
 	/* Options, then the environment, then measured or default. */
+	const char *sv = getenv("GPUSYS_COPY_STREAMING");
+	c->streaming = copy_streaming_available() && !(sv && strcmp(sv, "0") == 0);
 	if (!o.chunk_bytes)
 		o.chunk_bytes = env_size("GPUSYS_COPY_CHUNK");
 	if (!o.buffers)
@@ -901,6 +909,7 @@ int gpusys_copy_open(const struct gpusys_copy_options *opts, gpusys_copy_t **ret
 		.page_size = c->page,
 		.max_producers = maxp,
 		.slow_producer_us = (unsigned)env_size("GPUSYS_COPY_SLOW_PRODUCER_US"),
+		.streaming = c->streaming,
 		.finished = copy_report_job,
 		.finished_arg = &c->reporter,
 	};

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "copy_adapt.h"
+#include "copy_bytes.h"
 #include "copy_engine.h"
 #include "common/clock.h"
 
@@ -258,7 +259,7 @@ static void *producer_main(void *arg)
 		switch (st) {
 		case ST_COPY_IN:
 			if (!failed)
-				memcpy(sl->buf, sl->host, sl->n);
+				copy_into_staging(sl->buf, sl->host, sl->n, e->cfg.streaming);
 			if (idx == 0 && e->cfg.slow_producer_us)
 				usleep(e->cfg.slow_producer_us);
 			break;

@@ -115,6 +115,8 @@ struct copy_engine_config {
 				   (copy_adapt.h); 0 or nproducers: a fixed count */
 	unsigned slow_producer_us; /* tests: producer 0 holds each chunk it
 				      copies this much longer (a slow thread) */
+	bool streaming;        /* copies into staging with streaming stores
+				  (copy_bytes.h) */
 	/* Optional: the consumer thread calls it once for each job of n > 0
 	 * that succeeded, after its waiter was woken and outside the engine's
 	 * lock (copy_report_job sends it to gpusysd; a copy never waits for
