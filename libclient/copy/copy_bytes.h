@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * How a producer copies the caller's bytes into a pinned staging buffer
- * that the DMA engine reads next (copy_engine.c, ST_COPY_IN).
+ * that the DMA engine reads next (copy_engine.c, ST_COPY_IN): memcpy, or
+ * with streaming stores where GPUSYS_COPY_STREAMING=1 asks for them (no
+ * consistent gain measured on an H200: bench/RESULTS.md, "Twelfth
+ * session"; kept to measure on other hosts).
  */
 #ifndef GPUSYS_COPY_BYTES_H
 #define GPUSYS_COPY_BYTES_H
