@@ -480,9 +480,19 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 		double hv_gbs[MAX_HALVES][2];
 		struct read_split hv_split[MAX_HALVES][2];
 		uint64_t hv_got[MAX_HALVES];
-		for (int i = 0; i < nhalves; i++)
+		char hv_label[MAX_HALVES][64]; /* what each client asked for, and got */
+		for (int i = 0; i < nhalves; i++) {
 			halves_reads(runtime_dir, in_path, host, dbuf, pinned, size, blocks, threads, reps, halves[i],
 				     hv_gbs[i], hv_split[i], &hv_got[i]);
+			unsigned long long want = (unsigned long long)(halves[i] >> 20),
+					   got = (unsigned long long)(hv_got[i] >> 20);
+			if (!hv_got[i])
+				snprintf(hv_label[i], sizeof(hv_label[i]), "%llu MiB halves: attach failed", want);
+			else if (got != want)
+				snprintf(hv_label[i], sizeof(hv_label[i]), "%llu MiB halves (asked for %llu)", got, want);
+			else
+				snprintf(hv_label[i], sizeof(hv_label[i]), "%llu MiB halves", got);
+		}
 
 		/* What programs do today, same size, same run. */
 		memcpy(pinned, host, size);
@@ -593,10 +603,9 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			bench_gbs_row(r1_d4, "gpusys_pread_block, 1 block, copy loop 4 deep (before)");
 			bench_gbs_row(rn_d4, "gpusys_pread_block, %d blocks, copy loop 4 deep (before)", blocks);
 			for (int i = 0; i < nhalves; i++) {
-				bench_gbs_row(hv_gbs[i][0], "gpusys_pread_block, 1 block, %llu MiB halves (--halves)",
-					      (unsigned long long)(hv_got[i] >> 20));
-				bench_gbs_row(hv_gbs[i][1], "gpusys_pread_block, %d blocks, %llu MiB halves (--halves)", blocks,
-					      (unsigned long long)(hv_got[i] >> 20));
+				bench_gbs_row(hv_gbs[i][0], "gpusys_pread_block, 1 block, %s (--halves)", hv_label[i]);
+				bench_gbs_row(hv_gbs[i][1], "gpusys_pread_block, %d blocks, %s (--halves)", blocks,
+					      hv_label[i]);
 			}
 			bench_gbs_row(w1, "gpusys_pwrite_block, device -> file, 1 block x %d threads", threads);
 			bench_gbs_row(wn, "gpusys_pwrite_block, device -> file, %d blocks x %d threads", blocks, threads);
@@ -637,9 +646,9 @@ extern "C" int bench_file_gpu(int argc, char **argv)
 			printf("  %d blocks: gpusysd filling %.0f us, copying %.0f us, call %.1f ms\n", blocks, sn.daemon_us,
 			       sn.copy_us, sn.call_ms);
 			for (int i = 0; i < nhalves; i++)
-				printf("  %llu MiB halves (--halves): 1 block filling %.0f us, copying %.0f us, call %.1f ms; "
+				printf("  %s (--halves): 1 block filling %.0f us, copying %.0f us, call %.1f ms; "
 				       "%d blocks filling %.0f us, copying %.0f us, call %.1f ms\n",
-				       (unsigned long long)(hv_got[i] >> 20), hv_split[i][0].daemon_us, hv_split[i][0].copy_us,
+				       hv_label[i], hv_split[i][0].daemon_us, hv_split[i][0].copy_us,
 				       hv_split[i][0].call_ms, blocks, hv_split[i][1].daemon_us, hv_split[i][1].copy_us,
 				       hv_split[i][1].call_ms);
 		}

@@ -69,7 +69,9 @@ struct gpusys_copy_options {
 /* Environment overrides (read at open, for options left 0):
  * GPUSYS_COPY_CHUNK, GPUSYS_COPY_BUFFERS, GPUSYS_COPY_PRODUCERS,
  * GPUSYS_COPY_MAX_PRODUCERS, GPUSYS_COPY_MIN_BYTES (bytes),
- * GPUSYS_COPY_PATH (auto|driver|staged|in-place).
+ * GPUSYS_COPY_PATH (auto|driver|staged|in-place); GPUSYS_COPY_STREAMING=1:
+ * producers copy into the staging buffers with streaming stores (x86-64;
+ * off by default, no consistent gain measured).
  * For tests: GPUSYS_COPY_SLOW_PRODUCER_US makes the first producer hold
  * each chunk it copies that many microseconds longer. */
 
