@@ -246,4 +246,20 @@ static inline const char *gt_kind_name(uint32_t kind)
 	return kind == GPUSYS_MEMORY_CUDA_VMM ? "cuda-vmm" : kind == GPUSYS_MEMORY_MEMFD ? "memfd" : "?";
 }
 
+/* A test's whole run against a gpusysd of its own: run(kind) for a memfd
+ * channel, then a CUDA VMM one; the daemon must have lived through both.
+ * The process's exit status. */
+static inline int gt_main_each_kind(const char *name, void (*run)(uint32_t kind))
+{
+	gt_name = name;
+	gt_require_gpu();
+	gt_start_daemon(NULL);
+	run(GPUSYS_MEMORY_MEMFD);
+	run(GPUSYS_MEMORY_CUDA_VMM);
+	GT_CHECK(gt_daemon_alive(), "gpusysd died");
+	gt_stop_daemon();
+	printf("%s: all passed\n", name);
+	return 0;
+}
+
 #endif

@@ -70,13 +70,5 @@ static void run(uint32_t kind)
 
 int main(void)
 {
-	gt_name = "test_gpu_clients";
-	gt_require_gpu();
-	gt_start_daemon(NULL);
-	run(GPUSYS_MEMORY_MEMFD);
-	run(GPUSYS_MEMORY_CUDA_VMM);
-	GT_CHECK(gt_daemon_alive(), "gpusysd died");
-	gt_stop_daemon();
-	printf("test_gpu_clients: all passed\n");
-	return 0;
+	return gt_main_each_kind("test_gpu_clients", run);
 }
