@@ -793,11 +793,12 @@ int gpusys_copy_open(const struct gpusys_copy_options *opts, gpusys_copy_t **ret
 	}
 	ctx_push(c);
 
-	/* Options, then the environment, then measured or default. */
-	/* Off unless asked: two interleaved pairs of runs on an H200 showed
-	 * no consistent gain (bench/RESULTS.md, "Twelfth session"). */
+	/* Streaming stores into staging: off unless asked; two interleaved
+	 * pairs of runs on an H200 showed no consistent gain (bench/RESULTS.md,
+	 * "Twelfth session"). */
 	const char *sv = getenv("GPUSYS_COPY_STREAMING");
 	c->streaming = copy_streaming_available() && sv && strcmp(sv, "1") == 0;
+	/* Options, then the environment, then measured or default. */
 	if (!o.chunk_bytes)
 		o.chunk_bytes = env_size("GPUSYS_COPY_CHUNK");
 	if (!o.buffers)
