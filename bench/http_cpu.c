@@ -3,10 +3,10 @@
  * http_cpu DIR PORT [THREADS]: the CPU peer of examples/gpu_httpd.cu, doing
  * the same work the same way: THREADS threads (default 128, as gpu_httpd's
  * warps) each accept one connection at a time and serve its keep-alive
- * requests (read the head, parse, open + fstat + pread + send, close the
- * file). GET/HEAD, 404, 400, 403 for "..", percent-decoded paths: the
- * request parser is gpu_httpd's own (examples/http_request.h); for
- * comparison only.
+ * requests (read the head, parse, open + fstat + pread, one send of the
+ * response's head and the file's first 256 KiB, close the file). GET/HEAD,
+ * 404, 400, 403 for "..", percent-decoded paths: the request parser is
+ * gpu_httpd's own (examples/http_request.h); for comparison only.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "cpu_peer.h"
@@ -55,14 +56,24 @@ static int serve(int c, const char *path, uint8_t *file, int head_only, int keep
 	char h[256];
 	int n = snprintf(h, sizeof(h), "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %lld\r\nConnection: %s\r\n\r\n",
 			 (long long)st.st_size, keep ? "keep-alive" : "close");
-	int ok = send_all(c, h, (size_t)n) == 0;
+	/* The head goes out with the first chunk in one send, as gpu_httpd
+	 * sends a file of up to a chunk. */
+	struct iovec iov[2] = { { h, (size_t)n }, { file, 0 } };
 	off_t off = 0;
-	while (ok && !head_only && off < st.st_size) {
-		ssize_t got = pread(f, file, 256 << 10, off);
-		if (got <= 0 || send_all(c, file, (size_t)got) < 0)
+	int ok = 1;
+	do {
+		ssize_t got = 0;
+		if (!head_only && off < st.st_size && (got = pread(f, file, 256 << 10, off)) <= 0)
 			ok = 0;
-		off += got > 0 ? got : 0;
-	}
+		if (!ok)
+			break;
+		iov[1].iov_len = (size_t)got;
+		struct msghdr mh = { .msg_iov = off ? iov + 1 : iov, .msg_iovlen = off ? 1 : 2 };
+		size_t want = (off ? 0 : (size_t)n) + (size_t)got;
+		if (sendmsg(c, &mh, MSG_NOSIGNAL) != (ssize_t)want)
+			ok = 0;
+		off += got;
+	} while (ok && !head_only && off < st.st_size);
 	close(f);
 	return ok && keep ? 0 : -1;
 }

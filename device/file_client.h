@@ -96,13 +96,13 @@ struct gpusys_file_pending {
 GPUSYS_FN int gpusys_file_op_returns_data(uint16_t op)
 {
 	return op == GPUSYS_OP_FILE_READ || op == GPUSYS_OP_FILE_PREAD || op == GPUSYS_OP_FILE_FSTAT ||
-	       op == GPUSYS_OP_FILE_STAT || op == GPUSYS_OP_FILE_READDIR;
+	       op == GPUSYS_OP_FILE_STAT || op == GPUSYS_OP_FILE_READDIR || op == GPUSYS_OP_FILE_READFILE;
 }
 
 /*
  * Start one file call from the lanes of mask. Each lane's packed request is
  * req[l] (req_len[l] bytes). Data-returning calls (READ, PREAD, FSTAT,
- * STAT, READDIR) will put up to out_cap[l] bytes at out[l] (which must stay
+ * STAT, READDIR, READFILE) will put up to out_cap[l] bytes at out[l] (which must stay
  * valid until the finish). async: as gpusys_rpc_start; flags: 0 or
  * GPUSYS_REQ_NOREPLY (fire-and-forget: the results are not known).
  */

@@ -14,8 +14,11 @@
  * the listener (one gpusys_poll_recv, which brings up to 1 KiB of each
  * ready connection's request with it), takes new connections while it has
  * room (up to 63), and its 32 lanes serve the ready connections together
- * (their opens, reads and sends, and receives when the poll's room was
- * full, go as the warp's requests). WARPS
+ * (their file reads and sends, and receives when the poll's room was
+ * full, go as the warp's requests). A request for a file of up to 64 KiB
+ * is three calls: the poll that brought it, one gpusys_readfile (the
+ * daemon opens, reads and closes the file) and one send of head and body;
+ * larger files are opened and read in 64 KiB chunks. WARPS
  * (default 160) times 63 is how many connections are served at once:
  * 10,080 by default. Every error a connection's calls return is printed
  * with its errno. Needs a running gpusysd; the process's working directory
@@ -24,6 +27,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -46,12 +50,15 @@
  * this size comes with the poll, with no receive of its own. */
 #define POLL_ROOM 1024u
 
-/* A lane's working memory (device memory). */
+/* A lane's working memory (device memory). The head lies just before the
+ * file's bytes, so that a response goes out in one send. */
 struct warp_mem {
 	char path[PATH_ROOM];
 	char head[512];
 	uint8_t file[FILE_CHUNK];
 };
+static_assert(offsetof(struct warp_mem, file) == offsetof(struct warp_mem, head) + 512, "head just before file");
+static_assert(offsetof(struct warp_mem, file) % 16 == 0, "file bytes aligned");
 
 /* A keep-alive connection: its handle and what arrived of its next
  * request(s). */
@@ -163,10 +170,28 @@ static __device__ bool respond_simple(const gpusys_dev_t &dev, long long c, stru
 	return send_all(dev, c, m->head, (unsigned long long)(o - m->head));
 }
 
-/* Serve one parsed request: the file at m->path (DIR and the decoded path,
- * plen bytes). false: drop the connection. */
-static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct warp_mem *m, unsigned plen,
-			     bool head_only, bool keep)
+/* The response head for a file of size bytes, written so that it ends where
+ * m->file begins (head and body then go out as one send); returns where it
+ * starts. */
+static __device__ char *file_head(struct warp_mem *m, unsigned plen, unsigned long long size, bool keep)
+{
+	char *o = m->head;
+	o = d_cat(o, "HTTP/1.1 200 OK\r\nContent-Type: ");
+	o = d_cat(o, content_type(m->path, plen));
+	o = d_cat(o, "\r\nContent-Length: ");
+	o = d_utoa(o, size);
+	o = d_cat(o, keep ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
+	unsigned n = (unsigned)(o - m->head);
+	char *at = m->head + sizeof(m->head) - n;
+	for (unsigned i = n; i-- > 0;) /* backwards: the two may overlap */
+		at[i] = m->head[i];
+	return at;
+}
+
+/* A file larger than one read's room: open, fstat, the head, then the body
+ * chunk by chunk. false: drop the connection. */
+static __device__ bool serve_large(const gpusys_dev_t &dev, long long c, struct warp_mem *m, unsigned plen,
+				   bool head_only, bool keep)
 {
 	long long f = gpusys_open(dev, m->path, O_RDONLY);
 	struct gpusys_stat st;
@@ -175,13 +200,8 @@ static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct warp_m
 			gpusys_close(dev, f);
 		return respond_simple(dev, c, m, "404 Not Found", head_only, keep) && keep;
 	}
-	char *o = m->head;
-	o = d_cat(o, "HTTP/1.1 200 OK\r\nContent-Type: ");
-	o = d_cat(o, content_type(m->path, plen));
-	o = d_cat(o, "\r\nContent-Length: ");
-	o = d_utoa(o, (unsigned long long)st.size);
-	o = d_cat(o, keep ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
-	bool ok = send_all(dev, c, m->head, (unsigned long long)(o - m->head));
+	char *h = file_head(m, plen, (unsigned long long)st.size, keep);
+	bool ok = send_all(dev, c, h, (unsigned long long)(m->file - (uint8_t *)h));
 	long long off = 0;
 	while (ok && !head_only && off < st.size) {
 		long long want = st.size - off < FILE_CHUNK ? st.size - off : FILE_CHUNK;
@@ -197,6 +217,24 @@ static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct warp_m
 	}
 	gpusys_close(dev, f);
 	return ok && keep;
+}
+
+/* Serve one parsed request: the file at m->path (DIR and the decoded path,
+ * plen bytes). A file of up to FILE_CHUNK bytes is one gpusys_readfile (the
+ * daemon opens, reads and closes it: one round trip, where open, fstat,
+ * pread and close were four) and one send of head and body together.
+ * false: drop the connection. */
+static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct warp_mem *m, unsigned plen,
+			     bool head_only, bool keep)
+{
+	long long n = gpusys_readfile(dev, m->path, m->file, FILE_CHUNK);
+	if (n == -EFBIG)
+		return serve_large(dev, c, m, plen, head_only, keep);
+	if (n < 0) /* missing, not a regular file, not ours to read */
+		return respond_simple(dev, c, m, "404 Not Found", head_only, keep) && keep;
+	char *h = file_head(m, plen, (unsigned long long)n, keep);
+	unsigned long long len = (unsigned long long)(m->file - (uint8_t *)h) + (head_only ? 0 : (unsigned long long)n);
+	return send_all(dev, c, h, len) && keep;
 }
 
 /* Every complete request of what has arrived answered (pipelined ones

@@ -229,6 +229,21 @@ static __device__ int gpusys_stat(gpusys_dev_t dev, const char *path, struct gpu
 	return r < 0 ? (int)r : 0;
 }
 
+/* The whole regular file at path into buf, in one round trip (open, fstat,
+ * read to the end and close, made by the daemon as the client): its length
+ * (at most n, and at most GPUSYS_MAX_LANE_PAYLOAD), or -EFBIG when it holds
+ * more than n bytes (read it with gpusys_open and gpusys_pread), -EISDIR for
+ * a directory, -EINVAL for anything but a regular file, or the open's
+ * -errno. */
+static __device__ long long gpusys_readfile(gpusys_dev_t dev, const char *path, void *buf, unsigned long long n)
+{
+	struct gpusys_file_req q;
+	gpusys_file_req_init(&q);
+	uint32_t c = n < GPUSYS_MAX_LANE_PAYLOAD ? (uint32_t)n : GPUSYS_MAX_LANE_PAYLOAD;
+	q.count = c;
+	return gpusys_file_path_call(dev, GPUSYS_OP_FILE_READFILE, q, path, buf, c);
+}
+
 static __device__ int gpusys_fsync(gpusys_dev_t dev, gpusys_fd_t h)
 {
 	struct gpusys_file_req q;

@@ -16,6 +16,7 @@
  *   lane status < 0          -errno of the call (ENOENT, EACCES, EBADF...)
  *   lane status 0            success; the response payload is
  *                              READ/PREAD        the bytes read (length = result)
+ *                              READFILE          the file's bytes (length = result)
  *                              FSTAT/STAT        struct gpusys_stat
  *                              READDIR           struct gpusys_dirent, or
  *                                                nothing at the end of the directory
@@ -34,6 +35,14 @@
  * attach (gpusys_attach_opts.pass_cwd). A relative path from a client that
  * passed none gets -EINVAL. Longer than GPUSYS_FILE_PATH_MAX: -ENAMETOOLONG.
  * The daemon opens as the client: with its uid, gid and groups.
+ *
+ * READFILE is open, fstat, read to the end and close in one call (Linux has
+ * no such system call; the daemon makes those four as the client): the path
+ * must name a regular file (-EISDIR for a directory, -EINVAL for anything
+ * else, whose read might wait or never end) of at most count bytes (-EFBIG
+ * when it holds more; read it with OPEN and PREAD). A kernel serving files
+ * makes one round trip where it made four. Added in ABI 12 without a
+ * bump: a daemon that predates it answers -ENOSYS.
  *
  * Bulk transfers (BULK_PREAD/BULK_PWRITE): data moves through the channel's
  * bulk area instead of packets. The client owns [bulk_off, bulk_off + count)
@@ -67,6 +76,7 @@ enum gpusys_file_opcode {
 	GPUSYS_OP_FILE_OPENDIR,                     /* path -> handle */
 	GPUSYS_OP_FILE_READDIR,                     /* handle -> struct gpusys_dirent or nothing */
 	GPUSYS_OP_FILE_CLOSEDIR,                    /* handle -> 0 */
+	GPUSYS_OP_FILE_READFILE,                    /* path, count -> the whole regular file (below) */
 	GPUSYS_OP_FILE_BULK_PREAD = GPUSYS_OP_FILE_FIRST + 0x20, /* handle, offset, count, bulk_off */
 	GPUSYS_OP_FILE_BULK_PWRITE,                 /* handle, offset, count, bulk_off */
 };

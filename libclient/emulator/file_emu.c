@@ -225,6 +225,23 @@ int gpusys_emu_file_stat(const gpusys_dev_t *dev, uint64_t mask, const char *con
 	return emu_call(dev, GPUSYS_OP_FILE_STAT, mask, &a, failed, ret);
 }
 
+int gpusys_emu_file_readfile(const gpusys_dev_t *dev, uint64_t mask, const char *const path[L], void *const buf[L],
+			const uint32_t count[L], int64_t ret[L])
+{
+	struct lane_args a;
+	init_args(&a);
+	uint64_t failed = take_paths(mask, path, a.body, a.body_len, ret);
+	for (uint32_t l = 0; l < L; l++) {
+		if (mask >> l & 1) {
+			uint32_t c = count[l] < GPUSYS_MAX_LANE_PAYLOAD ? count[l] : GPUSYS_MAX_LANE_PAYLOAD;
+			a.q[l].count = c;
+			a.out[l] = buf[l];
+			a.cap[l] = c;
+		}
+	}
+	return emu_call(dev, GPUSYS_OP_FILE_READFILE, mask, &a, failed, ret);
+}
+
 int gpusys_emu_file_ftruncate(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[L], const int64_t length[L],
 			 int64_t ret[L])
 {

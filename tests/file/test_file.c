@@ -184,6 +184,16 @@ static int64_t f_mkdir(const gpusys_dev_t *d, const char *path, uint32_t mode)
 	return r[0];
 }
 
+static int64_t f_readfile(const gpusys_dev_t *d, const char *path, void *buf, uint32_t n)
+{
+	const char *p[L] = { path };
+	void *b[L] = { buf };
+	uint32_t c[L] = { n };
+	int64_t r[L];
+	gpusys_emu_file_readfile(d, 1, p, b, c, r);
+	return r[0];
+}
+
 static int64_t f_readdir(const gpusys_dev_t *d, int64_t h, struct gpusys_dirent *e)
 {
 	int32_t hv[L] = { (int32_t)h };
@@ -518,6 +528,76 @@ static void test_readdir(void **state)
 	assert_int_equal(f_closedir(k.dev, dh), -EBADF);
 	assert_int_equal(f_opendir(k.dev, "rd/missing"), -ENOENT);
 	assert_int_equal(system("rm -rf rd"), 0);
+	emu_client_detach(&k);
+}
+
+/* READFILE: a whole file in one call, and each way it refuses. */
+static void test_readfile(void **state)
+{
+	(void)state;
+	struct emu_client k;
+	assert_int_equal(cl_attach(&k, true, 0), 0);
+	static uint8_t want[200000], got[200001];
+	fill(want, sizeof(want), 7);
+	const uint32_t sizes[] = { 0, 1, 6, 4096, 65536, 200000 };
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		host_write_file("rf", want, sizes[i], 0644);
+		memset(got, 0xa5, sizeof(got));
+		assert_int_equal(f_readfile(k.dev, "rf", got, sizes[i]), sizes[i]); /* exactly its size */
+		assert_memory_equal(got, want, sizes[i]);
+		assert_int_equal(got[sizes[i]], 0xa5); /* nothing past it */
+		assert_int_equal(f_readfile(k.dev, "rf", got, sizes[i] + 1), sizes[i]);
+		if (sizes[i])
+			assert_int_equal(f_readfile(k.dev, "rf", got, sizes[i] - 1), -EFBIG);
+	}
+	/* A file whose size says 0 and that holds bytes (procfs) is read to
+	 * its end. */
+	assert_int_equal(f_readfile(k.dev, "/proc/version", got, 0), -EFBIG);
+	int64_t n = f_readfile(k.dev, "/proc/version", got, sizeof(got) - 1);
+	assert_true(n > 10);
+	got[n] = 0;
+	assert_non_null(strstr((char *)got, "Linux"));
+	/* What is not a regular file is not read. */
+	assert_int_equal(mkdir("rfdir", 0755), 0);
+	assert_int_equal(f_readfile(k.dev, "rfdir", got, 100), -EISDIR);
+	assert_int_equal(mkfifo("rffifo", 0666), 0);
+	assert_int_equal(f_readfile(k.dev, "rffifo", got, 100), -EINVAL); /* no writer: must not wait */
+	assert_int_equal(f_readfile(k.dev, "/dev/null", got, 100), -EINVAL);
+	assert_int_equal(f_readfile(k.dev, "missing", got, 100), -ENOENT);
+	assert_int_equal(f_readfile(k.dev, "", got, 100), -ENOENT);
+	/* Through a symlink, as open follows it. */
+	host_write_file("rf", "linked", 6, 0644);
+	assert_int_equal(symlink("rf", "rflink"), 0);
+	assert_int_equal(f_readfile(k.dev, "rflink", got, 100), 6);
+	assert_memory_equal(got, "linked", 6);
+	/* Every lane its own file, in one call. */
+	char names[L][16];
+	const char *p[L];
+	void *b[L];
+	uint32_t c[L];
+	int64_t r[L];
+	static uint8_t bufs[L][64];
+	for (uint32_t l = 0; l < L; l++) {
+		snprintf(names[l], sizeof(names[l]), "rf%u", l);
+		host_write_file(names[l], want + l, l, 0644);
+		p[l] = names[l];
+		b[l] = bufs[l];
+		c[l] = l % 3 == 2 ? l - 1 : 64; /* every third lane's file is too large for its room */
+	}
+	gpusys_emu_file_readfile(k.dev, ~0u, p, b, c, r);
+	for (uint32_t l = 0; l < L; l++) {
+		if (l % 3 == 2 && l > 0) {
+			assert_int_equal(r[l], -EFBIG);
+			continue;
+		}
+		assert_int_equal(r[l], l);
+		assert_memory_equal(bufs[l], want + l, l);
+	}
+	/* It left nothing open: the handle table is as before. */
+	int64_t h = f_open(k.dev, "rf", O_RDONLY, 0);
+	assert_true(h > 2);
+	assert_int_equal(f_close(k.dev, h), 0);
+	assert_int_equal(system("rm -rf rf rf[0-9]* rflink rfdir rffifo"), 0);
 	emu_client_detach(&k);
 }
 
@@ -1029,6 +1109,9 @@ static void test_two_users(void **state)
 			_exit(15);
 		if (f_open(k.dev, "/etc/shadow", O_RDONLY, 0) != -EACCES)
 			_exit(16);
+		char rb[64];
+		if (f_readfile(k.dev, "secret", rb, sizeof(rb)) != -EACCES)
+			_exit(18); /* READFILE opens as the client too */
 		/* Its own file is fine, and owned by it. */
 		int64_t h = f_open(k.dev, "theirs", O_WRONLY | O_CREAT, 0600);
 		if (h < 0 || f_close(k.dev, h) != 0)
@@ -1452,6 +1535,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_handles),
 		cmocka_unit_test(test_readdir),
+		cmocka_unit_test(test_readfile),
 		cmocka_unit_test(test_lanes),
 		cmocka_unit_test(test_no_cwd),
 		cmocka_unit_test(test_no_room_waits),

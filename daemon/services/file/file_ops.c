@@ -167,6 +167,57 @@ int file_op_read(const struct file_lane *l)
 	return 0;
 }
 
+/* READFILE: open, fstat, read to the end, close, as one lane's call. The
+ * answer is the file's bytes: a regular file of at most the lane's room
+ * (the request's count, bounded by its capacity). */
+int file_op_readfile(const struct file_lane *l)
+{
+	char path[GPUSYS_FILE_PATH_MAX + 1];
+	int dirfd = -1, r;
+
+	if ((r = file_take_path(l->fc->c, l->body, l->body_len, path, &dirfd)) < 0)
+		return r;
+	/* O_NONBLOCK: nothing but a regular file is read, and opening a FIFO
+	 * must not wait for a writer before the type is known. */
+	int fd = path_open(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0);
+	if (fd < 0)
+		return fd;
+	struct stat st;
+	uint64_t room = l->q.count < l->room ? l->q.count : l->room, got = 0;
+	if (fstat(fd, &st) < 0)
+		r = -errno;
+	else if (S_ISDIR(st.st_mode))
+		r = -EISDIR;
+	else if (!S_ISREG(st.st_mode))
+		r = -EINVAL;
+	else if ((uint64_t)st.st_size > room)
+		r = -EFBIG;
+	else
+		r = 0;
+	/* To the end, not to st_size: the file may have grown since, and
+	 * some (procfs) say 0 and hold bytes. */
+	while (r == 0) {
+		uint8_t probe;
+		bool full = got == room;
+		ssize_t n = full ? pread(fd, &probe, 1, (off_t)got) : pread(fd, l->out + got, room - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			r = -errno;
+		else if (n == 0)
+			break;
+		else if (full)
+			r = -EFBIG; /* it grew past the room while we read */
+		else
+			got += (uint64_t)n;
+	}
+	close(fd);
+	if (r < 0)
+		return r;
+	*l->out_len = (uint32_t)got;
+	return 0;
+}
+
 int file_op_write(const struct file_lane *l)
 {
 	bool pos = l->opcode == GPUSYS_OP_FILE_PWRITE;

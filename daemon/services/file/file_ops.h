@@ -35,6 +35,6 @@ typedef int file_lane_fn(const struct file_lane *l);
 
 file_lane_fn file_op_open, file_op_opendir, file_op_close, file_op_closedir, file_op_read, file_op_write,
 	file_op_lseek, file_op_fstat, file_op_stat, file_op_fsync, file_op_ftruncate, file_op_unlink, file_op_rmdir,
-	file_op_mkdir, file_op_rename, file_op_readdir, file_op_bulk;
+	file_op_mkdir, file_op_rename, file_op_readdir, file_op_readfile, file_op_bulk;
 
 #endif

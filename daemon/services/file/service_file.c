@@ -232,6 +232,7 @@ VALUE_CALL(rmdir, file_op_rmdir)
 VALUE_CALL(opendir, file_op_opendir)
 RECORD_CALL(readdir, file_op_readdir, struct gpusys_dirent)
 VALUE_CALL(closedir, file_op_closedir)
+DATA_CALL(readfile, file_op_readfile)
 VALUE_CALL(bulk_pread, file_op_bulk)
 VALUE_CALL(bulk_pwrite, file_op_bulk)
 
@@ -243,6 +244,7 @@ static const struct service_op ops[] = {
 	OP(FSYNC, fsync),       OP(FTRUNCATE, ftruncate), OP(UNLINK, unlink),
 	OP(RENAME, rename),     OP(MKDIR, mkdir),       OP(RMDIR, rmdir),
 	OP(OPENDIR, opendir),   OP(READDIR, readdir),   OP(CLOSEDIR, closedir),
+	OP(READFILE, readfile),
 	OP(BULK_PREAD, bulk_pread), OP(BULK_PWRITE, bulk_pwrite),
 };
 

@@ -56,6 +56,11 @@ int gpusys_emu_file_fstat(const gpusys_dev_t *dev, uint64_t mask, const gpusys_f
 int gpusys_emu_file_stat(const gpusys_dev_t *dev, uint64_t mask, const char *const path[GPUSYS_EMU_LANES],
 		    const int flags[GPUSYS_EMU_LANES], struct gpusys_stat *const st[GPUSYS_EMU_LANES],
 		    int64_t ret[GPUSYS_EMU_LANES]);
+/* The whole regular file at path into buf, at most count bytes: its length,
+ * or -EFBIG, -EISDIR, -EINVAL (include/gpusys/file.h, READFILE). */
+int gpusys_emu_file_readfile(const gpusys_dev_t *dev, uint64_t mask, const char *const path[GPUSYS_EMU_LANES],
+			void *const buf[GPUSYS_EMU_LANES], const uint32_t count[GPUSYS_EMU_LANES],
+			int64_t ret[GPUSYS_EMU_LANES]);
 int gpusys_emu_file_fsync(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[GPUSYS_EMU_LANES],
 		     int64_t ret[GPUSYS_EMU_LANES]);
 int gpusys_emu_file_ftruncate(const gpusys_dev_t *dev, uint64_t mask, const gpusys_fd_t handle[GPUSYS_EMU_LANES],
