@@ -55,10 +55,45 @@ GPUSYS_FN uint32_t gpusys_file_strnlen(const char *s, uint32_t max)
 	return n;
 }
 
+/* A lane's copy of a request's body into its scratch (a send's 3920 bytes,
+ * a write's piece). Byte by byte, each of a warp's loads touches 32 lines
+ * and a 4 KiB body takes thousands of them; past a short head this copies
+ * 4-byte words: the destination aligned by a few bytes first (at least 4,
+ * so that the first aligned source word starts inside src), the source
+ * read as aligned words and joined with a funnel shift where the two
+ * alignments differ, and never read past src + n. */
 GPUSYS_FN void gpusys_file_bytecopy(uint8_t *dst, const uint8_t *src, uint32_t n)
 {
 #if defined(__CUDACC__)
-	for (uint32_t i = 0; i < n; i++)
+	uint32_t i = 0;
+	if (n >= 32) {
+		while (i < 4 || ((uintptr_t)(dst + i) & 3u)) {
+			dst[i] = src[i];
+			i++;
+		}
+		uint32_t sh = (uint32_t)((uintptr_t)(src + i) & 3u);
+		uint32_t *d = (uint32_t *)(dst + i);
+		if (sh == 0) {
+			const uint32_t *s = (const uint32_t *)(src + i);
+			uint32_t words = (n - i) / 4u;
+			for (uint32_t w = 0; w < words; w++)
+				d[w] = s[w];
+			i += words * 4u;
+		} else {
+			/* s[0] starts sh bytes before src + i (inside src: i >= 4);
+			 * word w takes the top bytes of s[w] and the low of s[w + 1],
+			 * which must end by src + n. */
+			const uint32_t *s = (const uint32_t *)(src + i - sh);
+			uint32_t words = (n - i + sh) / 4u - 1u, lo = s[0];
+			for (uint32_t w = 0; w < words; w++) {
+				uint32_t hi = s[w + 1];
+				d[w] = __funnelshift_r(lo, hi, sh * 8u);
+				lo = hi;
+			}
+			i += words * 4u;
+		}
+	}
+	for (; i < n; i++)
 		dst[i] = src[i];
 #else
 	if (n)

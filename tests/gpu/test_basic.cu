@@ -8,6 +8,7 @@
  */
 #include "gpu_test.h"
 #include "gpusys/device.cuh"
+#include "gpusys/file.cuh" /* the body copy of its calls */
 
 struct result {
 	unsigned int errors;
@@ -190,6 +191,56 @@ static void run_streams(gpusys_t *g, uint32_t kind)
 	       (unsigned long long)di.bytes, (unsigned long long)di.copies, (unsigned long long)di.wakes);
 }
 
+/* The device side's body copy (device/file_client.h: a send's or a write's
+ * piece into the lane's scratch) at every pair of source and destination
+ * offsets mod 8 and lengths around its word path's edges, into local memory
+ * as the calls use it and into global memory; the bytes around the copy
+ * must stay as they were. errors: the cases that differ. */
+static __global__ void k_bytecopy(const uint8_t *src, uint8_t *gdst, unsigned *errors)
+{
+	const uint32_t lens[] = { 0, 1, 3, 4, 5, 7, 8, 31, 32, 33, 34, 35, 36, 37, 63, 64, 65, 100, 1000, 1024, 3920 };
+	uint8_t local[3920 + 32];
+	uint32_t lane = threadIdx.x, so = lane % 8, dof = lane / 8 * 2 + blockIdx.x; /* 8 x 8 over two blocks */
+	uint8_t *g = gdst + (size_t)(blockIdx.x * 32 + lane) * sizeof(local);
+	for (unsigned k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+		uint32_t n = lens[k];
+		for (int where = 0; where < 2; where++) {
+			uint8_t *d = where ? g : local;
+			for (uint32_t i = 0; i < sizeof(local); i++)
+				d[i] = 0xee;
+			gpusys_file_bytecopy(d + dof + 8, src + so, n);
+			bool bad = false;
+			for (uint32_t i = 0; i < sizeof(local); i++) {
+				uint8_t want = i >= dof + 8 && i < dof + 8 + n ? src[so + i - dof - 8] : 0xee;
+				bad |= d[i] != want;
+			}
+			if (bad)
+				atomicAdd(errors, 1u);
+		}
+	}
+}
+
+static void run_bytecopy(void)
+{
+	uint8_t h[4096], *src, *dst;
+	for (unsigned i = 0; i < sizeof(h); i++)
+		h[i] = (uint8_t)(i * 131u + (i >> 8) + 7u);
+	unsigned *errors, e = 0;
+	GT_CUDA(cudaMalloc(&src, sizeof(h)));
+	GT_CUDA(cudaMalloc(&dst, 64 * (3920 + 32)));
+	GT_CUDA(cudaMalloc(&errors, sizeof(*errors)));
+	GT_CUDA(cudaMemcpy(src, h, sizeof(h), cudaMemcpyHostToDevice));
+	GT_CUDA(cudaMemset(errors, 0, sizeof(*errors)));
+	k_bytecopy<<<2, 32>>>(src, dst, errors);
+	GT_CUDA(cudaDeviceSynchronize());
+	GT_CUDA(cudaMemcpy(&e, errors, sizeof(e), cudaMemcpyDeviceToHost));
+	GT_CHECK(e == 0, "body copies: %u of 2688 cases differ", e);
+	printf("ok body copies: 64 offset pairs x 21 lengths, local and global\n");
+	GT_CUDA(cudaFree(src));
+	GT_CUDA(cudaFree(dst));
+	GT_CUDA(cudaFree(errors));
+}
+
 static void run(uint32_t kind)
 {
 	gpusys_t *g = gt_attach(1u << kind, 0);
@@ -204,6 +255,7 @@ static void run(uint32_t kind)
 	GT_CHECK(gpusys_num_ports(g) == want, "default ports: %u, expected %u (one per warp slot)", gpusys_num_ports(g),
 		 want);
 	gpusys_dev_t dev = gpusys_device(g);
+	run_bytecopy();
 	struct result *r, h;
 	GT_CUDA(cudaMalloc(&r, sizeof(*r)));
 
