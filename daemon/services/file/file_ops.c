@@ -195,11 +195,14 @@ int file_op_readfile(const struct file_lane *l)
 	else
 		r = 0;
 	/* To the end, not to st_size: the file may have grown since, and
-	 * some (procfs) say 0 and hold bytes. */
+	 * some (procfs) say 0 and hold bytes. A short read that reaches the
+	 * size fstat gave is the end (one read, not a second that returns 0);
+	 * a full room is probed for one byte more. */
 	while (r == 0) {
 		uint8_t probe;
 		bool full = got == room;
-		ssize_t n = full ? pread(fd, &probe, 1, (off_t)got) : pread(fd, l->out + got, room - got, (off_t)got);
+		uint64_t asked = room - got;
+		ssize_t n = full ? pread(fd, &probe, 1, (off_t)got) : pread(fd, l->out + got, asked, (off_t)got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -208,8 +211,8 @@ int file_op_readfile(const struct file_lane *l)
 			break;
 		else if (full)
 			r = -EFBIG; /* it grew past the room while we read */
-		else
-			got += (uint64_t)n;
+		else if ((got += (uint64_t)n) >= (uint64_t)st.st_size && st.st_size > 0 && (uint64_t)n < asked)
+			break;
 	}
 	close(fd);
 	if (r < 0)
