@@ -10,7 +10,8 @@
 # CPU time of every gpusysd thread (by name), of gpu_httpd, and the machine's
 # busy share (/proc/stat); after the variant, gpusysctl latency's file and
 # socket rows (the daemon's time from taking a request to answering it).
-# Last, http_cpu under the same loads, for the ratio.
+# Last, http_cpu under the same loads, for the ratio (CPU_PEER=0 leaves it
+# out).
 #   VARIANTS=$'160\n160 pollers_per_gpu = 4' bench/httpd-profile.sh build-gpu
 set -u
 B=${1:-build-gpu}
@@ -117,6 +118,7 @@ while read -r warps conf; do
 	wait $daemon 2>/dev/null
 done <<< "$VARIANTS"
 
+[[ ${CPU_PEER:-1} == 1 ]] || exit 0 # CPU_PEER=0: gpu_httpd only
 echo "== http_cpu, 128 threads"
 "$B/bench/http_cpu" "$work/www" 18081 128 &
 cpu=$!

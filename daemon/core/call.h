@@ -50,6 +50,15 @@ struct port_call {
 	uint64_t bytes_out;
 	bool failed;
 	bool heads; /* the request came as heads (GPUSYS_CW_HEADS): so goes the answer */
+
+	/* An op flagged SERVICE_OP_TRY_POLLER (core/service.h) runs first on
+	 * the poller that found it, with on_poller set: a lane that would
+	 * block sets to_pool and the handler returns; the call then runs again
+	 * on a worker (on_poller clear), where the handler goes on from
+	 * resume_at, a mark of its own (0 at the start). */
+	bool on_poller;
+	bool to_pool;
+	uint32_t resume_at;
 };
 
 /* Count bytes a service is about to allocate for the call's response against

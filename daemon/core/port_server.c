@@ -123,6 +123,20 @@ static bool run_service(struct port_table *t, struct pending *pd)
 	return (pd->op->flags & SERVICE_OP_LATER) && later_after_handler(t, pd);
 }
 
+/* An op tried on the poller first (SERVICE_OP_TRY_POLLER): true when its
+ * handler finished the call here, false when a worker must go on. */
+static bool try_on_poller(struct port_table *t, struct pending *pd)
+{
+	pd->call.state = t->svc_state[pd->service];
+	pd->call.on_poller = true;
+	pd->op->handle(&pd->call);
+	pd->call.on_poller = false;
+	if (!pd->call.to_pool)
+		return true;
+	pd->call.to_pool = false;
+	return false;
+}
+
 /* The request is assembled: run its service here, or leave it to the
  * pool. *keep: the claim stays held (by the pool's call or a pending one). */
 static enum port_step dispatch(struct port_table *t, uint32_t p, uint32_t cs, struct pending *pd, unsigned slot,
@@ -134,6 +148,10 @@ static enum port_step dispatch(struct port_table *t, uint32_t p, uint32_t cs, st
 	port_state_set_phase(st, PHASE_BUSY);
 	st->pending = pd;
 	if (pd->call.status == 0 && pd->op->run == SERVICE_ON_POOL) {
+		if ((pd->op->flags & SERVICE_OP_TRY_POLLER) && try_on_poller(t, pd)) {
+			port_answer(t, pd, slot);
+			return PORT_STEP_DONE;
+		}
 		*ret_call = &pd->call;
 		*keep = true;
 		return PORT_STEP_DEFER;

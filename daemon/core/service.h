@@ -41,6 +41,13 @@ enum service_op_flags {
 	/* The handler may return without finishing (call_later()); such a
 	 * call never takes the poller's stack-only fast path. */
 	SERVICE_OP_LATER = 1u << 0,
+	/* A SERVICE_ON_POOL op that is tried on the poller first, without a
+	 * hand-off: its handler does what it can without blocking (a read the
+	 * page cache holds, a path the dentry cache knows) and sets
+	 * call->to_pool for the rest (core/call.h), which a worker then runs.
+	 * io_uring's inline attempt, for the same reason: a thread hop costs
+	 * more than a cached read. Not with SERVICE_OP_LATER. */
+	SERVICE_OP_TRY_POLLER = 1u << 1,
 };
 
 struct service_op {

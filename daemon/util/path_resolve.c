@@ -39,6 +39,9 @@
 #ifndef SYS_openat2
 #define SYS_openat2 437
 #endif
+#ifndef RESOLVE_CACHED
+#define RESOLVE_CACHED 0x20 /* Linux 5.12 */
+#endif
 
 struct open_how_compat {
 	uint64_t flags;
@@ -219,15 +222,16 @@ static int walk_dirs(int base, const char *path, int *hops)
 }
 
 /* The directory dir names from base, no magic link followed. */
-static int open_dir(int base, const char *dir, int *hops)
+static int open_dir(int base, const char *dir, int *hops, uint64_t cached)
 {
-	int fd = open_how(base, dir, O_PATH | O_DIRECTORY | O_CLOEXEC, 0, RESOLVE_NO_MAGICLINKS);
+	int fd = open_how(base, dir, O_PATH | O_DIRECTORY | O_CLOEXEC, 0, RESOLVE_NO_MAGICLINKS | cached);
 	if (fd == -ENOSYS)
-		fd = walk_dirs(base, dir, hops);
+		fd = cached ? -EAGAIN : walk_dirs(base, dir, hops); /* the walk is never cached-only */
 	return fd;
 }
 
-static int resolve_parent(int base, const char *path, struct path_at *at, int *hops)
+/* cached: RESOLVE_CACHED (path_open_cached), or 0. */
+static int resolve_parent(int base, const char *path, struct path_at *at, int *hops, uint64_t cached)
 {
 	at->dirfd = -1;
 	size_t len = strlen(path);
@@ -259,7 +263,7 @@ static int resolve_parent(int base, const char *path, struct path_at *at, int *h
 	}
 	if (strlen(name) > NAME_MAX)
 		return -ENAMETOOLONG;
-	int fd = open_dir(base, dir, hops);
+	int fd = open_dir(base, dir, hops, cached);
 	if (fd < 0)
 		return fd;
 	int r = refuse_own_proc(fd);
@@ -277,7 +281,7 @@ static int resolve_parent(int base, const char *path, struct path_at *at, int *h
 int path_resolve_parent(int base, const char *path, struct path_at *at)
 {
 	int hops = 0;
-	return resolve_parent(base, path, at, &hops);
+	return resolve_parent(base, path, at, &hops, 0);
 }
 
 void path_at_close(struct path_at *at)
@@ -290,11 +294,13 @@ void path_at_close(struct path_at *at)
 /* Open the last component of at on its own, never following a symlink
  * there: the descriptor, -ELOOP for a symlink (when flags has no O_PATH
  * with O_NOFOLLOW), or -errno. */
-static int open_last(const struct path_at *at, int flags, mode_t mode)
+static int open_last(const struct path_at *at, int flags, mode_t mode, uint64_t cached)
 {
-	int fd = open_how(at->dirfd, at->name, flags, mode, RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS);
+	int fd = open_how(at->dirfd, at->name, flags, mode, RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS | cached);
 	if (fd != -ENOSYS)
 		return fd;
+	if (cached)
+		return -EAGAIN;
 	fd = openat(at->dirfd, at->name, flags | O_NOFOLLOW, mode & 07777);
 	if (fd < 0)
 		return -errno;
@@ -310,12 +316,12 @@ static int open_last(const struct path_at *at, int flags, mode_t mode)
 	return fd;
 }
 
-int path_open(int base, const char *path, int flags, mode_t mode)
+static int open_path(int base, const char *path, int flags, mode_t mode, uint64_t cached)
 {
 	bool follow = !(flags & O_NOFOLLOW) && !((flags & O_CREAT) && (flags & O_EXCL));
 	struct path_at at;
 	int hops = 0;
-	int r = resolve_parent(base, path, &at, &hops);
+	int r = resolve_parent(base, path, &at, &hops, cached);
 	if (r < 0)
 		return r;
 	for (;;) {
@@ -324,7 +330,7 @@ int path_open(int base, const char *path, int flags, mode_t mode)
 			break;
 		}
 		int fl = flags | O_CLOEXEC | (at.trailing_slash ? O_DIRECTORY : 0);
-		int fd = open_last(&at, fl, mode);
+		int fd = open_last(&at, fl, mode, cached);
 		if (fd >= 0) {
 			struct stat st;
 			r = on_procfs(fd) && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) ? refuse_own_proc(fd) : 0;
@@ -336,6 +342,10 @@ int path_open(int base, const char *path, int flags, mode_t mode)
 			break;
 		}
 		r = fd;
+		if (fd == -ELOOP && cached && follow) {
+			r = -EAGAIN; /* a symlink to follow: that walk is the full resolver's */
+			break;
+		}
 		if (fd != -ELOOP || !follow)
 			break;
 		/* A magic link of procfs (a client's /proc/PID/fd/N, cwd, exe)
@@ -360,7 +370,7 @@ int path_open(int base, const char *path, int flags, mode_t mode)
 			target[n + 1] = 0;
 		}
 		struct path_at next;
-		r = resolve_parent(at.dirfd, target, &next, &hops);
+		r = resolve_parent(at.dirfd, target, &next, &hops, 0);
 		if (r < 0)
 			break;
 		path_at_close(&at);
@@ -368,4 +378,29 @@ int path_open(int base, const char *path, int flags, mode_t mode)
 	}
 	path_at_close(&at);
 	return r;
+}
+
+int path_open(int base, const char *path, int flags, mode_t mode)
+{
+	return open_path(base, path, flags, mode, 0);
+}
+
+/* Whether openat2 knows RESOLVE_CACHED: 1 yes, 0 no, -1 not asked yet. */
+static atomic_int have_cached = -1;
+
+int path_open_cached(int base, const char *path, int flags)
+{
+	if (flags & (O_CREAT | O_TRUNC))
+		return -EAGAIN; /* RESOLVE_CACHED refuses them */
+	int known = atomic_load_explicit(&have_cached, memory_order_relaxed);
+	if (known < 0) {
+		int fd = open_how(AT_FDCWD, "/", O_PATH | O_CLOEXEC, 0, RESOLVE_CACHED);
+		if (fd >= 0)
+			close(fd);
+		known = fd >= 0 || fd == -EAGAIN;
+		atomic_store_explicit(&have_cached, known, memory_order_relaxed);
+	}
+	if (!known)
+		return -EAGAIN;
+	return open_path(base, path, flags, 0, RESOLVE_CACHED);
 }

@@ -55,6 +55,14 @@ void path_at_close(struct path_at *at);
  * O_CREAT|O_EXCL. The descriptor, or -errno. */
 int path_open(int base, const char *path, int flags, mode_t mode);
 
+/* The same without waiting for the disk or a network file system: every
+ * component must be in the kernel's lookup cache (openat2's
+ * RESOLVE_CACHED) and no symlink in the last component is followed here.
+ * -EAGAIN where that does not hold, or the kernel has no RESOLVE_CACHED
+ * (before 5.12): call path_open, on a thread that may block. No O_CREAT or
+ * O_TRUNC. The descriptor, or -errno as path_open. */
+int path_open_cached(int base, const char *path, int flags);
+
 /* Whether the directory fd is, or lies inside, one of gpusysd's own /proc
  * entries: 1 yes, 0 no, -errno when it cannot tell (treat as yes). Exposed
  * for the tests. */

@@ -495,7 +495,7 @@ static void test_example_file(void **state)
 	}
 	fclose(f);
 	/* The core's keys and the services' (services_add_settings). */
-	assert_int_equal(keys, 45);
+	assert_int_equal(keys, 46);
 	config_defaults(&def);
 	services_use(gpusysd_services);
 	assert_int_equal(services_add_settings(&def), 0);

@@ -21,6 +21,8 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -598,6 +600,141 @@ static void test_readfile(void **state)
 	assert_true(h > 2);
 	assert_int_equal(f_close(k.dev, h), 0);
 	assert_int_equal(system("rm -rf rf rf[0-9]* rflink rfdir rffifo"), 0);
+	emu_client_detach(&k);
+}
+
+/* Calls the daemon's workers have run (status "default_workers"), once
+ * the count has stopped moving (a worker counts a call after answering). */
+static long long workers_ran(void)
+{
+	long long last = -1;
+	for (int i = 0; i < 50; i++) {
+		json_t *st = daemon_status(daemon_.runtime), *v;
+		assert_non_null(st);
+		json_t *ran = json_object_get(json_object_get(st, "default_workers"), "ran");
+		assert_true(json_is_array(ran));
+		size_t j;
+		long long n = 0;
+		json_array_foreach(ran, j, v) n += json_integer_value(v);
+		json_decref(st);
+		if (n == last)
+			return n;
+		last = n;
+		usleep(20000);
+	}
+	return last;
+}
+
+/* Whether this host reads path without waiting as a poller would: every
+ * component in the lookup cache (openat2 RESOLVE_CACHED, Linux 5.12) and a
+ * read the page cache holds (preadv2 RWF_NOWAIT, which the file system must
+ * support). */
+static bool host_reads_nowait(const char *path)
+{
+	struct {
+		uint64_t flags, mode, resolve;
+	} how = { O_RDONLY | O_CLOEXEC, 0, 0x20 /* RESOLVE_CACHED */ | 0x02 | 0x04 };
+	int fd = (int)syscall(437 /* openat2 */, AT_FDCWD, path, &how, sizeof(how));
+	if (fd < 0)
+		return false;
+	char b;
+	struct iovec iov = { &b, 1 };
+	ssize_t n = preadv2(fd, &iov, 1, 0, RWF_NOWAIT);
+	close(fd);
+	return n == 1;
+}
+
+/* pread and readfile of what the caches hold are served on the poller
+ * (SERVICE_OP_TRY_POLLER), without a worker; a lane that would wait
+ * (here: a symlink to follow, a procfs file) and the lanes after it go
+ * on on a worker, and the call's one answer holds every lane's. */
+static void test_reads_on_poller(void **state)
+{
+	(void)state;
+	struct emu_client k;
+	assert_int_equal(cl_attach(&k, true, 0), 0);
+	static uint8_t want[8192], got[8192], bufs[L][8192];
+	fill(want, sizeof(want), 11);
+	host_write_file("warm", want, sizeof(want), 0644);
+	assert_int_equal(symlink("warm", "warmlink"), 0);
+	int64_t h = f_open(k.dev, "warm", O_RDONLY, 0);
+	assert_true(h > 2);
+	assert_int_equal(f_readfile(k.dev, "warm", got, sizeof(got)), sizeof(got)); /* warm the caches */
+	bool fast = host_reads_nowait("warm");
+	if (!fast)
+		printf("this host cannot read %s/warm without waiting: every read goes to a worker\n", work);
+
+	/* Lane 10 names a symlink: the lanes before it are answered on the
+	 * poller (where the host can), lane 10 on goes to a worker, once. */
+	const char *p[L];
+	void *b[L];
+	uint32_t c[L];
+	int64_t ret[L];
+	for (uint32_t l = 0; l < L; l++) {
+		p[l] = l == 10 ? "warmlink" : l == 20 ? "missing" : "warm";
+		b[l] = bufs[l];
+		c[l] = sizeof(bufs[l]);
+	}
+	memset(bufs, 0, sizeof(bufs));
+	long long r0 = workers_ran();
+	gpusys_emu_file_readfile(k.dev, ~0u, p, b, c, ret);
+	for (uint32_t l = 0; l < L; l++) {
+		if (l == 20) {
+			assert_int_equal(ret[l], -ENOENT);
+			continue;
+		}
+		assert_int_equal(ret[l], sizeof(want));
+		assert_memory_equal(bufs[l], want, sizeof(want));
+	}
+	assert_int_equal(workers_ran() - r0, 1);
+
+	/* The same for pread: lane 7 reads a procfs file (no RWF_NOWAIT
+	 * there), the others the cached file. */
+	int64_t ph = f_open(k.dev, "/proc/version", O_RDONLY, 0);
+	assert_true(ph > 2);
+	char version[256] = { 0 };
+	int vfd = open("/proc/version", O_RDONLY);
+	assert_true(read(vfd, version, 100) == 100);
+	close(vfd);
+	int32_t hv[L];
+	int64_t off[L];
+	for (uint32_t l = 0; l < L; l++) {
+		hv[l] = (int32_t)(l == 7 ? ph : h);
+		off[l] = l == 7 ? 0 : (int64_t)l * 200;
+		c[l] = 100;
+	}
+	memset(bufs, 0, sizeof(bufs));
+	r0 = workers_ran();
+	gpusys_emu_file_pread(k.dev, ~0u, hv, b, c, off, ret);
+	for (uint32_t l = 0; l < L; l++) {
+		assert_int_equal(ret[l], 100);
+		assert_memory_equal(bufs[l], l == 7 ? (const uint8_t *)version : want + l * 200, 100);
+	}
+	long long ran = workers_ran() - r0;
+	assert_true(ran <= 1);
+	assert_int_equal(f_close(k.dev, ph), 0);
+
+	/* Cached reads, one lane each: none needs a worker where the host
+	 * reads without waiting. A short read at the end is the end. */
+	r0 = workers_ran();
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(f_readfile(k.dev, "warm", got, sizeof(got)), sizeof(got));
+		assert_memory_equal(got, want, sizeof(want));
+		assert_int_equal(f_pread(k.dev, h, got, 4096, i * 40), 4096);
+		assert_memory_equal(got, want + i * 40, 4096);
+	}
+	assert_int_equal(f_pread(k.dev, h, got, 4096, 8000), 192);
+	assert_memory_equal(got, want + 8000, 192);
+	assert_int_equal(f_pread(k.dev, h, got, 4096, 8192), 0);
+	ran = workers_ran() - r0;
+	printf("202 cached reads: %lld ran on a worker\n", ran);
+	if (fast)
+		assert_true(ran <= 2); /* page cache misses are not ours to rule out entirely */
+	else
+		assert_int_equal(ran, 202);
+	assert_int_equal(f_close(k.dev, h), 0);
+	unlink("warm");
+	unlink("warmlink");
 	emu_client_detach(&k);
 }
 
@@ -1536,6 +1673,7 @@ int main(void)
 		cmocka_unit_test(test_handles),
 		cmocka_unit_test(test_readdir),
 		cmocka_unit_test(test_readfile),
+		cmocka_unit_test(test_reads_on_poller),
 		cmocka_unit_test(test_lanes),
 		cmocka_unit_test(test_no_cwd),
 		cmocka_unit_test(test_no_room_waits),

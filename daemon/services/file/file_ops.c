@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <time.h>
 
@@ -148,6 +149,22 @@ int file_op_closedir(const struct file_lane *l)
 	return handle_table_close(l->fc->ht, l->q.handle, HANDLE_KIND_DIR);
 }
 
+/* A read the page cache holds, without waiting (RWF_NOWAIT): the bytes,
+ * or FILE_LANE_TO_POOL where it would wait. A short read that is not the
+ * end of the file (the rest not cached) goes to the pool too, as callers
+ * take a short read of a regular file for its end. */
+static ssize_t read_nowait(int fd, uint8_t *buf, uint64_t n, int64_t off)
+{
+	struct iovec iov = { buf, n };
+	ssize_t got = preadv2(fd, &iov, 1, off, RWF_NOWAIT);
+	if (got < 0)
+		return errno == EAGAIN || errno == EOPNOTSUPP || errno == EINVAL ? FILE_LANE_TO_POOL : -errno;
+	struct stat st;
+	if (got > 0 && (uint64_t)got < n && (fstat(fd, &st) < 0 || off + got < st.st_size))
+		return FILE_LANE_TO_POOL;
+	return got;
+}
+
 int file_op_read(const struct file_lane *l)
 {
 	bool pos = l->opcode == GPUSYS_OP_FILE_PREAD;
@@ -156,10 +173,13 @@ int file_op_read(const struct file_lane *l)
 
 	if (pos && l->q.offset < 0)
 		return -EINVAL;
+	if (l->nowait && !pos)
+		return FILE_LANE_TO_POOL; /* it moves the position: all or nothing on a worker */
 	if ((r = ref_get(l->fc, l->q.handle, false, &ref)) < 0)
 		return r;
 	uint64_t n = l->q.count < l->room ? l->q.count : l->room;
-	ssize_t got = file_io_call(l->fc->c, ref.fd, ref.oflags, l->out, n, pos ? l->q.offset : -1, false);
+	ssize_t got = l->nowait ? read_nowait(ref.fd, l->out, n, l->q.offset)
+				: file_io_call(l->fc->c, ref.fd, ref.oflags, l->out, n, pos ? l->q.offset : -1, false);
 	ref_put(l->fc, &ref);
 	if (got < 0)
 		return (int)got;
@@ -179,7 +199,10 @@ int file_op_readfile(const struct file_lane *l)
 		return r;
 	/* O_NONBLOCK: nothing but a regular file is read, and opening a FIFO
 	 * must not wait for a writer before the type is known. */
-	int fd = path_open(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0);
+	const int oflags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+	int fd = l->nowait ? path_open_cached(dirfd, path, oflags) : path_open(dirfd, path, oflags, 0);
+	if (fd == -EAGAIN && l->nowait)
+		return FILE_LANE_TO_POOL;
 	if (fd < 0)
 		return fd;
 	struct stat st;
@@ -202,10 +225,13 @@ int file_op_readfile(const struct file_lane *l)
 		uint8_t probe;
 		bool full = got == room;
 		uint64_t asked = room - got;
-		ssize_t n = full ? pread(fd, &probe, 1, (off_t)got) : pread(fd, l->out + got, asked, (off_t)got);
+		struct iovec iov = { full ? &probe : l->out + got, full ? 1 : asked };
+		ssize_t n = preadv2(fd, &iov, 1, (off_t)got, l->nowait ? RWF_NOWAIT : 0);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
+		if (n < 0 && l->nowait && (errno == EAGAIN || errno == EOPNOTSUPP))
+			r = FILE_LANE_TO_POOL; /* not all cached: the worker reads it again */
+		else if (n < 0)
 			r = -errno;
 		else if (n == 0)
 			break;

@@ -4,10 +4,16 @@
  * lane: q is the lane's request header (copied out, aligned), body what
  * follows it. Value results go to *val; data results to out (room bytes),
  * *out_len of them. Each returns 0 or -errno (what POSIX gives).
+ *
+ * With nowait set (the lane runs on a poller: SERVICE_OP_TRY_POLLER), an
+ * op that would wait for the disk returns FILE_LANE_TO_POOL instead, having
+ * changed nothing the client can see; a worker then runs it again. Only
+ * pread and readfile take nowait.
  */
 #ifndef GPUSYSD_FILE_OPS_H
 #define GPUSYSD_FILE_OPS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/client.h"
@@ -29,7 +35,11 @@ struct file_lane {
 	int64_t *val;
 	uint8_t *out;
 	uint32_t *out_len;
+	bool nowait;
 };
+
+/* Not an errno: "run this lane on a worker" (never answered). */
+#define FILE_LANE_TO_POOL (-(1 << 20))
 
 typedef int file_lane_fn(const struct file_lane *l);
 

@@ -31,6 +31,12 @@
 
 /* ------------------------------------------------------------ lifecycle */
 
+/* Whether pread and readfile are tried on the poller first
+ * (file_try_poller; SERVICE_OP_TRY_POLLER). */
+static bool try_poller = true;
+/* The most a call tried on the poller may read, all lanes together. */
+#define FILE_TRY_POLLER_MAX (256u << 10)
+
 static const struct config_key settings[] = {
 	/* I/O threads that share large transfers with the worker serving
 	 * them (util/parallel_io.h). */
@@ -43,6 +49,10 @@ static const struct config_key settings[] = {
 	 * after every transfer (measured, see bench/RESULTS.md: "GPU-initiated
 	 * reads and what bounds them"). */
 	{ "file_io_spin_us", CONFIG_COUNT, 0, 10000, 0 },
+	/* Reads of what the page cache holds (pread, readfile) served on the
+	 * poller that found them, without a worker (1), or always on a worker
+	 * (0). */
+	{ "file_try_poller", CONFIG_COUNT, 0, 1, 1 },
 	/* Open files, directories and sockets per client (one space). */
 	{ "max_handles_per_client", CONFIG_COUNT, 16, GPUSYS_FILE_HANDLES_LIMIT, GPUSYS_FILE_DEFAULT_MAX_HANDLES },
 	{ NULL, 0, 0, 0, 0 },
@@ -51,6 +61,7 @@ static const struct config_key settings[] = {
 static int file_start(const struct service_env *env)
 {
 	handle_table_set_max((uint32_t)config_value(env->cfg, "max_handles_per_client"));
+	try_poller = config_value(env->cfg, "file_try_poller") != 0;
 	struct parallel_io_config io = {
 		.threads = (unsigned)config_value(env->cfg, "file_io_threads"),
 		.chunk = config_value(env->cfg, "file_io_chunk"),
@@ -103,13 +114,24 @@ static void file_client_fini(const struct client *c, void *state)
  * fixed-size record (stat, readdir), or a value (an int64_t). */
 enum answer { ANSWER_VALUE, ANSWER_DATA, ANSWER_RECORD };
 
+/* A call runs its lanes in order. On a poller (call->on_poller: pread and
+ * readfile, SERVICE_OP_TRY_POLLER) each lane runs without waiting; at the
+ * first that would wait the call stops there (call->resume_at = that lane
+ * + 1) and a worker goes on from it, with the room, its charge and the
+ * lanes' answers so far as the poller left them. */
 static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind, uint32_t record)
 {
 	struct file_client *fc = call->state;
 	uint32_t fixed = kind == ANSWER_VALUE ? (uint32_t)sizeof(int64_t) : kind == ANSWER_RECORD ? record : 0;
+	const uint32_t first = call->resume_at ? call->resume_at - 1 : 0;
+	const bool resumed = call->resume_at != 0;
 
 	if (!fc) {
 		call->status = -ENOTCONN;
+		return;
+	}
+	if (call->on_poller && !try_poller) {
+		call->to_pool = true;
 		return;
 	}
 	/* Room for every lane's answer, in one buffer. */
@@ -134,17 +156,24 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 	/* Nothing has run yet: without room now (other calls' answers hold
 	 * the budget until their warps take them) the device side sends the
 	 * call again (abi.h); more than the whole budget is -ENOMEM. */
-	int charge = port_call_charge_or_later(call, total);
-	if (charge < 0) {
-		call->status = charge;
+	if (call->on_poller && total > FILE_TRY_POLLER_MAX) {
+		call->to_pool = true; /* a poller serves other ports: not megabytes of copying */
 		return;
 	}
-	uint8_t *buf = total ? malloc(total) : NULL;
-	if (total && !buf) {
-		call->status = -ENOMEM;
-		return;
+	uint8_t *buf = call->resp_buf;
+	if (!resumed) {
+		int charge = port_call_charge_or_later(call, total);
+		if (charge < 0) {
+			call->status = charge;
+			return;
+		}
+		buf = total ? malloc(total) : NULL;
+		if (total && !buf) {
+			call->status = -ENOMEM;
+			return;
+		}
+		call->resp_buf = buf;
 	}
-	call->resp_buf = buf;
 
 	struct creds_saved saved;
 	int cr = creds_enter(&fc->c->creds, &saved);
@@ -159,6 +188,8 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 			continue;
 		uint8_t *out = buf ? buf + at : NULL; /* no buffer when no lane has room */
 		at += room[l];
+		if (l < first)
+			continue; /* answered on the poller */
 		if (cr < 0) {
 			call->lane_status[l] = cr;
 			continue;
@@ -167,6 +198,7 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 		uint32_t out_len = 0;
 		struct file_lane lane = {
 			.fc = fc, .opcode = call->opcode, .room = room[l], .val = &val, .out = out, .out_len = &out_len,
+			.nowait = call->on_poller,
 		};
 		if (call->len[l] < sizeof(lane.q)) {
 			call->lane_status[l] = -EINVAL;
@@ -176,6 +208,11 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 		lane.body = call->data[l] + sizeof(lane.q);
 		lane.body_len = call->len[l] - (uint32_t)sizeof(lane.q);
 		int r = fn(&lane);
+		if (r == FILE_LANE_TO_POOL) {
+			call->resume_at = l + 1;
+			call->to_pool = true;
+			break;
+		}
 		call->lane_status[l] = r;
 		if (r < 0)
 			continue;
@@ -237,14 +274,16 @@ VALUE_CALL(bulk_pread, file_op_bulk)
 VALUE_CALL(bulk_pwrite, file_op_bulk)
 
 #define OP(code, name) { GPUSYS_OP_FILE_##code, SERVICE_ON_POOL, 0, "file." #name, handle_##name }
+/* Tried on the poller first: a read the page cache holds needs no worker. */
+#define OP_TRY(code, name) { GPUSYS_OP_FILE_##code, SERVICE_ON_POOL, SERVICE_OP_TRY_POLLER, "file." #name, handle_##name }
 static const struct service_op ops[] = {
 	OP(OPEN, open),         OP(CLOSE, close),       OP(READ, read),
-	OP(WRITE, write),       OP(PREAD, pread),       OP(PWRITE, pwrite),
+	OP(WRITE, write),       OP_TRY(PREAD, pread),   OP(PWRITE, pwrite),
 	OP(LSEEK, lseek),       OP(FSTAT, fstat),       OP(STAT, stat),
 	OP(FSYNC, fsync),       OP(FTRUNCATE, ftruncate), OP(UNLINK, unlink),
 	OP(RENAME, rename),     OP(MKDIR, mkdir),       OP(RMDIR, rmdir),
 	OP(OPENDIR, opendir),   OP(READDIR, readdir),   OP(CLOSEDIR, closedir),
-	OP(READFILE, readfile),
+	OP_TRY(READFILE, readfile),
 	OP(BULK_PREAD, bulk_pread), OP(BULK_PWRITE, bulk_pwrite),
 };
 
