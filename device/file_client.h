@@ -55,13 +55,36 @@ GPUSYS_FN uint32_t gpusys_file_strnlen(const char *s, uint32_t max)
 	return n;
 }
 
+#if defined(__CUDACC__)
+/* The word loop of gpusys_file_bytecopy, out of line: inlined into every
+ * call that packs a body, it took plain_pread_pwrite of
+ * tests/file/block_registers.cu to 136 registers, past the 128 that a
+ * block of 512 threads may use (126 out of line). d is 4-byte aligned; s
+ * is d's source rounded down to 4 bytes, sh the bytes it was rounded by. */
+static __device__ __noinline__ void gpusys_file_copy_words(uint32_t *d, const uint32_t *s, uint32_t words,
+							    uint32_t sh)
+{
+	if (sh == 0) {
+		for (uint32_t w = 0; w < words; w++)
+			d[w] = s[w];
+		return;
+	}
+	uint32_t lo = s[0];
+	for (uint32_t w = 0; w < words; w++) {
+		uint32_t hi = s[w + 1];
+		d[w] = __funnelshift_r(lo, hi, sh * 8u);
+		lo = hi;
+	}
+}
+#endif
+
 /* A lane's copy of a request's body into its scratch (a send's 3920 bytes,
  * a write's piece). Byte by byte, each of a warp's loads touches 32 lines
  * and a 4 KiB body takes thousands of them; past a short head this copies
  * 4-byte words: the destination aligned by a few bytes first (at least 4,
  * so that the first aligned source word starts inside src), the source
  * read as aligned words and joined with a funnel shift where the two
- * alignments differ, and never read past src + n. */
+ * alignments differ, never past src + n. */
 GPUSYS_FN void gpusys_file_bytecopy(uint8_t *dst, const uint8_t *src, uint32_t n)
 {
 #if defined(__CUDACC__)
@@ -71,27 +94,12 @@ GPUSYS_FN void gpusys_file_bytecopy(uint8_t *dst, const uint8_t *src, uint32_t n
 			dst[i] = src[i];
 			i++;
 		}
+		/* Word w takes the top bytes of aligned source word w and the
+		 * low of word w + 1, which must end by src + n. */
 		uint32_t sh = (uint32_t)((uintptr_t)(src + i) & 3u);
-		uint32_t *d = (uint32_t *)(dst + i);
-		if (sh == 0) {
-			const uint32_t *s = (const uint32_t *)(src + i);
-			uint32_t words = (n - i) / 4u;
-			for (uint32_t w = 0; w < words; w++)
-				d[w] = s[w];
-			i += words * 4u;
-		} else {
-			/* s[0] starts sh bytes before src + i (inside src: i >= 4);
-			 * word w takes the top bytes of s[w] and the low of s[w + 1],
-			 * which must end by src + n. */
-			const uint32_t *s = (const uint32_t *)(src + i - sh);
-			uint32_t words = (n - i + sh) / 4u - 1u, lo = s[0];
-			for (uint32_t w = 0; w < words; w++) {
-				uint32_t hi = s[w + 1];
-				d[w] = __funnelshift_r(lo, hi, sh * 8u);
-				lo = hi;
-			}
-			i += words * 4u;
-		}
+		uint32_t words = sh ? (n - i + sh) / 4u - 1u : (n - i) / 4u;
+		gpusys_file_copy_words((uint32_t *)(dst + i), (const uint32_t *)(src + i - sh), words, sh);
+		i += words * 4u;
 	}
 	for (; i < n; i++)
 		dst[i] = src[i];
