@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/httpd-profile.sh [BUILD]: where gpu_httpd's time under wrk goes (issue
 # 28), on the GPU machine. For each line of VARIANTS ("WARPS [gpusysd
-# configuration line]"), a fresh gpusysd with the socket benchmarks'
+# configuration line, \\n between lines]"), a fresh gpusysd with the socket benchmarks'
 # configuration (and that line), gpu_httpd with WARPS warps, checked with curl
 # first (bodies of 6 B, 4 KiB and 200 KiB compared, HEAD, 404 for a missing
 # file and a directory), then wrk -t8 for WRK_SECS s at each of CONNS
@@ -97,7 +97,7 @@ while read -r warps conf; do
 	rm -rf "$work/run"
 	mkdir -p "$work/run"
 	printf 'channel_bulk_bytes = 256M\nclient_mem_budget = 1G\nmax_handles_per_uid = 12000\n' > "$work/gpusysd.conf"
-	[[ -z $conf ]] || printf '%s\n' "$conf" >> "$work/gpusysd.conf"
+	[[ -z $conf ]] || printf '%b\n' "$conf" >> "$work/gpusysd.conf" # \n: more lines
 	"$B/daemon/gpusysd" --foreground --runtime-dir "$work/run" --config "$work/gpusysd.conf" > "$work/daemon.log" 2>&1 &
 	daemon=$!
 	export GPUSYS_RUNTIME_DIR=$work/run
