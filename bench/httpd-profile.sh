@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
 # bench/httpd-profile.sh [BUILD]: where gpu_httpd's time under wrk goes (issue
 # 28), on the GPU machine. For each line of VARIANTS ("WARPS [gpusysd
-# configuration line, \\n between lines]"), a fresh gpusysd with the socket benchmarks'
-# configuration (and that line), gpu_httpd with WARPS warps, checked with curl
-# first (bodies of 6 B, 4 KiB and 200 KiB compared, HEAD, 404 for a missing
-# file and a directory), then wrk -t8 for WRK_SECS s at each of CONNS
-# connections on each of FILES, and http_load at 100 connections (every body
-# checked); around each wrk run the
-# CPU time of every gpusysd thread (by name), of gpu_httpd, and the machine's
-# busy share (/proc/stat); after the variant, gpusysctl latency's file and
-# socket rows (the daemon's time from taking a request to answering it).
-# Last, http_cpu under the same loads, for the ratio (CPU_PEER=0 leaves it
-# out).
+# configuration line, \n between lines]"), a fresh gpusysd with the socket
+# benchmarks' configuration (and that line), gpu_httpd with WARPS warps,
+# checked with curl first (bodies of 6 B, 4 KiB and 200 KiB compared, HEAD,
+# 404 for a missing file and a directory), then wrk -t8 for WRK_SECS s at
+# each of CONNS connections on each of FILES, and http_load at 100
+# connections (every body checked); around each wrk run the CPU time of
+# every gpusysd thread (by name), of gpu_httpd, and the machine's busy share
+# (/proc/stat); after the variant, gpusysctl latency's file and socket rows
+# (the daemon's time from taking a request to answering it). Last, http_cpu
+# under the same loads, for the ratio (CPU_PEER=0 leaves it out).
 #   VARIANTS=$'160\n160 pollers_per_gpu = 4' bench/httpd-profile.sh build-gpu
 set -u
 B=${1:-build-gpu}

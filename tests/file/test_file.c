@@ -714,6 +714,48 @@ static void test_reads_on_poller(void **state)
 	assert_true(ran <= 1);
 	assert_int_equal(f_close(k.dev, ph), 0);
 
+	/* A poller reads at most 256 KiB of a call: 32 lanes with 64 KiB
+	 * of room each reading the 8 KiB file stay there (what they read
+	 * counts, not their room); 32 lanes reading 16 KiB each of a larger
+	 * file go on on a worker after 256 KiB. */
+	static uint8_t big[32 * 16384], bigbufs[L][16384];
+	fill(big, sizeof(big), 12);
+	host_write_file("big", big, sizeof(big), 0644);
+	int64_t bh = f_open(k.dev, "big", O_RDONLY, 0);
+	assert_true(bh > 2);
+	void *bb[L];
+	for (uint32_t l = 0; l < L; l++) {
+		p[l] = "warm";
+		b[l] = bufs[l];
+		c[l] = 65536; /* room, more than the file */
+		bb[l] = bigbufs[l];
+		hv[l] = (int32_t)bh;
+		off[l] = (int64_t)l * 16384;
+	}
+	static uint8_t roomy[L][65536];
+	for (uint32_t l = 0; l < L; l++)
+		b[l] = roomy[l];
+	r0 = workers_ran();
+	gpusys_emu_file_readfile(k.dev, ~0u, p, b, c, ret);
+	for (uint32_t l = 0; l < L; l++) {
+		assert_int_equal(ret[l], sizeof(want));
+		assert_memory_equal(roomy[l], want, sizeof(want));
+	}
+	ran = workers_ran() - r0;
+	if (fast)
+		assert_int_equal(ran, 0);
+	for (uint32_t l = 0; l < L; l++)
+		c[l] = 16384;
+	r0 = workers_ran();
+	gpusys_emu_file_pread(k.dev, ~0u, hv, bb, c, off, ret);
+	for (uint32_t l = 0; l < L; l++) {
+		assert_int_equal(ret[l], 16384);
+		assert_memory_equal(bigbufs[l], big + l * 16384, 16384);
+	}
+	assert_int_equal(workers_ran() - r0, 1); /* from lane 16 on (the whole call where the host cannot) */
+	assert_int_equal(f_close(k.dev, bh), 0);
+	unlink("big");
+
 	/* Cached reads, one lane each: none needs a worker where the host
 	 * reads without waiting. A short read at the end is the end. */
 	r0 = workers_ran();

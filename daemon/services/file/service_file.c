@@ -34,7 +34,8 @@
 /* Whether pread and readfile are tried on the poller first
  * (file_try_poller; SERVICE_OP_TRY_POLLER). */
 static bool try_poller = true;
-/* The most a call tried on the poller may read, all lanes together. */
+/* A poller serves other ports too: it reads no lane with more room than
+ * this, and no lane more once the call's lanes have read this much. */
 #define FILE_TRY_POLLER_MAX (256u << 10)
 
 static const struct config_key settings[] = {
@@ -116,9 +117,9 @@ enum answer { ANSWER_VALUE, ANSWER_DATA, ANSWER_RECORD };
 
 /* A call runs its lanes in order. On a poller (call->on_poller: pread and
  * readfile, SERVICE_OP_TRY_POLLER) each lane runs without waiting; at the
- * first that would wait the call stops there (call->resume_at = that lane
- * + 1) and a worker goes on from it, with the room, its charge and the
- * lanes' answers so far as the poller left them. */
+ * first that would wait, or past FILE_TRY_POLLER_MAX, the call stops there
+ * (call->resume_at = that lane + 1) and a worker goes on from it, with the
+ * room, its charge and the lanes' answers so far as the poller left them. */
 static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind, uint32_t record)
 {
 	struct file_client *fc = call->state;
@@ -156,10 +157,6 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 	/* Nothing has run yet: without room now (other calls' answers hold
 	 * the budget until their warps take them) the device side sends the
 	 * call again (abi.h); more than the whole budget is -ENOMEM. */
-	if (call->on_poller && total > FILE_TRY_POLLER_MAX) {
-		call->to_pool = true; /* a poller serves other ports: not megabytes of copying */
-		return;
-	}
 	uint8_t *buf = call->resp_buf;
 	if (!resumed) {
 		int charge = port_call_charge_or_later(call, total);
@@ -182,7 +179,7 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 	if (cr == 0 && creates)
 		old_umask = file_thread_umask(fc->c->umask);
 
-	uint64_t at = 0;
+	uint64_t at = 0, read_here = 0;
 	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
 		if (!(call->lane_mask >> l & 1))
 			continue;
@@ -190,6 +187,11 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 		at += room[l];
 		if (l < first)
 			continue; /* answered on the poller */
+		if (call->on_poller && (room[l] > FILE_TRY_POLLER_MAX || read_here >= FILE_TRY_POLLER_MAX)) {
+			call->resume_at = l + 1;
+			call->to_pool = true;
+			break;
+		}
 		if (cr < 0) {
 			call->lane_status[l] = cr;
 			continue;
@@ -214,6 +216,7 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 			break;
 		}
 		call->lane_status[l] = r;
+		read_here += out_len;
 		if (r < 0)
 			continue;
 		if (kind == ANSWER_VALUE) {
