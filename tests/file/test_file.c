@@ -1569,6 +1569,55 @@ static void *room_reader_main(void *arg)
 	return NULL;
 }
 
+/* READFILE is charged what each lane read, not its room: in a budget of
+ * 260 KiB, 32 lanes with 64 KiB of room each (2 MiB) read small files; four
+ * lanes of 100 KiB files (400 KiB) do not fit one answer: the lanes past
+ * the budget are sent again by the device side and all four arrive; a
+ * file larger than the whole budget is -ENOMEM, on its lane alone. */
+static void test_readfile_charged_what_it_read(void **state)
+{
+	(void)state;
+	struct gd d;
+	gd_start(&d, "client_mem_budget = 260K\n");
+	struct emu_client k;
+	assert_int_equal(emu_client_attach(&k, d.runtime, 4, 0, GPUSYS_ATTACH_NO_STDIO), 0);
+	static uint8_t data[300 * 1024], bufs[L][400 * 1024];
+	fill(data, sizeof(data), 13);
+	host_write_file("small", data, 6, 0644);
+	host_write_file("mid", data, 100 * 1024, 0644);
+	host_write_file("huge", data, sizeof(data), 0644);
+	const char *p[L];
+	void *b[L];
+	uint32_t c[L];
+	int64_t ret[L];
+	for (uint32_t l = 0; l < L; l++) {
+		p[l] = "small";
+		b[l] = bufs[l];
+		c[l] = 64 * 1024;
+	}
+	gpusys_emu_file_readfile(k.dev, ~0u, p, b, c, ret);
+	for (uint32_t l = 0; l < L; l++) {
+		assert_int_equal(ret[l], 6);
+		assert_memory_equal(bufs[l], data, 6);
+	}
+	for (uint32_t l = 0; l < 5; l++) {
+		p[l] = l == 4 ? "huge" : "mid";
+		c[l] = 400 * 1024;
+	}
+	memset(bufs, 0, 5 * sizeof(bufs[0]));
+	gpusys_emu_file_readfile(k.dev, 0x1f, p, b, c, ret);
+	for (uint32_t l = 0; l < 4; l++) {
+		assert_int_equal(ret[l], 100 * 1024);
+		assert_memory_equal(bufs[l], data, 100 * 1024);
+	}
+	assert_int_equal(ret[4], -ENOMEM);
+	emu_client_detach(&k);
+	gd_finish(&d);
+	unlink("small");
+	unlink("mid");
+	unlink("huge");
+}
+
 static void test_no_room_waits(void **state)
 {
 	(void)state;
@@ -1716,6 +1765,7 @@ int main(void)
 		cmocka_unit_test(test_readdir),
 		cmocka_unit_test(test_readfile),
 		cmocka_unit_test(test_reads_on_poller),
+		cmocka_unit_test(test_readfile_charged_what_it_read),
 		cmocka_unit_test(test_lanes),
 		cmocka_unit_test(test_no_cwd),
 		cmocka_unit_test(test_no_room_waits),

@@ -236,6 +236,102 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 		creds_leave(&saved);
 }
 
+/* READFILE answers what each lane read, and is charged that, not its room:
+ * 32 lanes that may each read 1 MiB but name small files would otherwise
+ * hold (or be refused) 32 MiB of the client's budget. Each lane reads into
+ * the end of the call's buffer, grown by its room for the read (one lane's
+ * room, at most 1 MiB, is all it holds uncharged) and shrunk to what came;
+ * then that is charged. A lane whose bytes do not fit the budget now is
+ * answered GPUSYS_STATUS_NO_ROOM and sent again by the device side (a read
+ * changes nothing: it may run twice). Offsets stand in resp_data until the
+ * call is done (the buffer moves as it grows), across a hand-off from the
+ * poller to a worker (call->resume_at, as file_call). */
+static void readfile_call(struct port_call *call)
+{
+	struct file_client *fc = call->state;
+	const uint32_t first = call->resume_at ? call->resume_at - 1 : 0;
+
+	if (!fc) {
+		call->status = -ENOTCONN;
+		return;
+	}
+	if (call->on_poller && !try_poller) {
+		call->to_pool = true;
+		return;
+	}
+	uint64_t used = 0;
+	for (uint32_t l = 0; l < first; l++)
+		if ((call->lane_mask >> l & 1) && call->lane_status[l] == 0)
+			used += call->resp_len[l];
+	struct creds_saved saved;
+	int cr = creds_enter(&fc->c->creds, &saved);
+	for (uint32_t l = first; l < GPUSYS_WARP_LANES; l++) {
+		if (!(call->lane_mask >> l & 1))
+			continue;
+		struct gpusys_file_req q;
+		if (call->len[l] < sizeof(q)) {
+			call->lane_status[l] = -EINVAL;
+			continue;
+		}
+		memcpy(&q, call->data[l], sizeof(q));
+		uint32_t room = q.count < call->cap[l] ? (uint32_t)q.count : call->cap[l];
+		if (call->on_poller && (room > FILE_TRY_POLLER_MAX || used >= FILE_TRY_POLLER_MAX)) {
+			call->resume_at = l + 1;
+			call->to_pool = true;
+			break;
+		}
+		if (cr < 0) {
+			call->lane_status[l] = cr;
+			continue;
+		}
+		uint8_t *grown = realloc(call->resp_buf, used + room + 1);
+		if (!grown) {
+			call->lane_status[l] = -ENOMEM;
+			continue;
+		}
+		call->resp_buf = grown;
+		int64_t val = 0;
+		uint32_t got = 0;
+		struct file_lane lane = {
+			.fc = fc, .opcode = call->opcode, .q = q, .body = call->data[l] + sizeof(q),
+			.body_len = call->len[l] - (uint32_t)sizeof(q), .room = room, .val = &val,
+			.out = grown + used, .out_len = &got, .nowait = call->on_poller,
+		};
+		int r = file_op_readfile(&lane);
+		if (r == FILE_LANE_TO_POOL) {
+			call->resume_at = l + 1;
+			call->to_pool = true;
+			break;
+		}
+		if (r == 0)
+			r = port_call_charge_or_later(call, got); /* 0, GPUSYS_STATUS_NO_ROOM or -ENOMEM */
+		call->lane_status[l] = r;
+		call->resp_len[l] = r == 0 ? got : 0;
+		call->resp_data[l] = (const uint8_t *)(uintptr_t)used; /* an offset until the end */
+		if (r == 0)
+			used += got;
+	}
+	if (cr == 0)
+		creds_leave(&saved);
+	if (call->to_pool)
+		return;
+	if (call->resp_buf) {
+		uint8_t *fit = realloc(call->resp_buf, used + 1); /* what is charged, give or take a byte */
+		if (fit)
+			call->resp_buf = fit;
+	}
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
+		if ((call->lane_mask >> l & 1) && call->lane_status[l] == 0)
+			call->resp_data[l] = (uint8_t *)call->resp_buf + (uintptr_t)call->resp_data[l];
+		else if (call->lane_mask >> l & 1)
+			call->resp_data[l] = NULL;
+}
+
+static void handle_readfile(struct port_call *call)
+{
+	readfile_call(call);
+}
+
 /* ------------------------------------------------------------ the table */
 
 #define VALUE_CALL(name, fn)                                   \
@@ -272,7 +368,6 @@ VALUE_CALL(rmdir, file_op_rmdir)
 VALUE_CALL(opendir, file_op_opendir)
 RECORD_CALL(readdir, file_op_readdir, struct gpusys_dirent)
 VALUE_CALL(closedir, file_op_closedir)
-DATA_CALL(readfile, file_op_readfile)
 VALUE_CALL(bulk_pread, file_op_bulk)
 VALUE_CALL(bulk_pwrite, file_op_bulk)
 
