@@ -115,6 +115,28 @@ static void file_client_fini(const struct client *c, void *state)
  * fixed-size record (stat, readdir), or a value (an int64_t). */
 enum answer { ANSWER_VALUE, ANSWER_DATA, ANSWER_RECORD };
 
+/* Whether the call runs here: a client's state is there, and a poller
+ * tries only with file_try_poller (else the call goes to a worker). */
+static bool call_may_run(struct port_call *call)
+{
+	if (!call->state) {
+		call->status = -ENOTCONN;
+		return false;
+	}
+	if (call->on_poller && !try_poller) {
+		call->to_pool = true;
+		return false;
+	}
+	return true;
+}
+
+/* Stop on the poller at lane l: a worker goes on from it. */
+static void resume_on_worker(struct port_call *call, uint32_t l)
+{
+	call->resume_at = l + 1;
+	call->to_pool = true;
+}
+
 /* A call runs its lanes in order. On a poller (call->on_poller: pread and
  * readfile, SERVICE_OP_TRY_POLLER) each lane runs without waiting; at the
  * first that would wait, or past FILE_TRY_POLLER_MAX, the call stops there
@@ -127,14 +149,8 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 	const uint32_t first = call->resume_at ? call->resume_at - 1 : 0;
 	const bool resumed = call->resume_at != 0;
 
-	if (!fc) {
-		call->status = -ENOTCONN;
+	if (!call_may_run(call))
 		return;
-	}
-	if (call->on_poller && !try_poller) {
-		call->to_pool = true;
-		return;
-	}
 	/* Room for every lane's answer, in one buffer. */
 	uint64_t total = 0;
 	uint32_t room[GPUSYS_WARP_LANES] = { 0 };
@@ -188,8 +204,7 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 		if (l < first)
 			continue; /* answered on the poller */
 		if (call->on_poller && (room[l] > FILE_TRY_POLLER_MAX || read_here >= FILE_TRY_POLLER_MAX)) {
-			call->resume_at = l + 1;
-			call->to_pool = true;
+			resume_on_worker(call, l);
 			break;
 		}
 		if (cr < 0) {
@@ -211,8 +226,7 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 		lane.body_len = call->len[l] - (uint32_t)sizeof(lane.q);
 		int r = fn(&lane);
 		if (r == FILE_LANE_TO_POOL) {
-			call->resume_at = l + 1;
-			call->to_pool = true;
+			resume_on_worker(call, l);
 			break;
 		}
 		call->lane_status[l] = r;
@@ -251,14 +265,8 @@ static void readfile_call(struct port_call *call)
 	struct file_client *fc = call->state;
 	const uint32_t first = call->resume_at ? call->resume_at - 1 : 0;
 
-	if (!fc) {
-		call->status = -ENOTCONN;
+	if (!call_may_run(call))
 		return;
-	}
-	if (call->on_poller && !try_poller) {
-		call->to_pool = true;
-		return;
-	}
 	uint64_t used = 0;
 	for (uint32_t l = 0; l < first; l++)
 		if ((call->lane_mask >> l & 1) && call->lane_status[l] == 0)
@@ -276,8 +284,7 @@ static void readfile_call(struct port_call *call)
 		memcpy(&q, call->data[l], sizeof(q));
 		uint32_t room = q.count < call->cap[l] ? (uint32_t)q.count : call->cap[l];
 		if (call->on_poller && (room > FILE_TRY_POLLER_MAX || used >= FILE_TRY_POLLER_MAX)) {
-			call->resume_at = l + 1;
-			call->to_pool = true;
+			resume_on_worker(call, l);
 			break;
 		}
 		if (cr < 0) {
@@ -299,8 +306,7 @@ static void readfile_call(struct port_call *call)
 		};
 		int r = file_op_readfile(&lane);
 		if (r == FILE_LANE_TO_POOL) {
-			call->resume_at = l + 1;
-			call->to_pool = true;
+			resume_on_worker(call, l);
 			break;
 		}
 		if (r == 0)
