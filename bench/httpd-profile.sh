@@ -10,7 +10,9 @@
 # every gpusysd thread (by name), of gpu_httpd, and the machine's busy share
 # (/proc/stat); after the variant, gpusysctl latency's file and socket rows
 # (the daemon's time from taking a request to answering it). Last, http_cpu
-# under the same loads, for the ratio (CPU_PEER=0 leaves it out).
+# under the same loads, for the ratio (CPU_PEER=0 leaves it out). STATS=1:
+# gpu_httpd's own view (GPU_HTTPD_STATS) after each wrk row: its readfiles',
+# sends' and whole requests' mean time from the warp's side.
 #   VARIANTS=$'160\n160 pollers_per_gpu = 4' bench/httpd-profile.sh build-gpu
 set -u
 B=${1:-build-gpu}
@@ -67,6 +69,7 @@ row() { # $1 port, $2 who, $3 conns, $4 file, $5 pid of the daemon (or 0), $6 pi
 	thread_cpu "$6" > "$work/s1"
 	echo "    $2:"
 	cpu_delta "$work/s0" "$work/s1" "$WRK_SECS" | head -6
+	[[ $2 == gpu_httpd && ${STATS:-0} == 1 ]] && grep 'stats:' "$work/httpd.log" | tail -2 | head -1 | sed 's/^/    /'
 }
 # curl_checks PORT: what gpu_httpd answers, against the files
 curl_checks() {
@@ -101,7 +104,7 @@ while read -r warps conf; do
 	daemon=$!
 	export GPUSYS_RUNTIME_DIR=$work/run
 	for _ in $(seq 200); do [[ -S $work/run/control.sock ]] && break; sleep 0.05; done
-	"$B/examples/gpu_httpd" "$work/www" 18080 "$warps" 2> "$work/httpd.log" &
+	GPU_HTTPD_STATS=${STATS:-0} "$B/examples/gpu_httpd" "$work/www" 18080 "$warps" 2> "$work/httpd.log" &
 	httpd=$!
 	for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:18080/6b.txt && break; sleep 0.1; done
 	curl_checks 18080
@@ -110,7 +113,7 @@ while read -r warps conf; do
 	done
 	http_load_rows 18080 gpu_httpd
 	"$B/tools/gpusysctl" latency | grep -E 'OPCODE|socket\.|file\.' | sed 's/^/    /'
-	grep -v -E 'serving|^$' "$work/httpd.log" | sort | uniq -c | sort -nr | head -5 | sed 's/^/    httpd: /'
+	grep -v -E 'serving|stats:|^$' "$work/httpd.log" | sort | uniq -c | sort -nr | head -5 | sed 's/^/    httpd: /'
 	kill $httpd
 	wait $httpd 2>/dev/null
 	kill $daemon

@@ -23,17 +23,20 @@
  * 10,080 by default. Every error a connection's calls return is printed
  * with its errno. Needs a running gpusysd; the process's working directory
  * does not matter (DIR is made absolute). Symbolic links inside DIR are
- * followed.
+ * followed. GPU_HTTPD_STATS=SECS prints, every SECS seconds, the mean time
+ * of its readfiles, sends and whole requests from the warps' side.
  */
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cuda_runtime.h>
 
@@ -50,9 +53,33 @@
  * this size comes with the poll, with no receive of its own. */
 #define POLL_ROOM 1024u
 
+/* Where a lane's requests spend their time, from the warp's side (ns of
+ * the GPU's global timer, and how many): the readfile, the send, and the
+ * whole request from its parse to its send. Read by the host while the
+ * kernel runs (GPU_HTTPD_STATS). */
+enum { PHASE_READFILE, PHASE_SEND, PHASE_REQUEST, PHASES };
+struct lane_stats {
+	unsigned long long ns[PHASES];
+	unsigned long long n[PHASES];
+};
+
+static __device__ unsigned long long now_ns(void)
+{
+	unsigned long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+static __device__ void phase_add(struct lane_stats *st, int phase, unsigned long long t0)
+{
+	st->ns[phase] += now_ns() - t0;
+	st->n[phase]++;
+}
+
 /* A lane's working memory (device memory). The head lies just before the
  * file's bytes, so that a response goes out in one send. */
 struct warp_mem {
+	struct lane_stats st; /* first: the host copies these alone */
 	char path[PATH_ROOM];
 	char head[512];
 	uint8_t file[FILE_CHUNK];
@@ -227,14 +254,19 @@ static __device__ bool serve_large(const gpusys_dev_t &dev, long long c, struct 
 static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct warp_mem *m, unsigned plen,
 			     bool head_only, bool keep)
 {
+	unsigned long long t0 = now_ns();
 	long long n = gpusys_readfile(dev, m->path, m->file, FILE_CHUNK);
+	phase_add(&m->st, PHASE_READFILE, t0);
 	if (n == -EFBIG)
 		return serve_large(dev, c, m, plen, head_only, keep);
 	if (n < 0) /* missing, not a regular file, not ours to read */
 		return respond_simple(dev, c, m, "404 Not Found", head_only, keep) && keep;
 	char *h = file_head(m, plen, (unsigned long long)n, keep);
 	unsigned long long len = (unsigned long long)(m->file - (uint8_t *)h) + (head_only ? 0 : (unsigned long long)n);
-	return send_all(dev, c, h, len) && keep;
+	t0 = now_ns();
+	bool sent = send_all(dev, c, h, len);
+	phase_add(&m->st, PHASE_SEND, t0);
+	return sent && keep;
 }
 
 /* Every complete request of what has arrived answered (pipelined ones
@@ -242,6 +274,7 @@ static __device__ bool serve(const gpusys_dev_t &dev, long long c, struct warp_m
 static __device__ bool conn_requests(const gpusys_dev_t &dev, struct conn *k, struct server *srv, struct warp_mem *m)
 {
 	long long c = k->h;
+	unsigned long long t0 = now_ns();
 	for (unsigned i = 0; i < srv->root_len; i++)
 		m->path[i] = srv->root[i];
 	unsigned end;
@@ -259,6 +292,8 @@ static __device__ bool conn_requests(const gpusys_dev_t &dev, struct conn *k, st
 		else
 			ok = serve(dev, c, m, srv->root_len + rq.path_len, head, rq.keep_alive);
 		atomicAdd(&srv->requests, 1ull);
+		phase_add(&m->st, PHASE_REQUEST, t0);
+		t0 = now_ns();
 		if (!ok)
 			return false;
 		/* A pipelined next request may already be here. */
@@ -371,6 +406,49 @@ static __global__ void k_httpd(gpusys_dev_t dev, struct server *srv, warp_conns<
 			httpd_moved{}, httpd_never_stop{});
 }
 
+/* GPU_HTTPD_STATS=SECS: every SECS seconds, while the kernel serves, the
+ * lanes' phases summed (copied on a stream of their own) and printed as
+ * the last interval's mean per call: where a request's time goes from the
+ * warp's side (bench/httpd-profile.sh). */
+struct stats_reader {
+	const struct warp_mem *mem;
+	size_t lanes;
+	unsigned secs;
+};
+
+static void *stats_main(void *arg)
+{
+	const struct stats_reader *r = (const struct stats_reader *)arg;
+	cudaStream_t s;
+	struct lane_stats *h = (struct lane_stats *)calloc(r->lanes, sizeof(*h));
+	struct lane_stats last;
+	memset(&last, 0, sizeof(last));
+	if (!h || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking))
+		return NULL;
+	static const char *const names[PHASES] = { "readfile", "send", "request" };
+	for (;;) {
+		sleep(r->secs);
+		if (cudaMemcpy2DAsync(h, sizeof(*h), r->mem, sizeof(*r->mem), sizeof(*h), r->lanes,
+				      cudaMemcpyDeviceToHost, s) ||
+		    cudaStreamSynchronize(s))
+			return NULL;
+		struct lane_stats sum;
+		memset(&sum, 0, sizeof(sum));
+		for (size_t i = 0; i < r->lanes; i++)
+			for (int p = 0; p < PHASES; p++) {
+				sum.ns[p] += h[i].ns[p];
+				sum.n[p] += h[i].n[p];
+			}
+		fprintf(stderr, "gpu_httpd: stats:");
+		for (int p = 0; p < PHASES; p++) {
+			unsigned long long n = sum.n[p] - last.n[p], ns = sum.ns[p] - last.ns[p];
+			fprintf(stderr, " %s %llu/s %.1f us", names[p], n / r->secs, n ? ns / 1e3 / n : 0.0);
+		}
+		fprintf(stderr, "\n");
+		last = sum;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -418,7 +496,15 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "gpu_httpd: serving %s on port %d with %u warps, up to %u connections at once\n", root, port,
 		warps, warps * WARP_SERVER_CONNS);
+	if (cudaMemset(mem, 0, (size_t)warps * 32 * sizeof(*mem))) {
+		fprintf(stderr, "gpu_httpd: cudaMemset failed\n");
+		return 1;
+	}
 	k_httpd<<<warps, 32>>>(gpusys_device(g), srv, conns, mem, poll_bufs);
+	struct stats_reader sr = { mem, (size_t)warps * 32, getenv("GPU_HTTPD_STATS") ? (unsigned)atoi(getenv("GPU_HTTPD_STATS")) : 0 };
+	pthread_t st;
+	if (sr.secs && pthread_create(&st, NULL, stats_main, &sr) == 0)
+		pthread_detach(st);
 	rc = gpusys_synchronize(g, NULL, -1);
 	fprintf(stderr, "gpu_httpd: ended: %s\n", rc ? gpusys_strerror(rc) : "ok");
 	gpusys_detach(g);
