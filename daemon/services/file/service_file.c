@@ -260,7 +260,7 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
  * changes nothing: it may run twice). Offsets stand in resp_data until the
  * call is done (the buffer moves as it grows), across a hand-off from the
  * poller to a worker (call->resume_at, as file_call). */
-static void readfile_call(struct port_call *call)
+static void handle_readfile(struct port_call *call)
 {
 	struct file_client *fc = call->state;
 	const uint32_t first = call->resume_at ? call->resume_at - 1 : 0;
@@ -326,16 +326,12 @@ static void readfile_call(struct port_call *call)
 		if (fit)
 			call->resp_buf = fit;
 	}
-	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++)
-		if ((call->lane_mask >> l & 1) && call->lane_status[l] == 0)
-			call->resp_data[l] = (uint8_t *)call->resp_buf + (uintptr_t)call->resp_data[l];
-		else if (call->lane_mask >> l & 1)
-			call->resp_data[l] = NULL;
-}
-
-static void handle_readfile(struct port_call *call)
-{
-	readfile_call(call);
+	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
+		if (!(call->lane_mask >> l & 1))
+			continue;
+		uintptr_t off = (uintptr_t)call->resp_data[l];
+		call->resp_data[l] = call->lane_status[l] == 0 ? (uint8_t *)call->resp_buf + off : NULL;
+	}
 }
 
 /* ------------------------------------------------------------ the table */
