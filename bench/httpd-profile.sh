@@ -12,7 +12,10 @@
 # (the daemon's time from taking a request to answering it). Last, http_cpu
 # under the same loads, for the ratio (CPU_PEER=0 leaves it out). STATS=1:
 # gpu_httpd's own view (GPU_HTTPD_STATS) after each wrk row: its readfiles',
-# sends' and whole requests' mean time from the warp's side.
+# sends' and whole requests' mean time from the warp's side. POLLERS=1:
+# gpusysctl pollers after the first wrk row (the counters since the start:
+# that row's, but for the curl checks). HTTPD_ENV: words put before
+# gpu_httpd's command (GPUSYS_DMA=0, say).
 #   VARIANTS=$'160\n160 pollers_per_gpu = 4' bench/httpd-profile.sh build-gpu
 set -u
 B=${1:-build-gpu}
@@ -104,12 +107,17 @@ while read -r warps conf; do
 	daemon=$!
 	export GPUSYS_RUNTIME_DIR=$work/run
 	for _ in $(seq 200); do [[ -S $work/run/control.sock ]] && break; sleep 0.05; done
-	GPU_HTTPD_STATS=${STATS:-0} "$B/examples/gpu_httpd" "$work/www" 18080 "$warps" 2> "$work/httpd.log" &
+	env ${HTTPD_ENV:-} GPU_HTTPD_STATS=${STATS:-0} "$B/examples/gpu_httpd" "$work/www" 18080 "$warps" 2> "$work/httpd.log" &
 	httpd=$!
 	for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:18080/6b.txt && break; sleep 0.1; done
 	curl_checks 18080
+	first=1
 	for f in $FILES; do
-		for c in $CONNS; do row 18080 gpu_httpd "$c" "$f" "$daemon" "$httpd"; done
+		for c in $CONNS; do
+			row 18080 gpu_httpd "$c" "$f" "$daemon" "$httpd"
+			[[ ${POLLERS:-0} == 1 && $first == 1 ]] && "$B/tools/gpusysctl" pollers | sed 's/^/    /'
+			first=0
+		done
 	done
 	http_load_rows 18080 gpu_httpd
 	"$B/tools/gpusysctl" latency | grep -E 'OPCODE|socket\.|file\.' | sed 's/^/    /'

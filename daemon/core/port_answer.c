@@ -103,7 +103,7 @@ static uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, str
 			     uint32_t *part)
 {
 	struct gpusys_port *port = &t->ports[p];
-	uint32_t chunks = 0, trivial = 1, longest = 0;
+	uint32_t chunks = 0, trivial = 1, longest = 0, sw_flags = 0;
 
 	call->bytes_out = 0;
 	call->failed = call->status != 0;
@@ -154,12 +154,24 @@ static uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, str
 		/* Streamed only past a lane's inline slot. */
 		if (off && longest > GPUSYS_INLINE_BYTES) {
 			uint32_t pkt;
-			port_table_stream(t, p, &pkt);
+			uint8_t *stream = port_table_stream(t, p, &pkt);
 			chunks = port_host_packets_for(port_host_stream_layout(call->lane_mask, call->resp_len, off, part),
 						       pkt);
+			/* A stream that fits the window's slots goes now,
+			 * before the word: the client reads it without asking
+			 * for it, and a call is one exchange, not two (the
+			 * ask and its answer cost a poller's pass and a trip
+			 * across the bus each way). */
+			if (gpusys_stream_with_answer(pkt, chunks)) {
+				for (uint32_t k = 0; k < chunks; k++)
+					port_host_stream_copy(stream, pkt, k, off, part,
+							      (uint8_t *const *)call->resp_data, 1);
+				chunks = 0;
+				sw_flags = GPUSYS_SW_STREAMED;
+			}
 		}
 	}
-	port_ack(t, p, seq, trivial ? GPUSYS_SW_TRIVIAL : 0, call->status);
+	port_ack(t, p, seq, trivial ? GPUSYS_SW_TRIVIAL : sw_flags, call->status);
 	return chunks;
 }
 

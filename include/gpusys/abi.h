@@ -75,6 +75,10 @@
  * The daemon takes a client word that moved by 1 or 2 past the last packet
  * it took, packet by packet; any other jump, or one past the message's
  * packets, is malformed input (common/port_host.h port_host_flip_packets).
+ * A response stream that fits a window's two slots is not asked for (ABI
+ * 13): the daemon writes it with packet 0, before the word, and says so
+ * (GPUSYS_SW_STREAMED); the port is the client's from that word on, and a
+ * call whose message and answer each fit a window's slots is one exchange.
  * When the client has read the last response packet it owns the port and
  * releases its (private) port lock.
  *
@@ -126,8 +130,10 @@
  * not 4 (include/gpusys/print.h).
  * 12: heap words: the alloc service's grant, mapped and want figures carry
  * a shrink epoch above bit 40; a FREE of a pool chunk with
- * GPUSYS_ALLOC_F_SHRINKS is answered with the grant (include/gpusys/alloc.h). */
-#define GPUSYS_ABI_VERSION 12u
+ * GPUSYS_ALLOC_F_SHRINKS is answered with the grant (include/gpusys/alloc.h).
+ * 13: GPUSYS_SW_STREAMED: a response stream that fits a window's two slots
+ * is written with packet 0, not asked for (one exchange a call, not two). */
+#define GPUSYS_ABI_VERSION 13u
 
 
 #define GPUSYS_WARP_LANES 32u     /* lanes per packet (one NVIDIA warp) */
@@ -224,6 +230,12 @@ enum gpusys_req_flags {
  * port is the client's again (docs/RESTART.md). Only ever written at the
  * sequence of a packet the client published, so both words agree. */
 #define GPUSYS_SW_ABORT (1u << 13)
+/* The response's whole stream is already in the port's window, written
+ * before packet 0's word (gpusys_stream_with_answer): the client reads it
+ * without asking for packets, and the port is its own from this word on
+ * (ABI 13). Only in packet 0's word of a response; never for a port whose
+ * stream area is data[] (packet 0 fills it). */
+#define GPUSYS_SW_STREAMED (1u << 14)
 
 GPUSYS_ABI_FN uint64_t gpusys_client_word(uint32_t seq, uint32_t cw_flags, uint32_t opcode, uint64_t mask)
 {
@@ -531,6 +543,15 @@ GPUSYS_ABI_FN uint8_t *gpusys_port_stream(struct gpusys_port *ports, uint8_t *wi
 GPUSYS_ABI_FN uint8_t *gpusys_stream_slot(uint8_t *stream, uint32_t pkt, uint32_t k)
 {
 	return stream + (k % GPUSYS_STREAM_SLOTS) * pkt;
+}
+
+/* Whether a response stream of packets packets, through a stream area of
+ * pkt-byte packets (gpusys_port_stream), may be written with its packet 0
+ * (GPUSYS_SW_STREAMED): a window's (packet 0 fills data[]) whose two slots
+ * hold all of it. The daemon may still ask to be asked: the flag decides. */
+GPUSYS_ABI_FN int gpusys_stream_with_answer(uint32_t pkt, uint32_t packets)
+{
+	return pkt == GPUSYS_WINDOW_BYTES / GPUSYS_STREAM_SLOTS && packets <= GPUSYS_STREAM_SLOTS;
 }
 
 GPUSYS_ABI_FN struct gpusys_channel_layout gpusys_channel_layout(uint32_t num_ports, uint64_t bulk_bytes,

@@ -1640,7 +1640,9 @@ static void test_no_room_waits(void **state)
 	assert_true(h > 2);
 
 	/* Warp 0: two asynchronous preads of 32 lanes x 4 KiB, answered and
-	 * held (128 KiB each: the budget) until they are finished below. */
+	 * held (128 KiB each: the budget) until they are finished below. Not
+	 * through a window: there an answer that fits the two slots goes
+	 * with its packet 0 (ABI 13) and holds nothing. */
 	gpusys_emu_set_warp(0);
 	static uint8_t scratch[2][L][GPUSYS_FILE_REQ_BYTES], out[2][L][LANE];
 	struct gpusys_file_pending fp[2];
@@ -1659,7 +1661,8 @@ static void test_no_room_waits(void **state)
 			o[l] = out[c][l];
 			cap[l] = LANE;
 		}
-		gpusys_file_rpc_start(k.dev, GPUSYS_OP_FILE_PREAD, 0, 0xffffffffu, req, req_len, o, cap, 1, &fp[c]);
+		gpusys_file_rpc_start(k.dev, GPUSYS_OP_FILE_PREAD, GPUSYS_REQ_NO_WINDOW, 0xffffffffu, req, req_len, o,
+				      cap, 1, &fp[c]);
 		assert_int_equal(fp[c].pd.sync, 0); /* on a port of its own, left there */
 		for (int i = 0; !gpusys_rpc_test(k.dev, &fp[c].pd); i++) {
 			assert_true(i < 5000);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A client of the port protocol written by hand (include/gpusys/abi.h, ABI
- * 10), for tests of both servers (the daemon's port server, tests/proto;
+ * 13), for tests of both servers (the daemon's port server, tests/proto;
  * the callback server, tests/callback). Where device/port_client.h keeps
  * two stream packets in flight as the timing gives it, this one always
  * does: it writes two packets and publishes them with one word whenever
@@ -21,6 +21,10 @@
 #include <time.h>
 
 #include "common/port_host.h"
+
+/* Answers whose stream came with packet 0 (GPUSYS_SW_STREAMED), in this
+ * test program. */
+static uint32_t raw_streamed_answers;
 
 struct raw_client {
 	struct gpusys_channel_header *hdr;
@@ -152,6 +156,16 @@ static inline int32_t raw_call_paused(const struct raw_client *c, uint32_t p, ui
 		port_host_inline_get(port->data, l, out[l], got[l] < GPUSYS_INLINE_BYTES ? got[l] : GPUSYS_INLINE_BYTES);
 	}
 	n = port_host_packets_for(port_host_stream_layout(mask, got, off, part), pkt);
+	if (GPUSYS_WORD_FLAGS(w) & GPUSYS_SW_STREAMED) {
+		/* The whole stream came with packet 0 (ABI 13): only ever
+		 * through a window whose slots hold it. */
+		if (!n || !gpusys_stream_with_answer(pkt, n))
+			return -EPROTO;
+		for (k = 0; k < n; k++)
+			port_host_stream_copy(stream, pkt, k, off, part, out, 0);
+		raw_streamed_answers++;
+		return 0;
+	}
 	for (k = 0; k < n;) {
 		uint32_t m = n - k < 2 ? n - k : 2;
 		raw_publish(c, p, seq, m, word);

@@ -605,7 +605,9 @@ static void raw_bufs_check(struct raw_bufs *b, uint64_t mask)
  * back, from data[] ports (two 1 KiB slots) and window ports (two of 32
  * KiB), for one lane, alternate lanes and every lane. A server that took
  * one packet per word, or packet k from the wrong slot, or acknowledged
- * only the last of two, fails here. */
+ * only the last of two, fails here. So does one that sends a window's
+ * answer of one or two packets otherwise than with its packet 0
+ * (GPUSYS_SW_STREAMED, ABI 13), or a longer one so. */
 static void test_two_in_flight(void **state)
 {
 	(void)state;
@@ -631,11 +633,17 @@ static void test_two_in_flight(void **state)
 					continue; /* 6 MiB a message: alternate lanes say it */
 				struct raw_bufs b;
 				raw_bufs_fill(&b, masks[m], sizes[z], &rng);
+				uint32_t before = raw_streamed_answers, off[GPUSYS_WARP_LANES], part[GPUSYS_WARP_LANES];
 				int32_t rc = raw_call(&c, ports[w], &seq[w], GPUSYS_OP_ECHO, masks[m], b.len, b.cap, b.in, b.out,
 						      b.got);
 				if (rc)
 					fail_msg("size %u, mask %llx, port %u: %d", sizes[z], (unsigned long long)masks[m],
 						 ports[w], rc);
+				/* A window's answer of at most two packets comes
+				 * with packet 0 (ABI 13); every other is asked for. */
+				uint32_t n = port_host_packets_for(port_host_stream_layout(masks[m], b.len, off, part),
+								   w ? WINDOW_SLOT : DATA_SLOT);
+				assert_int_equal(raw_streamed_answers - before, w && n && n <= GPUSYS_STREAM_SLOTS);
 				raw_bufs_check(&b, masks[m]);
 			}
 	assert_int_equal(atomic_load(&s->table.rejected), 0);
