@@ -714,13 +714,20 @@ GPUSYS_FN void gpusys_stream_pieces(const struct gpusys_stream_spans *sp, uint8_
 		}
 		return;
 	}
+	/* ld.global.cg, not ld.volatile: both skip L1 (which may hold the
+	 * slot's last packet; host memory is not kept in L2), but a lane's
+	 * volatile loads of host memory go one after another: a lane alone
+	 * read 4 KiB in 191.7 us with them, 80.7 with these, and a warp the
+	 * same either way (bench/sysmem_read.cu; bench/RESULTS.md, "What
+	 * bounds one warp's reads of pinned memory"). The acquire before the
+	 * copy orders them after the daemon's word. */
 	for (uint32_t j0 = first; j0 < last; j0 += GPUSYS_STREAM_BATCH * step) {
 		uint4 v[GPUSYS_STREAM_BATCH];
 #pragma unroll
 		for (uint32_t t = 0; t < GPUSYS_STREAM_BATCH; t++) {
 			uint32_t j = j0 + t * step;
 			if (j < last)
-				asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+				asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
 					     : "=r"(v[t].x), "=r"(v[t].y), "=r"(v[t].z), "=r"(v[t].w)
 					     : "l"(packet + j * GPUSYS_STREAM_PIECE)
 					     : "memory");
