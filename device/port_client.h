@@ -548,9 +548,14 @@ GPUSYS_FN uint32_t gpusys_port_lock_window(const gpusys_dev_t *dev, int *must_wa
 	}
 }
 
-/* Whether a message should take a window port: its request stream, or the
- * response stream its capacities allow, needs more than one packet of a
- * plain port. Every lane of mask calls it; the same answer in each. */
+/* Whether a message should take a window port: 1 when its request stream,
+ * or the response stream its capacities allow, needs more than one packet
+ * of a plain port (it waits for a window); 2 when it streams less (it
+ * takes a window only if one is free at once, else a plain port): through
+ * a window a stream that fits the two slots costs no exchange of its own
+ * either way (stream packet 0 follows packet 0 without a wait, and an
+ * answer comes with its packet 0, ABI 13), through data[] one each way.
+ * 0: no stream. Every lane of mask calls it; the same answer in each. */
 GPUSYS_FN int gpusys_wants_window(const gpusys_dev_t *dev, uint64_t mask, const uint32_t *in_len,
 				  const uint32_t *out_cap, uint32_t biggest, uint32_t cap_biggest)
 {
@@ -564,7 +569,9 @@ GPUSYS_FN int gpusys_wants_window(const gpusys_dev_t *dev, uint64_t mask, const 
 	GPUSYS_FOR_EACH_LANE(mask, l)
 	part[GPUSYS_LI(l)] = out_cap ? gpusys_stream_part(out_cap[GPUSYS_LI(l)]) : 0;
 	uint32_t out_stream = gpusys_lane_exscan(mask, part, off);
-	return in_stream > GPUSYS_PACKET_BYTES || out_stream > GPUSYS_PACKET_BYTES;
+	if (in_stream > GPUSYS_PACKET_BYTES || out_stream > GPUSYS_PACKET_BYTES)
+		return 1;
+	return in_stream || out_stream ? 2 : 0;
 }
 
 /* -------------------------------------------------------------- streams */
@@ -910,6 +917,31 @@ GPUSYS_FN int gpusys_port_trylock_async_window(const gpusys_dev_t *dev, int *mus
 	return gpusys_port_try_among(dev, dev->num_ports - dev->num_windows, n, n, must_wait, ret_port, seq);
 }
 
+/* Window ports a call with a small stream tries before a plain port
+ * (gpusys_wants_window's 2). */
+#define GPUSYS_WINDOW_PROBES 8u
+
+/* Leader: lock a port for a synchronous call (waiting for one), of the
+ * kind gpusys_wants_window said: 1 a window, 2 a window that is free at
+ * once or else a plain port, 0 a plain port. Out of line on a GPU: inlined
+ * into gpusys_rpc_start it took the block calls of a kernel declaring
+ * nothing to 138 registers of their 128 (tests/file/block-registers.sh). */
+#if defined(__CUDACC__)
+#define GPUSYS_PORT_LOCK_FN static __device__ __noinline__
+#else
+#define GPUSYS_PORT_LOCK_FN static inline
+#endif
+GPUSYS_PORT_LOCK_FN uint32_t gpusys_port_lock_for(const gpusys_dev_t *dev, int window, int *must_wait, uint32_t *seq)
+{
+	uint32_t p;
+	if (window == 1)
+		return gpusys_port_lock_window(dev, must_wait, seq);
+	if (window && gpusys_port_try_among(dev, dev->num_ports - dev->num_windows, dev->num_windows,
+					    GPUSYS_WINDOW_PROBES, must_wait, &p, seq) == 0)
+		return p;
+	return gpusys_port_lock(dev, must_wait, seq);
+}
+
 /* Leader: count a future for this warp; ~0u when the warp is at its bound
  * (or there is no count), and the call must be made synchronously. */
 GPUSYS_FN uint32_t gpusys_warp_future_take(const gpusys_dev_t *dev)
@@ -974,10 +1006,11 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	 * head (abi.h). */
 	int heads = !empty && biggest <= GPUSYS_HEAD_BYTES && cap_biggest <= GPUSYS_HEAD_BYTES;
 	/* A large message streams through a window port (abi.h): 64 KiB an
-	 * exchange instead of 2 KiB. A future tries the windows futures may
-	 * hold, then a plain asynchronous port. */
-	int window = !(flags & GPUSYS_REQ_NO_WINDOW) &&
-		     gpusys_wants_window(dev, mask, in_len, out_cap, biggest, cap_biggest);
+	 * exchange instead of 2 KiB; a small stream takes one if one is free
+	 * (gpusys_wants_window). A future tries the windows futures may hold,
+	 * then a plain asynchronous port. */
+	int window = flags & GPUSYS_REQ_NO_WINDOW ? 0
+						 : gpusys_wants_window(dev, mask, in_len, out_cap, biggest, cap_biggest);
 	word = gpusys_client_word(0,
 				  (flags & GPUSYS_REQ_NOREPLY ? GPUSYS_CW_NOREPLY : 0) | (empty ? GPUSYS_CW_EMPTY : 0) |
 					  (heads ? GPUSYS_CW_HEADS : 0),
@@ -1000,7 +1033,7 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 			}
 		}
 		if (!async || sync || (flags & GPUSYS_REQ_NOREPLY))
-			p = window ? gpusys_port_lock_window(dev, &must_wait, &seq) : gpusys_port_lock(dev, &must_wait, &seq);
+			p = gpusys_port_lock_for(dev, window, &must_wait, &seq);
 		GPUSYS_LOCK_TRACE(p, must_wait);
 		if (must_wait) {
 			rcu = (uint32_t)gpusys_wait_owned(dev, p, seq, &sw);

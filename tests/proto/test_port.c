@@ -355,7 +355,8 @@ static void test_doorbell_names_port(void **state)
  * flight). A 32-lane echo of 64 KiB a lane takes a window port and moves 2
  * MiB each way in 1 + 32 packets, not 2047; its last response packet is in
  * the window's second slot, not in the port's data; calls that stream one
- * packet or less keep the warp's own port. */
+ * packet or less take a window that is free at once, else the warp's own
+ * port. */
 static void test_window_streams(void **state)
 {
 	(void)state;
@@ -400,12 +401,25 @@ static void test_window_streams(void **state)
 	assert_int_equal(gpusys_emu_synchronize(emu, 5000), 0);
 	assert_int_equal(gpusys_channel_progress(dev->hdr), gpusys_emu_submitted(emu));
 
-	/* One packet's stream or less: the warp's own port (hint 5). */
+	/* One packet's stream or less: a window if one is free at once
+	 * (hint 5: window 12 + 5 % 4), whose answer then comes with its
+	 * packet 0 (ABI 13; one exchange, not two)... */
 	for (int l = 0; l < 32; l++)
 		len[l] = l == 0 ? GPUSYS_PACKET_BYTES : 0;
 	gpusys_emu_set_warp(5);
 	echo_and_check(dev, 0xffffffffu, len, &rng);
+	assert_int_equal(gpusys_ring_port(dev->hdr->doorbell), 12 + 5 % 4);
+	/* ...else the warp's own port, without waiting for one: every
+	 * window held (their private locks taken, as a call holding them
+	 * would, and given back as they were). */
+	uint64_t held[4];
+	for (int w = 0; w < 4; w++)
+		held[w] = __atomic_exchange_n((uint64_t *)&dev->locks[12 + w], (uint64_t)1 /* GPUSYS_PORT_HELD */,
+					      __ATOMIC_ACQUIRE);
+	echo_and_check(dev, 0xffffffffu, len, &rng);
 	assert_int_equal(gpusys_ring_port(dev->hdr->doorbell), 5);
+	for (int w = 0; w < 4; w++)
+		__atomic_store_n((uint64_t *)&dev->locks[12 + w], held[w], __ATOMIC_RELEASE);
 
 	/* A capacity alone can ask for a window: the answer may be large. */
 	for (int l = 0; l < 32; l++)
