@@ -226,6 +226,25 @@ static inline void port_host_stream_copy(uint8_t *stream, uint32_t pkt, uint32_t
 	}
 }
 
+/* An answer's stream of *chunks packets (port_host_packets_for), through a
+ * stream area of pkt-byte packets, written into its slots now, before
+ * packet 0's word, when it fits them (gpusys_stream_with_answer: a window's
+ * two slots): then *chunks becomes 0 and the word's flag is returned
+ * (GPUSYS_SW_STREAMED; the client reads the stream without asking for it,
+ * ABI 13); else 0, and the packets go when asked for. Both servers answer
+ * through it, so a client meets one protocol. */
+static inline uint32_t port_host_stream_with_answer(uint8_t *stream, uint32_t pkt, uint32_t *chunks,
+						     const uint32_t *off, const uint32_t *part,
+						     uint8_t *const *lane_buf)
+{
+	if (!*chunks || !gpusys_stream_with_answer(pkt, *chunks))
+		return 0;
+	for (uint32_t k = 0; k < *chunks; k++)
+		port_host_stream_copy(stream, pkt, k, off, part, lane_buf, 1);
+	*chunks = 0;
+	return GPUSYS_SW_STREAMED;
+}
+
 /* Write a response's packet 0: every lane's length and status (whole
  * arrays: inactive lanes must be 0 in both, so no stale word of an earlier
  * message is left there), and each active lane's first bytes. */

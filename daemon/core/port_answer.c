@@ -162,13 +162,8 @@ static uint32_t port_respond(struct port_table *t, uint32_t p, uint32_t seq, str
 			 * for it, and a call is one exchange, not two (the
 			 * ask and its answer cost a poller's pass and a trip
 			 * across the bus each way). */
-			if (gpusys_stream_with_answer(pkt, chunks)) {
-				for (uint32_t k = 0; k < chunks; k++)
-					port_host_stream_copy(stream, pkt, k, off, part,
-							      (uint8_t *const *)call->resp_data, 1);
-				chunks = 0;
-				sw_flags = GPUSYS_SW_STREAMED;
-			}
+			sw_flags = port_host_stream_with_answer(stream, pkt, &chunks, off, part,
+								(uint8_t *const *)call->resp_data);
 		}
 	}
 	port_ack(t, p, seq, trivial ? GPUSYS_SW_TRIVIAL : sw_flags, call->status);

@@ -111,7 +111,7 @@ static void msg_answer(struct gpusys_callbacks *cb, uint32_t p, struct cb_msg *m
 		msg_done(cb, m, slot);
 		return;
 	}
-	uint32_t trivial = 1;
+	uint32_t trivial = 1, sw_flags = 0;
 	for (uint32_t l = 0; l < GPUSYS_WARP_LANES; l++) {
 		if (status)
 			m->res_len[l] = 0, m->lane_status[l] = 0;
@@ -120,11 +120,14 @@ static void msg_answer(struct gpusys_callbacks *cb, uint32_t p, struct cb_msg *m
 	m->chunk = m->chunks = 0;
 	if (!trivial) {
 		uint32_t pkt;
-		gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
+		uint8_t *stream = gpusys_port_stream(cb->ports, cb->windows, cb->num_ports, cb->num_windows, p, &pkt);
 		port_host_put_response(port, m->mask, m->res_len, m->lane_status, m->res);
 		m->chunks = port_host_packets_for(port_host_stream_layout(m->mask, m->res_len, m->off, m->part), pkt);
+		/* As the daemon does: a stream that fits the window's slots
+		 * goes with packet 0 (ABI 13). */
+		sw_flags = port_host_stream_with_answer(stream, pkt, &m->chunks, m->off, m->part, m->res);
 	}
-	ack(cb, p, m->seq, trivial ? GPUSYS_SW_TRIVIAL : 0, status);
+	ack(cb, p, m->seq, trivial ? GPUSYS_SW_TRIVIAL : sw_flags, status);
 	if (m->chunks)
 		m->phase = CB_SEND;
 	else

@@ -810,10 +810,11 @@ static void test_async_out_of_order(void **state)
  * makes the server take packet 0 with the first stream packet (through a
  * window), two request packets a word and two response packets an ask;
  * every byte comes back transformed, through a port of its own data[] and
- * a window port, for one lane, alternate lanes and every lane. Then words
- * that break the rules: a jump of 3 at packet 0 and in a request stream,
- * and asks for more packets than the response has, each -EINVAL at the
- * client's sequence; the ports then serve honest calls again. */
+ * a window port, for one lane, alternate lanes and every lane; a window's
+ * answer of one or two packets comes with its packet 0 (ABI 13). Then
+ * words that break the rules: a jump of 3 at packet 0 and in a request
+ * stream, and asks for more packets than the response has, each -EINVAL
+ * at the client's sequence; the ports then serve honest calls again. */
 static void test_two_in_flight_raw(void **state)
 {
 	(void)state;
@@ -845,10 +846,16 @@ static void test_two_in_flight_raw(void **state)
 					for (uint32_t b = 0; b < len[l]; b++)
 						in[l][b] = (uint8_t)(mix64(b + (uint64_t)l * 7919u + z) >> 23);
 				}
+				uint32_t before = raw_streamed_answers, off[LANES], part[LANES];
 				int32_t rc = raw_call(&c, ports[w], &seq[w], OP_XFORM, masks[m], len, cap, in, out, got);
 				if (rc)
 					fail_msg("size %u mask %llx port %u: %d", sizes[z], (unsigned long long)masks[m],
 						 ports[w], rc);
+				/* A window's answer of at most two packets comes
+				 * with its packet 0 (ABI 13), as the daemon's. */
+				uint32_t n = port_host_packets_for(port_host_stream_layout(masks[m], len, off, part),
+								   w ? GPUSYS_WINDOW_BYTES / 2 : GPUSYS_PACKET_BYTES / 2);
+				assert_int_equal(raw_streamed_answers - before, w && n && n <= GPUSYS_STREAM_SLOTS);
 				for (uint32_t l = 0; l < LANES; l++) {
 					if (masks[m] >> l & 1) {
 						assert_int_equal(got[l], len[l]);
@@ -881,15 +888,32 @@ static void test_two_in_flight_raw(void **state)
 	assert_true(raw_wait_word(&c, p, seq[1], &w));
 	assert_int_equal(GPUSYS_WORD_SEQ(w), seq[1] & GPUSYS_SEQ_MASK);
 	assert_int_equal(GPUSYS_SW_STATUS(w), -EINVAL);
-	len[0] = cap[0] = 64 + 100; /* one response packet, asked for twice */
+	len[0] = cap[0] = 64 + 100; /* one response packet through a window: it comes with packet 0 */
 	raw_packet0(&c, p, 1, len, cap, in);
 	raw_publish(&c, p, &seq[1], 2, word);
 	assert_true(raw_wait_word(&c, p, seq[1], &w));
 	assert_int_equal(GPUSYS_SW_STATUS(w), 0);
-	raw_publish(&c, p, &seq[1], 2, word);
-	assert_true(raw_wait_word(&c, p, seq[1], &w));
-	assert_int_equal(GPUSYS_WORD_SEQ(w), seq[1] & GPUSYS_SEQ_MASK);
-	assert_int_equal(GPUSYS_SW_STATUS(w), -EINVAL);
+	assert_int_equal(GPUSYS_WORD_FLAGS(w), GPUSYS_SW_STREAMED);
+	/* One response packet through data[], asked for twice: packet 0,
+	 * its acknowledgement, the stream packet, the answer, an ask of 2. */
+	{
+		const uint32_t q0 = ports[0];
+		uint32_t off[LANES], part[LANES], qpkt;
+		uint8_t *qs = raw_stream(&c, q0, &qpkt);
+		port_host_stream_layout(1, len, off, part);
+		raw_packet0(&c, q0, 1, len, cap, in);
+		raw_publish(&c, q0, &seq[0], 1, word);
+		assert_true(raw_wait(&c, q0, seq[0]));
+		port_host_stream_copy(qs, qpkt, 0, off, part, in, 1);
+		raw_publish(&c, q0, &seq[0], 1, word);
+		assert_true(raw_wait_word(&c, q0, seq[0], &w));
+		assert_int_equal(GPUSYS_SW_STATUS(w), 0);
+		assert_int_equal(GPUSYS_WORD_FLAGS(w), 0);
+		raw_publish(&c, q0, &seq[0], 2, word);
+		assert_true(raw_wait_word(&c, q0, seq[0], &w));
+		assert_int_equal(GPUSYS_WORD_SEQ(w), seq[0] & GPUSYS_SEQ_MASK);
+		assert_int_equal(GPUSYS_SW_STATUS(w), -EINVAL);
+	}
 
 	/* A first word two ahead where only one may be: a request that does
 	 * not stream, on the data[] port; and a call of heads, whose refusal
