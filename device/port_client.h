@@ -548,14 +548,21 @@ GPUSYS_FN uint32_t gpusys_port_lock_window(const gpusys_dev_t *dev, int *must_wa
 	}
 }
 
-/* Whether a message should take a window port: 1 when its request stream,
- * or the response stream its capacities allow, needs more than one packet
- * of a plain port (it waits for a window); 2 when it streams less (it
- * takes a window only if one is free at once, else a plain port): through
- * a window a stream that fits the two slots costs no exchange of its own
- * either way (stream packet 0 follows packet 0 without a wait, and an
- * answer comes with its packet 0, ABI 13), through data[] one each way.
- * 0: no stream. Every lane of mask calls it; the same answer in each. */
+/* The port a call takes (gpusys_wants_window, gpusys_port_lock_for). */
+enum gpusys_window_want {
+	GPUSYS_WINDOW_NO = 0,      /* a plain port */
+	GPUSYS_WINDOW_WAIT = 1,    /* a window, waiting for one */
+	GPUSYS_WINDOW_IF_FREE = 2, /* a window that is free at once, else a plain port */
+};
+
+/* Whether a message should take a window port: GPUSYS_WINDOW_WAIT when
+ * its request stream, or the response stream its capacities allow, needs
+ * more than one packet of a plain port; GPUSYS_WINDOW_IF_FREE when it
+ * streams less: through a window a stream that fits the two slots costs
+ * no exchange of its own either way (stream packet 0 follows packet 0
+ * without a wait, and an answer comes with its packet 0, ABI 13), through
+ * data[] one each way. GPUSYS_WINDOW_NO: no stream. Every lane of mask
+ * calls it; the same answer in each. */
 GPUSYS_FN int gpusys_wants_window(const gpusys_dev_t *dev, uint64_t mask, const uint32_t *in_len,
 				  const uint32_t *out_cap, uint32_t biggest, uint32_t cap_biggest)
 {
@@ -570,8 +577,8 @@ GPUSYS_FN int gpusys_wants_window(const gpusys_dev_t *dev, uint64_t mask, const 
 	part[GPUSYS_LI(l)] = out_cap ? gpusys_stream_part(out_cap[GPUSYS_LI(l)]) : 0;
 	uint32_t out_stream = gpusys_lane_exscan(mask, part, off);
 	if (in_stream > GPUSYS_PACKET_BYTES || out_stream > GPUSYS_PACKET_BYTES)
-		return 1;
-	return in_stream || out_stream ? 2 : 0;
+		return GPUSYS_WINDOW_WAIT;
+	return in_stream || out_stream ? GPUSYS_WINDOW_IF_FREE : GPUSYS_WINDOW_NO;
 }
 
 /* -------------------------------------------------------------- streams */
@@ -918,12 +925,12 @@ GPUSYS_FN int gpusys_port_trylock_async_window(const gpusys_dev_t *dev, int *mus
 }
 
 /* Window ports a call with a small stream tries before a plain port
- * (gpusys_wants_window's 2). */
+ * (GPUSYS_WINDOW_IF_FREE). */
 #define GPUSYS_WINDOW_PROBES 8u
 
 /* Leader: lock a port for a synchronous call with a stream (waiting for
- * one), of the kind gpusys_wants_window said: 1 a window, 2 a window that
- * is free at once or else a plain port. Out of line on a GPU: inlined into
+ * one), of the kind gpusys_wants_window said (GPUSYS_WINDOW_WAIT or
+ * GPUSYS_WINDOW_IF_FREE). Out of line on a GPU: inlined into
  * gpusys_rpc_start it took the block calls of a kernel declaring nothing
  * to 138 registers of their 128 (tests/file/block-registers.sh). Calls
  * without a stream lock inline (gpusys_port_lock): out of line for them
@@ -936,7 +943,7 @@ GPUSYS_FN int gpusys_port_trylock_async_window(const gpusys_dev_t *dev, int *mus
 GPUSYS_PORT_LOCK_FN uint32_t gpusys_port_lock_for(const gpusys_dev_t *dev, int window, int *must_wait, uint32_t *seq)
 {
 	uint32_t p;
-	if (window == 1)
+	if (window == GPUSYS_WINDOW_WAIT)
 		return gpusys_port_lock_window(dev, must_wait, seq);
 	if (gpusys_port_try_among(dev, dev->num_ports - dev->num_windows, dev->num_windows,
 					    GPUSYS_WINDOW_PROBES, must_wait, &p, seq) == 0)
@@ -1011,7 +1018,7 @@ GPUSYS_FN_RPC void gpusys_rpc_start(const gpusys_dev_t *dev, uint16_t opcode, ui
 	 * exchange instead of 2 KiB; a small stream takes one if one is free
 	 * (gpusys_wants_window). A future tries the windows futures may hold,
 	 * then a plain asynchronous port. */
-	int window = flags & GPUSYS_REQ_NO_WINDOW ? 0
+	int window = flags & GPUSYS_REQ_NO_WINDOW ? GPUSYS_WINDOW_NO
 						 : gpusys_wants_window(dev, mask, in_len, out_cap, biggest, cap_biggest);
 	word = gpusys_client_word(0,
 				  (flags & GPUSYS_REQ_NOREPLY ? GPUSYS_CW_NOREPLY : 0) | (empty ? GPUSYS_CW_EMPTY : 0) |

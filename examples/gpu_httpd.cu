@@ -423,8 +423,10 @@ static void *stats_main(void *arg)
 	struct lane_stats *h = (struct lane_stats *)calloc(r->lanes, sizeof(*h));
 	struct lane_stats last;
 	memset(&last, 0, sizeof(last));
-	if (!h || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking))
+	if (!h || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) {
+		free(h);
 		return NULL;
+	}
 	static const char *const names[PHASES] = { "readfile", "send", "request" };
 	for (;;) {
 		sleep(r->secs);

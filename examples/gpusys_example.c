@@ -70,10 +70,13 @@ static int echo_large(const gpusys_dev_t *dev)
 	/* Beyond its first 64 bytes a message streams: through a 64 KiB
 	 * window where the channel has windows (a call this large takes a
 	 * window port), else through a port's 2 KiB; either as two slots of
-	 * half that, two packets in flight (abi.h). */
+	 * half that, two packets in flight (abi.h). An answer that fits a
+	 * window's two slots is written with its packet 0 (ABI 13). */
 	uint32_t pkt = (dev->num_windows ? GPUSYS_WINDOW_BYTES : GPUSYS_PACKET_BYTES) / GPUSYS_STREAM_SLOTS;
-	printf("ECHO of %d bytes (packet 0, then %u stream packets of %u KiB each way, two in flight): %s\n", N,
-	       (unsigned)((N - GPUSYS_INLINE_BYTES + pkt - 1) / pkt), (unsigned)(pkt / 1024), ok ? "identical" : "MISMATCH");
+	uint32_t packets = (N - GPUSYS_INLINE_BYTES + pkt - 1) / pkt;
+	printf("ECHO of %d bytes (packet 0, then %u stream packets of %u KiB each way, %s): %s\n", N, packets,
+	       pkt / 1024, gpusys_stream_with_answer(pkt, packets) ? "the answer's with its packet 0" : "two in flight",
+	       ok ? "identical" : "MISMATCH");
 	free(src);
 	free(dst);
 	return ok ? 0 : -1;

@@ -439,27 +439,26 @@ int gpusys_client_reconnect(struct gpusys_client *c, int stop_fd)
 		if (r == 0)
 			return 0;
 		/* Refused for a reason of its own (the channel, the version,
-		 * too many clients): trying again changes nothing. The
-		 * channel's calls now fail -ESHUTDOWN; this thread (the
-		 * connection's watchdog) alone knows why, so it says so. */
+		 * too many clients): trying again changes nothing. */
 		if (r != -ENOENT && r != -ECONNREFUSED && r != -ECONNRESET && r != -ETIMEDOUT && r != -EAGAIN &&
-		    r != -EPIPE) {
-			fprintf(stderr, "libgpusys: gpusysd restarted and did not take our channel back: %s\n", last_error);
-			return r;
-		}
+		    r != -EPIPE)
+			break;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		long long left = ms - ((long long)(t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
 		if (left <= 0) {
 			char why[sizeof(last_error)];
 			memcpy(why, last_error, sizeof(why));
-			r = fail(-ESHUTDOWN, "no gpusysd took our channel back within %d ms (%s)", ms, why);
-			fprintf(stderr, "libgpusys: %s\n", last_error);
-			return r;
+			r = fail(-ESHUTDOWN, "no gpusysd took it back within %d ms (%s)", ms, why);
+			break;
 		}
 		struct pollfd p = { .fd = stop_fd, .events = POLLIN };
 		if (poll(&p, stop_fd >= 0 ? 1 : 0, left < 5 ? (int)left : 5) > 0)
 			return -ECANCELED; /* detach */
 	}
+	/* The channel's calls now fail -ESHUTDOWN; this thread (the
+	 * connection's watchdog) alone knows why, so it says so. */
+	fprintf(stderr, "libgpusys: gpusysd restarted and our channel was not taken back: %s\n", last_error);
+	return r;
 }
 
 void *gpusys_client_channel(const struct gpusys_client *c)
