@@ -254,6 +254,13 @@ static void test_ten_thousand_pending(void **state)
 		printf("# round %d: NOOP rate %.0f/s alone, %.0f/s with %d calls pending (%.1f%%)\n", round, before,
 		       during, PENDING, 100.0 * during / before);
 		kept = during >= 0.9 * before;
+#ifdef GPUSYS_TEST_SANITIZED
+		/* One round, the rate reported, not held (tests/meson.build):
+		 * what this build checks is the memory of 10 000 pending
+		 * calls and their cancellation. */
+		printf("# built with -Db_sanitize=%s: the rate is not held to a bound\n", GPUSYS_TEST_SANITIZED);
+		kept = true;
+#endif
 
 		/* The client goes: the daemon cancels every pending call and
 		 * frees its ports. */
