@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -316,7 +317,38 @@ static int open_last(const struct path_at *at, int flags, mode_t mode, uint64_t 
 	return fd;
 }
 
-static int open_path(int base, const char *path, int flags, mode_t mode, uint64_t cached)
+/* The short way, one openat2 for the whole path with no magic link
+ * followed, kept when what it opened is not on procfs: a file or
+ * directory outside procfs reached without a magic link lies in none of
+ * gpusysd's own /proc entries, which is all that the careful way (the
+ * last component on its own, every directory it ends in checked) adds.
+ * On procfs, or where the kernel has no openat2, the careful way runs
+ * instead (-ENOSYS here). What the careful way took 8 system calls for
+ * (open the directory, check it, open the name, check it, close the
+ * directory; then the caller's fstat) is 2, the fstat's result in st.
+ * Not for O_CREAT, whose follow rules (O_EXCL) the careful way keeps. A
+ * failure is left to the careful way too: errors are rare, and each stays
+ * the one it has always been (a path into gpusysd's own /proc entry is
+ * -EACCES there, where the short way would say -ELOOP). */
+static int open_short(int base, const char *path, int flags, uint64_t cached, struct stat *st)
+{
+	if (flags & (O_CREAT | __O_TMPFILE))
+		return -ENOSYS;
+	int fd = open_how(base, path, flags | O_CLOEXEC, 0, RESOLVE_NO_MAGICLINKS | cached);
+	if (fd == -EAGAIN && cached)
+		return fd; /* not all in the cache: the careful way would not be either */
+	if (fd < 0)
+		return -ENOSYS; /* the careful way says why, as it always has */
+	/* procfs numbers its devices as every in-memory file system does
+	 * (major 0); one on a block device is never procfs, without the
+	 * statfs (ext4's sums a counter over every CPU). */
+	if (fstat(fd, st) == 0 && (major(st->st_dev) != 0 || !on_procfs(fd)))
+		return fd;
+	close(fd);
+	return -ENOSYS;
+}
+
+static int open_careful(int base, const char *path, int flags, mode_t mode, uint64_t cached)
 {
 	bool follow = !(flags & O_NOFOLLOW) && !((flags & O_CREAT) && (flags & O_EXCL));
 	struct path_at at;
@@ -380,15 +412,44 @@ static int open_path(int base, const char *path, int flags, mode_t mode, uint64_
 	return r;
 }
 
+/* 0, or -errno before anything is opened: what the kernel would not
+ * check for us. */
+static int path_check(int base, const char *path)
+{
+	if (path[0] == 0)
+		return -ENOENT;
+	if (path[0] != '/' && base < 0)
+		return -EINVAL; /* never the daemon's working directory */
+	return 0;
+}
+
+static int open_path(int base, const char *path, int flags, mode_t mode, uint64_t cached, struct stat *st)
+{
+	int r = path_check(base, path);
+	if (r < 0)
+		return r;
+	struct stat local;
+	int fd = open_short(base, path, flags, cached, st ? st : &local);
+	if (fd != -ENOSYS)
+		return fd;
+	fd = open_careful(base, path, flags, mode, cached);
+	if (fd >= 0 && st && fstat(fd, st) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
 int path_open(int base, const char *path, int flags, mode_t mode)
 {
-	return open_path(base, path, flags, mode, 0);
+	return open_path(base, path, flags, mode, 0, NULL);
 }
 
 /* Whether openat2 knows RESOLVE_CACHED: 1 yes, 0 no, -1 not asked yet. */
 static atomic_int have_cached = -1;
 
-int path_open_cached(int base, const char *path, int flags)
+int path_open_cached(int base, const char *path, int flags, struct stat *st)
 {
 	if (flags & (O_CREAT | O_TRUNC))
 		return -EAGAIN; /* RESOLVE_CACHED refuses them */
@@ -402,5 +463,5 @@ int path_open_cached(int base, const char *path, int flags)
 	}
 	if (!known)
 		return -EAGAIN;
-	return open_path(base, path, flags, 0, RESOLVE_CACHED);
+	return open_path(base, path, flags, 0, RESOLVE_CACHED, st);
 }

@@ -22,6 +22,13 @@
  *     directory, reached as /proc/self, /proc/thread-self, /proc/PID or
  *     /proc/TID, directly or through symlinks) is -EACCES.
  *
+ * path_open and path_open_cached (not O_CREAT) first try the whole path in
+ * one openat2(RESOLVE_NO_MAGICLINKS), the kernel following ordinary
+ * symlinks, and keep what it opened when that is not on procfs: nothing
+ * outside procfs reached without a magic link is part of gpusysd's own
+ * /proc entries. Anything on procfs, and every failure, goes the careful
+ * way above.
+ *
  * Relative paths are relative to base (the client's working directory);
  * with base < 0 they are refused (-EINVAL), never taken relative to the
  * daemon's own.
@@ -31,6 +38,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 /* Symlinks followed in the last component before -ELOOP (the kernel's
@@ -57,11 +65,11 @@ int path_open(int base, const char *path, int flags, mode_t mode);
 
 /* The same without waiting for the disk or a network file system: every
  * component must be in the kernel's lookup cache (openat2's
- * RESOLVE_CACHED) and no symlink in the last component is followed here.
- * -EAGAIN where that does not hold, or the kernel has no RESOLVE_CACHED
- * (before 5.12): call path_open, on a thread that may block. No O_CREAT or
- * O_TRUNC. The descriptor, or -errno as path_open. */
-int path_open_cached(int base, const char *path, int flags);
+ * RESOLVE_CACHED). -EAGAIN where that does not hold, or the kernel has no
+ * RESOLVE_CACHED (before 5.12): call path_open, on a thread that may
+ * block. No O_CREAT or O_TRUNC. The descriptor, with its fstat in *st, or
+ * -errno as path_open. */
+int path_open_cached(int base, const char *path, int flags, struct stat *st);
 
 /* Whether the directory fd is, or lies inside, one of gpusysd's own /proc
  * entries: 1 yes, 0 no, -errno when it cannot tell (treat as yes). Exposed

@@ -102,6 +102,19 @@ static int64_t f_stat(const gpusys_dev_t *d, const char *path, int flags)
 	return r[0] == (int64_t)sizeof(st) ? 0 : r[0];
 }
 
+/* READFILE (the whole file in one call, served on a poller from the
+ * kernel's lookup cache where it can be): its length, or -errno. */
+static int64_t f_readfile(const gpusys_dev_t *d, const char *path)
+{
+	static char buf[64 << 10];
+	const char *p[L] = { path };
+	void *b[L] = { buf };
+	uint32_t n[L] = { sizeof(buf) };
+	int64_t r[L];
+	gpusys_emu_file_readfile(d, 1, p, b, n, r);
+	return r[0];
+}
+
 #define ONE_PATH(name)                                                    \
 	static int64_t f_##name(const gpusys_dev_t *d, const char *path) \
 	{                                                                 \
@@ -188,6 +201,7 @@ static void through_link(const gpusys_dev_t *d, const char *dir, int64_t want)
 	char p[512], q[512];
 	snprintf(p, sizeof(p), "%s/secret.txt", dir);
 	EXPECT("open", p, f_open(d, p, O_RDONLY), want);
+	EXPECT("readfile", p, f_readfile(d, p), want);
 	EXPECT("open O_WRONLY|O_CREAT", p, f_open(d, p, O_WRONLY | O_CREAT), want);
 	EXPECT("stat", p, f_stat(d, p, 0), want);
 	EXPECT("lstat", p, f_stat(d, p, AT_SYMLINK_NOFOLLOW), want);
@@ -214,6 +228,7 @@ static void through_link(const gpusys_dev_t *d, const char *dir, int64_t want)
 static void at_link(const gpusys_dev_t *d, const char *link)
 {
 	EXPECT("open", link, f_open(d, link, O_RDONLY), -EACCES);
+	EXPECT("readfile", link, f_readfile(d, link), -EACCES);
 	EXPECT("opendir", link, f_opendir(d, link), -EACCES);
 	EXPECT("stat", link, f_stat(d, link, 0), -EACCES);
 	EXPECT("lstat", link, f_stat(d, link, AT_SYMLINK_NOFOLLOW), -EACCES);
@@ -242,6 +257,10 @@ static int as_nobody(void *arg)
 		return 102;
 	EXPECT("stat through a symlink", "ln", f_stat(d, "ln", 0), 0);
 	EXPECT("open through a symlink", "ln", f_open(d, "ln", O_RDONLY), 0);
+	EXPECT("readfile", "mine.txt", f_readfile(d, "mine.txt"), 0);
+	EXPECT("readfile through a symlink", "ln", f_readfile(d, "ln"), 0);
+	EXPECT("readfile a directory", ".", f_readfile(d, "."), -EISDIR);
+	EXPECT("readfile", "/proc/meminfo", f_readfile(d, "/proc/meminfo") > 0 ? 0 : -1, 0);
 	EXPECT("mkdir", "own", f_mkdir(d, "own"), 0);
 	EXPECT("stat dir/", "own/", f_stat(d, "own/", 0), 0);
 	EXPECT("rename", "own", f_rename(d, "own", "own2"), 0);
@@ -308,12 +327,15 @@ static int as_nobody(void *arg)
 				    "/proc/mounts", "/proc/net/unix", "maps", "me/status" };
 	for (unsigned i = 0; i < sizeof(own_files) / sizeof(own_files[0]); i++) {
 		EXPECT("open", own_files[i], f_open(d, own_files[i], O_RDONLY), -EACCES);
+		EXPECT("readfile", own_files[i], f_readfile(d, own_files[i]), -EACCES);
 		EXPECT("stat", own_files[i], f_stat(d, own_files[i], 0), -EACCES);
 	}
 	snprintf(p, sizeof(p), "/proc/%d/maps", t->pid);
 	EXPECT("open", p, f_open(d, p, O_RDONLY), -EACCES);
+	EXPECT("readfile", p, f_readfile(d, p), -EACCES);
 	snprintf(q, sizeof(q), "/proc/%d/environ", t->tid);
 	EXPECT("open", q, f_open(d, q, O_RDONLY), -EACCES);
+	EXPECT("readfile", q, f_readfile(d, q), -EACCES);
 	const char *own_dirs[] = { "/proc/self", "/proc/self/", "/proc/self/fd", "/proc/thread-self", "me", "fds" };
 	for (unsigned i = 0; i < sizeof(own_dirs) / sizeof(own_dirs[0]); i++) {
 		EXPECT("opendir", own_dirs[i], f_opendir(d, own_dirs[i]), -EACCES);

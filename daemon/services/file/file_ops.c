@@ -200,14 +200,14 @@ int file_op_readfile(const struct file_lane *l)
 	/* O_NONBLOCK: nothing but a regular file is read, and opening a FIFO
 	 * must not wait for a writer before the type is known. */
 	const int oflags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
-	int fd = l->nowait ? path_open_cached(dirfd, path, oflags) : path_open(dirfd, path, oflags, 0);
+	struct stat st;
+	int fd = l->nowait ? path_open_cached(dirfd, path, oflags, &st) : path_open(dirfd, path, oflags, 0);
 	if (fd == -EAGAIN && l->nowait)
 		return FILE_LANE_TO_POOL;
 	if (fd < 0)
 		return fd;
-	struct stat st;
 	uint64_t room = l->q.count < l->room ? l->q.count : l->room, got = 0;
-	if (fstat(fd, &st) < 0)
+	if (!l->nowait && fstat(fd, &st) < 0)
 		r = -errno;
 	else if (S_ISDIR(st.st_mode))
 		r = -EISDIR;
