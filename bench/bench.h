@@ -136,6 +136,7 @@ int bench_print_attach_to_file(const char *path, int (*attach)(void *), void *ar
 uint64_t bench_print_count_lines(int fd);
 int bench_file_emulated(int argc, char **argv);
 int bench_calls_emulated(int argc, char **argv); /* calls_emu.c */
+int bench_sys_emulated(int argc, char **argv);   /* sys_emu.c */
 #ifdef GPUSYS_BENCH_HAVE_GPU
 int bench_rtt_gpu(int argc, char **argv);
 int bench_print_gpu(int argc, char **argv);

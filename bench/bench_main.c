@@ -15,6 +15,8 @@ static void usage(void)
 			"       gpusys-bench print [options]           gpusys_printf lines/s from all SMs vs CUDA printf\n"
 			"       gpusys-bench alloc [options]           malloc+free pairs/s from all SMs vs CUDA malloc; growth latency\n"
 			"       gpusys-bench calls [--emulate] [options]    futures and user callbacks\n"
+			"       gpusys-bench sys --emulate [options]   readfile, send, recv, poll per call vs the\n"
+			"                                              same system calls in-process\n"
 			"       gpusys-bench copy [options]            pageable host <-> device copies vs cudaMemcpy\n"
 			"       gpusys-bench multigpu [--op noop|print|file|all] [options]\n"
 			"                                              NOOPs (default), gpusys_printf lines, 4 KiB\n"
@@ -41,6 +43,7 @@ static const struct {
 	{ "file", bench_file_emulated, ON_GPU(bench_file_gpu) },
 	{ "print", bench_print_emulated, ON_GPU(bench_print_gpu) },
 	{ "calls", bench_calls_emulated, ON_GPU(bench_calls_gpu) }, /* futures and user callbacks */
+	{ "sys", bench_sys_emulated, NULL }, /* calls that make system calls: readfile, send, recv, poll */
 	{ "alloc", NULL, ON_GPU(bench_alloc_gpu) },
 	{ "copy", NULL, ON_GPU(bench_copy_gpu) },
 	{ "multigpu", NULL, ON_GPU(bench_multi_gpu) },
@@ -72,8 +75,12 @@ int main(int argc, char **argv)
 		}
 		if (benchmarks[b].gpu)
 			return benchmarks[b].gpu(argc - 1, argv + 1);
+#ifdef GPUSYS_BENCH_HAVE_GPU
+		fprintf(stderr, "gpusys-bench: %s has only an --emulate form\n", argv[1]);
+#else
 		fprintf(stderr, "gpusys-bench: built without CUDA (no nvcc): %s needs a GPU%s\n", argv[1],
 			benchmarks[b].emulated ? "; use --emulate" : "");
+#endif
 		return 2;
 	}
 	usage();
