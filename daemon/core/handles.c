@@ -226,6 +226,36 @@ void handle_table_put(struct handle_table *ht, struct handle_entry *e)
 	pthread_mutex_unlock(&ht->lock);
 }
 
+/* Why under one lock: a gpu_httpd warp polls its listener and up to 63
+ * connections at a time, and every poller serving the client takes this
+ * lock; one hold per handle was 128 lock pairs per poll. */
+void handle_table_get_polled(struct handle_table *ht, const int32_t *handles, uint32_t n, struct handle_entry **out)
+{
+	pthread_mutex_lock(&ht->lock);
+	for (uint32_t i = 0; i < n; i++) {
+		out[i] = NULL;
+		if (handles[i] <= 0)
+			continue;
+		uint32_t idx = (uint32_t)handles[i] & ((1u << HANDLE_INDEX_BITS) - 1);
+		uint32_t gen = (uint32_t)handles[i] >> HANDLE_INDEX_BITS;
+		struct handle_entry *e = entry_at(ht, idx);
+		if (!e || (e->kind != HANDLE_KIND_SOCKET && e->kind != HANDLE_KIND_FILE) || e->closing || e->gen != gen)
+			continue;
+		e->refs++;
+		out[i] = e;
+	}
+	pthread_mutex_unlock(&ht->lock);
+}
+
+void handle_table_put_many(struct handle_table *ht, struct handle_entry *const *es, uint32_t n)
+{
+	pthread_mutex_lock(&ht->lock);
+	for (uint32_t i = 0; i < n; i++)
+		if (es[i])
+			put_locked(ht, es[i]);
+	pthread_mutex_unlock(&ht->lock);
+}
+
 static int close_entry(struct handle_table *ht, struct handle_entry *e)
 {
 	pthread_mutex_lock(&ht->lock);

@@ -624,8 +624,14 @@ static void test_poll(void **s)
 	p[2].events = POLLIN;
 	assert_int_equal(gpusys_emu_poll(D, p, 3, 5000), 1);
 	assert_int_equal(p[2].revents, POLLNVAL);
-	close(fd);
+	/* Every poll above held c's entry while it ran; with their references
+	 * let go, c's close closes the descriptor, and the peer reads the end
+	 * (a reference kept would keep the connection open). */
 	assert_int_equal(gpusys_emu_sock_close(D, c), 0);
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	assert_int_equal(poll(&pf, 1, 5000), 1);
+	assert_int_equal(recv(fd, b, sizeof(b), 0), 0);
+	close(fd);
 	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
 }
 

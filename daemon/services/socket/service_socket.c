@@ -218,15 +218,16 @@ static int first_poll(struct sock_lane *l)
 	l->pfd = calloc(n ? n : 1, sizeof(*l->pfd));
 	if (!l->pe || !l->pfd)
 		return -ENOMEM;
+	int32_t handles[GPUSYS_SOCK_POLL_MAX];
 	for (uint32_t i = 0; i < n; i++) {
 		struct gpusys_pollfd p;
 		memcpy(&p, l->body + i * sizeof(p), sizeof(p));
-		l->pe[i] = handle_table_get(l->sc->cl->ht, p.handle, HANDLE_KIND_SOCKET);
-		if (!l->pe[i])
-			l->pe[i] = handle_table_get(l->sc->cl->ht, p.handle, HANDLE_KIND_FILE);
-		l->pfd[i].fd = l->pe[i] ? l->pe[i]->fd : -1; /* poll(2) skips negative descriptors */
+		handles[i] = p.handle;
 		l->pfd[i].events = (short)(p.events & ~GPUSYS_POLL_RECV);
 	}
+	handle_table_get_polled(l->sc->cl->ht, handles, n, l->pe);
+	for (uint32_t i = 0; i < n; i++)
+		l->pfd[i].fd = l->pe[i] ? l->pe[i]->fd : -1; /* poll(2) skips negative descriptors */
 	if (l->q.timeout_ms > 0)
 		l->deadline_ns = now_ns() + (uint64_t)l->q.timeout_ms * 1000000u;
 	return sock_step_poll(l);

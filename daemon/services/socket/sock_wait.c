@@ -76,9 +76,8 @@ static void lane_unref(struct sock_lane *l)
 		handle_table_put(ht, l->e);
 	l->e = NULL;
 	l->s = NULL;
-	for (uint32_t i = 0; l->pe && i < l->npoll; i++)
-		if (l->pe[i])
-			handle_table_put(ht, l->pe[i]);
+	if (l->pe)
+		handle_table_put_many(ht, l->pe, l->npoll);
 	free(l->pe);
 	free(l->pfd);
 	l->pe = NULL;
