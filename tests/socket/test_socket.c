@@ -1415,6 +1415,65 @@ static void test_poll_recv_file(void **s)
 	assert_int_equal(file_close(f), 0);
 	unlink(path);
 }
+
+/* A call looks up all its lanes' sockets at once (socket_handle); each
+ * lane lets go of its reference however it ends: refused before it ran
+ * (an answer room too small), a request it cannot parse, a handle that is
+ * a file, or sent. The socket's close then closes the connection: the peer
+ * reads what was sent and the end (a reference kept would hold it open). */
+static void test_lanes_let_go(void **s)
+{
+	(void)s;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int64_t lh = emu_listener(AF_INET, SOCK_STREAM, &ss, &len);
+	int fd = cpu_connect(&ss, len);
+	int64_t c = gpusys_emu_accept4(D, lh, NULL, NULL, 0);
+	assert_true(c > 2);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/lf", tmpdir);
+	int64_t f = file_open(path);
+	assert_true(f > 2);
+
+	/* Refused before it runs: no room for the address. */
+	struct gpusys_emu_sock_lane lanes[3];
+	struct gpusys_sock_addr peer;
+	memset(lanes, 0, sizeof(lanes));
+	lanes[0].q.handle = (int32_t)c;
+	lanes[0].out = &peer;
+	lanes[0].out_cap = 4;
+	gpusys_emu_sock_call(D, GPUSYS_OP_SOCK_GETPEERNAME, 0x1, lanes);
+	assert_int_equal(lanes[0].ret, -EMSGSIZE);
+
+	/* Not parsed (an address on a send), a file, sent. */
+	static uint8_t addr[64];
+	memset(lanes, 0, sizeof(lanes));
+	for (unsigned i = 0; i < 3; i++) {
+		lanes[i].q.handle = (int32_t)c;
+		lanes[i].q.flags = MSG_DONTWAIT;
+		lanes[i].body = "x";
+		lanes[i].body_len = 1;
+	}
+	lanes[0].addr = addr;
+	lanes[0].q.addr_len = sizeof(addr);
+	lanes[1].q.handle = (int32_t)f;
+	gpusys_emu_sock_call(D, GPUSYS_OP_SOCK_SEND, 0x7, lanes);
+	assert_int_equal(lanes[0].ret, -EINVAL);
+	assert_int_equal(lanes[1].ret, -ENOTSOCK);
+	assert_int_equal(lanes[2].ret, 1);
+
+	assert_int_equal(gpusys_emu_sock_close(D, c), 0);
+	char b[8];
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	assert_int_equal(poll(&pf, 1, 5000), 1);
+	assert_int_equal(recv(fd, b, sizeof(b), 0), 1);
+	assert_int_equal(poll(&pf, 1, 5000), 1);
+	assert_int_equal(recv(fd, b, sizeof(b), 0), 0);
+	close(fd);
+	assert_int_equal(file_close(f), 0); /* the file's reference let go too */
+	unlink(path);
+	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
+}
 #endif
 
 /* ------------------------------------------------------------- setup */
@@ -1496,6 +1555,7 @@ int main(void)
 		cmocka_unit_test(test_killed_client),
 		cmocka_unit_test(test_shared_handles),
 		cmocka_unit_test(test_poll_recv_file),
+		cmocka_unit_test(test_lanes_let_go),
 #endif
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -356,16 +356,24 @@ static int lane_parse(struct sock_call *sc, unsigned i, struct sock_lane *l)
 	}
 	l->body = body;
 	l->body_len = n;
-	if (op_needs_socket(op)) {
-		l->e = handle_table_get(sc->cl->ht, l->q.handle, HANDLE_KIND_SOCKET);
-		if (!l->e) {
-			struct handle_entry *f = handle_table_get(sc->cl->ht, l->q.handle, HANDLE_KIND_FILE);
-			if (f)
-				handle_table_put(sc->cl->ht, f);
-			return f ? -ENOTSOCK : -EBADF;
-		}
-		l->s = l->e->obj;
+	return 0;
+}
+
+/* Give l its socket: e, its handle's entry if that is open as a socket or
+ * a file (socket_handle looked every lane's up at once), is l's or let go
+ * here. 0 or -errno. */
+static int lane_attach(struct sock_call *sc, struct sock_lane *l, struct handle_entry *e)
+{
+	if (!op_needs_socket(sc->call->opcode))
+		return 0; /* nothing was looked up */
+	if (!e)
+		return -EBADF;
+	if (e->kind != HANDLE_KIND_SOCKET) {
+		handle_table_put(sc->cl->ht, e);
+		return -ENOTSOCK;
 	}
+	l->e = e;
+	l->s = e->obj;
 	return 0;
 }
 
@@ -376,6 +384,7 @@ static void socket_handle(struct port_call *call)
 	uint32_t room[GPUSYS_WARP_LANES] = { 0 };
 	bool value_op[GPUSYS_WARP_LANES] = { false };
 	uint64_t fixed = 0, lazy = 0;
+	int32_t handles[GPUSYS_WARP_LANES] = { 0 }; /* 0: none to look up */
 	/* Receives' rooms last (sock_room.c): let go while they wait. */
 	bool receives = op == GPUSYS_OP_SOCK_RECV || op == GPUSYS_OP_SOCK_RECVFROM;
 	bool poll_bytes = false; /* a poll whose lanes may ask for bytes: all its room is lazy */
@@ -387,6 +396,8 @@ static void socket_handle(struct port_call *call)
 		memset(&q, 0, sizeof(q));
 		if (call->len[i] >= sizeof(q))
 			memcpy(&q, call->data[i], sizeof(q));
+		if (call->len[i] >= sizeof(q) && op_needs_socket(op))
+			handles[i] = q.handle;
 		room[i] = room_for(op, &q, call->cap[i], &value_op[i]);
 		*(receives ? &lazy : &fixed) += room[i];
 		poll_bytes |= op == GPUSYS_OP_SOCK_POLL && q.count != 0;
@@ -429,6 +440,11 @@ static void socket_handle(struct port_call *call)
 	 * socket loop (sock_loops.c). */
 	sock_loop_pick(sc, op == GPUSYS_OP_SOCK_GETADDRINFO || op == GPUSYS_OP_SOCK_GETNAMEINFO);
 
+	/* Every lane's socket under one hold of the client's table lock (a
+	 * warp's sends: up to 32 lanes, pollers sharing the table). */
+	struct handle_entry *entry[GPUSYS_WARP_LANES];
+	handle_table_get_polled(cl->ht, handles, GPUSYS_WARP_LANES, entry);
+
 	bool as_client = op_as_client(op);
 	struct creds_saved saved;
 	int cr = as_client ? creds_enter(&cl->c->creds, &saved) : 0;
@@ -449,18 +465,26 @@ static void socket_handle(struct port_call *call)
 		l->lazy = receives;
 		l->value_op = value_op[i];
 		at += room[i];
+		struct handle_entry *e = entry[i];
+		entry[i] = NULL;
+		int early = 0;
 		if (call->cap[i] < room[i] || (value_op[i] && call->cap[i] < sizeof(int64_t)) ||
-		    (op == GPUSYS_OP_SOCK_RECVFROM && room[i] == 0)) {
-			call->lane_status[i] = -EMSGSIZE;
-			sock_error_count(op, -EMSGSIZE);
-			continue;
-		}
-		if (cr < 0) {
-			call->lane_status[i] = cr;
-			sock_error_count(op, cr);
+		    (op == GPUSYS_OP_SOCK_RECVFROM && room[i] == 0))
+			early = -EMSGSIZE;
+		else if (cr < 0)
+			early = cr;
+		if (early) {
+			if (e)
+				handle_table_put(cl->ht, e);
+			call->lane_status[i] = early;
+			sock_error_count(op, early);
 			continue;
 		}
 		r = lane_parse(sc, i, l);
+		if (r == 0)
+			r = lane_attach(sc, l, e);
+		else if (e)
+			handle_table_put(cl->ht, e);
 		if (r == 0)
 			r = lane_first(l);
 		if (r == LANE_WAIT) {
