@@ -144,6 +144,33 @@ static int cpu_connect(const struct sockaddr_storage *ss, socklen_t len)
 	return fd;
 }
 
+/* A TCP connection on loopback between this process (*fd) and gpusysd:
+ * its listener in *lh; the accepted end's handle returned. */
+static int64_t emu_accepted(int64_t *lh, int *fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	*lh = emu_listener(AF_INET, SOCK_STREAM, &ss, &len);
+	*fd = cpu_connect(&ss, len);
+	int64_t c = gpusys_emu_accept4(D, *lh, NULL, NULL, 0);
+	assert_true(c > 2);
+	return c;
+}
+
+/* This process's end of a connection reads n bytes (at most 8) and then
+ * the end: gpusysd closed its descriptor. */
+static void peer_reads_end(int fd, ssize_t n)
+{
+	char b[8];
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	if (n > 0) {
+		assert_int_equal(poll(&pf, 1, 5000), 1);
+		assert_int_equal(recv(fd, b, sizeof(b), 0), n);
+	}
+	assert_int_equal(poll(&pf, 1, 5000), 1);
+	assert_int_equal(recv(fd, b, sizeof(b), 0), 0);
+}
+
 static void cpu_timeout(int fd, int ms)
 {
 	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = ms % 1000 * 1000 };
@@ -433,12 +460,9 @@ static void test_timeouts(void **s)
 static void test_peer_closes_midway(void **s)
 {
 	(void)s;
-	struct sockaddr_storage ss;
-	socklen_t len;
-	int64_t lh = emu_listener(AF_INET, SOCK_STREAM, &ss, &len);
-	int fd = cpu_connect(&ss, len);
-	int64_t c = gpusys_emu_accept4(D, lh, NULL, NULL, 0);
-	assert_true(c > 2);
+	int64_t lh;
+	int fd;
+	int64_t c = emu_accepted(&lh, &fd);
 	char big[4096], buf[4096];
 	memset(big, 'z', sizeof(big));
 	assert_int_equal(send(fd, big, 1000, 0), 1000);
@@ -628,9 +652,7 @@ static void test_poll(void **s)
 	 * let go, c's close closes the descriptor, and the peer reads the end
 	 * (a reference kept would keep the connection open). */
 	assert_int_equal(gpusys_emu_sock_close(D, c), 0);
-	struct pollfd pf = { .fd = fd, .events = POLLIN };
-	assert_int_equal(poll(&pf, 1, 5000), 1);
-	assert_int_equal(recv(fd, b, sizeof(b), 0), 0);
+	peer_reads_end(fd, 0);
 	close(fd);
 	assert_int_equal(gpusys_emu_sock_close(D, lh), 0);
 }
@@ -851,11 +873,9 @@ static void test_poll_recv_lanes(void **s)
 static void test_poll_recv_hostile(void **s)
 {
 	(void)s;
-	struct sockaddr_storage ss;
-	socklen_t len;
-	int64_t lh = emu_listener(AF_INET, SOCK_STREAM, &ss, &len);
-	int fd = cpu_connect(&ss, len);
-	int64_t c = gpusys_emu_accept4(D, lh, NULL, NULL, 0);
+	int64_t lh;
+	int fd;
+	int64_t c = emu_accepted(&lh, &fd);
 	assert_int_equal(send(fd, "data", 4, 0), 4);
 	static uint8_t buf[PR_CAP];
 	int32_t lens[GPUSYS_SOCK_POLL_MAX];
@@ -1424,12 +1444,9 @@ static void test_poll_recv_file(void **s)
 static void test_lanes_let_go(void **s)
 {
 	(void)s;
-	struct sockaddr_storage ss;
-	socklen_t len;
-	int64_t lh = emu_listener(AF_INET, SOCK_STREAM, &ss, &len);
-	int fd = cpu_connect(&ss, len);
-	int64_t c = gpusys_emu_accept4(D, lh, NULL, NULL, 0);
-	assert_true(c > 2);
+	int64_t lh;
+	int fd;
+	int64_t c = emu_accepted(&lh, &fd);
 	char path[128];
 	snprintf(path, sizeof(path), "%s/lf", tmpdir);
 	int64_t f = file_open(path);
@@ -1463,12 +1480,7 @@ static void test_lanes_let_go(void **s)
 	assert_int_equal(lanes[2].ret, 1);
 
 	assert_int_equal(gpusys_emu_sock_close(D, c), 0);
-	char b[8];
-	struct pollfd pf = { .fd = fd, .events = POLLIN };
-	assert_int_equal(poll(&pf, 1, 5000), 1);
-	assert_int_equal(recv(fd, b, sizeof(b), 0), 1);
-	assert_int_equal(poll(&pf, 1, 5000), 1);
-	assert_int_equal(recv(fd, b, sizeof(b), 0), 0);
+	peer_reads_end(fd, 1);
 	close(fd);
 	assert_int_equal(file_close(f), 0); /* the file's reference let go too */
 	unlink(path);
