@@ -137,6 +137,42 @@ static void resume_on_worker(struct port_call *call, uint32_t l)
 	call->to_pool = true;
 }
 
+/* On a poller, stop at lane l for a worker when its room, or what the
+ * call read here so far, is past FILE_TRY_POLLER_MAX. Whether it stopped. */
+static bool poller_stops_at(struct port_call *call, uint32_t l, uint64_t room, uint64_t read_here)
+{
+	if (!call->on_poller || (room <= FILE_TRY_POLLER_MAX && read_here < FILE_TRY_POLLER_MAX))
+		return false;
+	resume_on_worker(call, l);
+	return true;
+}
+
+/* Lane l's request into q: 0, or -EINVAL when it is shorter than one. */
+static int lane_request(const struct port_call *call, uint32_t l, struct gpusys_file_req *q)
+{
+	if (call->len[l] < sizeof(*q))
+		return -EINVAL;
+	memcpy(q, call->data[l], sizeof(*q)); /* any alignment */
+	return 0;
+}
+
+/* Run fn for lane l (request q, its body after it; room bytes at out):
+ * fn's result, or FILE_LANE_TO_POOL with the call stopped there for a
+ * worker. */
+static int lane_run(struct port_call *call, file_lane_fn *fn, uint32_t l, const struct gpusys_file_req *q,
+		    uint32_t room, uint8_t *out, int64_t *val, uint32_t *out_len)
+{
+	struct file_lane lane = {
+		.fc = call->state, .opcode = call->opcode, .q = *q, .body = call->data[l] + sizeof(*q),
+		.body_len = call->len[l] - (uint32_t)sizeof(*q), .room = room, .val = val, .out = out,
+		.out_len = out_len, .nowait = call->on_poller,
+	};
+	int r = fn(&lane);
+	if (r == FILE_LANE_TO_POOL)
+		resume_on_worker(call, l);
+	return r;
+}
+
 /* A call runs its lanes in order. On a poller (call->on_poller: pread and
  * readfile, SERVICE_OP_TRY_POLLER) each lane runs without waiting; at the
  * first that would wait, or past FILE_TRY_POLLER_MAX, the call stops there
@@ -160,11 +196,7 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 		uint32_t want = fixed;
 		if (kind == ANSWER_DATA) {
 			struct gpusys_file_req q;
-			uint64_t c = 0;
-			if (call->len[l] >= sizeof(q)) {
-				memcpy(&q, call->data[l], sizeof(q)); /* any alignment */
-				c = q.count;
-			}
+			uint64_t c = lane_request(call, l, &q) == 0 ? q.count : 0;
 			want = c < call->cap[l] ? (uint32_t)c : call->cap[l];
 		}
 		room[l] = want;
@@ -203,32 +235,19 @@ static void file_call(struct port_call *call, file_lane_fn *fn, enum answer kind
 		at += room[l];
 		if (l < first)
 			continue; /* answered on the poller */
-		if (call->on_poller && (room[l] > FILE_TRY_POLLER_MAX || read_here >= FILE_TRY_POLLER_MAX)) {
-			resume_on_worker(call, l);
+		if (poller_stops_at(call, l, room[l], read_here))
 			break;
-		}
-		if (cr < 0) {
-			call->lane_status[l] = cr;
+		struct gpusys_file_req q;
+		int r = cr < 0 ? cr : lane_request(call, l, &q);
+		if (r < 0) {
+			call->lane_status[l] = r;
 			continue;
 		}
 		int64_t val = 0;
 		uint32_t out_len = 0;
-		struct file_lane lane = {
-			.fc = fc, .opcode = call->opcode, .room = room[l], .val = &val, .out = out, .out_len = &out_len,
-			.nowait = call->on_poller,
-		};
-		if (call->len[l] < sizeof(lane.q)) {
-			call->lane_status[l] = -EINVAL;
-			continue;
-		}
-		memcpy(&lane.q, call->data[l], sizeof(lane.q));
-		lane.body = call->data[l] + sizeof(lane.q);
-		lane.body_len = call->len[l] - (uint32_t)sizeof(lane.q);
-		int r = fn(&lane);
-		if (r == FILE_LANE_TO_POOL) {
-			resume_on_worker(call, l);
+		r = lane_run(call, fn, l, &q, room[l], out, &val, &out_len);
+		if (r == FILE_LANE_TO_POOL)
 			break;
-		}
 		call->lane_status[l] = r;
 		read_here += out_len;
 		if (r < 0)
@@ -277,16 +296,14 @@ static void handle_readfile(struct port_call *call)
 		if (!(call->lane_mask >> l & 1))
 			continue;
 		struct gpusys_file_req q;
-		if (call->len[l] < sizeof(q)) {
-			call->lane_status[l] = -EINVAL;
+		int r = lane_request(call, l, &q);
+		if (r < 0) {
+			call->lane_status[l] = r;
 			continue;
 		}
-		memcpy(&q, call->data[l], sizeof(q));
 		uint32_t room = q.count < call->cap[l] ? (uint32_t)q.count : call->cap[l];
-		if (call->on_poller && (room > FILE_TRY_POLLER_MAX || used >= FILE_TRY_POLLER_MAX)) {
-			resume_on_worker(call, l);
+		if (poller_stops_at(call, l, room, used))
 			break;
-		}
 		if (cr < 0) {
 			call->lane_status[l] = cr;
 			continue;
@@ -299,16 +316,9 @@ static void handle_readfile(struct port_call *call)
 		call->resp_buf = grown;
 		int64_t val = 0;
 		uint32_t got = 0;
-		struct file_lane lane = {
-			.fc = fc, .opcode = call->opcode, .q = q, .body = call->data[l] + sizeof(q),
-			.body_len = call->len[l] - (uint32_t)sizeof(q), .room = room, .val = &val,
-			.out = grown + used, .out_len = &got, .nowait = call->on_poller,
-		};
-		int r = file_op_readfile(&lane);
-		if (r == FILE_LANE_TO_POOL) {
-			resume_on_worker(call, l);
+		r = lane_run(call, file_op_readfile, l, &q, room, grown + used, &val, &got);
+		if (r == FILE_LANE_TO_POOL)
 			break;
-		}
 		if (r == 0)
 			r = port_call_charge_or_later(call, got); /* 0, GPUSYS_STATUS_NO_ROOM or -ENOMEM */
 		call->lane_status[l] = r;
