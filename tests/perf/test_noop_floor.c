@@ -55,7 +55,13 @@
 #include "../daemon/harness.h"
 
 #define MAX_RATIO 2.0
-#define ATTEMPTS 5
+/* 10, not 5: on 2026-11-29 the VM's NOOP p50 was bimodal, 330-600 ns or
+ * 770-900 ns, switching between attempts, for this tree and for 0f95f9d's
+ * alike (floors 320-400 ns), so an attempt's ratio was 1.0-1.5 or
+ * 2.2-2.7; with 5 attempts 2 of 5 runs there found none in the fast state
+ * (one of them a full local CI run). A real regression still fails every
+ * attempt; the bound is unchanged. */
+#define ATTEMPTS 10
 /* Below this floor p50 an attempt is not comparable (see above). */
 #define MIN_FLOOR_NS 250
 #define STRINGIFY_(x) #x
