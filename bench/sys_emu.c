@@ -3,8 +3,9 @@
  * gpusys-bench sys --emulate: what one call that does system calls costs
  * through the real gpusysd, from one emulated warp, against the same system
  * calls made in this process: readfile of a small file (one lane and 32),
- * send and recv of an HTTP-sized message on a loopback TCP connection, and
- * a poll that brings the bytes (GPUSYS_POLL_RECV).
+ * send and recv of an HTTP-sized message on a loopback TCP connection, a
+ * poll that brings the bytes (GPUSYS_POLL_RECV), and a warp's 32 sends as
+ * one call.
  *
  * Why: at 100 connections gpu_httpd is bound by the pollers' CPU per request
  * (bench/RESULTS.md, "Fourteenth session"), and each request is a poll, a
@@ -93,11 +94,13 @@ static int conn_open(const gpusys_dev_t *dev, struct conn *c)
 	return r < 0 ? -1 : 0;
 }
 
-/* Read exactly n bytes from fd (this process's end). */
+/* Read exactly n bytes from fd (this process's end), into buf (4 KiB),
+ * over and over. */
 static int drain(int fd, uint8_t *buf, size_t n)
 {
 	for (size_t got = 0; got < n;) {
-		ssize_t k = recv(fd, buf + got, n - got, 0);
+		size_t want = n - got < 4096 ? n - got : 4096;
+		ssize_t k = recv(fd, buf, want, 0);
 		if (k <= 0)
 			return -1;
 		got += (size_t)k;
@@ -187,12 +190,20 @@ int bench_sys_emulated(int argc, char **argv)
 		bufs[l] = buf[l];
 		counts[l] = sizeof(buf[l]);
 	}
-	struct row rows[5] = {
+	struct gpusys_emu_sock_lane sends[L];
+	memset(sends, 0, sizeof(sends));
+	for (unsigned l = 0; l < L; l++) {
+		sends[l].q.handle = (int32_t)c.handle;
+		sends[l].body = msg;
+		sends[l].body_len = RESPONSE;
+	}
+	struct row rows[6] = {
 		{ "readfile 6 B, 1 lane", "open+fstat+read+close", 0, 0 },
 		{ "readfile 6 B, 32 lanes (per lane)", "open+fstat+read+close", 0, 0 },
 		{ "send 150 B (+ this process's recv)", "send + recv", 0, 0 },
 		{ "recv 100 B (+ this process's send)", "send + recv", 0, 0 },
 		{ "poll_recv 100 B (+ this process's send)", "send + poll + recv", 0, 0 },
+		{ "send 150 B, 32 lanes (per lane)", "32 sends, then recv", 0, 0 },
 	};
 	for (int round = 0; round < 3; round++) {
 		uint64_t t0 = bench_now_ns();
@@ -252,6 +263,29 @@ int bench_sys_emulated(int argc, char **argv)
 				goto failed;
 		}
 		rows[4].floor_ns = best(rows[4].floor_ns, (double)(bench_now_ns() - t0) / iters);
+
+		/* A warp's sends on one connection, as a 32-lane call: what a
+		 * lane costs when the call's lanes share its steps. */
+		t0 = bench_now_ns();
+		for (unsigned i = 0; i < iters / 32; i++) {
+			if (gpusys_emu_sock_call(dev, GPUSYS_OP_SOCK_SEND, UINT32_MAX, sends) != 0)
+				goto failed;
+			for (unsigned l = 0; l < L; l++)
+				if (sends[l].ret != RESPONSE)
+					goto failed;
+			if (drain(c.peer, buf[0], (size_t)L * RESPONSE))
+				goto failed;
+		}
+		rows[5].ns = best(rows[5].ns, (double)(bench_now_ns() - t0) / (iters / 32 * 32));
+		t0 = bench_now_ns();
+		for (unsigned i = 0; i < iters / 32; i++) {
+			for (unsigned l = 0; l < L; l++)
+				if (send(c.a, msg, RESPONSE, MSG_NOSIGNAL) != RESPONSE)
+					goto failed;
+			if (drain(c.b, buf[0], (size_t)L * RESPONSE))
+				goto failed;
+		}
+		rows[5].floor_ns = best(rows[5].floor_ns, (double)(bench_now_ns() - t0) / (iters / 32 * 32));
 	}
 	printf("gpusys-bench sys --emulate: one emulated warp, %u calls a row, best of 3 rounds; file in %s\n\n", iters,
 	       dir);
