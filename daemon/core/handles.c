@@ -196,19 +196,25 @@ int handle_table_insert_obj(struct handle_table *ht, int fd, enum handle_kind ki
 	return h;
 }
 
-struct handle_entry *handle_table_get(struct handle_table *ht, int32_t handle, enum handle_kind kind)
+/* handle's entry, with a reference, if it is open as one of kinds (bit
+ * 1 << kind each); NULL otherwise. ht->lock held. */
+static struct handle_entry *get_locked(struct handle_table *ht, int32_t handle, unsigned kinds)
 {
 	if (handle <= 0)
 		return NULL;
 	uint32_t idx = (uint32_t)handle & ((1u << HANDLE_INDEX_BITS) - 1);
 	uint32_t gen = (uint32_t)handle >> HANDLE_INDEX_BITS;
-	pthread_mutex_lock(&ht->lock);
 	struct handle_entry *e = entry_at(ht, idx);
-	if (!e || e->kind != kind || e->closing || e->gen != gen) {
-		pthread_mutex_unlock(&ht->lock);
+	if (!e || !(kinds >> e->kind & 1) || e->closing || e->gen != gen)
 		return NULL;
-	}
 	e->refs++;
+	return e;
+}
+
+struct handle_entry *handle_table_get(struct handle_table *ht, int32_t handle, enum handle_kind kind)
+{
+	pthread_mutex_lock(&ht->lock);
+	struct handle_entry *e = get_locked(ht, handle, 1u << kind);
 	pthread_mutex_unlock(&ht->lock);
 	return e;
 }
@@ -227,23 +233,13 @@ void handle_table_put(struct handle_table *ht, struct handle_entry *e)
 }
 
 /* Why under one lock: a gpu_httpd warp polls its listener and up to 63
- * connections at a time, and every poller serving the client takes this
- * lock; one hold per handle was 128 lock pairs per poll. */
-void handle_table_get_polled(struct handle_table *ht, const int32_t *handles, uint32_t n, struct handle_entry **out)
+ * connections at a time, or sends on 32, and every poller serving the
+ * client takes this lock; one hold per handle was 128 lock pairs per poll. */
+void handle_table_get_many(struct handle_table *ht, const int32_t *handles, uint32_t n, struct handle_entry **out)
 {
 	pthread_mutex_lock(&ht->lock);
-	for (uint32_t i = 0; i < n; i++) {
-		out[i] = NULL;
-		if (handles[i] <= 0)
-			continue;
-		uint32_t idx = (uint32_t)handles[i] & ((1u << HANDLE_INDEX_BITS) - 1);
-		uint32_t gen = (uint32_t)handles[i] >> HANDLE_INDEX_BITS;
-		struct handle_entry *e = entry_at(ht, idx);
-		if (!e || (e->kind != HANDLE_KIND_SOCKET && e->kind != HANDLE_KIND_FILE) || e->closing || e->gen != gen)
-			continue;
-		e->refs++;
-		out[i] = e;
-	}
+	for (uint32_t i = 0; i < n; i++)
+		out[i] = get_locked(ht, handles[i], 1u << HANDLE_KIND_SOCKET | 1u << HANDLE_KIND_FILE);
 	pthread_mutex_unlock(&ht->lock);
 }
 

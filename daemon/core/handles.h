@@ -143,10 +143,10 @@ struct handle_entry *handle_table_get(struct handle_table *ht, int32_t handle, e
 void handle_table_put(struct handle_table *ht, struct handle_entry *e);
 
 /* handle_table_get of n handles under one hold of the table's lock (a
- * poll's list: up to 64, from pollers that share one client's table):
- * out[i] is handles[i]'s entry if it is open as a socket or a file, with a
- * reference, else NULL. */
-void handle_table_get_polled(struct handle_table *ht, const int32_t *handles, uint32_t n, struct handle_entry **out);
+ * poll's list, a call's lanes; pollers share one client's table): out[i]
+ * is handles[i]'s entry if it is open as a socket or a file, with a
+ * reference, else NULL (handles of 0 or less are never looked up). */
+void handle_table_get_many(struct handle_table *ht, const int32_t *handles, uint32_t n, struct handle_entry **out);
 
 /* handle_table_put of every non-NULL es[i], under one hold of the lock. */
 void handle_table_put_many(struct handle_table *ht, struct handle_entry *const *es, uint32_t n);

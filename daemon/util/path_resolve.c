@@ -441,9 +441,9 @@ static int open_path(int base, const char *path, int flags, mode_t mode, uint64_
 	return fd;
 }
 
-int path_open(int base, const char *path, int flags, mode_t mode)
+int path_open(int base, const char *path, int flags, mode_t mode, struct stat *st)
 {
-	return open_path(base, path, flags, mode, 0, NULL);
+	return open_path(base, path, flags, mode, 0, st);
 }
 
 /* Whether openat2 knows RESOLVE_CACHED: 1 yes, 0 no, -1 not asked yet. */

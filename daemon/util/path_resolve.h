@@ -60,15 +60,16 @@ void path_at_close(struct path_at *at);
 
 /* Open path as open(2) would (flags O_*, mode for O_CREAT), following a
  * symlink in the last component unless flags has O_NOFOLLOW or
- * O_CREAT|O_EXCL. The descriptor, or -errno. */
-int path_open(int base, const char *path, int flags, mode_t mode);
+ * O_CREAT|O_EXCL. The descriptor, with its fstat in *st unless st is NULL
+ * (the short way below takes one anyway), or -errno. */
+int path_open(int base, const char *path, int flags, mode_t mode, struct stat *st);
 
 /* The same without waiting for the disk or a network file system: every
  * component must be in the kernel's lookup cache (openat2's
  * RESOLVE_CACHED). -EAGAIN where that does not hold, or the kernel has no
  * RESOLVE_CACHED (before 5.12): call path_open, on a thread that may
- * block. No O_CREAT or O_TRUNC. The descriptor, with its fstat in *st, or
- * -errno as path_open. */
+ * block. No O_CREAT or O_TRUNC. The descriptor (its fstat in *st as
+ * path_open's), or -errno as path_open. */
 int path_open_cached(int base, const char *path, int flags, struct stat *st);
 
 /* Whether the directory fd is, or lies inside, one of gpusysd's own /proc

@@ -103,7 +103,7 @@ int file_op_open(const struct file_lane *l)
 	int fd;
 	for (;;) {
 		fd = path_open(dirfd, path, flags | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-			       file_create_mode(peer, l->q.mode));
+			       file_create_mode(peer, l->q.mode), NULL);
 		/* A FIFO opened for writing with no reader: the client
 		 * asked to wait for one. */
 		if (fd != -ENXIO || !file_wants_block(flags) || (flags & O_ACCMODE) != O_WRONLY)
@@ -201,15 +201,13 @@ int file_op_readfile(const struct file_lane *l)
 	 * must not wait for a writer before the type is known. */
 	const int oflags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
 	struct stat st;
-	int fd = l->nowait ? path_open_cached(dirfd, path, oflags, &st) : path_open(dirfd, path, oflags, 0);
+	int fd = l->nowait ? path_open_cached(dirfd, path, oflags, &st) : path_open(dirfd, path, oflags, 0, &st);
 	if (fd == -EAGAIN && l->nowait)
 		return FILE_LANE_TO_POOL;
 	if (fd < 0)
 		return fd;
 	uint64_t room = l->q.count < l->room ? l->q.count : l->room, got = 0;
-	if (!l->nowait && fstat(fd, &st) < 0)
-		r = -errno;
-	else if (S_ISDIR(st.st_mode))
+	if (S_ISDIR(st.st_mode))
 		r = -EISDIR;
 	else if (!S_ISREG(st.st_mode))
 		r = -EINVAL;
@@ -333,12 +331,11 @@ int file_op_stat(const struct file_lane *l)
 		if (link_itself)
 			return r < 0 ? r : stat_out(l, &st);
 	}
-	int fd = path_open(dirfd, path, O_PATH, 0);
+	int fd = path_open(dirfd, path, O_PATH, 0, &st);
 	if (fd < 0)
 		return fd;
-	r = fstat(fd, &st) < 0 ? -errno : 0;
 	close(fd);
-	return r < 0 ? r : stat_out(l, &st);
+	return stat_out(l, &st);
 }
 
 int file_op_fsync(const struct file_lane *l)

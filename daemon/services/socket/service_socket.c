@@ -225,7 +225,7 @@ static int first_poll(struct sock_lane *l)
 		handles[i] = p.handle;
 		l->pfd[i].events = (short)(p.events & ~GPUSYS_POLL_RECV);
 	}
-	handle_table_get_polled(l->sc->cl->ht, handles, n, l->pe);
+	handle_table_get_many(l->sc->cl->ht, handles, n, l->pe);
 	for (uint32_t i = 0; i < n; i++)
 		l->pfd[i].fd = l->pe[i] ? l->pe[i]->fd : -1; /* poll(2) skips negative descriptors */
 	if (l->q.timeout_ms > 0)
@@ -396,7 +396,7 @@ static void socket_handle(struct port_call *call)
 		memset(&q, 0, sizeof(q));
 		if (call->len[i] >= sizeof(q))
 			memcpy(&q, call->data[i], sizeof(q));
-		if (call->len[i] >= sizeof(q) && op_needs_socket(op))
+		if (call->len[i] >= sizeof(q))
 			handles[i] = q.handle;
 		room[i] = room_for(op, &q, call->cap[i], &value_op[i]);
 		*(receives ? &lazy : &fixed) += room[i];
@@ -441,9 +441,11 @@ static void socket_handle(struct port_call *call)
 	sock_loop_pick(sc, op == GPUSYS_OP_SOCK_GETADDRINFO || op == GPUSYS_OP_SOCK_GETNAMEINFO);
 
 	/* Every lane's socket under one hold of the client's table lock (a
-	 * warp's sends: up to 32 lanes, pollers sharing the table). */
-	struct handle_entry *entry[GPUSYS_WARP_LANES];
-	handle_table_get_polled(cl->ht, handles, GPUSYS_WARP_LANES, entry);
+	 * warp's sends: up to 32 lanes, pollers sharing the table); not for
+	 * ops without one (a poll takes its list's in first_poll). */
+	struct handle_entry *entry[GPUSYS_WARP_LANES] = { NULL };
+	if (op_needs_socket(op))
+		handle_table_get_many(cl->ht, handles, GPUSYS_WARP_LANES, entry);
 
 	bool as_client = op_as_client(op);
 	struct creds_saved saved;

@@ -81,7 +81,7 @@ int sock_unix_target(const void *addr, socklen_t len, struct sockaddr_un *out, s
 	/* The socket file itself, opened O_PATH: connecting through its
 	 * descriptor reaches exactly this inode, and the kernel still checks
 	 * write permission on it with the client's credentials. */
-	int fd = path_open(-1, unix_path(addr), O_PATH, 0);
+	int fd = path_open(-1, unix_path(addr), O_PATH, 0, NULL);
 	if (fd < 0)
 		return fd;
 	char text[32];
